@@ -1,0 +1,14 @@
+//! Extractors: each parses one part of the request into a typed value, or
+//! rejects the request with the SPEC's error shape.
+
+mod auth;
+mod body;
+mod idempotency;
+mod path;
+mod query;
+
+pub use auth::Auth;
+pub use body::{FromBody, JsonBody};
+pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write};
+pub use path::Ids;
+pub use query::{FromQuery, ListQuery, NoFilter};

@@ -1,0 +1,41 @@
+//! Parley's HTTP API.
+//!
+//! Each resource group is a module under `routes` exposing
+//! `fn router() -> OpenApiRouter<AppState>`; every route is registered
+//! through `utoipa_axum::routes!`, so a route cannot exist without its
+//! OpenAPI description. Extractors in `extract` parse requests into typed
+//! values (or the SPEC's 422), and `ApiError` is the one error type.
+
+mod error;
+pub mod extract;
+mod middleware;
+mod openapi;
+pub mod ratelimit;
+mod routes;
+mod state;
+
+use axum::Router;
+pub use error::ApiError;
+pub use middleware::RequestId;
+pub use state::{ApiConfig, AppState, RateLimitConfig};
+
+/// The OpenAPI document alone (what `/openapi.json` serves).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    openapi::finish(routes::router().split_for_parts().1)
+}
+
+/// Builds the whole HTTP application and its OpenAPI document.
+pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
+    let (api, doc) = routes::router().split_for_parts();
+    let doc = openapi::finish(doc);
+    let json = serde_json::to_string(&doc).expect("the OpenAPI document serialises");
+    let router = api
+        .layer(axum::Extension(routes::docs::OpenApiJson(json.into())))
+        .fallback(middleware::not_found)
+        .method_not_allowed_fallback(middleware::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::rate_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
+        .layer(axum::middleware::from_fn(middleware::request_context))
+        .with_state(state);
+    (router, doc)
+}

@@ -1,0 +1,129 @@
+//! Layers every request passes through: request id and logging span, panic
+//! capture, rate limiting, and JSON answers for unknown routes.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+
+use crate::error::{ApiError, InternalErrorBody, detail};
+use crate::state::AppState;
+
+pub(crate) static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The id of the current request, available as an extension.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+fn accepted_request_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    let ok = (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    ok.then(|| s.to_owned())
+}
+
+/// Assigns the request id (keeping a sane one sent by the client), opens the
+/// request's log span, echoes `X-Request-Id`, and gives every 500 a JSON body
+/// that names the request id instead of any internal detail.
+pub async fn request_context(mut req: Request, next: Next) -> Response {
+    let id =
+        req.headers().get(&REQUEST_ID).and_then(accepted_request_id).unwrap_or_else(|| ulid::Ulid::new().to_string());
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %req.method(),
+        path = %req.uri().path(),
+        workspace_id = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let mut response = next.run(req).instrument(span.clone()).await;
+    let status = response.status();
+    span.in_scope(|| {
+        tracing::info!(status = status.as_u16(), elapsed_ms = started.elapsed().as_secs_f64() * 1e3, "request finished")
+    });
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
+        let headers = std::mem::take(response.headers_mut());
+        let body = InternalErrorBody { detail: "Internal server error".into(), request_id: id.clone() };
+        response = (status, axum::Json(body)).into_response();
+        for (k, v) in headers.iter() {
+            if k != axum::http::header::CONTENT_LENGTH && k != axum::http::header::CONTENT_TYPE {
+                response.headers_mut().insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID.clone(), v);
+    }
+    response
+}
+
+/// A panic in a handler becomes a plain 500; `request_context` adds the body.
+pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("handler panicked");
+    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+}
+
+/// The key a request is counted under: its credential if it shows one (the
+/// credential itself is checked later; a bogus one also counts against the
+/// failed-authentication limit of its IP), otherwise its IP address.
+fn rate_limit_key(req: &Request) -> String {
+    let h = req.headers();
+    if let Some(k) = h.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return format!("key:{k}");
+    }
+    if let Some(a) = h.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        return format!("auth:{a}");
+    }
+    format!("ip:{}", client_ip(req).map(|ip| ip.to_string()).unwrap_or_default())
+}
+
+pub(crate) fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
+    req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+}
+
+/// GCRA per credential, with `RateLimit-Policy` and `RateLimit` headers on
+/// every response and a 429 with `Retry-After` past the limit.
+pub async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let limiter = &state.requests;
+    let decision = limiter.check(&rate_limit_key(&req));
+    let mut response = if decision.allowed {
+        next.run(req).await
+    } else {
+        ApiError::RateLimited { retry_after_s: decision.retry_after_s }.into_response()
+    };
+    let policy = format!("\"default\";q={};w={}", limiter.burst(), limiter.window_s());
+    let current = format!("\"default\";r={};t={}", decision.remaining, decision.reset_s);
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&policy) {
+        headers.insert(RATELIMIT_POLICY.clone(), v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&current) {
+        headers.insert(RATELIMIT.clone(), v);
+    }
+    response
+}
+
+pub async fn not_found() -> Response {
+    detail(StatusCode::NOT_FOUND, "Not Found")
+}
+
+pub async fn method_not_allowed() -> Response {
+    detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+}
+
+/// Reads a whole body, refusing more than `limit` bytes with a 413.
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::payload_too_large(limit)),
+        Err(e) => Err(ApiError::bad_request(format!("Could not read the request body: {e}"))),
+    }
+}

@@ -1,0 +1,288 @@
+//! `/api/v1/agents`: agents, their triggers and the prompt preview.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use parley_domain::agent::{Agent, AgentStatus, Trigger};
+use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::agents::{
+    self, CreateAgent, CreateTrigger, PromptPreview, PromptPreviewRequest, UpdateAgent, UpdateTrigger,
+};
+use parley_store::repo::agents::AgentFilter;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{Items, PageParams};
+use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
+use crate::extract::{
+    Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, RequiredIdempotency, transaction, write,
+};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_agents, create_agent))
+        .routes(routes!(get_agent, update_agent, delete_agent))
+        .routes(routes!(list_triggers, create_trigger))
+        .routes(routes!(get_trigger, update_trigger, delete_trigger))
+        .routes(routes!(preview_prompt))
+}
+
+impl FromBody for CreateAgent {
+    fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
+        agents::parse_create(body, &state.services.config.text_engines)
+    }
+}
+
+impl FromBody for UpdateAgent {
+    fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
+        agents::parse_update(body, &state.services.config.text_engines)
+    }
+}
+
+impl FromBody for CreateTrigger {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        agents::parse_create_trigger(body)
+    }
+}
+
+impl FromBody for UpdateTrigger {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        agents::parse_update_trigger(body)
+    }
+}
+
+impl FromBody for PromptPreviewRequest {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        agents::parse_preview(body)
+    }
+}
+
+impl FromQuery for AgentFilter {
+    fn from_query(q: &mut QueryReader) -> Self {
+        agents::parse_filter(q)
+    }
+}
+
+/// The agents envelope (the seed's, unlike the other lists).
+#[derive(Serialize, ToSchema)]
+pub struct AgentList {
+    pub agents: Vec<Agent>,
+    /// All agents matching the filters.
+    pub total: i64,
+    /// Agents in this response.
+    pub count: i64,
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `agents::parse_filter`
+struct AgentListParams {
+    /// Only agents with this status. Without it, archived agents are hidden.
+    status: Option<AgentStatus>,
+    /// Only templates (`true`) or only non-templates (`false`).
+    is_template: Option<bool>,
+    /// Case-insensitive text in the name, slug or description.
+    q: Option<String>,
+}
+
+/// List agents, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/agents", tag = "Agents",
+    params(PageParams, AgentListParams),
+    responses((status = 200, body = AgentList), (status = 422, body = ValidationErrorBody))
+)]
+async fn list_agents(
+    auth: Auth,
+    State(s): State<AppState>,
+    q: ListQuery<AgentFilter>,
+) -> Result<Json<AgentList>, ApiError> {
+    let (agents, total) = agents::list(&s.services, auth.scope(), &q.filter, q.page).await?;
+    Ok(Json(AgentList { count: agents.len() as i64, agents, total }))
+}
+
+/// Create an agent.
+///
+/// Requires `Idempotency-Key`. With `template_id`, the new agent starts as a
+/// copy of that template (not a template itself) and the given fields apply on top.
+#[utoipa::path(
+    post, path = "/api/v1/agents", tag = "Agents",
+    params(("Idempotency-Key" = String, Header, description = "Required. 1–255 printable ASCII characters; a retry with the same key and body replays the first response.")),
+    request_body = CreateAgent,
+    responses(
+        (status = 201, body = Agent, description = "Created"),
+        (status = 400, body = ErrorBody, description = "Missing Idempotency-Key"),
+        (status = 409, body = ErrorBody, description = "The key was used with another body, or its first request is still running (with Retry-After)"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn create_agent(
+    auth: Auth,
+    State(s): State<AppState>,
+    RequiredIdempotency(idem): RequiredIdempotency,
+    body: JsonBody<CreateAgent>,
+) -> Result<Response, ApiError> {
+    let scope = auth.scope();
+    let JsonBody { value, canonical } = body;
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| Box::pin(agents::create(tx, scope, value))).await
+}
+
+/// Get an agent.
+#[utoipa::path(
+    get, path = "/api/v1/agents/{agent_id}", tag = "Agents",
+    params(("agent_id" = i64, Path)),
+    responses((status = 200, body = Agent), (status = 404, body = ErrorBody, example = json!({"detail": "Agent 42 not found"})))
+)]
+async fn get_agent(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Agent>, ApiError> {
+    let [id] = path.0;
+    Ok(Json(agents::get(&s.services, auth.scope(), id).await?))
+}
+
+/// Update an agent.
+///
+/// Status moves: active↔paused, active|paused→archived, archived→paused; any
+/// other move is a 409.
+#[utoipa::path(
+    patch, path = "/api/v1/agents/{agent_id}", tag = "Agents",
+    params(("agent_id" = i64, Path)),
+    request_body = UpdateAgent,
+    responses(
+        (status = 200, body = Agent),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "A status move the state machine forbids"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn update_agent(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<UpdateAgent>,
+) -> Result<Json<Agent>, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    let input = body.value;
+    Ok(Json(transaction(&s, move |tx| Box::pin(agents::update(tx, scope, id, input))).await?))
+}
+
+/// Archive an agent.
+///
+/// The agent stops answering traffic and leaves the default list; restore it
+/// with `PATCH {"status": "paused"}`.
+#[utoipa::path(
+    delete, path = "/api/v1/agents/{agent_id}", tag = "Agents",
+    params(("agent_id" = i64, Path)),
+    responses((status = 204, description = "Archived"), (status = 404, body = ErrorBody))
+)]
+async fn delete_agent(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    transaction(&s, move |tx| Box::pin(agents::archive(tx, scope, id))).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// List an agent's triggers, oldest first.
+#[utoipa::path(
+    get, path = "/api/v1/agents/{agent_id}/triggers", tag = "Agents",
+    params(("agent_id" = i64, Path), PageParams),
+    responses((status = 200, body = Items<Trigger>), (status = 404, body = ErrorBody), (status = 422, body = ValidationErrorBody))
+)]
+async fn list_triggers(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    q: ListQuery<NoFilter>,
+) -> Result<Json<Items<Trigger>>, ApiError> {
+    let [agent_id] = path.0;
+    let found = agents::list_triggers(&s.services, auth.scope(), agent_id, q.page).await?;
+    Ok(Json(Items::new(found, q.page)))
+}
+
+/// Add a trigger that routes inbound messages or calls to the agent.
+#[utoipa::path(
+    post, path = "/api/v1/agents/{agent_id}/triggers", tag = "Agents",
+    params(("agent_id" = i64, Path), ("Idempotency-Key" = Option<String>, Header, description = "Optional; retries with the same key replay the first response.")),
+    request_body = CreateTrigger,
+    responses((status = 201, body = Trigger), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ValidationErrorBody))
+)]
+async fn create_trigger(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    idem: Idempotency,
+    body: JsonBody<CreateTrigger>,
+) -> Result<Response, ApiError> {
+    let [agent_id] = path.0;
+    let scope = auth.scope();
+    let JsonBody { value, canonical } = body;
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
+        Box::pin(agents::create_trigger(tx, scope, agent_id, value))
+    })
+    .await
+}
+
+/// Get a trigger.
+#[utoipa::path(
+    get, path = "/api/v1/agents/{agent_id}/triggers/{trigger_id}", tag = "Agents",
+    params(("agent_id" = i64, Path), ("trigger_id" = i64, Path)),
+    responses((status = 200, body = Trigger), (status = 404, body = ErrorBody))
+)]
+async fn get_trigger(auth: Auth, State(s): State<AppState>, path: Ids<2>) -> Result<Json<Trigger>, ApiError> {
+    let [agent_id, id] = path.0;
+    Ok(Json(agents::get_trigger(&s.services, auth.scope(), agent_id, id).await?))
+}
+
+/// Update a trigger.
+#[utoipa::path(
+    patch, path = "/api/v1/agents/{agent_id}/triggers/{trigger_id}", tag = "Agents",
+    params(("agent_id" = i64, Path), ("trigger_id" = i64, Path)),
+    request_body = UpdateTrigger,
+    responses((status = 200, body = Trigger), (status = 404, body = ErrorBody), (status = 422, body = ValidationErrorBody))
+)]
+async fn update_trigger(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<2>,
+    body: JsonBody<UpdateTrigger>,
+) -> Result<Json<Trigger>, ApiError> {
+    let [agent_id, id] = path.0;
+    let scope = auth.scope();
+    let input = body.value;
+    Ok(Json(transaction(&s, move |tx| Box::pin(agents::update_trigger(tx, scope, agent_id, id, input))).await?))
+}
+
+/// Delete a trigger.
+#[utoipa::path(
+    delete, path = "/api/v1/agents/{agent_id}/triggers/{trigger_id}", tag = "Agents",
+    params(("agent_id" = i64, Path), ("trigger_id" = i64, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody))
+)]
+async fn delete_trigger(auth: Auth, State(s): State<AppState>, path: Ids<2>) -> Result<StatusCode, ApiError> {
+    let [agent_id, id] = path.0;
+    let scope = auth.scope();
+    transaction(&s, move |tx| Box::pin(agents::delete_trigger(tx, scope, agent_id, id))).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Render the agent's system prompt: its prompt blocks in order, then
+/// `system_prompt` (used literally). A variable a block needs but the request
+/// lacks is a 422 at `["body", "variables", <name>]`.
+#[utoipa::path(
+    post, path = "/api/v1/agents/{agent_id}/prompt/preview", tag = "Agents",
+    params(("agent_id" = i64, Path)),
+    request_body = PromptPreviewRequest,
+    responses((status = 200, body = PromptPreview), (status = 404, body = ErrorBody), (status = 422, body = ValidationErrorBody))
+)]
+async fn preview_prompt(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<PromptPreviewRequest>,
+) -> Result<Json<PromptPreview>, ApiError> {
+    let [agent_id] = path.0;
+    Ok(Json(agents::preview_prompt(&s.services, auth.scope(), agent_id, body.value).await?))
+}

@@ -1,0 +1,51 @@
+//! One module per resource group, each exposing `router()`.
+
+pub mod agents;
+pub mod docs;
+pub mod health;
+pub mod prompt_blocks;
+
+use serde::Serialize;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(crate::openapi::base())
+        .merge(health::router())
+        .merge(docs::router())
+        .merge(agents::router())
+        .merge(prompt_blocks::router())
+}
+
+/// The items envelope of every list except agents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Items<T> {
+    pub items: Vec<T>,
+    /// All items matching the filters.
+    pub total: i64,
+    /// Echo of the request's `limit`.
+    pub limit: i64,
+    /// Echo of the request's `offset`.
+    pub offset: i64,
+}
+
+impl<T> Items<T> {
+    pub fn new((items, total): (Vec<T>, i64), page: parley_domain::validation::Page) -> Self {
+        Items { items, total, limit: page.limit, offset: page.offset }
+    }
+}
+
+/// Pagination of every list endpoint. Out-of-range values are a 422, never clamped.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `ListQuery`
+pub struct PageParams {
+    /// Items per page, 1–200. Default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
+    limit: Option<i64>,
+    /// 0-based start position. Default 0.
+    #[param(minimum = 0, default = 0)]
+    offset: Option<i64>,
+}

@@ -1,0 +1,208 @@
+//! Agents, their status machine and their triggers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::Timestamp;
+
+/// `active | paused | archived`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentStatus {
+    Active,
+    Paused,
+    Archived,
+}
+
+impl AgentStatus {
+    pub const ALL: &'static [&'static str] = &["active", "paused", "archived"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentStatus::Active => "active",
+            AgentStatus::Paused => "paused",
+            AgentStatus::Archived => "archived",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(AgentStatus::Active),
+            "paused" => Some(AgentStatus::Paused),
+            "archived" => Some(AgentStatus::Archived),
+            _ => None,
+        }
+    }
+
+    /// The allowed moves: active↔paused, active|paused→archived, and
+    /// archived→paused (restore). Staying put is always allowed.
+    pub fn can_move_to(self, next: AgentStatus) -> bool {
+        use AgentStatus::*;
+        self == next
+            || matches!(
+                (self, next),
+                (Active, Paused) | (Paused, Active) | (Active, Archived) | (Paused, Archived) | (Archived, Paused)
+            )
+    }
+}
+
+/// When an agent hands a conversation to a human on its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HandoffPolicy {
+    /// Inbound words that make the agent request a handoff.
+    pub keywords: Vec<String>,
+    /// Hand off after this many agent turns; `null` for never.
+    pub max_turns: Option<i64>,
+    /// The user who should receive handoffs, if any.
+    pub target_user_id: Option<i64>,
+}
+
+/// An agent as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Agent {
+    pub id: i64,
+    pub name: String,
+    /// Lower-case words joined by hyphens, unique in the workspace and mode.
+    pub slug: String,
+    pub description: Option<String>,
+    /// The name of a configured text engine; `builtin` always exists.
+    pub text_engine: String,
+    pub status: AgentStatus,
+    pub priority: i64,
+    pub trigger_count: i64,
+    pub knowledge_collection_count: i64,
+    pub is_template: bool,
+    pub system_prompt: String,
+    pub first_message: Option<String>,
+    /// BCP 47 language tag.
+    pub language: String,
+    /// Text-to-speech voice id.
+    pub voice: Option<String>,
+    /// Prompt blocks rendered before `system_prompt`, in this order.
+    pub prompt_block_ids: Vec<i64>,
+    pub knowledge_collection_ids: Vec<i64>,
+    pub handoff: HandoffPolicy,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// What starts an agent: an inbound message or an inbound call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum TriggerEvent {
+    #[serde(rename = "message.received")]
+    MessageReceived,
+    #[serde(rename = "call.inbound")]
+    CallInbound,
+}
+
+impl TriggerEvent {
+    pub const ALL: &'static [&'static str] = &["message.received", "call.inbound"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerEvent::MessageReceived => "message.received",
+            TriggerEvent::CallInbound => "call.inbound",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "message.received" => Some(TriggerEvent::MessageReceived),
+            "call.inbound" => Some(TriggerEvent::CallInbound),
+            _ => None,
+        }
+    }
+}
+
+/// How a trigger's `pattern` is matched against inbound text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternType {
+    /// Matches when the text contains the keyword as a whole word, ignoring case.
+    Keyword,
+    /// Matches when the regular expression finds a match.
+    Regex,
+}
+
+impl PatternType {
+    pub const ALL: &'static [&'static str] = &["keyword", "regex"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PatternType::Keyword => "keyword",
+            PatternType::Regex => "regex",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "keyword" => Some(PatternType::Keyword),
+            "regex" => Some(PatternType::Regex),
+            _ => None,
+        }
+    }
+}
+
+/// Channel names a trigger (and later a conversation) can name.
+pub const CHANNELS: &[&str] = &["sms", "whatsapp", "email", "webchat", "telegram", "voice", "api"];
+/// A trigger's channel: a channel name or `*` for any.
+pub const TRIGGER_CHANNELS: &[&str] = &["*", "sms", "whatsapp", "email", "webchat", "telegram", "voice", "api"];
+/// Conversation kinds.
+pub const KINDS: &[&str] = &["direct", "group", "call"];
+
+/// A rule that routes inbound traffic to an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Trigger {
+    pub id: i64,
+    pub agent_id: i64,
+    pub event: TriggerEvent,
+    /// A channel name, or `*` for every channel.
+    pub channel: String,
+    /// Restricts the trigger to one conversation kind.
+    pub kind: Option<String>,
+    pub pattern: Option<String>,
+    pub pattern_type: PatternType,
+    pub enabled: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A BCP 47 tag in its common shape: a 2–3 letter language, then subtags.
+pub fn is_language_tag(s: &str) -> bool {
+    let mut parts = s.split('-');
+    let Some(lang) = parts.next() else { return false };
+    (2..=3).contains(&lang.len())
+        && lang.bytes().all(|b| b.is_ascii_alphabetic())
+        && parts.all(|p| (1..=8).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AgentStatus::*;
+
+    #[test]
+    fn status_moves_follow_the_spec() {
+        let allowed = [(Active, Paused), (Paused, Active), (Active, Archived), (Paused, Archived), (Archived, Paused)];
+        for from in [Active, Paused, Archived] {
+            for to in [Active, Paused, Archived] {
+                let expected = from == to || allowed.contains(&(from, to));
+                assert_eq!(from.can_move_to(to), expected, "{from:?} → {to:?}");
+            }
+        }
+        assert!(!Archived.can_move_to(Active));
+    }
+
+    #[test]
+    fn language_tags() {
+        for ok in ["en", "en-US", "pt-BR", "zh-Hant-TW", "es-419"] {
+            assert!(is_language_tag(ok), "{ok}");
+        }
+        for bad in ["", "e", "english-language-tag-x", "en_US", "en-", "12-US"] {
+            assert!(!is_language_tag(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Settings: built-in defaults < `parley.toml` < `PARLEY_*` environment
+//! variables < command-line flags. Nested keys use `__` in the environment,
+//! e.g. `PARLEY_RATE_LIMIT__PER_SECOND=50`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: String,
+    /// `sqlite://PATH` (created if missing) or `postgres://…`.
+    pub database_url: String,
+    pub database: DatabaseSettings,
+    pub limits: LimitSettings,
+    pub rate_limit: RateLimitSettings,
+    pub idempotency: IdempotencySettings,
+    /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
+    /// Their options are read by the agent runtime.
+    pub text_engines: BTreeMap<String, serde_json::Value>,
+    pub log: LogSettings,
+    /// Seconds in-flight requests get to finish after SIGTERM.
+    pub shutdown_grace_seconds: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            database_url: "sqlite://./data/parley.db".into(),
+            database: DatabaseSettings::default(),
+            limits: LimitSettings::default(),
+            rate_limit: RateLimitSettings::default(),
+            idempotency: IdempotencySettings::default(),
+            text_engines: BTreeMap::new(),
+            log: LogSettings::default(),
+            shutdown_grace_seconds: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// PostgreSQL pool size, or SQLite reader connections (at most 8).
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self { max_connections: 16 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitSettings {
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        Self { max_body_bytes: 1024 * 1024 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitSettings {
+    pub per_second: f64,
+    pub burst: u32,
+    pub auth_failures_per_minute: u32,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        let d = parley_api::RateLimitConfig::default();
+        Self { per_second: d.per_second, burst: d.burst, auth_failures_per_minute: d.auth_failures_per_minute }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdempotencySettings {
+    /// Keys are kept at least this long, then purged.
+    pub retention_hours: i64,
+    /// An unfinished claim of a crashed process blocks retries this long.
+    pub lease_seconds: i64,
+}
+
+impl Default for IdempotencySettings {
+    fn default() -> Self {
+        Self { retention_hours: 24, lease_seconds: 60 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSettings {
+    /// `text` or `json`.
+    pub format: String,
+    /// A `tracing` filter such as `info` or `parley=debug,sqlx=warn`; `RUST_LOG` wins.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self { format: "text".into(), level: "info,sqlx=warn".into() }
+    }
+}
+
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "listen",
+    "database_url",
+    "database",
+    "limits",
+    "rate_limit",
+    "idempotency",
+    "text_engines",
+    "log",
+    "shutdown_grace_seconds",
+];
+
+impl Settings {
+    /// Loads settings from `config_file` (default `parley.toml`, if present)
+    /// and the environment.
+    pub fn load(config_file: Option<&Path>) -> anyhow::Result<Settings> {
+        let mut fig = Figment::from(Serialized::defaults(Settings::default()));
+        match config_file {
+            Some(path) => {
+                anyhow::ensure!(path.exists(), "config file {} does not exist", path.display());
+                fig = fig.merge(Toml::file(path));
+            }
+            None => fig = fig.merge(Toml::file("parley.toml")),
+        }
+        // Only variables naming a setting: PARLEY_CONFIG is the file itself,
+        // and tools use other PARLEY_* names (e.g. PARLEY_TEST_POSTGRES_URL).
+        let env = Env::prefixed("PARLEY_").split("__").filter(|key| {
+            let top = key.as_str().split("__").next().unwrap_or_default().to_ascii_lowercase();
+            TOP_LEVEL_KEYS.contains(&top.as_str())
+        });
+        let fig = fig.merge(env);
+        Ok(fig.extract()?)
+    }
+
+    pub fn services_config(&self) -> parley_services::ServicesConfig {
+        let mut engines: Vec<String> = self.text_engines.keys().cloned().collect();
+        engines.push("builtin".into());
+        parley_services::ServicesConfig { text_engines: engines }
+    }
+
+    pub fn api_config(&self) -> parley_api::ApiConfig {
+        parley_api::ApiConfig {
+            max_body_bytes: self.limits.max_body_bytes,
+            rate_limit: parley_api::RateLimitConfig {
+                per_second: self.rate_limit.per_second,
+                burst: self.rate_limit.burst,
+                auth_failures_per_minute: self.rate_limit.auth_failures_per_minute,
+            },
+            idempotency_lease_s: self.idempotency.lease_seconds,
+        }
+    }
+
+    pub fn db_options(&self) -> parley_store::DbOptions {
+        parley_store::DbOptions { max_connections: self.database.max_connections, ..Default::default() }
+    }
+}

@@ -1,0 +1,148 @@
+//! Wiring for the `parley` binary, usable from tests: connect and migrate,
+//! build the application, and serve it on a given listener until a shutdown
+//! future resolves.
+
+pub mod config;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use parley_api::AppState;
+use parley_services::Services;
+use parley_services::workspaces::Bootstrap;
+use parley_store::Db;
+use tokio::net::TcpListener;
+
+pub use config::Settings;
+
+/// Connects to the configured database and applies migrations.
+pub async fn open_database(settings: &Settings) -> anyhow::Result<Db> {
+    let db = Db::connect(&settings.database_url, &settings.db_options())
+        .await
+        .with_context(|| format!("could not open the database at {}", redact(&settings.database_url)))?;
+    db.migrate().await.context("could not apply database migrations")?;
+    Ok(db)
+}
+
+/// Hides a password in a database URL before it is printed.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{}:***{}", &url[..s + 3], user, &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The text `serve` prints once, on the first start.
+pub fn bootstrap_banner(b: &Bootstrap) -> String {
+    format!(
+        "Parley created the workspace \"{}\" (id {}, voice enabled).\n\
+         These API keys are shown only now; store them safely:\n  \
+         live key: {}\n  \
+         test key: {}\n",
+        b.workspace.name,
+        b.workspace.id,
+        b.live_key.key.expose(),
+        b.test_key.key.expose(),
+    )
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then lets
+/// in-flight requests finish (at most `shutdown_grace_seconds`).
+pub async fn serve(
+    settings: Settings,
+    db: Db,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let services = Services::new(db.clone(), settings.services_config());
+    let state = AppState::new(services, settings.api_config());
+    let (router, _) = parley_api::app(state.clone());
+    let maintenance = tokio::spawn(maintain(state, settings.idempotency.retention_hours));
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut grace_rx = stop_rx.clone();
+    let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+    let grace = Duration::from_secs(settings.shutdown_grace_seconds);
+    let result = tokio::select! {
+        r = server => r.context("the HTTP server failed"),
+        _ = async move {
+            let _ = grace_rx.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!("shutdown grace period over; dropping unfinished requests");
+            Ok(())
+        }
+    };
+    maintenance.abort();
+    db.close().await;
+    result
+}
+
+/// Periodic housekeeping: purge old idempotency keys, forget idle rate-limit state.
+async fn maintain(state: AppState, retention_hours: i64) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        state.prune_rate_limits();
+        let before = parley_domain::Timestamp::now().plus_seconds(-retention_hours * 3600);
+        let purged = async {
+            let mut tx = state.services.db.begin().await?;
+            let n = parley_store::repo::idempotency::purge_created_before(&mut tx, before).await?;
+            tx.commit().await?;
+            Ok::<_, parley_store::StoreError>(n)
+        }
+        .await;
+        match purged {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "purged expired idempotency keys"),
+            Err(e) => tracing::warn!(error = %e, "could not purge idempotency keys"),
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested; finishing in-flight requests");
+}
+
+/// Sets up logging to stderr (stdout is for the CLI's JSON and the first-start banner).
+pub fn init_logging(settings: &Settings) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if settings.log.format == "json" {
+        builder.json().flatten_event(true).with_current_span(true).try_init()
+    } else {
+        builder.compact().try_init()
+    };
+}

@@ -1,0 +1,186 @@
+//! `parley`: the server and its administration commands. Every command
+//! except `serve` prints one JSON document on stdout; errors print
+//! `{"error": "..."}` on stderr and exit with status 1.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use parley_domain::Mode;
+use parley_server::{Settings, bootstrap_banner, init_logging, open_database, serve, shutdown_signal};
+use parley_services::workspaces::{self, NewKey};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(name = "parley", version, about = "Self-hosted API for AI agents, voice calls and messaging")]
+struct Cli {
+    /// Configuration file (default: ./parley.toml if it exists).
+    #[arg(long, global = true, env = "PARLEY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Database URL: sqlite://PATH or postgres://… (overrides the configuration).
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server (migrates first; creates a Default workspace on first start).
+    Serve {
+        /// Address to listen on, e.g. 0.0.0.0:8080.
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage workspaces.
+    Workspace {
+        #[command(subcommand)]
+        command: WorkspaceCommand,
+    },
+    /// Manage API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+#[derive(Subcommand)]
+enum WorkspaceCommand {
+    /// Create a workspace and its first live API key.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Enable voice calls.
+        #[arg(long)]
+        voice: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Create an API key; its full value is printed once.
+    Create {
+        #[arg(long)]
+        workspace: i64,
+        #[arg(long, value_enum, default_value_t = ModeArg::Live)]
+        mode: ModeArg,
+        #[arg(long)]
+        name: Option<String>,
+        /// Restrict the key's MCP sessions to its own workspace.
+        #[arg(long)]
+        workspace_locked: bool,
+    },
+    /// Revoke an API key; it fails on its very next use.
+    Revoke { id: i64 },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Live,
+    Test,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Live => Mode::Live,
+            ModeArg::Test => Mode::Test,
+        }
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    if let Err(e) = runtime.block_on(run(cli)) {
+        eprintln!("{}", json!({ "error": format!("{e:#}") }));
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut settings = Settings::load(cli.config.as_deref())?;
+    if let Some(url) = cli.database_url {
+        settings.database_url = url;
+    }
+    match cli.command {
+        Command::Serve { listen } => {
+            if let Some(l) = listen {
+                settings.listen = l;
+            }
+            init_logging(&settings);
+            let db = open_database(&settings).await?;
+            if let Some(b) = workspaces::bootstrap(&db).await? {
+                print!("{}", bootstrap_banner(&b));
+            }
+            let listener = tokio::net::TcpListener::bind(&settings.listen)
+                .await
+                .with_context(|| format!("could not listen on {}", settings.listen))?;
+            tracing::info!(address = %listener.local_addr()?, database = %parley_server::redact(&settings.database_url), "Parley is listening");
+            serve(settings, db, listener, shutdown_signal()).await
+        }
+        Command::Migrate => {
+            open_database(&settings).await?;
+            print_json(&json!({ "migrated": true }));
+            Ok(())
+        }
+        Command::Workspace { command: WorkspaceCommand::Create { name, voice } } => {
+            anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
+            let db = open_database(&settings).await?;
+            let mut tx = db.begin().await?;
+            let created = workspaces::create_workspace(&mut tx, &name, voice).await?;
+            tx.commit().await?;
+            let k = &created.live_key;
+            print_json(&json!({
+                "workspace": created.workspace,
+                "api_key": {
+                    "id": k.info.id,
+                    "key": k.key.expose(),
+                    "mode": k.info.mode,
+                    "workspace_locked": k.info.workspace_locked,
+                },
+            }));
+            Ok(())
+        }
+        Command::Key { command: KeyCommand::Create { workspace, mode, name, workspace_locked } } => {
+            let db = open_database(&settings).await?;
+            let mode = Mode::from(mode);
+            let mut tx = db.begin().await?;
+            let created = workspaces::create_key(
+                &mut tx,
+                NewKey {
+                    workspace_id: workspace,
+                    mode,
+                    name: name.unwrap_or_else(|| format!("CLI {} key", mode.as_str())),
+                    workspace_locked,
+                    created_by: None,
+                    expires_at: None,
+                },
+            )
+            .await?;
+            tx.commit().await?;
+            print_json(&serde_json::to_value(&created)?);
+            Ok(())
+        }
+        Command::Key { command: KeyCommand::Revoke { id } } => {
+            let db = open_database(&settings).await?;
+            let mut tx = db.begin().await?;
+            let revoked = workspaces::revoke_key(&mut tx, id).await?;
+            tx.commit().await?;
+            print_json(&serde_json::to_value(&revoked)?);
+            Ok(())
+        }
+        Command::Openapi => {
+            print_json(&serde_json::to_value(parley_api::openapi())?);
+            Ok(())
+        }
+    }
+}
+
+fn print_json(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}

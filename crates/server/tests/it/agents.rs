@@ -1,0 +1,223 @@
+//! SPEC 2 "Agents": fields, slugs, status machine, templates, engines,
+//! triggers, filters and events.
+
+use parley_domain::Mode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+both_backends! {
+    async fn create_returns_201_with_every_field_and_defaults(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let r = app.post_idem(&ws.live, "/api/v1/agents", "k1", json!({"name": "Support Bot"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let a = &r.body;
+        assert!(a["id"].is_i64());
+        assert_eq!(a["name"], "Support Bot");
+        assert_eq!(a["slug"], "support-bot");
+        assert_eq!(a["description"], Value::Null);
+        assert_eq!(a["text_engine"], "builtin");
+        assert_eq!(a["status"], "active");
+        assert_eq!(a["priority"], 0);
+        assert_eq!(a["trigger_count"], 0);
+        assert_eq!(a["knowledge_collection_count"], 0);
+        assert_eq!(a["is_template"], false);
+        assert_eq!(a["language"], "en-US");
+        assert_eq!(a["prompt_block_ids"], json!([]));
+        assert_eq!(a["handoff"], json!({"keywords": [], "max_turns": null, "target_user_id": null}));
+        assert_eq!(a["metadata"], json!({}));
+        assert!(a["created_at"].as_str().unwrap().ends_with('Z'));
+        let got = app.get(&ws.live, &format!("/api/v1/agents/{}", a["id"])).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(&got.body, a);
+    }
+
+    async fn slugs_are_derived_from_the_name_and_unique(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let slugs: Vec<Value> = futures::future::join_all((0..3).map(|_| app.create_agent(&ws.live, json!({"name": "Sales Agent!"}))))
+            .await.into_iter().map(|a| a["slug"].clone()).collect();
+        let mut sorted: Vec<String> = slugs.iter().map(|s| s.as_str().unwrap().to_owned()).collect();
+        sorted.sort();
+        assert_eq!(sorted, vec!["sales-agent", "sales-agent-2", "sales-agent-3"]);
+        let renamed = app.patch(&ws.live, &format!("/api/v1/agents/{}", 1), json!({"name": "Réception Zürich"})).await;
+        assert_eq!(renamed.status, 200);
+        assert_eq!(renamed.body["slug"], "reception-zurich");
+    }
+
+    async fn list_uses_the_agents_envelope_newest_first_with_filters(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let a1 = app.create_agent(&ws.live, json!({"name": "Alpha", "description": "billing helper"})).await;
+        let a2 = app.create_agent(&ws.live, json!({"name": "Beta", "is_template": true})).await;
+        let a3 = app.create_agent(&ws.live, json!({"name": "Gamma", "status": "paused"})).await;
+        let r = app.get(&ws.live, "/api/v1/agents").await;
+        assert_eq!(r.status, 200);
+        let keys: Vec<&String> = r.body.as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), 3);
+        assert_eq!((r.body["total"].clone(), r.body["count"].clone()), (json!(3), json!(3)));
+        let ids: Vec<Value> = r.body["agents"].as_array().unwrap().iter().map(|a| a["id"].clone()).collect();
+        assert_eq!(ids, vec![a3["id"].clone(), a2["id"].clone(), a1["id"].clone()]);
+
+        let page = app.get(&ws.live, "/api/v1/agents?limit=2&offset=2").await;
+        assert_eq!((page.body["total"].clone(), page.body["count"].clone()), (json!(3), json!(1)));
+        assert_eq!(page.body["agents"][0]["id"], a1["id"]);
+
+        assert_eq!(app.get(&ws.live, "/api/v1/agents?status=paused").await.body["agents"][0]["id"], a3["id"]);
+        assert_eq!(app.get(&ws.live, "/api/v1/agents?is_template=true").await.body["total"], 1);
+        assert_eq!(app.get(&ws.live, "/api/v1/agents?is_template=false").await.body["total"], 2);
+        let q = app.get(&ws.live, "/api/v1/agents?q=BILLING").await;
+        assert_eq!((q.body["total"].clone(), q.body["agents"][0]["id"].clone()), (json!(1), a1["id"].clone()));
+        assert_eq!(app.get(&ws.live, "/api/v1/agents?q=100%25").await.body["total"], 0);
+        let bad = app.get(&ws.live, "/api/v1/agents?status=deleted").await;
+        assert_eq!(bad.status, 422);
+        assert_eq!(bad.body["detail"][0]["type"], "value_error.enum");
+    }
+
+    async fn status_follows_its_state_machine_and_delete_archives(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let a = app.create_agent(&ws.live, json!({"name": "Agent"})).await;
+        let path = format!("/api/v1/agents/{}", a["id"]);
+        assert_eq!(app.patch(&ws.live, &path, json!({"status": "paused"})).await.body["status"], "paused");
+        assert_eq!(app.patch(&ws.live, &path, json!({"status": "active"})).await.body["status"], "active");
+        let del = app.delete(&ws.live, &path).await;
+        assert_eq!(del.status, 204);
+        assert_eq!(del.text, "");
+        assert_eq!(app.get(&ws.live, &path).await.body["status"], "archived");
+        // Archived agents leave the default list, but can be listed explicitly.
+        assert_eq!(app.get(&ws.live, "/api/v1/agents").await.body["total"], 0);
+        assert_eq!(app.get(&ws.live, "/api/v1/agents?status=archived").await.body["total"], 1);
+        // archived → active is forbidden; archived → paused restores.
+        let r = app.patch(&ws.live, &path, json!({"status": "active"})).await;
+        assert_eq!(r.status, 409);
+        assert_eq!(r.body, json!({"detail": format!("Agent {} cannot move from archived to active", a["id"])}));
+        assert_eq!(app.delete(&ws.live, &path).await.status, 204, "archiving twice is harmless");
+        assert_eq!(app.patch(&ws.live, &path, json!({"status": "paused"})).await.body["status"], "paused");
+    }
+
+    async fn patch_changes_only_given_fields_and_null_clears(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let a = app.create_agent(&ws.live, json!({"name": "Agent", "description": "d", "voice": "en-us-1", "priority": 5, "metadata": {"team": "x"}})).await;
+        let path = format!("/api/v1/agents/{}", a["id"]);
+        let r = app.patch(&ws.live, &path, json!({"description": null, "priority": 7, "handoff": {"keywords": ["human"], "max_turns": 3}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["description"], Value::Null);
+        assert_eq!(r.body["priority"], 7);
+        assert_eq!(r.body["voice"], "en-us-1");
+        assert_eq!(r.body["metadata"], json!({"team": "x"}));
+        assert_eq!(r.body["handoff"], json!({"keywords": ["human"], "max_turns": 3, "target_user_id": null}));
+        let bad = app.patch(&ws.live, &path, json!({"name": null, "slug": "mine"})).await;
+        assert_eq!(bad.status, 422);
+        assert_eq!(bad.faults(), vec![
+            (r#"["body","name"]"#.to_owned(), "type_error.none.not_allowed".to_owned()),
+            (r#"["body","slug"]"#.to_owned(), "value_error.extra".to_owned()),
+        ]);
+        let big = app.patch(&ws.live, &path, json!({"metadata": {"blob": "x".repeat(5000)}})).await;
+        assert_eq!(big.status, 422);
+        assert_eq!(big.body["detail"][0]["type"], "value_error.object.too_large");
+    }
+
+    async fn templates_are_instantiated_with_template_id(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let t = app.create_agent(&ws.live, json!({"name": "Receptionist", "is_template": true, "system_prompt": "Be kind.", "priority": 9, "metadata": {"k": 1}})).await;
+        let a = app.create_agent(&ws.live, json!({"template_id": t["id"], "name": "Front desk", "priority": 3})).await;
+        assert_eq!(a["is_template"], false);
+        assert_eq!(a["system_prompt"], "Be kind.");
+        assert_eq!(a["priority"], 3);
+        assert_eq!(a["metadata"], json!({"k": 1}));
+        assert_eq!(a["slug"], "front-desk");
+        // Only templates can be instantiated; another workspace's template is unknown.
+        let r = app.post_idem(&ws.live, "/api/v1/agents", "x1", json!({"template_id": a["id"], "name": "n"})).await;
+        assert_eq!(r.status, 422);
+        assert_eq!(r.body["detail"][0]["loc"], json!(["body", "template_id"]));
+        let other = app.workspace("B").await;
+        let r = app.post_idem(&other.live, "/api/v1/agents", "x2", json!({"template_id": t["id"], "name": "n"})).await;
+        assert_eq!(r.status, 422);
+    }
+
+    async fn text_engines_are_validated_against_the_configuration(backend) {
+        let app = TestApp::spawn_with(backend, |s| {
+            s.text_engines.insert("openai".into(), json!({"base_url": "http://127.0.0.1:9/v1"}));
+        }).await;
+        let ws = app.workspace("A").await;
+        let a = app.create_agent(&ws.live, json!({"name": "A", "text_engine": "openai"})).await;
+        assert_eq!(a["text_engine"], "openai");
+        let r = app.post_idem(&ws.live, "/api/v1/agents", "k", json!({"name": "B", "text_engine": "claude"})).await;
+        assert_eq!(r.status, 422);
+        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'builtin', 'openai'");
+    }
+
+    async fn references_to_missing_prompt_blocks_or_collections_are_422(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let r = app.post_idem(&ws.live, "/api/v1/agents", "k", json!({"name": "A", "prompt_block_ids": [404], "knowledge_collection_ids": [1]})).await;
+        assert_eq!(r.status, 422);
+        assert_eq!(r.faults(), vec![
+            (r#"["body","prompt_block_ids",0]"#.to_owned(), "value_error.not_found".to_owned()),
+            (r#"["body","knowledge_collection_ids",0]"#.to_owned(), "value_error.not_found".to_owned()),
+        ]);
+        let dup = app.post_idem(&ws.live, "/api/v1/agents", "k2", json!({"name": "A", "prompt_block_ids": [1, 1]})).await;
+        assert_eq!(dup.body["detail"][0]["type"], "value_error.list.unique_items");
+    }
+
+    async fn triggers_are_a_sub_resource_counted_by_trigger_count(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let a = app.create_agent(&ws.live, json!({"name": "A"})).await;
+        let base = format!("/api/v1/agents/{}/triggers", a["id"]);
+        let t1 = app.post(&ws.live, &base, json!({"event": "message.received", "channel": "sms", "pattern": "refund"})).await;
+        assert_eq!(t1.status, 201, "{}", t1.text);
+        assert_eq!(t1.body["pattern_type"], "keyword");
+        assert_eq!(t1.body["enabled"], true);
+        assert_eq!(t1.body["kind"], Value::Null);
+        let t2 = app.post(&ws.live, &base, json!({"event": "call.inbound"})).await;
+        assert_eq!(t2.body["channel"], "*");
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/agents/{}", a["id"])).await.body["trigger_count"], 2);
+
+        let list = app.get(&ws.live, &base).await;
+        assert_eq!((list.body["total"].clone(), list.body["limit"].clone(), list.body["offset"].clone()), (json!(2), json!(50), json!(0)));
+        assert_eq!(list.body["items"][0]["id"], t1.body["id"]);
+
+        let one = format!("{base}/{}", t1.body["id"]);
+        let p = app.patch(&ws.live, &one, json!({"enabled": false, "pattern": "^refund\\s+\\d+$", "pattern_type": "regex"})).await;
+        assert_eq!(p.status, 200, "{}", p.text);
+        assert_eq!(p.body["enabled"], false);
+        let bad = app.patch(&ws.live, &one, json!({"pattern": "(unclosed"})).await;
+        assert_eq!(bad.status, 422);
+        assert_eq!(bad.body["detail"][0]["type"], "value_error.regex");
+        let bad = app.post(&ws.live, &base, json!({"event": "sms.sent", "channel": "fax"})).await;
+        assert_eq!(bad.faults(), vec![
+            (r#"["body","event"]"#.to_owned(), "value_error.enum".to_owned()),
+            (r#"["body","channel"]"#.to_owned(), "value_error.enum".to_owned()),
+        ]);
+
+        assert_eq!(app.delete(&ws.live, &one).await.status, 204);
+        assert_eq!(app.get(&ws.live, &one).await.body, json!({"detail": format!("Trigger {} not found", t1.body["id"])}));
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/agents/{}", a["id"])).await.body["trigger_count"], 1);
+        assert_eq!(app.get(&ws.live, "/api/v1/agents/999999/triggers").await.body, json!({"detail": "Agent 999999 not found"}));
+    }
+
+    async fn every_change_writes_an_event_with_the_resource(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let a = app.create_agent(&ws.test, json!({"name": "A"})).await;
+        app.patch(&ws.test, &format!("/api/v1/agents/{}", a["id"]), json!({"priority": 2})).await;
+        let created = app.events(ws.id, Mode::Test, "agent.created").await;
+        assert_eq!(created.len(), 1);
+        assert!(created[0].id.starts_with("evt_") && created[0].id.len() == 30);
+        assert!(!created[0].livemode);
+        assert_eq!(created[0].data, a);
+        let updated = app.events(ws.id, Mode::Test, "agent.updated").await;
+        assert_eq!(updated.len(), 1);
+        assert_eq!(updated[0].data["priority"], 2);
+        // Nothing leaked into the live dataset.
+        assert!(app.events(ws.id, Mode::Live, "agent.created").await.is_empty());
+        // A no-op update writes no event.
+        app.patch(&ws.test, &format!("/api/v1/agents/{}", a["id"]), json!({"priority": 2})).await;
+        assert_eq!(app.events(ws.id, Mode::Test, "agent.updated").await.len(), 1);
+    }
+}

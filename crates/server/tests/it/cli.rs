@@ -1,0 +1,188 @@
+//! The `parley` binary: its JSON output, first start, and graceful shutdown.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+use parley_store::testing::TestDatabase;
+
+fn parley(args: &[&str], database_url: &str) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args(args)
+        .arg("--database-url")
+        .arg(database_url)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run parley");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code().unwrap_or(-1), serde_json::from_str(&stdout).unwrap_or(Value::Null), stderr)
+}
+
+fn keys_of(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    banner: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `parley serve` and waits until it answers `/healthz`.
+fn start_server(database_url: &str) -> Server {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn parley serve");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut banner = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            banner.push_str(&line);
+            banner.push('\n');
+            let _ = tx.send(banner.clone());
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            std::thread::sleep(Duration::from_millis(100));
+            let banner = rx.try_iter().last().unwrap_or_default();
+            return Server { child, port, banner };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("parley serve did not start");
+}
+
+fn key_in(banner: &str, mode: &str) -> Option<String> {
+    let re = regex::Regex::new(&format!(r"parley_{mode}_[A-Za-z0-9]{{36}}")).unwrap();
+    re.find(banner).map(|m| m.as_str().to_owned())
+}
+
+both_backends! {
+    async fn workspace_and_key_commands_print_the_documented_json(backend) {
+        let database = fresh_database(backend).await;
+        let url = database.url.clone();
+        let (code, ws, err) = tokio::task::spawn_blocking({ let url = url.clone(); move || parley(&["workspace", "create", "--name", "Acme", "--voice"], &url) }).await.unwrap();
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(keys_of(&ws), vec!["api_key", "workspace"]);
+        assert_eq!(keys_of(&ws["workspace"]), vec!["created_at", "id", "name", "voice_enabled"]);
+        assert_eq!(keys_of(&ws["api_key"]), vec!["id", "key", "mode", "workspace_locked"]);
+        assert_eq!((ws["workspace"]["name"].clone(), ws["workspace"]["voice_enabled"].clone()), (json!("Acme"), json!(true)));
+        assert_eq!(ws["api_key"]["mode"], "live");
+        let live = ws["api_key"]["key"].as_str().unwrap().to_owned();
+        let wid = ws["workspace"]["id"].to_string();
+
+        let (code, key, err) = tokio::task::spawn_blocking({ let url = url.clone(); let wid = wid.clone(); move || parley(&["key", "create", "--workspace", &wid, "--mode", "test", "--name", "CI", "--workspace-locked"], &url) }).await.unwrap();
+        assert_eq!(code, 0, "{err}");
+        assert!(key["key"].as_str().unwrap().starts_with("parley_test_"));
+        assert_eq!((key["mode"].clone(), key["name"].clone(), key["workspace_locked"].clone()), (json!("test"), json!("CI"), json!(true)));
+        assert!(key["hint"].as_str().unwrap().starts_with("parley_test_"));
+        let test_key = key["key"].as_str().unwrap().to_owned();
+        let test_key_id = key["id"].to_string();
+
+        // The server on the same database accepts both keys…
+        let app = TestApp::spawn_on(database, |_| {}).await;
+        assert_eq!(app.get(&live, "/api/v1/agents").await.status, 200);
+        assert_eq!(app.get(&test_key, "/api/v1/agents").await.status, 200);
+        // …and refuses a key on the request right after the CLI revokes it.
+        let (code, revoked, err) = tokio::task::spawn_blocking(move || parley(&["key", "revoke", &test_key_id], &url)).await.unwrap();
+        assert_eq!(code, 0, "{err}");
+        assert!(revoked["revoked_at"].is_string());
+        assert_eq!(app.get(&test_key, "/api/v1/agents").await.status, 401);
+
+        let (code, _, err) = tokio::task::spawn_blocking({ let url = app.database.url.clone(); move || parley(&["key", "revoke", "999999"], &url) }).await.unwrap();
+        assert_eq!(code, 1);
+        let err: Value = serde_json::from_str(err.trim()).unwrap();
+        assert_eq!(err["error"], "API key 999999 not found");
+    }
+
+    async fn migrate_is_idempotent_and_prints_json(backend) {
+        let database = fresh_database(backend).await;
+        let url = database.url.clone();
+        for _ in 0..2 {
+            let url = url.clone();
+            let (code, out, err) = tokio::task::spawn_blocking(move || parley(&["migrate"], &url)).await.unwrap();
+            assert_eq!(code, 0, "{err}");
+            assert_eq!(out, json!({"migrated": true}));
+        }
+    }
+
+    async fn the_first_start_creates_a_default_workspace_and_prints_its_keys_once(backend) {
+        let database = fresh_database(backend).await;
+        let url = database.url.clone();
+        let (banner, live, test) = tokio::task::spawn_blocking({ let url = url.clone(); move || {
+            let server = start_server(&url);
+            let live = key_in(&server.banner, "live").expect("live key printed");
+            let test = key_in(&server.banner, "test").expect("test key printed");
+            (server.banner.clone(), live, test)
+        }}).await.unwrap();
+        assert!(banner.contains("\"Default\""), "{banner}");
+        let second = tokio::task::spawn_blocking({ let url = url.clone(); move || start_server(&url).banner.clone() }).await.unwrap();
+        assert!(key_in(&second, "live").is_none(), "keys are printed only once: {second}");
+
+        let app = TestApp::spawn_on(database, |_| {}).await;
+        assert_eq!(app.get(&live, "/api/v1/agents").await.status, 200);
+        assert_eq!(app.get(&test, "/api/v1/agents").await.status, 200);
+        let mut c = app.db.read().await.unwrap();
+        let ws = parley_store::repo::workspaces::get(&mut c, 1).await.unwrap().unwrap();
+        assert_eq!((ws.name.as_str(), ws.voice_enabled), ("Default", true));
+    }
+}
+
+#[test]
+fn sigterm_lets_an_in_flight_request_finish() {
+    let database = TestDatabase::sqlite();
+    let mut server = start_server(&database.url);
+    let live = key_in(&server.banner, "live").unwrap();
+    let body = r#"{"name":"Finished after SIGTERM"}"#;
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let head = format!(
+        "POST /api/v1/agents HTTP/1.1\r\nHost: x\r\nX-API-Key: {live}\r\nIdempotency-Key: sig\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(&body.as_bytes()[..5]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    conn.write_all(&body.as_bytes()[5..]).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut response = String::new();
+    let _ = conn.read_to_string(&mut response);
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+    assert!(response.contains("Finished after SIGTERM"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,58 @@
+//! The seed's rule 2: another workspace's (or mode's) resource answers 404,
+//! byte for byte like a missing one, on every route that takes an id.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+both_backends! {
+    async fn every_id_route_answers_404_across_workspaces_and_modes(backend) {
+        let app = TestApp::spawn(backend).await;
+        let owner = app.workspace("Owner").await;
+        let stranger = app.workspace("Stranger").await;
+        let block = app.post(&owner.live, "/api/v1/prompt-blocks", json!({"name": "Persona", "content": "Hi {{name}}", "variables": ["name"]})).await.body;
+        let agent = app.create_agent(&owner.live, json!({"name": "Private", "prompt_block_ids": [block["id"]]})).await;
+        let trigger = app.post(&owner.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "call.inbound"})).await.body;
+        let (a, t, b) = (agent["id"].as_i64().unwrap(), trigger["id"].as_i64().unwrap(), block["id"].as_i64().unwrap());
+
+        // (method, path, body, the 404 detail a missing resource would give)
+        let routes: Vec<(Method, String, Option<Value>, String)> = vec![
+            (Method::GET, format!("/api/v1/agents/{a}"), None, format!("Agent {a} not found")),
+            (Method::PATCH, format!("/api/v1/agents/{a}"), Some(json!({"name": "Mine"})), format!("Agent {a} not found")),
+            (Method::DELETE, format!("/api/v1/agents/{a}"), None, format!("Agent {a} not found")),
+            (Method::GET, format!("/api/v1/agents/{a}/triggers"), None, format!("Agent {a} not found")),
+            (Method::POST, format!("/api/v1/agents/{a}/triggers"), Some(json!({"event": "call.inbound"})), format!("Agent {a} not found")),
+            (Method::GET, format!("/api/v1/agents/{a}/triggers/{t}"), None, format!("Agent {a} not found")),
+            (Method::PATCH, format!("/api/v1/agents/{a}/triggers/{t}"), Some(json!({"enabled": false})), format!("Agent {a} not found")),
+            (Method::DELETE, format!("/api/v1/agents/{a}/triggers/{t}"), None, format!("Agent {a} not found")),
+            (Method::POST, format!("/api/v1/agents/{a}/prompt/preview"), Some(json!({"variables": {"name": "x"}})), format!("Agent {a} not found")),
+            (Method::GET, format!("/api/v1/prompt-blocks/{b}"), None, format!("Prompt block {b} not found")),
+            (Method::PATCH, format!("/api/v1/prompt-blocks/{b}"), Some(json!({"content": "Bye"})), format!("Prompt block {b} not found")),
+            (Method::DELETE, format!("/api/v1/prompt-blocks/{b}"), None, format!("Prompt block {b} not found")),
+            (Method::GET, format!("/api/v1/prompt-blocks/{b}/versions"), None, format!("Prompt block {b} not found")),
+        ];
+        for (method, path, body, detail) in &routes {
+            for (who, key) in [("other workspace", &stranger.live), ("other mode", &owner.test)] {
+                let r = app.send(method.clone(), path, Some(key), body.clone(), &[]).await;
+                assert_eq!(r.status, 404, "{method} {path} as {who}: {}", r.text);
+                assert_eq!(r.body, json!({"detail": detail}), "{method} {path} as {who}");
+            }
+        }
+        // A missing id gives the same shape of answer.
+        let r = app.get(&owner.live, "/api/v1/agents/999999").await;
+        assert_eq!(r.body, json!({"detail": "Agent 999999 not found"}));
+        let r = app.get(&owner.live, &format!("/api/v1/agents/{a}/triggers/999999")).await;
+        assert_eq!(r.body, json!({"detail": "Trigger 999999 not found"}));
+
+        // Nothing the strangers tried changed the owner's data.
+        let now = app.get(&owner.live, &format!("/api/v1/agents/{a}")).await.body;
+        assert_eq!(now["name"], "Private");
+        assert_eq!(now["status"], "active");
+        assert_eq!(now["trigger_count"], 1);
+        assert_eq!(app.get(&owner.live, &format!("/api/v1/prompt-blocks/{b}")).await.body["version"], 1);
+        // And lists never show foreign rows.
+        assert_eq!(app.get(&stranger.live, "/api/v1/agents").await.body["total"], 0);
+        assert_eq!(app.get(&owner.test, "/api/v1/prompt-blocks").await.body["total"], 0);
+    }
+}

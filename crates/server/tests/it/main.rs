@@ -1,0 +1,14 @@
+//! End-to-end tests: the real server on 127.0.0.1:0, driven over HTTP.
+//! Every test in `both_backends!` runs once on SQLite and once on PostgreSQL.
+
+#[macro_use]
+mod support;
+
+mod agents;
+mod auth;
+mod cli;
+mod errors;
+mod idempotency;
+mod isolation;
+mod operations;
+mod prompt_blocks;

@@ -1,0 +1,230 @@
+//! The test harness: a server per test on a fresh database.
+
+use std::net::SocketAddr;
+
+use parley_domain::Mode;
+use parley_server::Settings;
+use parley_services::workspaces::{self, NewKey};
+use parley_store::Db;
+use parley_store::testing::TestDatabase;
+use reqwest::Method;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Declares async tests that run on both backends:
+/// `both_backends! { async fn name(backend) { … } }` gives `name::sqlite` and `name::postgres`.
+macro_rules! both_backends {
+    ($(async fn $name:ident($b:ident) $body:block)*) => {
+        $(
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+                async fn run($b: $crate::support::Backend) $body
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() { run($crate::support::Backend::Sqlite).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() { run($crate::support::Backend::Postgres).await }
+            }
+        )*
+    };
+}
+
+pub async fn fresh_database(backend: Backend) -> TestDatabase {
+    match backend {
+        Backend::Sqlite => TestDatabase::sqlite(),
+        Backend::Postgres => TestDatabase::postgres().await,
+    }
+}
+
+/// Settings for tests: limits high enough not to interfere.
+pub fn test_settings(database_url: &str) -> Settings {
+    let mut s = Settings::default();
+    s.database_url = database_url.to_owned();
+    s.rate_limit.per_second = 1_000_000.0;
+    s.rate_limit.burst = 1_000_000;
+    s.rate_limit.auth_failures_per_minute = 1_000_000;
+    s.shutdown_grace_seconds = 2;
+    s
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub db: Db,
+    stop: Option<oneshot::Sender<()>>,
+    // Dropped last: the database outlives the server.
+    pub database: TestDatabase,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> TestApp {
+        Self::spawn_with(backend, |_| {}).await
+    }
+
+    pub async fn spawn_with(backend: Backend, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        let database = fresh_database(backend).await;
+        Self::spawn_on(database, configure).await
+    }
+
+    /// Serves an existing database (e.g. one a CLI command wrote to).
+    pub async fn spawn_on(database: TestDatabase, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        let mut settings = test_settings(&database.url);
+        configure(&mut settings);
+        let db = parley_server::open_database(&settings).await.expect("open test database");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serve_db = db.clone();
+        tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            parley_server::serve(settings, serve_db, listener, shutdown).await.expect("server runs");
+        });
+        TestApp { base: format!("http://{addr}"), client: reqwest::Client::new(), db, stop: Some(stop), database }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A new workspace with a live and a test key.
+    pub async fn workspace(&self, name: &str) -> Ws {
+        let mut tx = self.db.begin().await.unwrap();
+        let created = workspaces::create_workspace(&mut tx, name, true).await.unwrap();
+        let test = workspaces::create_key(
+            &mut tx,
+            NewKey {
+                workspace_id: created.workspace.id,
+                mode: Mode::Test,
+                name: "test".into(),
+                workspace_locked: false,
+                created_by: None,
+                expires_at: None,
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        Ws {
+            id: created.workspace.id,
+            live: created.live_key.key.expose().to_owned(),
+            live_key_id: created.live_key.info.id,
+            test: test.key.expose().to_owned(),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let mut rb = self.client.request(method, self.url(path));
+        if let Some(k) = key {
+            rb = rb.header("X-API-Key", k);
+        }
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        Resp::from(rb.send().await.expect("request sent")).await
+    }
+
+    pub async fn get(&self, key: &str, path: &str) -> Resp {
+        self.send(Method::GET, path, Some(key), None, &[]).await
+    }
+
+    pub async fn post(&self, key: &str, path: &str, body: Value) -> Resp {
+        self.send(Method::POST, path, Some(key), Some(body), &[]).await
+    }
+
+    pub async fn post_idem(&self, key: &str, path: &str, idem: &str, body: Value) -> Resp {
+        self.send(Method::POST, path, Some(key), Some(body), &[("Idempotency-Key", idem)]).await
+    }
+
+    pub async fn patch(&self, key: &str, path: &str, body: Value) -> Resp {
+        self.send(Method::PATCH, path, Some(key), Some(body), &[]).await
+    }
+
+    pub async fn delete(&self, key: &str, path: &str) -> Resp {
+        self.send(Method::DELETE, path, Some(key), None, &[]).await
+    }
+
+    /// Creates an agent (with a fresh idempotency key) and returns its JSON.
+    pub async fn create_agent(&self, key: &str, body: Value) -> Value {
+        let r = self.post_idem(key, "/api/v1/agents", &uuid(), body).await;
+        assert_eq!(r.status, 201, "create agent: {}", r.text);
+        r.body
+    }
+
+    /// Events of `kind` in the store for a scope, newest first.
+    pub async fn events(&self, workspace_id: i64, mode: Mode, kind: &str) -> Vec<parley_domain::event::Event> {
+        let mut c = self.db.read().await.unwrap();
+        parley_store::repo::events::list(&mut c, parley_domain::Scope::new(workspace_id, mode), Some(kind), 1000)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+pub struct Ws {
+    pub id: i64,
+    pub live: String,
+    pub live_key_id: i64,
+    pub test: String,
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub text: String,
+    pub body: Value,
+}
+
+impl Resp {
+    pub async fn from(r: reqwest::Response) -> Resp {
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let text = r.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Resp { status, headers, text, body }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The `(loc, type)` pairs of a 422.
+    pub fn faults(&self) -> Vec<(String, String)> {
+        self.body["detail"]
+            .as_array()
+            .map(|a| {
+                a.iter().map(|e| (e["loc"].to_string(), e["type"].as_str().unwrap_or_default().to_owned())).collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+pub fn uuid() -> String {
+    ulid::Ulid::new().to_string()
+}

@@ -1,0 +1,640 @@
+//! Agents: create (from scratch or from a template), read, list, update with
+//! the status machine, archive; their triggers; and the prompt preview.
+
+use std::collections::BTreeMap;
+
+use parley_domain::Scope;
+use parley_domain::agent::{
+    Agent, AgentStatus, HandoffPolicy, KINDS, PatternType, TRIGGER_CHANNELS, Trigger, TriggerEvent, is_language_tag,
+};
+use parley_domain::prompt::{RenderError, render};
+use parley_domain::slug::slugify;
+use parley_domain::validation::{
+    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, integer, json_object, list_of, loc, object,
+    one_of, parse_object, string,
+};
+use parley_store::repo::agents::{self as repo, AgentFields, AgentFilter};
+use parley_store::repo::triggers::{self as trigger_repo, TriggerFields};
+use parley_store::repo::{events, prompt_blocks};
+use parley_store::{AsHandle, StoreError, Tx};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services, event_data, free_slug};
+
+const NAME_MAX: usize = 200;
+const TEXT_MAX: usize = 2_000;
+const PROMPT_MAX: usize = 100_000;
+const METADATA_MAX_BYTES: usize = 4_096;
+const MAX_LIST_IDS: usize = 50;
+
+/// Fields shared by create and update; each is optional. In an update, a
+/// field that is absent stays as it is, and `null` clears a nullable field.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct AgentChanges {
+    /// Up to 2,000 characters, or null.
+    #[schema(value_type = Option<String>, nullable)]
+    pub description: Option<Option<String>>,
+    /// A configured text engine. Default `builtin`.
+    pub text_engine: Option<String>,
+    /// `active` or `paused` at creation. Updates follow the status machine:
+    /// active↔paused, active|paused→archived, archived→paused.
+    pub status: Option<AgentStatus>,
+    /// 0–1000. When several agents match traffic, the highest wins. Default 0.
+    pub priority: Option<i64>,
+    /// Whether other agents can be created from this one with `template_id`.
+    pub is_template: Option<bool>,
+    /// Up to 100,000 characters, used literally after the prompt blocks.
+    pub system_prompt: Option<String>,
+    /// What the agent says first on a call; up to 2,000 characters, or null.
+    #[schema(value_type = Option<String>, nullable)]
+    pub first_message: Option<Option<String>>,
+    /// A BCP 47 tag. Default `en-US`.
+    pub language: Option<String>,
+    /// A text-to-speech voice id, or null.
+    #[schema(value_type = Option<String>, nullable)]
+    pub voice: Option<Option<String>>,
+    /// Prompt blocks of this workspace and mode, in render order (at most 50, no repeats).
+    pub prompt_block_ids: Option<Vec<i64>>,
+    /// Knowledge collections of this workspace and mode (at most 50).
+    pub knowledge_collection_ids: Option<Vec<i64>>,
+    /// Replaces the whole handoff policy.
+    pub handoff: Option<HandoffPolicy>,
+    /// Free-form JSON object of at most 4 KiB. Replaces the whole object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// `POST /api/v1/agents`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateAgent {
+    /// Copy every field of this template agent, then apply the fields given here.
+    pub template_id: Option<i64>,
+    /// 1–200 characters. The slug is derived from it.
+    pub name: String,
+    #[serde(flatten)]
+    pub changes: AgentChanges,
+}
+
+/// `PATCH /api/v1/agents/{agent_id}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct UpdateAgent {
+    /// 1–200 characters. Changing it re-derives the slug.
+    pub name: Option<String>,
+    #[serde(flatten)]
+    pub changes: AgentChanges,
+}
+
+pub fn parse_create(body: Value, engines: &[String]) -> Parsed<CreateAgent> {
+    parse_object(body, loc(&["body"]), |r| {
+        let template_id = r.optional("template_id", integer(1, i64::MAX));
+        let name = r.required("name", string(1, NAME_MAX));
+        let changes = read_changes(r, engines);
+        if changes.status == Some(AgentStatus::Archived) {
+            r.push_error(FieldError::not_enum(r.loc_of("status"), &["active", "paused"]));
+        }
+        Some(CreateAgent { template_id, name: name?, changes })
+    })
+}
+
+pub fn parse_update(body: Value, engines: &[String]) -> Parsed<UpdateAgent> {
+    parse_object(body, loc(&["body"]), |r| {
+        let name = r.optional("name", string(1, NAME_MAX));
+        Some(UpdateAgent { name, changes: read_changes(r, engines) })
+    })
+}
+
+fn read_changes(r: &mut ObjectReader<'_>, engines: &[String]) -> AgentChanges {
+    AgentChanges {
+        description: r.nullable("description", string(0, TEXT_MAX)),
+        text_engine: r.optional("text_engine", text_engine(engines)),
+        status: r.optional("status", status()),
+        priority: r.optional("priority", integer(0, 1000)),
+        is_template: r.optional("is_template", boolean()),
+        system_prompt: r.optional("system_prompt", string(0, PROMPT_MAX)),
+        first_message: r.nullable("first_message", string(1, TEXT_MAX)),
+        language: r.optional("language", language()),
+        voice: r.nullable("voice", string(1, 100)),
+        prompt_block_ids: r.optional("prompt_block_ids", unique_ids()),
+        knowledge_collection_ids: r.optional("knowledge_collection_ids", unique_ids()),
+        handoff: r.optional("handoff", handoff()),
+        metadata: r.optional("metadata", json_object(METADATA_MAX_BYTES)),
+    }
+}
+
+fn text_engine(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> + '_ {
+    move |v, l| match v {
+        Value::String(s) if engines.contains(&s) => Ok(s),
+        Value::String(_) => {
+            let permitted: Vec<&str> = engines.iter().map(String::as_str).collect();
+            Err(vec![FieldError::not_enum(l.to_vec(), &permitted)])
+        }
+        _ => Err(vec![FieldError::wrong_type(l.to_vec(), "string")]),
+    }
+}
+
+fn status() -> impl FnOnce(Value, &[LocPart]) -> Parsed<AgentStatus> {
+    |v, l| one_of(AgentStatus::ALL)(v, l).map(|s| AgentStatus::parse(&s).expect("checked by one_of"))
+}
+
+fn language() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    |v, l| {
+        let s = string(2, 35)(v, l)?;
+        if is_language_tag(&s) {
+            Ok(s)
+        } else {
+            Err(vec![FieldError::new(l.to_vec(), "value_error.language", "not a BCP 47 language tag, e.g. en-US")])
+        }
+    }
+}
+
+fn unique_ids() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<i64>> {
+    |v, l| {
+        let ids = list_of(MAX_LIST_IDS, |v, l| integer(1, i64::MAX)(v, l))(v, l)?;
+        let mut seen = std::collections::HashSet::new();
+        if ids.iter().all(|id| seen.insert(*id)) {
+            Ok(ids)
+        } else {
+            Err(vec![FieldError::new(l.to_vec(), "value_error.list.unique_items", "the list has duplicated items")])
+        }
+    }
+}
+
+fn handoff() -> impl FnOnce(Value, &[LocPart]) -> Parsed<HandoffPolicy> {
+    object(|r| {
+        let keywords = r.optional("keywords", list_of(MAX_LIST_IDS, |v, l| string(1, 100)(v, l)));
+        let max_turns = r.nullable("max_turns", integer(1, 1000));
+        let target_user_id = r.nullable("target_user_id", integer(1, i64::MAX));
+        Some(HandoffPolicy {
+            keywords: keywords.unwrap_or_default(),
+            max_turns: max_turns.flatten(),
+            target_user_id: target_user_id.flatten(),
+        })
+    })
+}
+
+/// `GET /api/v1/agents` filters.
+pub fn parse_filter(q: &mut QueryReader) -> AgentFilter {
+    AgentFilter {
+        status: q.one_of("status", AgentStatus::ALL).and_then(|s| AgentStatus::parse(&s)),
+        is_template: q.boolean("is_template"),
+        q: q.string("q", 1, NAME_MAX),
+    }
+}
+
+fn defaults() -> AgentFields {
+    AgentFields {
+        name: String::new(),
+        slug: String::new(),
+        description: None,
+        text_engine: "builtin".to_owned(),
+        status: AgentStatus::Active,
+        priority: 0,
+        is_template: false,
+        system_prompt: String::new(),
+        first_message: None,
+        language: "en-US".to_owned(),
+        voice: None,
+        prompt_block_ids: Vec::new(),
+        knowledge_collection_ids: Vec::new(),
+        handoff: HandoffPolicy::default(),
+        metadata: Map::new(),
+    }
+}
+
+fn apply(f: &mut AgentFields, c: AgentChanges) {
+    if let Some(v) = c.description {
+        f.description = v;
+    }
+    if let Some(v) = c.text_engine {
+        f.text_engine = v;
+    }
+    if let Some(v) = c.status {
+        f.status = v;
+    }
+    if let Some(v) = c.priority {
+        f.priority = v;
+    }
+    if let Some(v) = c.is_template {
+        f.is_template = v;
+    }
+    if let Some(v) = c.system_prompt {
+        f.system_prompt = v;
+    }
+    if let Some(v) = c.first_message {
+        f.first_message = v;
+    }
+    if let Some(v) = c.language {
+        f.language = v;
+    }
+    if let Some(v) = c.voice {
+        f.voice = v;
+    }
+    if let Some(v) = c.prompt_block_ids {
+        f.prompt_block_ids = v;
+    }
+    if let Some(v) = c.knowledge_collection_ids {
+        f.knowledge_collection_ids = v;
+    }
+    if let Some(v) = c.handoff {
+        f.handoff = v;
+    }
+    if let Some(v) = c.metadata {
+        f.metadata = v;
+    }
+}
+
+/// Ids in the body must name resources of the caller's scope (422 otherwise).
+async fn check_references(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> ServiceResult<()> {
+    let found = prompt_blocks::get_many(c, scope, &f.prompt_block_ids).await?;
+    let mut errors = Vec::new();
+    for (i, id) in f.prompt_block_ids.iter().enumerate() {
+        if !found.iter().any(|b| b.id == *id) {
+            let mut l = loc(&["body", "prompt_block_ids"]);
+            l.push(LocPart::Index(i));
+            errors.push(FieldError::not_found(l, &format!("Prompt block {id}")));
+        }
+    }
+    // Knowledge collections arrive with the agent runtime; until then none exist.
+    for (i, id) in f.knowledge_collection_ids.iter().enumerate() {
+        let mut l = loc(&["body", "knowledge_collection_ids"]);
+        l.push(LocPart::Index(i));
+        errors.push(FieldError::not_found(l, &format!("Knowledge collection {id}")));
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ServiceError::Validation(errors)) }
+}
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Agent", id)
+}
+
+pub async fn create(tx: &mut Tx, scope: Scope, input: CreateAgent) -> ServiceResult<Agent> {
+    let mut fields = match input.template_id {
+        Some(tid) => {
+            let template = repo::get(tx, scope, tid, false).await?.filter(|a| a.is_template).ok_or_else(|| {
+                ServiceError::Validation(vec![FieldError::not_found(
+                    loc(&["body", "template_id"]),
+                    &format!("Agent template {tid}"),
+                )])
+            })?;
+            let mut f = AgentFields::from(&template);
+            f.is_template = false;
+            f.status = AgentStatus::Active;
+            f
+        }
+        None => defaults(),
+    };
+    fields.name = input.name;
+    apply(&mut fields, input.changes);
+    check_references(tx, scope, &fields).await?;
+
+    let base = slugify(&fields.name);
+    // On PostgreSQL a concurrent create may take the slug between our read and
+    // our insert; the insert then yields None and we look again.
+    for _ in 0..5 {
+        let taken = repo::slugs_like(tx, scope, &base, None).await?;
+        fields.slug = free_slug(&base, &taken);
+        if let Some(agent) = repo::insert(tx, scope, &fields).await? {
+            events::append(tx, scope, "agent.created", event_data(&agent)).await?;
+            return Ok(agent);
+        }
+    }
+    Err(ServiceError::Conflict("Could not choose a unique slug; retry the request".into()))
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Agent> {
+    let mut c = svc.db.read().await?;
+    repo::get(&mut c, scope, id, false).await?.ok_or_else(|| not_found(id))
+}
+
+pub async fn list(svc: &Services, scope: Scope, filter: &AgentFilter, page: Page) -> ServiceResult<(Vec<Agent>, i64)> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::list(&mut c, scope, filter, page).await?)
+}
+
+pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> ServiceResult<Agent> {
+    let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
+    if let Some(next) = input.changes.status
+        && !current.status.can_move_to(next)
+    {
+        return Err(ServiceError::Conflict(format!(
+            "Agent {id} cannot move from {} to {}",
+            current.status.as_str(),
+            next.as_str()
+        )));
+    }
+    let before = AgentFields::from(&current);
+    let mut fields = before.clone();
+    apply(&mut fields, input.changes);
+    if let Some(name) = input.name
+        && name != current.name
+    {
+        let base = slugify(&name);
+        let taken = repo::slugs_like(tx, scope, &base, Some(id)).await?;
+        fields.slug = free_slug(&base, &taken);
+        fields.name = name;
+    }
+    if fields == before {
+        return Ok(current);
+    }
+    check_references(tx, scope, &fields).await?;
+    let agent = match repo::update(tx, scope, id, &fields).await {
+        Ok(a) => a.ok_or_else(|| not_found(id))?,
+        Err(StoreError::UniqueViolation) => {
+            return Err(ServiceError::Conflict("Another request took this slug; retry the request".into()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    events::append(tx, scope, "agent.updated", event_data(&agent)).await?;
+    Ok(agent)
+}
+
+/// `DELETE` archives: the agent stops answering traffic and leaves the
+/// default list, but its history stays. Archiving twice is harmless.
+pub async fn archive(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Agent> {
+    let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
+    if current.status == AgentStatus::Archived {
+        return Ok(current);
+    }
+    let mut fields = AgentFields::from(&current);
+    fields.status = AgentStatus::Archived;
+    let agent = repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?;
+    events::append(tx, scope, "agent.updated", event_data(&agent)).await?;
+    Ok(agent)
+}
+
+// ---- triggers ------------------------------------------------------------
+
+/// `POST /api/v1/agents/{agent_id}/triggers`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateTrigger {
+    /// `message.received` or `call.inbound`.
+    pub event: TriggerEvent,
+    /// A channel name or `*` (default) for every channel.
+    pub channel: Option<String>,
+    /// `direct`, `group` or `call`; null for any.
+    pub kind: Option<String>,
+    /// A keyword or a regular expression (1–500 characters); null matches everything.
+    pub pattern: Option<String>,
+    /// `keyword` (default) or `regex`.
+    pub pattern_type: Option<PatternType>,
+    /// Default true.
+    pub enabled: Option<bool>,
+}
+
+/// `PATCH /api/v1/agents/{agent_id}/triggers/{trigger_id}`: any field of a trigger.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct UpdateTrigger {
+    pub event: Option<TriggerEvent>,
+    pub channel: Option<String>,
+    #[schema(value_type = Option<String>, nullable)]
+    pub kind: Option<Option<String>>,
+    #[schema(value_type = Option<String>, nullable)]
+    pub pattern: Option<Option<String>>,
+    pub pattern_type: Option<PatternType>,
+    pub enabled: Option<bool>,
+}
+
+fn trigger_event() -> impl FnOnce(Value, &[LocPart]) -> Parsed<TriggerEvent> {
+    |v, l| one_of(TriggerEvent::ALL)(v, l).map(|s| TriggerEvent::parse(&s).expect("checked by one_of"))
+}
+
+fn pattern_type() -> impl FnOnce(Value, &[LocPart]) -> Parsed<PatternType> {
+    |v, l| one_of(PatternType::ALL)(v, l).map(|s| PatternType::parse(&s).expect("checked by one_of"))
+}
+
+pub fn parse_create_trigger(body: Value) -> Parsed<CreateTrigger> {
+    parse_object(body, loc(&["body"]), |r| {
+        // Read every field before `?`, so that all faults are reported.
+        let event = r.required("event", trigger_event());
+        let channel = r.optional("channel", one_of(TRIGGER_CHANNELS));
+        let kind = r.nullable("kind", one_of(KINDS)).flatten();
+        let pattern = r.nullable("pattern", string(1, 500)).flatten();
+        let pattern_type = r.optional("pattern_type", pattern_type());
+        let enabled = r.optional("enabled", boolean());
+        Some(CreateTrigger { event: event?, channel, kind, pattern, pattern_type, enabled })
+    })
+}
+
+pub fn parse_update_trigger(body: Value) -> Parsed<UpdateTrigger> {
+    parse_object(body, loc(&["body"]), |r| {
+        Some(UpdateTrigger {
+            event: r.optional("event", trigger_event()),
+            channel: r.optional("channel", one_of(TRIGGER_CHANNELS)),
+            kind: r.nullable("kind", one_of(KINDS)),
+            pattern: r.nullable("pattern", string(1, 500)),
+            pattern_type: r.optional("pattern_type", pattern_type()),
+            enabled: r.optional("enabled", boolean()),
+        })
+    })
+}
+
+/// A regex pattern must compile; checked against the merged trigger.
+fn check_pattern(f: &TriggerFields) -> ServiceResult<()> {
+    if let (PatternType::Regex, Some(p)) = (f.pattern_type, &f.pattern)
+        && let Err(e) = regex::RegexBuilder::new(p).size_limit(1 << 20).build()
+    {
+        return Err(ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "pattern"]),
+            "value_error.regex",
+            format!("invalid regular expression: {e}"),
+        )]));
+    }
+    Ok(())
+}
+
+async fn require_agent(c: &mut impl AsHandle, scope: Scope, agent_id: i64) -> ServiceResult<Agent> {
+    repo::get(c, scope, agent_id, false).await?.ok_or_else(|| not_found(agent_id))
+}
+
+fn trigger_not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Trigger", id)
+}
+
+/// Emits `agent.updated` after a trigger change (its `trigger_count` moved).
+async fn touch_agent(tx: &mut Tx, scope: Scope, agent_id: i64, delta: i64) -> ServiceResult<()> {
+    repo::add_trigger_count(tx, scope, agent_id, delta).await?;
+    let agent = require_agent(tx, scope, agent_id).await?;
+    events::append(tx, scope, "agent.updated", event_data(&agent)).await?;
+    Ok(())
+}
+
+pub async fn create_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, input: CreateTrigger) -> ServiceResult<Trigger> {
+    require_agent(tx, scope, agent_id).await?;
+    let fields = TriggerFields {
+        event: input.event,
+        channel: input.channel.unwrap_or_else(|| "*".to_owned()),
+        kind: input.kind,
+        pattern: input.pattern,
+        pattern_type: input.pattern_type.unwrap_or(PatternType::Keyword),
+        enabled: input.enabled.unwrap_or(true),
+    };
+    check_pattern(&fields)?;
+    let trigger = trigger_repo::insert(tx, scope, agent_id, &fields).await?;
+    touch_agent(tx, scope, agent_id, 1).await?;
+    Ok(trigger)
+}
+
+pub async fn get_trigger(svc: &Services, scope: Scope, agent_id: i64, id: i64) -> ServiceResult<Trigger> {
+    let mut c = svc.db.read().await?;
+    require_agent(&mut c, scope, agent_id).await?;
+    trigger_repo::get(&mut c, scope, agent_id, id).await?.ok_or_else(|| trigger_not_found(id))
+}
+
+pub async fn list_triggers(
+    svc: &Services,
+    scope: Scope,
+    agent_id: i64,
+    page: Page,
+) -> ServiceResult<(Vec<Trigger>, i64)> {
+    let mut c = svc.db.read().await?;
+    require_agent(&mut c, scope, agent_id).await?;
+    Ok(trigger_repo::list(&mut c, scope, agent_id, page).await?)
+}
+
+pub async fn update_trigger(
+    tx: &mut Tx,
+    scope: Scope,
+    agent_id: i64,
+    id: i64,
+    input: UpdateTrigger,
+) -> ServiceResult<Trigger> {
+    require_agent(tx, scope, agent_id).await?;
+    let current = trigger_repo::get(tx, scope, agent_id, id).await?.ok_or_else(|| trigger_not_found(id))?;
+    let mut f = TriggerFields::from(&current);
+    if let Some(v) = input.event {
+        f.event = v;
+    }
+    if let Some(v) = input.channel {
+        f.channel = v;
+    }
+    if let Some(v) = input.kind {
+        f.kind = v;
+    }
+    if let Some(v) = input.pattern {
+        f.pattern = v;
+    }
+    if let Some(v) = input.pattern_type {
+        f.pattern_type = v;
+    }
+    if let Some(v) = input.enabled {
+        f.enabled = v;
+    }
+    check_pattern(&f)?;
+    if f == TriggerFields::from(&current) {
+        return Ok(current);
+    }
+    let trigger = trigger_repo::update(tx, scope, agent_id, id, &f).await?.ok_or_else(|| trigger_not_found(id))?;
+    touch_agent(tx, scope, agent_id, 0).await?;
+    Ok(trigger)
+}
+
+pub async fn delete_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, id: i64) -> ServiceResult<()> {
+    require_agent(tx, scope, agent_id).await?;
+    if !trigger_repo::delete(tx, scope, agent_id, id).await? {
+        return Err(trigger_not_found(id));
+    }
+    touch_agent(tx, scope, agent_id, -1).await
+}
+
+// ---- prompt preview --------------------------------------------------------
+
+/// `POST /api/v1/agents/{agent_id}/prompt/preview`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct PromptPreviewRequest {
+    /// Values for the blocks' `{{variables}}`: strings, numbers or booleans.
+    #[schema(value_type = Object)]
+    pub variables: BTreeMap<String, String>,
+}
+
+/// The rendered system prompt: the agent's prompt blocks in order, then its `system_prompt`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PromptPreview {
+    pub agent_id: i64,
+    pub prompt: String,
+    pub blocks: Vec<BlockRef>,
+}
+
+/// A block that went into a rendered prompt, at the version used.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BlockRef {
+    pub id: i64,
+    pub slug: String,
+    pub version: i64,
+}
+
+pub fn parse_preview(body: Value) -> Parsed<PromptPreviewRequest> {
+    parse_object(body, loc(&["body"]), |r| {
+        let vars = r.optional("variables", |v, l| {
+            let map = json_object(64 * 1024)(v, l)?;
+            let mut out = BTreeMap::new();
+            let mut errors = Vec::new();
+            for (k, v) in map {
+                let mut at = l.to_vec();
+                at.push(LocPart::Key(k.clone()));
+                match v {
+                    Value::String(s) => {
+                        out.insert(k, s);
+                    }
+                    Value::Number(n) => {
+                        out.insert(k, n.to_string());
+                    }
+                    Value::Bool(b) => {
+                        out.insert(k, b.to_string());
+                    }
+                    _ => errors.push(FieldError::wrong_type(at, "string")),
+                }
+            }
+            if errors.is_empty() { Ok(out) } else { Err(errors) }
+        });
+        Some(PromptPreviewRequest { variables: vars.unwrap_or_default() })
+    })
+}
+
+pub async fn preview_prompt(
+    svc: &Services,
+    scope: Scope,
+    agent_id: i64,
+    req: PromptPreviewRequest,
+) -> ServiceResult<PromptPreview> {
+    let mut c = svc.db.read().await?;
+    let agent = require_agent(&mut c, scope, agent_id).await?;
+    let blocks = prompt_blocks::get_many(&mut c, scope, &agent.prompt_block_ids).await?;
+    let mut parts = Vec::new();
+    let mut used = Vec::new();
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for id in &agent.prompt_block_ids {
+        let Some(block) = blocks.iter().find(|b| b.id == *id) else { continue };
+        match render(&block.content, &req.variables) {
+            Ok(text) => parts.push(text),
+            Err(RenderError::Missing(names)) => {
+                for n in names {
+                    if !missing.iter().any(|(m, _)| *m == n) {
+                        missing.push((n, block.slug.clone()));
+                    }
+                }
+            }
+            // Stored content was validated on write; a fault here is data corruption.
+            Err(RenderError::Template(e)) => {
+                return Err(ServiceError::Store(StoreError::Corrupt(format!("prompt block {}: {e}", block.id))));
+            }
+        }
+        used.push(BlockRef { id: block.id, slug: block.slug.clone(), version: block.version });
+    }
+    if !missing.is_empty() {
+        return Err(ServiceError::Validation(
+            missing
+                .into_iter()
+                .map(|(name, slug)| {
+                    FieldError::missing(vec!["body".into(), "variables".into(), LocPart::Key(name)])
+                        .with_ctx(serde_json::json!({ "prompt_block": slug }))
+                })
+                .collect(),
+        ));
+    }
+    if !agent.system_prompt.is_empty() {
+        parts.push(agent.system_prompt.clone());
+    }
+    Ok(PromptPreview { agent_id, prompt: parts.join("\n\n"), blocks: used })
+}

@@ -1,0 +1,68 @@
+//! Parley's use cases. Each module owns one resource group: it parses input
+//! into typed commands (`parse_*`), applies the business rules, writes
+//! through the store, and appends the matching event in the same transaction.
+//!
+//! Writes take a `&mut Tx` so that callers (the HTTP idempotency layer, the
+//! CLI) decide what else commits with them; reads take `&Services`.
+
+pub mod agents;
+pub mod auth;
+mod error;
+pub mod prompt_blocks;
+pub mod workspaces;
+
+use std::sync::Arc;
+
+pub use error::{ServiceError, ServiceResult};
+use parley_store::Db;
+
+/// Settings the use cases need.
+#[derive(Debug, Clone)]
+pub struct ServicesConfig {
+    /// Names of the configured text engines; `builtin` is always among them.
+    pub text_engines: Vec<String>,
+}
+
+impl Default for ServicesConfig {
+    fn default() -> Self {
+        Self { text_engines: vec!["builtin".to_owned()] }
+    }
+}
+
+impl ServicesConfig {
+    /// Adds `builtin` if the configuration forgot it, and sorts the names.
+    pub fn normalised(mut self) -> Self {
+        if !self.text_engines.iter().any(|e| e == "builtin") {
+            self.text_engines.push("builtin".to_owned());
+        }
+        self.text_engines.sort();
+        self.text_engines.dedup();
+        self
+    }
+}
+
+/// The database and settings, cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    pub db: Db,
+    pub config: Arc<ServicesConfig>,
+}
+
+impl Services {
+    pub fn new(db: Db, config: ServicesConfig) -> Self {
+        Self { db, config: Arc::new(config.normalised()) }
+    }
+}
+
+/// Picks the first of `base`, `base-2`, `base-3`, … that is not in `taken`.
+pub(crate) fn free_slug(base: &str, taken: &[String]) -> String {
+    (1..)
+        .map(|n| parley_domain::slug::candidate(base, n))
+        .find(|c| !taken.iter().any(|t| t == c))
+        .expect("an unbounded range always finds a free slug")
+}
+
+/// Serialises a resource for an event's `data`.
+pub(crate) fn event_data<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}

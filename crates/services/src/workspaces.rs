@@ -1,0 +1,112 @@
+//! Workspaces, API keys and the first-start bootstrap.
+
+use parley_domain::api_key::ApiKey;
+use parley_domain::workspace::{ApiKeyInfo, Workspace};
+use parley_domain::{Mode, Timestamp};
+use parley_store::repo::{api_keys, settings, workspaces};
+use parley_store::{AsHandle, Db};
+use serde::Serialize;
+
+use crate::{ServiceError, ServiceResult};
+
+/// A key just created: its record and, this once, the full secret.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreatedKey {
+    #[serde(flatten)]
+    pub info: ApiKeyInfo,
+    /// The full key. It is shown only now and cannot be recovered later.
+    #[serde(serialize_with = "expose_key")]
+    pub key: ApiKey,
+}
+
+fn expose_key<S: serde::Serializer>(key: &ApiKey, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(key.expose())
+}
+
+/// What a new key should be.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    pub workspace_id: i64,
+    pub mode: Mode,
+    pub name: String,
+    pub workspace_locked: bool,
+    pub created_by: Option<i64>,
+    pub expires_at: Option<Timestamp>,
+}
+
+pub async fn create_key(c: &mut impl AsHandle, k: NewKey) -> ServiceResult<CreatedKey> {
+    if workspaces::get(c, k.workspace_id).await?.is_none() {
+        return Err(ServiceError::not_found("Workspace", k.workspace_id));
+    }
+    let key = ApiKey::generate(k.mode);
+    let info = api_keys::insert(
+        c,
+        &api_keys::NewApiKey {
+            workspace_id: k.workspace_id,
+            mode: k.mode,
+            name: &k.name,
+            key_hash: &key.hash(),
+            hint: &key.hint(),
+            workspace_locked: k.workspace_locked,
+            created_by: k.created_by,
+            expires_at: k.expires_at,
+        },
+    )
+    .await?;
+    Ok(CreatedKey { info, key })
+}
+
+/// Revokes a key by id; revoking twice is harmless.
+pub async fn revoke_key(c: &mut impl AsHandle, id: i64) -> ServiceResult<ApiKeyInfo> {
+    api_keys::revoke(c, id).await?.ok_or_else(|| ServiceError::not_found("API key", id))
+}
+
+/// A new workspace with its first live key.
+pub struct CreatedWorkspace {
+    pub workspace: Workspace,
+    pub live_key: CreatedKey,
+}
+
+pub async fn create_workspace(
+    c: &mut impl AsHandle,
+    name: &str,
+    voice_enabled: bool,
+) -> ServiceResult<CreatedWorkspace> {
+    let workspace = workspaces::insert(c, name, voice_enabled).await?;
+    let live_key = create_key(c, default_key(workspace.id, Mode::Live)).await?;
+    Ok(CreatedWorkspace { workspace, live_key })
+}
+
+fn default_key(workspace_id: i64, mode: Mode) -> NewKey {
+    NewKey {
+        workspace_id,
+        mode,
+        name: format!("Default {} key", mode.as_str()),
+        workspace_locked: false,
+        created_by: None,
+        expires_at: None,
+    }
+}
+
+/// What the first start created, to be printed once.
+pub struct Bootstrap {
+    pub workspace: Workspace,
+    pub live_key: CreatedKey,
+    pub test_key: CreatedKey,
+}
+
+/// On the first start with no workspace, creates "Default" (voice enabled)
+/// with a live and a test key. A latch row makes this happen once even when
+/// several instances start together on one database.
+pub async fn bootstrap(db: &Db) -> ServiceResult<Option<Bootstrap>> {
+    let mut tx = db.begin().await?;
+    let first = settings::set_if_absent(&mut tx, "bootstrapped_at", &Timestamp::now().to_rfc3339()).await?;
+    if !first || workspaces::count(&mut tx).await? > 0 {
+        tx.commit().await?;
+        return Ok(None);
+    }
+    let created = create_workspace(&mut tx, "Default", true).await?;
+    let test_key = create_key(&mut tx, default_key(created.workspace.id, Mode::Test)).await?;
+    tx.commit().await?;
+    Ok(Some(Bootstrap { workspace: created.workspace, live_key: created.live_key, test_key }))
+}

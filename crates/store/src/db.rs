@@ -1,0 +1,185 @@
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction};
+
+use crate::error::{StoreError, StoreResult};
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Pool sizes and timeouts.
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// PostgreSQL pool size, or the number of SQLite reader connections.
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        Self { max_connections: 16, acquire_timeout: Duration::from_secs(10) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A database: SQLite (WAL, one writer, several readers) or PostgreSQL.
+#[derive(Clone, Debug)]
+pub enum Db {
+    Sqlite { read: SqlitePool, write: SqlitePool },
+    Postgres(PgPool),
+}
+
+impl Db {
+    /// Connects to `url` (`sqlite://PATH` or `postgres://…`), creating a
+    /// SQLite file and its directory if missing. Does not migrate.
+    pub async fn connect(url: &str, opts: &DbOptions) -> StoreResult<Db> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(opts.acquire_timeout)
+                .connect_with(options)
+                .await?;
+            return Ok(Db::Postgres(pool));
+        }
+        if !url.starts_with("sqlite:") {
+            return Err(StoreError::UnsupportedUrl(url.to_owned()));
+        }
+        let base = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a committed transaction survives power loss, not only a crash.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        if let Some(dir) = Path::new(base.get_filename()).parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        // One writer: SQLite allows one write transaction at a time anyway, and
+        // queueing in the pool is fairer and cheaper than busy-waiting.
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(opts.acquire_timeout)
+            .connect_with(base.clone())
+            .await?;
+        let read = SqlitePoolOptions::new()
+            .max_connections(opts.max_connections.clamp(1, 8))
+            .acquire_timeout(opts.acquire_timeout)
+            .connect_with(base.read_only(true))
+            .await?;
+        Ok(Db::Sqlite { read, write })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Db::Sqlite { .. } => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Applies pending migrations. Safe to run from several processes at once.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match self {
+            Db::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
+            Db::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// A connection for reads outside a transaction.
+    pub async fn read(&self) -> StoreResult<Conn> {
+        Ok(match self {
+            Db::Sqlite { read, .. } => Conn::Sqlite(read.acquire().await?),
+            Db::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
+        })
+    }
+
+    /// Starts a write transaction. On SQLite it is `BEGIN IMMEDIATE`, so it
+    /// takes the write lock up front and never fails half-way on upgrade.
+    pub async fn begin(&self) -> StoreResult<Tx> {
+        Ok(match self {
+            Db::Sqlite { write, .. } => Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+        })
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let mut c = self.read().await?;
+        crate::execute!(&mut c, sqlx::query("SELECT 1"))?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Db::Sqlite { read, write } => {
+                read.close().await;
+                write.close().await;
+            }
+            Db::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+/// A pooled connection outside any transaction.
+pub enum Conn {
+    Sqlite(PoolConnection<Sqlite>),
+    Postgres(PoolConnection<Postgres>),
+}
+
+/// A write transaction. Dropping it without `commit` rolls back.
+pub enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+impl Tx {
+    pub async fn commit(self) -> StoreResult<()> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await?,
+            Tx::Postgres(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+}
+
+/// The backend connection behind a `Conn` or a `Tx`.
+pub enum Handle<'a> {
+    Sqlite(&'a mut SqliteConnection),
+    Postgres(&'a mut PgConnection),
+}
+
+/// Anything a repository can run queries on.
+pub trait AsHandle: Send {
+    fn handle(&mut self) -> Handle<'_>;
+}
+
+impl AsHandle for Conn {
+    fn handle(&mut self) -> Handle<'_> {
+        match self {
+            Conn::Sqlite(c) => Handle::Sqlite(c),
+            Conn::Postgres(c) => Handle::Postgres(c),
+        }
+    }
+}
+
+impl AsHandle for Tx {
+    fn handle(&mut self) -> Handle<'_> {
+        match self {
+            Tx::Sqlite(t) => Handle::Sqlite(t),
+            Tx::Postgres(t) => Handle::Postgres(t),
+        }
+    }
+}

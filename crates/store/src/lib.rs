@@ -1,0 +1,64 @@
+//! Storage for Parley: one `Db` over SQLite or PostgreSQL, and repositories
+//! that take a [`Scope`](parley_domain::Scope) so no query can forget whose
+//! data it touches.
+//!
+//! Queries are written once in SQL that both dialects accept (sqlx numbers
+//! SQLite's `$N` placeholders as PostgreSQL does) and run through
+//! [`dispatch!`] (or its shorthands `execute!`, `fetch_one!`, …), which expands the body once per backend. Only where the
+//! dialects really differ (JSON containment, row locking) does a repository
+//! branch on [`Handle`].
+
+mod db;
+mod error;
+pub mod repo;
+pub mod testing;
+
+pub use db::{AsHandle, Backend, Conn, Db, DbOptions, Handle, Tx};
+pub use error::{StoreError, StoreResult};
+
+/// Runs `$q.execute(conn)` on either backend; yields the affected row count.
+#[macro_export]
+macro_rules! execute {
+    ($c:expr, $q:expr) => {
+        match $crate::AsHandle::handle($c) {
+            $crate::Handle::Sqlite(conn) => ($q).execute(conn).await.map(|r| r.rows_affected()),
+            $crate::Handle::Postgres(conn) => ($q).execute(conn).await.map(|r| r.rows_affected()),
+        }
+    };
+}
+
+/// Runs `$q.fetch_one(conn)` on either backend.
+#[macro_export]
+macro_rules! fetch_one {
+    ($c:expr, $q:expr) => {
+        $crate::dispatch!($c, conn => ($q).fetch_one(conn).await)
+    };
+}
+
+/// Runs `$q.fetch_optional(conn)` on either backend.
+#[macro_export]
+macro_rules! fetch_optional {
+    ($c:expr, $q:expr) => {
+        $crate::dispatch!($c, conn => ($q).fetch_optional(conn).await)
+    };
+}
+
+/// Runs `$q.fetch_all(conn)` on either backend.
+#[macro_export]
+macro_rules! fetch_all {
+    ($c:expr, $q:expr) => {
+        $crate::dispatch!($c, conn => ($q).fetch_all(conn).await)
+    };
+}
+
+/// Runs `$body` with `$conn` bound to the backend's connection
+/// (`&mut SqliteConnection` or `&mut PgConnection`).
+#[macro_export]
+macro_rules! dispatch {
+    ($c:expr, $conn:ident => $body:expr) => {
+        match $crate::AsHandle::handle($c) {
+            $crate::Handle::Sqlite($conn) => $body,
+            $crate::Handle::Postgres($conn) => $body,
+        }
+    };
+}

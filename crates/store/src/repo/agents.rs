@@ -1,0 +1,308 @@
+//! Agents.
+
+use parley_domain::agent::{Agent, AgentStatus, HandoffPolicy};
+use parley_domain::validation::Page;
+use parley_domain::{Scope, Timestamp};
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+
+use super::{Arg, Where, bind_args, corrupt, like_contains};
+use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+
+// Unqualified: SQLite's RETURNING does not accept table-qualified names.
+const COLUMNS: &str = "id, name, slug, description, text_engine, status, priority, is_template, \
+    system_prompt, first_message, language, voice, prompt_block_ids, knowledge_collection_ids, \
+    handoff, metadata, trigger_count, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    name: String,
+    slug: String,
+    description: Option<String>,
+    text_engine: String,
+    status: String,
+    priority: i64,
+    is_template: bool,
+    system_prompt: String,
+    first_message: Option<String>,
+    language: String,
+    voice: Option<String>,
+    prompt_block_ids: Json<Vec<i64>>,
+    knowledge_collection_ids: Json<Vec<i64>>,
+    handoff: Json<HandoffPolicy>,
+    metadata: Json<Map<String, Value>>,
+    trigger_count: i64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl TryFrom<Row> for Agent {
+    type Error = crate::StoreError;
+    fn try_from(r: Row) -> Result<Self, Self::Error> {
+        let status = AgentStatus::parse(&r.status).ok_or_else(|| corrupt("agent status", &r.status))?;
+        Ok(Agent {
+            id: r.id,
+            name: r.name,
+            slug: r.slug,
+            description: r.description,
+            text_engine: r.text_engine,
+            status,
+            priority: r.priority,
+            trigger_count: r.trigger_count,
+            knowledge_collection_count: r.knowledge_collection_ids.0.len() as i64,
+            is_template: r.is_template,
+            system_prompt: r.system_prompt,
+            first_message: r.first_message,
+            language: r.language,
+            voice: r.voice,
+            prompt_block_ids: r.prompt_block_ids.0,
+            knowledge_collection_ids: r.knowledge_collection_ids.0,
+            handoff: r.handoff.0,
+            metadata: r.metadata.0,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// Every writable field of an agent. Inserts and updates write all of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFields {
+    pub name: String,
+    pub slug: String,
+    pub description: Option<String>,
+    pub text_engine: String,
+    pub status: AgentStatus,
+    pub priority: i64,
+    pub is_template: bool,
+    pub system_prompt: String,
+    pub first_message: Option<String>,
+    pub language: String,
+    pub voice: Option<String>,
+    pub prompt_block_ids: Vec<i64>,
+    pub knowledge_collection_ids: Vec<i64>,
+    pub handoff: HandoffPolicy,
+    pub metadata: Map<String, Value>,
+}
+
+impl From<&Agent> for AgentFields {
+    fn from(a: &Agent) -> Self {
+        AgentFields {
+            name: a.name.clone(),
+            slug: a.slug.clone(),
+            description: a.description.clone(),
+            text_engine: a.text_engine.clone(),
+            status: a.status,
+            priority: a.priority,
+            is_template: a.is_template,
+            system_prompt: a.system_prompt.clone(),
+            first_message: a.first_message.clone(),
+            language: a.language.clone(),
+            voice: a.voice.clone(),
+            prompt_block_ids: a.prompt_block_ids.clone(),
+            knowledge_collection_ids: a.knowledge_collection_ids.clone(),
+            handoff: a.handoff.clone(),
+            metadata: a.metadata.clone(),
+        }
+    }
+}
+
+/// Inserts an agent; `None` if its slug is already taken in the scope.
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> StoreResult<Option<Agent>> {
+    let now = Timestamp::now();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO agents (workspace_id, livemode, name, slug, description, text_engine, status, priority,
+            is_template, system_prompt, first_message, language, voice, prompt_block_ids, knowledge_collection_ids,
+            handoff, metadata, trigger_count, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 0, $18, $18)
+         ON CONFLICT (workspace_id, livemode, slug) DO NOTHING
+         RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(&f.name)
+            .bind(&f.slug)
+            .bind(&f.description)
+            .bind(&f.text_engine)
+            .bind(f.status.as_str())
+            .bind(f.priority)
+            .bind(f.is_template)
+            .bind(&f.system_prompt)
+            .bind(&f.first_message)
+            .bind(&f.language)
+            .bind(&f.voice)
+            .bind(Json(&f.prompt_block_ids))
+            .bind(Json(&f.knowledge_collection_ids))
+            .bind(Json(&f.handoff))
+            .bind(Json(&f.metadata))
+            .bind(now)
+    )?;
+    row.map(Agent::try_from).transpose()
+}
+
+/// Overwrites an agent's fields. The caller has chosen a free slug.
+pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentFields) -> StoreResult<Option<Agent>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE agents SET name = $4, slug = $5, description = $6, text_engine = $7, status = $8, priority = $9,
+            is_template = $10, system_prompt = $11, first_message = $12, language = $13, voice = $14,
+            prompt_block_ids = $15, knowledge_collection_ids = $16, handoff = $17, metadata = $18, updated_at = $19
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3
+         RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+            .bind(&f.name)
+            .bind(&f.slug)
+            .bind(&f.description)
+            .bind(&f.text_engine)
+            .bind(f.status.as_str())
+            .bind(f.priority)
+            .bind(f.is_template)
+            .bind(&f.system_prompt)
+            .bind(&f.first_message)
+            .bind(&f.language)
+            .bind(&f.voice)
+            .bind(Json(&f.prompt_block_ids))
+            .bind(Json(&f.knowledge_collection_ids))
+            .bind(Json(&f.handoff))
+            .bind(Json(&f.metadata))
+            .bind(Timestamp::now())
+    )?;
+    row.map(Agent::try_from).transpose()
+}
+
+/// Reads an agent. With `for_update`, PostgreSQL locks the row until the
+/// transaction ends (SQLite's single writer already serialises writes).
+pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool) -> StoreResult<Option<Agent>> {
+    let lock = if for_update && matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM agents a WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.id = $3{lock}"
+    ));
+    let row: Option<Row> =
+        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    row.map(Agent::try_from).transpose()
+}
+
+/// Slugs in the scope equal to `base` or of the form `base-N`, except agent `except_id`'s.
+pub async fn slugs_like(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    base: &str,
+    except_id: Option<i64>,
+) -> StoreResult<Vec<String>> {
+    let rows: Vec<(String,)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT slug FROM agents
+         WHERE workspace_id = $1 AND livemode = $2 AND (slug = $3 OR slug LIKE $4) AND id <> $5",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(base)
+        .bind(format!("{base}-%"))
+        .bind(except_id.unwrap_or(-1))
+    )?;
+    Ok(rows.into_iter().map(|(s,)| s).collect())
+}
+
+/// List filters. Archived agents are listed only when asked for by status.
+#[derive(Debug, Clone, Default)]
+pub struct AgentFilter {
+    pub status: Option<AgentStatus>,
+    pub is_template: Option<bool>,
+    /// Case-insensitive substring of the name, slug or description.
+    pub q: Option<String>,
+}
+
+/// One page of agents, newest first, and the number matching the filter.
+pub async fn list(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    filter: &AgentFilter,
+    page: Page,
+) -> StoreResult<(Vec<Agent>, i64)> {
+    let mut w = Where::scoped(scope, "a");
+    match filter.status {
+        Some(s) => w.and("a.status = ?", [Arg::Text(s.as_str().to_owned())]),
+        None => w.and("a.status <> 'archived'", []),
+    };
+    if let Some(t) = filter.is_template {
+        w.and("a.is_template = ?", [Arg::Bool(t)]);
+    }
+    if let Some(q) = &filter.q {
+        let p = like_contains(q);
+        w.and(
+            "(LOWER(a.name) LIKE ? ESCAPE '\\' OR a.slug LIKE ? ESCAPE '\\' OR LOWER(COALESCE(a.description, '')) LIKE ? ESCAPE '\\')",
+            [Arg::Text(p.clone()), Arg::Text(p.clone()), Arg::Text(p)],
+        );
+    }
+    let n = w.next_placeholder();
+    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM agents a{}", w.sql()));
+    let page_sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM agents a{} ORDER BY a.created_at DESC, a.id DESC LIMIT ${} OFFSET ${}",
+        w.sql(),
+        n,
+        n + 1
+    ));
+    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
+    let rows: Vec<Row> =
+        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    let agents = rows.into_iter().map(Agent::try_from).collect::<Result<_, _>>()?;
+    Ok((agents, total))
+}
+
+/// Adjusts the stored trigger count, in the transaction that adds or removes a trigger.
+pub async fn add_trigger_count(c: &mut impl AsHandle, scope: Scope, id: i64, delta: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE agents SET trigger_count = trigger_count + $4, updated_at = $5
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(delta)
+        .bind(Timestamp::now())
+    )?;
+    Ok(())
+}
+
+/// Ids of the agents (in scope) whose prompt lists block `block_id`.
+pub async fn ids_using_prompt_block(c: &mut impl AsHandle, scope: Scope, block_id: i64) -> StoreResult<Vec<i64>> {
+    // JSON containment is the one place the dialects differ here.
+    let rows: Vec<(i64,)> = match c.handle() {
+        Handle::Sqlite(conn) => {
+            sqlx::query_as(
+                "SELECT DISTINCT a.id FROM agents a, json_each(a.prompt_block_ids) j
+                 WHERE a.workspace_id = $1 AND a.livemode = $2 AND j.value = $3 ORDER BY a.id",
+            )
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(block_id)
+            .fetch_all(conn)
+            .await?
+        }
+        Handle::Postgres(conn) => {
+            sqlx::query_as(
+                "SELECT a.id FROM agents a
+                 WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.prompt_block_ids @> jsonb_build_array($3::bigint)
+                 ORDER BY a.id",
+            )
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(block_id)
+            .fetch_all(conn)
+            .await?
+        }
+    };
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}

@@ -1,0 +1,130 @@
+//! API keys. Only the SHA-256 of a key is stored.
+
+use parley_domain::workspace::ApiKeyInfo;
+use parley_domain::{Mode, Timestamp};
+
+use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
+
+const COLUMNS: &str = "id, workspace_id, livemode, name, workspace_locked, hint, created_by, created_at, last_used_at, expires_at, revoked_at";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    workspace_id: i64,
+    livemode: bool,
+    name: String,
+    workspace_locked: bool,
+    hint: String,
+    created_by: Option<i64>,
+    created_at: Timestamp,
+    last_used_at: Option<Timestamp>,
+    expires_at: Option<Timestamp>,
+    revoked_at: Option<Timestamp>,
+}
+
+impl From<Row> for ApiKeyInfo {
+    fn from(r: Row) -> Self {
+        ApiKeyInfo {
+            id: r.id,
+            workspace_id: r.workspace_id,
+            name: r.name,
+            mode: Mode::from_livemode(r.livemode),
+            workspace_locked: r.workspace_locked,
+            hint: r.hint,
+            created_by: r.created_by,
+            created_at: r.created_at,
+            last_used_at: r.last_used_at,
+            expires_at: r.expires_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+/// What a new key record holds besides its owner.
+pub struct NewApiKey<'a> {
+    pub workspace_id: i64,
+    pub mode: Mode,
+    pub name: &'a str,
+    pub key_hash: &'a str,
+    pub hint: &'a str,
+    pub workspace_locked: bool,
+    pub created_by: Option<i64>,
+    pub expires_at: Option<Timestamp>,
+}
+
+pub async fn insert(c: &mut impl AsHandle, k: &NewApiKey<'_>) -> StoreResult<ApiKeyInfo> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO api_keys (workspace_id, livemode, name, key_hash, hint, workspace_locked, created_by, created_at, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}"
+    ));
+    let row: Row = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(k.workspace_id)
+            .bind(k.mode.is_live())
+            .bind(k.name)
+            .bind(k.key_hash)
+            .bind(k.hint)
+            .bind(k.workspace_locked)
+            .bind(k.created_by)
+            .bind(Timestamp::now())
+            .bind(k.expires_at)
+    )?;
+    Ok(row.into())
+}
+
+pub async fn get(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<ApiKeyInfo>> {
+    let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM api_keys WHERE id = $1"));
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind(id))?;
+    Ok(row.map(Into::into))
+}
+
+/// What authentication needs to know about a presented key.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct KeyForAuth {
+    pub id: i64,
+    pub workspace_id: i64,
+    pub livemode: bool,
+    pub workspace_locked: bool,
+    pub last_used_at: Option<Timestamp>,
+    pub expires_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// Looks a key up by its hash. Read on every request, never cached, so a
+/// revocation is seen by the very next request on every instance.
+pub async fn find_for_auth(c: &mut impl AsHandle, key_hash: &str) -> StoreResult<Option<KeyForAuth>> {
+    let row = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT id, workspace_id, livemode, workspace_locked, last_used_at, expires_at, revoked_at
+         FROM api_keys WHERE key_hash = $1",
+        )
+        .bind(key_hash)
+    )?;
+    Ok(row)
+}
+
+/// Records a use, at most once per `min_interval_s` per key.
+pub async fn touch_last_used(c: &mut impl AsHandle, id: i64, now: Timestamp, min_interval_s: i64) -> StoreResult<()> {
+    let stale_before = now.plus_seconds(-min_interval_s);
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(stale_before)
+    )?;
+    Ok(())
+}
+
+/// Revokes a key (idempotently) and returns it; `None` if no such key.
+pub async fn revoke(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<ApiKeyInfo>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind(id).bind(Timestamp::now()))?;
+    Ok(row.map(Into::into))
+}

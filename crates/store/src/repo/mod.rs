@@ -1,0 +1,101 @@
+//! Repositories. Every function on workspace-owned data takes a `Scope`.
+
+pub mod agents;
+pub mod api_keys;
+pub mod events;
+pub mod idempotency;
+pub mod prompt_blocks;
+pub mod settings;
+pub mod triggers;
+pub mod workspaces;
+
+/// A bind value for SQL assembled from static fragments (optional filters).
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    I64(i64),
+    Text(String),
+    Bool(bool),
+}
+
+/// `WHERE` clauses built from static fragments; `?` in a fragment becomes the
+/// next `$N`. Values are always bound, never spliced into the text.
+#[derive(Debug, Default)]
+pub(crate) struct Where {
+    sql: String,
+    pub(crate) args: Vec<Arg>,
+}
+
+impl Where {
+    /// Starts with the scope filter every workspace-owned query needs.
+    pub(crate) fn scoped(scope: parley_domain::Scope, table_alias: &'static str) -> Self {
+        let mut w = Where::default();
+        w.sql.push_str(" WHERE ");
+        w.sql.push_str(table_alias);
+        w.sql.push_str(".workspace_id = $1 AND ");
+        w.sql.push_str(table_alias);
+        w.sql.push_str(".livemode = $2");
+        w.args.push(Arg::I64(scope.workspace_id));
+        w.args.push(Arg::Bool(scope.livemode()));
+        w
+    }
+
+    /// Adds ` AND <clause>`, binding one `Arg` per `?`.
+    pub(crate) fn and(&mut self, clause: &'static str, args: impl IntoIterator<Item = Arg>) -> &mut Self {
+        self.sql.push_str(" AND ");
+        let mut args = args.into_iter();
+        for ch in clause.chars() {
+            if ch == '?' {
+                self.args.push(args.next().expect("one arg per placeholder"));
+                self.sql.push('$');
+                self.sql.push_str(&self.args.len().to_string());
+            } else {
+                self.sql.push(ch);
+            }
+        }
+        debug_assert!(args.next().is_none(), "more args than placeholders");
+        self
+    }
+
+    pub(crate) fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// The `$N` that the next bound argument will take.
+    pub(crate) fn next_placeholder(&self) -> usize {
+        self.args.len() + 1
+    }
+}
+
+/// Binds `Arg`s to a sqlx query in order.
+macro_rules! bind_args {
+    ($q:expr, $args:expr) => {{
+        let mut q = $q;
+        for a in $args {
+            q = match a {
+                $crate::repo::Arg::I64(v) => q.bind(v),
+                $crate::repo::Arg::Text(v) => q.bind(v),
+                $crate::repo::Arg::Bool(v) => q.bind(v),
+            };
+        }
+        q
+    }};
+}
+pub(crate) use bind_args;
+
+/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+pub(crate) fn like_contains(term: &str) -> String {
+    let mut out = String::with_capacity(term.len() + 2);
+    out.push('%');
+    for c in term.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+fn corrupt(what: &str, value: &str) -> crate::StoreError {
+    crate::StoreError::Corrupt(format!("{what}: {value:?}"))
+}

@@ -1,0 +1,174 @@
+//! Agent triggers.
+
+use parley_domain::agent::{PatternType, Trigger, TriggerEvent};
+use parley_domain::validation::Page;
+use parley_domain::{Scope, Timestamp};
+
+use super::corrupt;
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+
+const COLUMNS: &str = "id, agent_id, event, channel, kind, pattern, pattern_type, enabled, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    agent_id: i64,
+    event: String,
+    channel: String,
+    kind: Option<String>,
+    pattern: Option<String>,
+    pattern_type: String,
+    enabled: bool,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl TryFrom<Row> for Trigger {
+    type Error = crate::StoreError;
+    fn try_from(r: Row) -> Result<Self, Self::Error> {
+        Ok(Trigger {
+            id: r.id,
+            agent_id: r.agent_id,
+            event: TriggerEvent::parse(&r.event).ok_or_else(|| corrupt("trigger event", &r.event))?,
+            channel: r.channel,
+            kind: r.kind,
+            pattern: r.pattern,
+            pattern_type: PatternType::parse(&r.pattern_type)
+                .ok_or_else(|| corrupt("trigger pattern_type", &r.pattern_type))?,
+            enabled: r.enabled,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// Every writable field of a trigger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriggerFields {
+    pub event: TriggerEvent,
+    pub channel: String,
+    pub kind: Option<String>,
+    pub pattern: Option<String>,
+    pub pattern_type: PatternType,
+    pub enabled: bool,
+}
+
+impl From<&Trigger> for TriggerFields {
+    fn from(t: &Trigger) -> Self {
+        TriggerFields {
+            event: t.event,
+            channel: t.channel.clone(),
+            kind: t.kind.clone(),
+            pattern: t.pattern.clone(),
+            pattern_type: t.pattern_type,
+            enabled: t.enabled,
+        }
+    }
+}
+
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, agent_id: i64, f: &TriggerFields) -> StoreResult<Trigger> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO agent_triggers (workspace_id, livemode, agent_id, event, channel, kind, pattern, pattern_type,
+            enabled, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {COLUMNS}"
+    ));
+    let row: Row = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(agent_id)
+            .bind(f.event.as_str())
+            .bind(&f.channel)
+            .bind(&f.kind)
+            .bind(&f.pattern)
+            .bind(f.pattern_type.as_str())
+            .bind(f.enabled)
+            .bind(Timestamp::now())
+    )?;
+    row.try_into()
+}
+
+pub async fn update(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    agent_id: i64,
+    id: i64,
+    f: &TriggerFields,
+) -> StoreResult<Option<Trigger>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE agent_triggers SET event = $5, channel = $6, kind = $7, pattern = $8, pattern_type = $9, enabled = $10,
+            updated_at = $11
+         WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3 AND id = $4 RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(agent_id)
+            .bind(id)
+            .bind(f.event.as_str())
+            .bind(&f.channel)
+            .bind(&f.kind)
+            .bind(&f.pattern)
+            .bind(f.pattern_type.as_str())
+            .bind(f.enabled)
+            .bind(Timestamp::now())
+    )?;
+    row.map(Trigger::try_from).transpose()
+}
+
+pub async fn get(c: &mut impl AsHandle, scope: Scope, agent_id: i64, id: i64) -> StoreResult<Option<Trigger>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3 AND id = $4"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(agent_id).bind(id)
+    )?;
+    row.map(Trigger::try_from).transpose()
+}
+
+/// Deletes a trigger; returns whether it existed.
+pub async fn delete(c: &mut impl AsHandle, scope: Scope, agent_id: i64, id: i64) -> StoreResult<bool> {
+    let done = execute!(
+        c,
+        sqlx::query(
+            "DELETE FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3 AND id = $4",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(agent_id)
+        .bind(id)
+    )?;
+    Ok(done == 1)
+}
+
+/// An agent's triggers, oldest first, and their count.
+pub async fn list(c: &mut impl AsHandle, scope: Scope, agent_id: i64, page: Page) -> StoreResult<(Vec<Trigger>, i64)> {
+    let (total,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT COUNT(*) FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(agent_id)
+    )?;
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3
+         ORDER BY id LIMIT $4 OFFSET $5"
+    ));
+    let rows: Vec<Row> = fetch_all!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(agent_id)
+            .bind(page.limit)
+            .bind(page.offset)
+    )?;
+    let items = rows.into_iter().map(Trigger::try_from).collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
