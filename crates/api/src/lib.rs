@@ -6,6 +6,7 @@
 //! OpenAPI description. Extractors in `extract` parse requests into typed
 //! values (or the SPEC's 422), and `ApiError` is the one error type.
 
+mod cache;
 mod error;
 pub mod extract;
 mod middleware;

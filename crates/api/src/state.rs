@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use parley_services::Services;
 
+use crate::cache::ListCache;
 use crate::ratelimit::Gcra;
 
 /// HTTP-level settings.
@@ -13,11 +14,18 @@ pub struct ApiConfig {
     /// How long an unfinished idempotency claim blocks retries if its
     /// process dies (a finished one is replayed instead).
     pub idempotency_lease_s: i64,
+    /// List pages kept in memory (0 disables the cache).
+    pub list_cache_entries: usize,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        Self { max_body_bytes: 1024 * 1024, rate_limit: RateLimitConfig::default(), idempotency_lease_s: 60 }
+        Self {
+            max_body_bytes: 1024 * 1024,
+            rate_limit: RateLimitConfig::default(),
+            idempotency_lease_s: 60,
+            list_cache_entries: 256,
+        }
     }
 }
 
@@ -44,6 +52,7 @@ pub struct AppState {
     pub config: Arc<ApiConfig>,
     pub(crate) requests: Arc<Gcra>,
     pub(crate) auth_failures: Arc<Gcra>,
+    pub(crate) lists: Arc<ListCache>,
 }
 
 impl AppState {
@@ -52,7 +61,8 @@ impl AppState {
         let requests = Arc::new(Gcra::new(rl.per_second, rl.burst));
         let failures_per_second = f64::from(rl.auth_failures_per_minute.max(1)) / 60.0;
         let auth_failures = Arc::new(Gcra::new(failures_per_second, rl.auth_failures_per_minute.max(1)));
-        Self { services, config: Arc::new(config), requests, auth_failures }
+        let lists = Arc::new(ListCache::new(config.list_cache_entries));
+        Self { services, config: Arc::new(config), requests, auth_failures, lists }
     }
 
     /// Forgets idle rate-limit entries; call periodically.

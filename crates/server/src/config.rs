@@ -20,6 +20,7 @@ pub struct Settings {
     pub limits: LimitSettings,
     pub rate_limit: RateLimitSettings,
     pub idempotency: IdempotencySettings,
+    pub cache: CacheSettings,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -37,6 +38,7 @@ impl Default for Settings {
             limits: LimitSettings::default(),
             rate_limit: RateLimitSettings::default(),
             idempotency: IdempotencySettings::default(),
+            cache: CacheSettings::default(),
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -47,13 +49,15 @@ impl Default for Settings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseSettings {
-    /// PostgreSQL pool size, or SQLite reader connections (at most 8).
+    /// PostgreSQL pool size.
     pub max_connections: u32,
+    /// SQLite reader connections (default: one per core, 2 to 8).
+    pub sqlite_readers: u32,
 }
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        Self { max_connections: 16 }
+        Self { max_connections: 16, sqlite_readers: parley_store::default_sqlite_readers() }
     }
 }
 
@@ -102,6 +106,19 @@ impl Default for IdempotencySettings {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub struct CacheSettings {
+    /// List pages kept in memory per instance (0 disables the cache).
+    pub list_entries: usize,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self { list_entries: 256 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogSettings {
     /// `text` or `json`.
     pub format: String,
@@ -122,6 +139,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "limits",
     "rate_limit",
     "idempotency",
+    "cache",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -142,8 +160,10 @@ impl Settings {
         // Only variables naming a setting: PARLEY_CONFIG is the file itself,
         // and tools use other PARLEY_* names (e.g. PARLEY_TEST_POSTGRES_URL).
         let env = Env::prefixed("PARLEY_").split("__").filter(|key| {
-            let top = key.as_str().split("__").next().unwrap_or_default().to_ascii_lowercase();
-            TOP_LEVEL_KEYS.contains(&top.as_str())
+            // Depending on figment's order the key arrives as `a__b` or `a.b`.
+            let key = key.as_str().to_ascii_lowercase().replace("__", ".");
+            let top = key.split('.').next().unwrap_or_default();
+            TOP_LEVEL_KEYS.contains(&top)
         });
         let fig = fig.merge(env);
         Ok(fig.extract()?)
@@ -164,10 +184,54 @@ impl Settings {
                 auth_failures_per_minute: self.rate_limit.auth_failures_per_minute,
             },
             idempotency_lease_s: self.idempotency.lease_seconds,
+            list_cache_entries: self.cache.list_entries,
         }
     }
 
     pub fn db_options(&self) -> parley_store::DbOptions {
-        parley_store::DbOptions { max_connections: self.database.max_connections, ..Default::default() }
+        parley_store::DbOptions {
+            max_connections: self.database.max_connections,
+            sqlite_readers: self.database.sqlite_readers,
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_environment_override_the_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "parley.toml",
+                r#"
+                listen = "0.0.0.0:9000"
+                [rate_limit]
+                burst = 7
+                per_second = 3.5
+                "#,
+            )?;
+            jail.set_env("PARLEY_RATE_LIMIT__PER_SECOND", "50");
+            jail.set_env("PARLEY_DATABASE_URL", "postgres://u@h/db");
+            jail.set_env("PARLEY_TEST_POSTGRES_URL", "ignored: not a setting");
+            let s = Settings::load(None).expect("loads");
+            assert_eq!(s.listen, "0.0.0.0:9000");
+            assert_eq!(s.rate_limit.burst, 7);
+            assert_eq!(s.rate_limit.per_second, 50.0);
+            assert_eq!(s.database_url, "postgres://u@h/db");
+            assert_eq!(s.limits.max_body_bytes, 1024 * 1024);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_is_an_error() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("parley.toml", "[rate_limit]\nper_secnod = 5\n")?;
+            assert!(Settings::load(None).is_err());
+            Ok(())
+        });
     }
 }

@@ -4,6 +4,7 @@ use parley_domain::api_key::{ApiKey, hash_key};
 use parley_domain::{Mode, Scope, Timestamp};
 use parley_store::Db;
 use parley_store::repo::api_keys;
+use parley_store::repo::versions::Snapshot;
 
 use crate::ServiceResult;
 
@@ -12,6 +13,9 @@ use crate::ServiceResult;
 pub struct Principal {
     pub scope: Scope,
     pub credential: Credential,
+    /// The scope's change counters when the request was authenticated; a
+    /// cached list page built at these counters is still current.
+    pub versions: Snapshot,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,5 +75,6 @@ pub async fn authenticate_api_key(db: &Db, raw: &str) -> ServiceResult<Result<Pr
     Ok(Ok(Principal {
         scope: Scope::new(found.workspace_id, Mode::from_livemode(found.livemode)),
         credential: Credential::ApiKey { key_id: found.id, workspace_locked: found.workspace_locked },
+        versions: found.versions,
     }))
 }

@@ -2,21 +2,21 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use parley_domain::agent::{Agent, AgentStatus, Trigger};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::agents::{
     self, CreateAgent, CreateTrigger, PromptPreview, PromptPreviewRequest, UpdateAgent, UpdateTrigger,
 };
-use parley_store::repo::agents::AgentFilter;
+use parley_store::repo::agents::{self as agent_repo, AgentFilter};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{Items, PageParams};
+use super::{Items, PageParams, to_json};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
 use crate::extract::{
     Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, RequiredIdempotency, transaction, write,
@@ -99,10 +99,17 @@ struct AgentListParams {
 async fn list_agents(
     auth: Auth,
     State(s): State<AppState>,
+    uri: Uri,
     q: ListQuery<AgentFilter>,
-) -> Result<Json<AgentList>, ApiError> {
-    let (agents, total) = agents::list(&s.services, auth.scope(), &q.filter, q.page).await?;
-    Ok(Json(AgentList { count: agents.len() as i64, agents, total }))
+) -> Result<Response, ApiError> {
+    let scope = auth.scope();
+    let query = uri.query().unwrap_or_default();
+    s.lists
+        .respond(&auth.0.versions, scope, agent_repo::VERSION_KEY, query, || async {
+            let (agents, total) = agents::list(&s.services, scope, &q.filter, q.page).await?;
+            to_json(&AgentList { count: agents.len() as i64, agents, total })
+        })
+        .await
 }
 
 /// Create an agent.

@@ -49,3 +49,8 @@ pub struct PageParams {
     #[param(minimum = 0, default = 0)]
     offset: Option<i64>,
 }
+
+/// Serialises a response body (for handlers that build bytes, e.g. cached lists).
+pub fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, crate::ApiError> {
+    serde_json::to_vec(value).map_err(|e| crate::ApiError::Internal(format!("could not serialise a response: {e}")))
+}

@@ -2,18 +2,18 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use parley_domain::prompt::{PromptBlock, PromptBlockVersion};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::prompt_blocks::{self, CreatePromptBlock, UpdatePromptBlock};
-use parley_store::repo::prompt_blocks::BlockFilter;
+use parley_store::repo::prompt_blocks::{self as block_repo, BlockFilter};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{Items, PageParams};
+use super::{Items, PageParams, to_json};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
 use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, transaction, write};
 use crate::state::AppState;
@@ -62,10 +62,17 @@ struct BlockListParams {
 async fn list_blocks(
     auth: Auth,
     State(s): State<AppState>,
+    uri: Uri,
     q: ListQuery<BlockFilter>,
-) -> Result<Json<Items<PromptBlock>>, ApiError> {
-    let found = prompt_blocks::list(&s.services, auth.scope(), &q.filter, q.page).await?;
-    Ok(Json(Items::new(found, q.page)))
+) -> Result<Response, ApiError> {
+    let scope = auth.scope();
+    let query = uri.query().unwrap_or_default();
+    s.lists
+        .respond(&auth.0.versions, scope, block_repo::VERSION_KEY, query, || async {
+            let found = prompt_blocks::list(&s.services, scope, &q.filter, q.page).await?;
+            to_json(&Items::new(found, q.page))
+        })
+        .await
 }
 
 /// Create a prompt block (version 1).

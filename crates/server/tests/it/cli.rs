@@ -114,7 +114,7 @@ both_backends! {
         assert!(revoked["revoked_at"].is_string());
         assert_eq!(app.get(&test_key, "/api/v1/agents").await.status, 401);
 
-        let (code, _, err) = tokio::task::spawn_blocking({ let url = app.database.url.clone(); move || parley(&["key", "revoke", "999999"], &url) }).await.unwrap();
+        let (code, _, err) = tokio::task::spawn_blocking({ let url = app.database_url.clone(); move || parley(&["key", "revoke", "999999"], &url) }).await.unwrap();
         assert_eq!(code, 1);
         let err: Value = serde_json::from_str(err.trim()).unwrap();
         assert_eq!(err["error"], "API key 999999 not found");

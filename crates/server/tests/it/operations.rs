@@ -81,6 +81,29 @@ both_backends! {
         assert!(doc["components"]["schemas"]["Agent"]["properties"]["knowledge_collection_count"].is_object());
     }
 
+    async fn cached_lists_reflect_every_write_on_every_instance(backend) {
+        let one = TestApp::spawn(backend).await;
+        let two = one.sibling().await;
+        let ws = one.workspace("A").await;
+        for app in [&one, &two] {
+            assert_eq!(app.get(&ws.live, "/api/v1/agents").await.body["total"], 0);
+        }
+        let a = one.create_agent(&ws.live, json!({"name": "First"})).await;
+        // The instance that did not see the write must not serve its cached page.
+        assert_eq!(two.get(&ws.live, "/api/v1/agents").await.body["total"], 1);
+        two.patch(&ws.live, &format!("/api/v1/agents/{}", a["id"]), json!({"name": "Renamed"})).await;
+        assert_eq!(one.get(&ws.live, "/api/v1/agents").await.body["agents"][0]["name"], "Renamed");
+        two.post(&ws.live, &format!("/api/v1/agents/{}/triggers", a["id"]), json!({"event": "call.inbound"})).await;
+        assert_eq!(one.get(&ws.live, "/api/v1/agents").await.body["agents"][0]["trigger_count"], 1);
+        // Pages of one query string are cached apart from another's, and per scope.
+        assert_eq!(one.get(&ws.live, "/api/v1/agents?limit=1&offset=1").await.body["count"], 0);
+        assert_eq!(one.get(&ws.test, "/api/v1/agents").await.body["total"], 0);
+        let b = two.post(&ws.live, "/api/v1/prompt-blocks", json!({"name": "P", "content": "x"})).await.body;
+        assert_eq!(one.get(&ws.live, "/api/v1/prompt-blocks").await.body["total"], 1);
+        two.delete(&ws.live, &format!("/api/v1/prompt-blocks/{}", b["id"])).await;
+        assert_eq!(one.get(&ws.live, "/api/v1/prompt-blocks").await.body["total"], 0);
+    }
+
     async fn the_docs_page_is_served(backend) {
         let app = TestApp::spawn(backend).await;
         let r = app.send(Method::GET, "/docs", None, None, &[]).await;

@@ -58,9 +58,11 @@ pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub db: Db,
+    pub database_url: String,
     stop: Option<oneshot::Sender<()>>,
-    // Dropped last: the database outlives the server.
-    pub database: TestDatabase,
+    // Dropped last: the database outlives the server. `None` for a sibling
+    // instance serving another app's database.
+    _database: Option<TestDatabase>,
 }
 
 impl TestApp {
@@ -75,7 +77,18 @@ impl TestApp {
 
     /// Serves an existing database (e.g. one a CLI command wrote to).
     pub async fn spawn_on(database: TestDatabase, configure: impl FnOnce(&mut Settings)) -> TestApp {
-        let mut settings = test_settings(&database.url);
+        let mut app = Self::serve_url(&database.url, configure).await;
+        app._database = Some(database);
+        app
+    }
+
+    /// A second instance on this app's database (several instances, one database).
+    pub async fn sibling(&self) -> TestApp {
+        Self::serve_url(&self.database_url, |_| {}).await
+    }
+
+    async fn serve_url(url: &str, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        let mut settings = test_settings(url);
         configure(&mut settings);
         let db = parley_server::open_database(&settings).await.expect("open test database");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -88,7 +101,14 @@ impl TestApp {
             };
             parley_server::serve(settings, serve_db, listener, shutdown).await.expect("server runs");
         });
-        TestApp { base: format!("http://{addr}"), client: reqwest::Client::new(), db, stop: Some(stop), database }
+        TestApp {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            db,
+            database_url: url.to_owned(),
+            stop: Some(stop),
+            _database: None,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -7,6 +7,17 @@ CREATE TABLE instance_settings (
     value TEXT NOT NULL
 );
 
+-- A counter per (workspace, mode, resource kind), bumped in the transaction of
+-- every write to that kind, so a cached list can be checked for freshness with
+-- one indexed read, on every instance.
+CREATE TABLE scope_versions (
+    workspace_id INTEGER NOT NULL,
+    livemode     INTEGER NOT NULL,
+    resource     TEXT    NOT NULL,
+    version      INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, livemode, resource)
+);
+
 CREATE TABLE workspaces (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL,
@@ -55,6 +66,8 @@ CREATE TABLE agents (
 );
 CREATE UNIQUE INDEX agents_slug ON agents (workspace_id, livemode, slug);
 CREATE INDEX agents_list ON agents (workspace_id, livemode, created_at DESC, id DESC);
+-- Covers the list's COUNT(*) with its status and template filters.
+CREATE INDEX agents_count ON agents (workspace_id, livemode, status, is_template);
 
 CREATE TABLE agent_triggers (
     id           INTEGER PRIMARY KEY,

@@ -6,7 +6,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{Arg, Where, bind_args, corrupt, like_contains};
+use super::{Arg, Where, bind_args, corrupt, like_contains, versions};
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 // Unqualified: SQLite's RETURNING does not accept table-qualified names.
@@ -65,6 +65,9 @@ impl TryFrom<Row> for Agent {
         })
     }
 }
+
+/// The `scope_versions` counter every agent write bumps (see [`versions`]).
+pub const VERSION_KEY: &str = "agents";
 
 /// Every writable field of an agent. Inserts and updates write all of them.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +144,9 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
             .bind(Json(&f.metadata))
             .bind(now)
     )?;
+    if row.is_some() {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
     row.map(Agent::try_from).transpose()
 }
 
@@ -176,6 +182,9 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentField
             .bind(Json(&f.metadata))
             .bind(Timestamp::now())
     )?;
+    if row.is_some() {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
     row.map(Agent::try_from).transpose()
 }
 
@@ -273,6 +282,7 @@ pub async fn add_trigger_count(c: &mut impl AsHandle, scope: Scope, id: i64, del
         .bind(delta)
         .bind(Timestamp::now())
     )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
     Ok(())
 }
 

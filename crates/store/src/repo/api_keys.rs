@@ -3,7 +3,7 @@
 use parley_domain::workspace::ApiKeyInfo;
 use parley_domain::{Mode, Timestamp};
 
-use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, workspace_id, livemode, name, workspace_locked, hint, created_by, created_at, last_used_at, expires_at, revoked_at";
 
@@ -80,7 +80,7 @@ pub async fn get(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<ApiKeyInf
 }
 
 /// What authentication needs to know about a presented key.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct KeyForAuth {
     pub id: i64,
     pub workspace_id: i64,
@@ -89,20 +89,51 @@ pub struct KeyForAuth {
     pub last_used_at: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
     pub revoked_at: Option<Timestamp>,
+    /// The scope's change counters (see [`super::versions`]), read in the same
+    /// round trip so that a cached list costs no further query.
+    pub versions: super::versions::Snapshot,
+}
+
+#[derive(sqlx::FromRow)]
+struct AuthRow {
+    id: i64,
+    workspace_id: i64,
+    livemode: bool,
+    workspace_locked: bool,
+    last_used_at: Option<Timestamp>,
+    expires_at: Option<Timestamp>,
+    revoked_at: Option<Timestamp>,
+    resource: Option<String>,
+    version: Option<i64>,
 }
 
 /// Looks a key up by its hash. Read on every request, never cached, so a
 /// revocation is seen by the very next request on every instance.
 pub async fn find_for_auth(c: &mut impl AsHandle, key_hash: &str) -> StoreResult<Option<KeyForAuth>> {
-    let row = fetch_optional!(
+    let rows: Vec<AuthRow> = fetch_all!(
         c,
         sqlx::query_as(
-            "SELECT id, workspace_id, livemode, workspace_locked, last_used_at, expires_at, revoked_at
-         FROM api_keys WHERE key_hash = $1",
+            "SELECT k.id, k.workspace_id, k.livemode, k.workspace_locked, k.last_used_at, k.expires_at, k.revoked_at,
+                    v.resource, v.version
+             FROM api_keys k
+             LEFT JOIN scope_versions v ON v.workspace_id = k.workspace_id AND v.livemode = k.livemode
+             WHERE k.key_hash = $1",
         )
         .bind(key_hash)
     )?;
-    Ok(row)
+    let Some(first) = rows.first() else { return Ok(None) };
+    let versions =
+        super::versions::Snapshot::from_pairs(rows.iter().filter_map(|r| Some((r.resource.clone()?, r.version?))));
+    Ok(Some(KeyForAuth {
+        id: first.id,
+        workspace_id: first.workspace_id,
+        livemode: first.livemode,
+        workspace_locked: first.workspace_locked,
+        last_used_at: first.last_used_at,
+        expires_at: first.expires_at,
+        revoked_at: first.revoked_at,
+        versions,
+    }))
 }
 
 /// Records a use, at most once per `min_interval_s` per key.

@@ -7,6 +7,7 @@ pub mod idempotency;
 pub mod prompt_blocks;
 pub mod settings;
 pub mod triggers;
+pub mod versions;
 pub mod workspaces;
 
 /// A bind value for SQL assembled from static fragments (optional filters).

@@ -5,7 +5,7 @@ use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 use sqlx::types::Json;
 
-use super::{Arg, Where, bind_args, like_contains};
+use super::{Arg, Where, bind_args, like_contains, versions};
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, name, slug, kind, content, variables, version, created_at, updated_at";
@@ -39,6 +39,9 @@ impl From<Row> for PromptBlock {
     }
 }
 
+/// The `scope_versions` counter every prompt block write bumps.
+pub const VERSION_KEY: &str = "prompt_blocks";
+
 /// Every writable field of a prompt block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockFields {
@@ -68,6 +71,9 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &BlockFields) -> Sto
             .bind(Json(&f.variables))
             .bind(Timestamp::now())
     )?;
+    if row.is_some() {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
     Ok(row.map(Into::into))
 }
 
@@ -91,6 +97,9 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &BlockField
             .bind(Json(&f.variables))
             .bind(Timestamp::now())
     )?;
+    if row.is_some() {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
     Ok(row.map(Into::into))
 }
 
@@ -131,6 +140,9 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
             .bind(scope.livemode())
             .bind(id)
     )?;
+    if done == 1 {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
     Ok(done == 1)
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Benchmark: GET /api/v1/agents?limit=50 against GET /healthz on SQLite.
+#
+# Loads 1,000 agents into a fresh database, then drives each endpoint with wrk
+# (64 connections, 2 threads) and prints requests/s, p99 latency and the ratio.
+# Target on a 2-core machine: agents list >= 10,000 req/s, p99 <= 20 ms, and a
+# ratio to /healthz >= 0.3.
+#
+# Usage: bench/agents_list.sh [duration_seconds]   (needs wrk: apt-get install wrk)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION="${1:-15}"
+PORT="${PORT:-18181}"
+command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2; exit 1; }
+
+cargo build --release --bin parley >&2
+WORK=$(mktemp -d)
+trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+cd "$WORK"
+PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
+  "$OLDPWD/target/release/parley" serve --listen "127.0.0.1:$PORT" >banner.txt 2>server.log &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt)
+BASE="http://127.0.0.1:$PORT"
+
+echo "loading 1,000 agents…" >&2
+seq 1 1000 | xargs -P 8 -I{} curl -sf -o /dev/null -X POST "$BASE/api/v1/agents" \
+  -H "X-API-Key: $KEY" -H "Idempotency-Key: load-{}" -H "Content-Type: application/json" \
+  -d '{"name": "Agent {}", "description": "Benchmark agent {}", "system_prompt": "Answer briefly.", "metadata": {"batch": "b"}}'
+TOTAL=$(curl -sf "$BASE/api/v1/agents?limit=1" -H "X-API-Key: $KEY" | grep -o '"total":[0-9]*')
+echo "agents stored: ${TOTAL#*:}" >&2
+
+run() { # name url [header]
+  local out
+  if [ -n "${3:-}" ]; then
+    out=$(wrk -t2 -c64 -d"${DURATION}s" --latency -H "$3" "$2")
+  else
+    out=$(wrk -t2 -c64 -d"${DURATION}s" --latency "$2")
+  fi
+  local rps p99 errors
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
+  errors=$(echo "$out" | awk '/Non-2xx/ {print $5}')
+  echo "$1 $rps $p99 ${errors:-0}"
+}
+
+wrk -t2 -c64 -d3s -H "X-API-Key: $KEY" "$BASE/api/v1/agents?limit=50" >/dev/null  # warm-up
+read -r _ LIST_RPS LIST_P99 LIST_ERR < <(run agents "$BASE/api/v1/agents?limit=50" "X-API-Key: $KEY")
+read -r _ HEALTH_RPS HEALTH_P99 HEALTH_ERR < <(run healthz "$BASE/healthz")
+RATIO=$(awk -v a="$LIST_RPS" -v b="$HEALTH_RPS" 'BEGIN { printf "%.2f", a / b }')
+
+echo
+echo "GET /api/v1/agents?limit=50  ${LIST_RPS} req/s  p99 ${LIST_P99}  non-2xx ${LIST_ERR}"
+echo "GET /healthz                 ${HEALTH_RPS} req/s  p99 ${HEALTH_P99}  non-2xx ${HEALTH_ERR}"
+echo "ratio agents/healthz         ${RATIO}"
