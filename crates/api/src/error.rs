@@ -93,6 +93,7 @@ impl IntoResponse for ApiError {
                 ServiceError::NotFound { .. } => detail(StatusCode::NOT_FOUND, e.to_string()),
                 ServiceError::Validation(errors) => ApiError::Validation(errors).into_response(),
                 ServiceError::Conflict(d) => detail(StatusCode::CONFLICT, d),
+                ServiceError::Unauthorized(d) => detail(StatusCode::UNAUTHORIZED, d),
                 ServiceError::Forbidden(d) => detail(StatusCode::FORBIDDEN, d),
                 ServiceError::BadRequest(d) => detail(StatusCode::BAD_REQUEST, d),
                 ServiceError::PaymentRequired(d) => detail(StatusCode::PAYMENT_REQUIRED, d),

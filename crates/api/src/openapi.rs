@@ -3,7 +3,9 @@
 
 use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr, ResponseBuilder};
 
 use crate::error::{ErrorBody, InternalErrorBody, ValidationErrorBody};
@@ -13,7 +15,9 @@ Parley is a self-hosted API for AI agents, voice calls and messaging, scoped to 
 
 Authentication: send `X-API-Key: parley_live_…` (live data) or `parley_test_…` (test data). \
 A key sees only its own workspace and mode; an id from another workspace or mode answers 404, \
-exactly like a missing one. Missing, malformed, unknown, revoked or expired keys answer 401.
+exactly like a missing one. Missing, malformed, unknown, revoked or expired keys answer 401. \
+The dashboard signs in with `POST /api/v1/auth/login` and sends `Authorization: Bearer <access token>` \
+(a 15-minute JWT naming the user, workspace and mode); sending both a key and a token is a 400.
 
 Errors are JSON: `{\"detail\": \"…\"}`, or for 422 `{\"detail\": [{\"loc\", \"msg\", \"type\"}]}` \
 listing every faulty input at once. Every response carries `X-Request-Id`, `RateLimit-Policy` \
@@ -26,6 +30,8 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
 #[openapi(
     info(title = "Parley API", version = "1", description = DESCRIPTION),
     tags(
+        (name = "Authentication", description = "Dashboard sessions: login, refresh, logout, workspace switching"),
+        (name = "API keys", description = "Creating, renaming and revoking API keys (owners and admins, with a Bearer token)"),
         (name = "Agents", description = "AI agents, their triggers and prompt preview"),
         (name = "Prompt blocks", description = "Reusable, versioned prompt templates"),
         (name = "Operations", description = "Health probes and this document"),
@@ -37,6 +43,9 @@ struct ApiDoc;
 pub fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
+
+/// Routes under /api/ that take no credential (they establish one).
+const UNAUTHENTICATED: &[&str] = &["/api/v1/auth/login", "/api/v1/auth/refresh", "/api/v1/auth/logout"];
 
 fn error_response(description: &str, schema: &str) -> RefOr<utoipa::openapi::Response> {
     ResponseBuilder::new()
@@ -61,6 +70,16 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
             "X-API-Key",
             "parley_live_… or parley_test_…",
         ))),
+    );
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("JWT")
+                .description(Some("A dashboard access token from POST /api/v1/auth/login"))
+                .build(),
+        ),
     );
     let r = &mut components.responses;
     r.insert(
@@ -87,13 +106,16 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     ];
 
     for (path, item) in doc.paths.paths.iter_mut() {
-        let authenticated = path.starts_with("/api/");
+        let authenticated = path.starts_with("/api/") && !UNAUTHENTICATED.contains(&path.as_str());
         let ops: [&mut Option<Operation>; 5] =
             [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
         for op in ops.into_iter().flatten() {
             let responses = &mut op.responses.responses;
             if authenticated {
-                op.security = Some(vec![SecurityRequirement::new("api_key", Vec::<String>::new())]);
+                op.security = Some(vec![
+                    SecurityRequirement::new("api_key", Vec::<String>::new()),
+                    SecurityRequirement::new("bearer", Vec::<String>::new()),
+                ]);
                 responses.entry("400".into()).or_insert_with(|| shared("BadRequest"));
                 responses.entry("401".into()).or_insert_with(|| shared("Unauthorized"));
                 responses.entry("429".into()).or_insert_with(|| shared("RateLimited"));

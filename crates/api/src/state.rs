@@ -16,6 +16,8 @@ pub struct ApiConfig {
     pub idempotency_lease_s: i64,
     /// List pages kept in memory (0 disables the cache).
     pub list_cache_entries: usize,
+    /// Mark the refresh-token cookie `Secure` (serve over HTTPS).
+    pub cookie_secure: bool,
 }
 
 impl Default for ApiConfig {
@@ -25,6 +27,7 @@ impl Default for ApiConfig {
             rate_limit: RateLimitConfig::default(),
             idempotency_lease_s: 60,
             list_cache_entries: 256,
+            cookie_secure: false,
         }
     }
 }

@@ -7,12 +7,16 @@
 
 pub mod agent;
 pub mod api_key;
+pub mod crypto;
+pub mod email;
 pub mod event;
 pub mod idempotency;
+pub mod jwt;
 pub mod prompt;
 pub mod scope;
 pub mod slug;
 pub mod time;
+pub mod user;
 pub mod validation;
 pub mod workspace;
 

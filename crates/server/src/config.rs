@@ -21,6 +21,8 @@ pub struct Settings {
     pub rate_limit: RateLimitSettings,
     pub idempotency: IdempotencySettings,
     pub cache: CacheSettings,
+    pub auth: AuthSettings,
+    pub secrets: SecretSettings,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -39,6 +41,8 @@ impl Default for Settings {
             rate_limit: RateLimitSettings::default(),
             idempotency: IdempotencySettings::default(),
             cache: CacheSettings::default(),
+            auth: AuthSettings::default(),
+            secrets: SecretSettings::default(),
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -119,6 +123,48 @@ impl Default for CacheSettings {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Lifetime of dashboard access tokens (JWTs).
+    pub access_token_ttl_seconds: i64,
+    /// Lifetime of refresh tokens (each use rotates it).
+    pub refresh_token_ttl_seconds: i64,
+    /// Mark the refresh cookie `Secure`; turn on when serving over HTTPS.
+    pub cookie_secure: bool,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        let d = parley_services::identity::AuthConfig::default();
+        Self {
+            access_token_ttl_seconds: d.access_token_ttl_s,
+            refresh_token_ttl_seconds: d.refresh_token_ttl_s,
+            cookie_secure: false,
+        }
+    }
+}
+
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretSettings {
+    /// 32 random bytes, base64: seals secrets stored in the database (JWT
+    /// signing keys, channel credentials). Required with PostgreSQL, where
+    /// every instance needs the same one; with SQLite it defaults to a key
+    /// file created beside the database.
+    pub master_key: Option<String>,
+}
+
+impl std::fmt::Debug for SecretSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.master_key.is_some() {
+            "SecretSettings { master_key: *** }"
+        } else {
+            "SecretSettings { master_key: None }"
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogSettings {
     /// `text` or `json`.
     pub format: String,
@@ -140,6 +186,8 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "rate_limit",
     "idempotency",
     "cache",
+    "auth",
+    "secrets",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -172,7 +220,13 @@ impl Settings {
     pub fn services_config(&self) -> parley_services::ServicesConfig {
         let mut engines: Vec<String> = self.text_engines.keys().cloned().collect();
         engines.push("builtin".into());
-        parley_services::ServicesConfig { text_engines: engines }
+        parley_services::ServicesConfig {
+            text_engines: engines,
+            auth: parley_services::identity::AuthConfig {
+                access_token_ttl_s: self.auth.access_token_ttl_seconds,
+                refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,
+            },
+        }
     }
 
     pub fn api_config(&self) -> parley_api::ApiConfig {
@@ -185,7 +239,38 @@ impl Settings {
             },
             idempotency_lease_s: self.idempotency.lease_seconds,
             list_cache_entries: self.cache.list_entries,
+            cookie_secure: self.auth.cookie_secure,
         }
+    }
+
+    /// The master key: configured, or (SQLite only) read from — or created
+    /// as — `master.key` beside the database file.
+    pub fn master_key(&self) -> anyhow::Result<parley_domain::crypto::SecretBox> {
+        use parley_domain::crypto::SecretBox;
+        if let Some(k) = &self.secrets.master_key {
+            return SecretBox::from_base64(k).map_err(|e| anyhow::anyhow!("secrets.master_key: {e}"));
+        }
+        let Some(path) =
+            self.database_url.strip_prefix("sqlite://").or_else(|| self.database_url.strip_prefix("sqlite:"))
+        else {
+            anyhow::bail!(
+                "secrets.master_key (PARLEY_SECRETS__MASTER_KEY) is required with PostgreSQL: every instance must \
+                 share it. Generate one with: head -c 32 /dev/urandom | base64"
+            );
+        };
+        let path = path.split('?').next().unwrap_or(path);
+        anyhow::ensure!(path != ":memory:" && !path.is_empty(), "an in-memory database needs secrets.master_key");
+        let file = Path::new(path).with_file_name("master.key");
+        if let Ok(existing) = std::fs::read_to_string(&file) {
+            return SecretBox::from_base64(&existing).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()));
+        }
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        write_private(&file, &SecretBox::generate_key())?;
+        // Read back: if another process created the file first, its key wins.
+        let stored = std::fs::read_to_string(&file)?;
+        SecretBox::from_base64(&stored).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
     }
 
     pub fn db_options(&self) -> parley_store::DbOptions {
@@ -233,5 +318,25 @@ mod tests {
             assert!(Settings::load(None).is_err());
             Ok(())
         });
+    }
+}
+
+/// Writes a file readable by its owner only, failing if it already exists
+/// (so two processes starting together cannot both create a key).
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    match opts.open(path) {
+        Ok(mut f) => {
+            f.write_all(content.as_bytes())?;
+            f.sync_all()?;
+            Ok(())
+        }
+        // Another process won the race: use its key.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("could not create {}: {e}", path.display())),
     }
 }

@@ -44,14 +44,24 @@ pub fn redact(url: &str) -> String {
 pub fn bootstrap_banner(b: &Bootstrap) -> String {
     format!(
         "Parley created the workspace \"{}\" (id {}, voice enabled).\n\
-         These API keys are shown only now; store them safely:\n  \
+         These credentials are shown only now; store them safely:\n  \
          live key: {}\n  \
-         test key: {}\n",
+         test key: {}\n  \
+         owner login: {} / {}\n",
         b.workspace.name,
         b.workspace.id,
         b.live_key.key.expose(),
         b.test_key.key.expose(),
+        b.owner_email,
+        b.owner_password,
     )
+}
+
+/// The use cases over `db`, with the master key and a JWT signing key ready.
+pub async fn services(settings: &Settings, db: Db) -> anyhow::Result<Services> {
+    let services = Services::new(db, settings.services_config(), settings.master_key()?);
+    services.keyring.ensure(&services.db).await.context("could not prepare the JWT signing keys")?;
+    Ok(services)
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then lets
@@ -62,7 +72,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let services = Services::new(db.clone(), settings.services_config());
+    let services = services(&settings, db.clone()).await?;
     let state = AppState::new(services, settings.api_config());
     let (router, _) = parley_api::app(state.clone());
     let maintenance = tokio::spawn(maintain(state, settings.idempotency.retention_hours));
@@ -97,9 +107,12 @@ async fn maintain(state: AppState, retention_hours: i64) {
         tick.tick().await;
         state.prune_rate_limits();
         let before = parley_domain::Timestamp::now().plus_seconds(-retention_hours * 3600);
+        // Keys retired a day ago signed no token that is still valid.
+        let retired_before = parley_domain::Timestamp::now().plus_seconds(-24 * 3600);
         let purged = async {
             let mut tx = state.services.db.begin().await?;
             let n = parley_store::repo::idempotency::purge_created_before(&mut tx, before).await?;
+            parley_store::repo::sessions::delete_signing_keys_retired_before(&mut tx, retired_before).await?;
             tx.commit().await?;
             Ok::<_, parley_store::StoreError>(n)
         }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use parley_domain::Mode;
+use parley_domain::user::Role;
 use parley_server::{Settings, bootstrap_banner, init_logging, open_database, serve, shutdown_signal};
 use parley_services::workspaces::{self, NewKey};
 use serde_json::json;
@@ -44,8 +45,60 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Manage users (dashboard logins).
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Manage the keys that sign dashboard access tokens.
+    SigningKey {
+        #[command(subcommand)]
+        command: SigningKeyCommand,
+    },
     /// Print the OpenAPI document.
     Openapi,
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user; the password is read from standard input.
+    Create {
+        #[arg(long)]
+        email: String,
+        /// Read the password from standard input (one line).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+        /// Add the user to this workspace…
+        #[arg(long, requires = "role")]
+        workspace: Option<i64>,
+        /// …with this role.
+        #[arg(long, value_enum, requires = "workspace")]
+        role: Option<RoleArg>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SigningKeyCommand {
+    /// Start signing with a new key; tokens signed by the old one stay valid
+    /// until they expire, so nobody is logged out.
+    Rotate,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RoleArg {
+    Owner,
+    Admin,
+    Member,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Owner => Role::Owner,
+            RoleArg::Admin => Role::Admin,
+            RoleArg::Member => Role::Member,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -114,6 +167,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             init_logging(&settings);
             let db = open_database(&settings).await?;
+            // Fail before the first start's banner if the master key is unusable.
+            settings.master_key()?;
             if let Some(b) = workspaces::bootstrap(&db).await? {
                 print!("{}", bootstrap_banner(&b));
             }
@@ -172,6 +227,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let revoked = workspaces::revoke_key(&mut tx, id).await?;
             tx.commit().await?;
             print_json(&serde_json::to_value(&revoked)?);
+            Ok(())
+        }
+        Command::User { command: UserCommand::Create { email, password_stdin: _, workspace, role } } => {
+            let mut password = String::new();
+            std::io::stdin().read_line(&mut password).context("could not read the password from standard input")?;
+            let password = password.trim_end_matches(['\n', '\r']);
+            let db = open_database(&settings).await?;
+            let membership = workspace.zip(role.map(Role::from));
+            let user = parley_services::identity::create_user(&db, &email, password, membership).await?;
+            let membership =
+                membership.map(|(workspace_id, role)| json!({ "workspace_id": workspace_id, "role": role }));
+            print_json(&json!({ "user": user, "membership": membership }));
+            Ok(())
+        }
+        Command::SigningKey { command: SigningKeyCommand::Rotate } => {
+            let db = open_database(&settings).await?;
+            let services = parley_server::services(&settings, db).await?;
+            let kid = services.keyring.rotate(&services.db).await?;
+            print_json(&json!({ "kid": kid }));
             Ok(())
         }
         Command::Openapi => {

@@ -6,7 +6,9 @@ use parley_store::Db;
 use parley_store::repo::api_keys;
 use parley_store::repo::versions::Snapshot;
 
-use crate::ServiceResult;
+use parley_domain::user::Role;
+
+use crate::{ServiceError, ServiceResult, Services};
 
 /// An authenticated caller and the scope it may touch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +22,60 @@ pub struct Principal {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
-    ApiKey { key_id: i64, workspace_locked: bool },
+    ApiKey {
+        key_id: i64,
+        workspace_locked: bool,
+    },
+    /// A dashboard session (Bearer JWT).
+    User {
+        user_id: i64,
+        role: Role,
+    },
+}
+
+impl Principal {
+    /// For operations only owners and admins may perform with a dashboard
+    /// session (managing keys and webhooks): API keys and members get 403.
+    pub fn require_administrator(&self, what: &str) -> Result<(i64, Role), ServiceError> {
+        match self.credential {
+            Credential::User { user_id, role } if role.can_administer() => Ok((user_id, role)),
+            Credential::User { .. } => Err(ServiceError::Forbidden(format!("Only owners and admins can {what}"))),
+            Credential::ApiKey { .. } => Err(ServiceError::Forbidden(format!(
+                "API keys cannot {what}; sign in and send the session's Bearer token"
+            ))),
+        }
+    }
+
+    /// For operations that only a workspace owner may perform.
+    pub fn require_owner(&self, what: &str) -> Result<i64, ServiceError> {
+        match self.credential {
+            Credential::User { user_id, role: Role::Owner } => Ok(user_id),
+            Credential::User { .. } => Err(ServiceError::Forbidden(format!("Only owners can {what}"))),
+            Credential::ApiKey { .. } => Err(ServiceError::Forbidden(format!(
+                "API keys cannot {what}; sign in and send the session's Bearer token"
+            ))),
+        }
+    }
+
+    /// The signed-in user, for operations that need a dashboard session.
+    pub fn require_user(&self) -> Result<(i64, Role), ServiceError> {
+        match self.credential {
+            Credential::User { user_id, role } => Ok((user_id, role)),
+            Credential::ApiKey { .. } => {
+                Err(ServiceError::Forbidden("This needs a signed-in user's Bearer token, not an API key".into()))
+            }
+        }
+    }
+}
+
+/// Verifies a dashboard access token; `None` if it is invalid, expired,
+/// tampered with, for another audience, or its user left the workspace.
+pub async fn authenticate_bearer(svc: &Services, token: &str) -> ServiceResult<Option<Principal>> {
+    Ok(crate::identity::authenticate_jwt(svc, token).await?.map(|(user_id, role, scope, versions)| Principal {
+        scope,
+        credential: Credential::User { user_id, role },
+        versions,
+    }))
 }
 
 /// Why a presented key was refused. Both give the same 401 text, so a caller

@@ -14,6 +14,8 @@ pub enum ServiceError {
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
     BadRequest(String),

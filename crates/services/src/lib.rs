@@ -6,8 +6,10 @@
 //! CLI) decide what else commits with them; reads take `&Services`.
 
 pub mod agents;
+pub mod api_keys;
 pub mod auth;
 mod error;
+pub mod identity;
 pub mod prompt_blocks;
 pub mod workspaces;
 
@@ -21,11 +23,12 @@ use parley_store::Db;
 pub struct ServicesConfig {
     /// Names of the configured text engines; `builtin` is always among them.
     pub text_engines: Vec<String>,
+    pub auth: identity::AuthConfig,
 }
 
 impl Default for ServicesConfig {
     fn default() -> Self {
-        Self { text_engines: vec!["builtin".to_owned()] }
+        Self { text_engines: vec!["builtin".to_owned()], auth: identity::AuthConfig::default() }
     }
 }
 
@@ -41,16 +44,18 @@ impl ServicesConfig {
     }
 }
 
-/// The database and settings, cheap to clone.
+/// The database, settings and JWT keys, cheap to clone.
 #[derive(Clone)]
 pub struct Services {
     pub db: Db,
     pub config: Arc<ServicesConfig>,
+    pub keyring: Arc<identity::Keyring>,
 }
 
 impl Services {
-    pub fn new(db: Db, config: ServicesConfig) -> Self {
-        Self { db, config: Arc::new(config.normalised()) }
+    /// `secrets` seals secrets stored in the database (JWT signing keys).
+    pub fn new(db: Db, config: ServicesConfig, secrets: parley_domain::crypto::SecretBox) -> Self {
+        Self { db, config: Arc::new(config.normalised()), keyring: Arc::new(identity::Keyring::new(secrets)) }
     }
 }
 

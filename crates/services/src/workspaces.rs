@@ -1,9 +1,10 @@
 //! Workspaces, API keys and the first-start bootstrap.
 
 use parley_domain::api_key::ApiKey;
+use parley_domain::user::Role;
 use parley_domain::workspace::{ApiKeyInfo, Workspace};
 use parley_domain::{Mode, Timestamp};
-use parley_store::repo::{api_keys, settings, workspaces};
+use parley_store::repo::{api_keys, settings, users, workspaces};
 use parley_store::{AsHandle, Db};
 use serde::Serialize;
 
@@ -93,12 +94,27 @@ pub struct Bootstrap {
     pub workspace: Workspace,
     pub live_key: CreatedKey,
     pub test_key: CreatedKey,
+    pub owner_email: String,
+    /// The owner's generated password; only its hash is stored.
+    pub owner_password: String,
 }
 
+/// The login the first start creates for the Default workspace's owner.
+pub const BOOTSTRAP_OWNER_EMAIL: &str = "owner@parley.local";
+
 /// On the first start with no workspace, creates "Default" (voice enabled)
-/// with a live and a test key. A latch row makes this happen once even when
-/// several instances start together on one database.
+/// with a live and a test key and an owner login. A latch row makes this
+/// happen once even when several instances start together on one database.
 pub async fn bootstrap(db: &Db) -> ServiceResult<Option<Bootstrap>> {
+    {
+        let mut c = db.read().await?;
+        if settings::get(&mut c, "bootstrapped_at").await?.is_some() {
+            return Ok(None);
+        }
+    }
+    // Hashing is slow: do it before taking the write lock.
+    let owner_password = random_password();
+    let password_hash = crate::identity::hash_password(owner_password.clone()).await?;
     let mut tx = db.begin().await?;
     let first = settings::set_if_absent(&mut tx, "bootstrapped_at", &Timestamp::now().to_rfc3339()).await?;
     if !first || workspaces::count(&mut tx).await? > 0 {
@@ -107,6 +123,24 @@ pub async fn bootstrap(db: &Db) -> ServiceResult<Option<Bootstrap>> {
     }
     let created = create_workspace(&mut tx, "Default", true).await?;
     let test_key = create_key(&mut tx, default_key(created.workspace.id, Mode::Test)).await?;
+    let owner = users::insert(&mut tx, BOOTSTRAP_OWNER_EMAIL, &password_hash)
+        .await?
+        .ok_or_else(|| ServiceError::Conflict(format!("{BOOTSTRAP_OWNER_EMAIL} already exists")))?;
+    users::set_membership(&mut tx, owner.id, created.workspace.id, Role::Owner).await?;
     tx.commit().await?;
-    Ok(Some(Bootstrap { workspace: created.workspace, live_key: created.live_key, test_key }))
+    Ok(Some(Bootstrap {
+        workspace: created.workspace,
+        live_key: created.live_key,
+        test_key,
+        owner_email: owner.email,
+        owner_password,
+    }))
+}
+
+/// 20 random characters from an unambiguous alphabet (~115 bits).
+fn random_password() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rng();
+    (0..20).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }

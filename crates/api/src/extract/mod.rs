@@ -7,7 +7,8 @@ mod idempotency;
 mod path;
 mod query;
 
-pub use auth::Auth;
+pub(crate) use auth::count_failure;
+pub use auth::{Auth, ClientIp};
 pub use body::{FromBody, JsonBody};
 pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write};
 pub use path::Ids;

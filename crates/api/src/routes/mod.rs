@@ -1,6 +1,8 @@
 //! One module per resource group, each exposing `router()`.
 
 pub mod agents;
+pub mod api_keys;
+pub mod auth;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -15,6 +17,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(crate::openapi::base())
         .merge(health::router())
         .merge(docs::router())
+        .merge(auth::router())
+        .merge(api_keys::router())
         .merge(agents::router())
         .merge(prompt_blocks::router())
 }

@@ -14,6 +14,7 @@ fn parley(args: &[&str], database_url: &str) -> (i32, Value, String) {
         .args(args)
         .arg("--database-url")
         .arg(database_url)
+        .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
         .current_dir(std::env::temp_dir())
         .output()
         .expect("run parley");
@@ -50,6 +51,7 @@ fn start_server(database_url: &str) -> Server {
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
+        .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -140,6 +142,9 @@ both_backends! {
             let test = key_in(&server.banner, "test").expect("test key printed");
             (server.banner.clone(), live, test)
         }}).await.unwrap();
+        let login = regex::Regex::new(r"owner login: (\S+) / (\S+)").unwrap();
+        let caps = login.captures(&banner).expect("owner login printed");
+        let (email, password) = (caps[1].to_owned(), caps[2].to_owned());
         assert!(banner.contains("\"Default\""), "{banner}");
         let second = tokio::task::spawn_blocking({ let url = url.clone(); move || start_server(&url).banner.clone() }).await.unwrap();
         assert!(key_in(&second, "live").is_none(), "keys are printed only once: {second}");
@@ -150,7 +155,44 @@ both_backends! {
         let mut c = app.db.read().await.unwrap();
         let ws = parley_store::repo::workspaces::get(&mut c, 1).await.unwrap().unwrap();
         assert_eq!((ws.name.as_str(), ws.voice_enabled), ("Default", true));
+        drop(c);
+        // The owner login works and owns the Default workspace.
+        let token = app.token(&email, &password).await;
+        let me = app.bearer(reqwest::Method::GET, "/api/v1/auth/me", &token, None).await;
+        assert_eq!(me.body["workspaces"], json!([{"workspace_id": 1, "workspace_name": "Default", "role": "owner"}]));
     }
+}
+
+#[test]
+fn user_create_reads_the_password_from_stdin_and_prints_json() {
+    let database = TestDatabase::sqlite();
+    let (_, ws, _) = parley(&["workspace", "create", "--name", "Acme"], &database.url);
+    let wid = ws["workspace"]["id"].to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args([
+            "user",
+            "create",
+            "--email",
+            " Ana@Example.com ",
+            "--password-stdin",
+            "--workspace",
+            &wid,
+            "--role",
+            "admin",
+        ])
+        .args(["--database-url", &database.url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"correct horse battery\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["user"]["email"], "ana@example.com");
+    assert_eq!(v["membership"], json!({"workspace_id": ws["workspace"]["id"], "role": "admin"}));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("correct horse"));
 }
 
 #[test]

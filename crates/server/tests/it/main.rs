@@ -9,6 +9,7 @@ mod auth;
 mod cli;
 mod errors;
 mod idempotency;
+mod identity;
 mod isolation;
 mod operations;
 mod prompt_blocks;

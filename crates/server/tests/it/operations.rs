@@ -14,6 +14,16 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/readyz"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
+    ("POST", "/api/v1/auth/login"),
+    ("POST", "/api/v1/auth/refresh"),
+    ("POST", "/api/v1/auth/logout"),
+    ("GET", "/api/v1/auth/me"),
+    ("POST", "/api/v1/auth/workspace"),
+    ("GET", "/api/v1/api-keys"),
+    ("POST", "/api/v1/api-keys"),
+    ("GET", "/api/v1/api-keys/{key_id}"),
+    ("PATCH", "/api/v1/api-keys/{key_id}"),
+    ("DELETE", "/api/v1/api-keys/{key_id}"),
     ("GET", "/api/v1/agents"),
     ("POST", "/api/v1/agents"),
     ("GET", "/api/v1/agents/{agent_id}"),
@@ -67,7 +77,7 @@ both_backends! {
         assert_eq!(documented(&doc), expected, "the OpenAPI document and the route list differ");
         // Every documented route is served: no generic 404 or 405 from the router.
         for (method, path) in &expected {
-            let concrete = path.replace("{agent_id}", "1").replace("{trigger_id}", "1").replace("{block_id}", "1");
+            let concrete = path.replace("{agent_id}", "1").replace("{trigger_id}", "1").replace("{block_id}", "1").replace("{key_id}", "1");
             let r = app.send(Method::from_bytes(method.as_bytes()).unwrap(), &concrete, Some(&ws.live), Some(json!({})), &[]).await;
             assert_ne!(r.body, json!({"detail": "Not Found"}), "{method} {path} is documented but not routed");
             assert_ne!(r.status, 405, "{method} {path} is documented but not routed");

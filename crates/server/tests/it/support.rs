@@ -43,10 +43,14 @@ pub async fn fresh_database(backend: Backend) -> TestDatabase {
     }
 }
 
+/// One master key for every test instance, so siblings share JWT keys.
+pub const TEST_MASTER_KEY: &str = "dGVzdC1tYXN0ZXIta2V5LWZvci1wYXJsZXktdGVzdHM=";
+
 /// Settings for tests: limits high enough not to interfere.
 pub fn test_settings(database_url: &str) -> Settings {
     let mut s = Settings::default();
     s.database_url = database_url.to_owned();
+    s.secrets.master_key = Some(TEST_MASTER_KEY.to_owned());
     s.rate_limit.per_second = 1_000_000.0;
     s.rate_limit.burst = 1_000_000;
     s.rate_limit.auth_failures_per_minute = 1_000_000;
@@ -174,6 +178,36 @@ impl TestApp {
         self.send(Method::POST, path, Some(key), Some(body), &[("Idempotency-Key", idem)]).await
     }
 
+    /// A request with `Authorization: Bearer <token>`.
+    pub async fn bearer(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> Resp {
+        let auth = format!("Bearer {token}");
+        self.send(method, path, None, body, &[("Authorization", &auth)]).await
+    }
+
+    /// A user with `role` in `workspace_id`; returns its id.
+    pub async fn user(&self, email: &str, password: &str, workspace_id: i64, role: parley_domain::user::Role) -> i64 {
+        parley_services::identity::create_user(&self.db, email, password, Some((workspace_id, role))).await.unwrap().id
+    }
+
+    /// Signs in; returns the login response (token in `body.access_token`).
+    pub async fn login(&self, email: &str, password: &str) -> Resp {
+        self.send(
+            Method::POST,
+            "/api/v1/auth/login",
+            None,
+            Some(serde_json::json!({"email": email, "password": password})),
+            &[],
+        )
+        .await
+    }
+
+    /// Signs in and returns the access token.
+    pub async fn token(&self, email: &str, password: &str) -> String {
+        let r = self.login(email, password).await;
+        assert_eq!(r.status, 200, "login: {}", r.text);
+        r.body["access_token"].as_str().unwrap().to_owned()
+    }
+
     pub async fn patch(&self, key: &str, path: &str, body: Value) -> Resp {
         self.send(Method::PATCH, path, Some(key), Some(body), &[]).await
     }
@@ -228,6 +262,13 @@ impl Resp {
         let text = r.text().await.unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         Resp { status, headers, text, body }
+    }
+
+    /// The value of the refresh cookie this response sets.
+    pub fn refresh_cookie(&self) -> Option<String> {
+        let set = self.header("set-cookie")?;
+        let first = set.split(';').next()?;
+        first.strip_prefix("parley_refresh=").map(str::to_owned)
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {

@@ -159,3 +159,52 @@ pub async fn revoke(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<ApiKey
     let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind(id).bind(Timestamp::now()))?;
     Ok(row.map(Into::into))
 }
+
+/// A workspace's keys (both modes unless `mode` is given), newest first.
+pub async fn list(
+    c: &mut impl AsHandle,
+    workspace_id: i64,
+    mode: Option<Mode>,
+    page: parley_domain::validation::Page,
+) -> StoreResult<(Vec<ApiKeyInfo>, i64)> {
+    let livemode = mode.map(Mode::is_live);
+    let (total,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as("SELECT COUNT(*) FROM api_keys WHERE workspace_id = $1 AND ($2 IS NULL OR livemode = $2)")
+            .bind(workspace_id)
+            .bind(livemode)
+    )?;
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM api_keys WHERE workspace_id = $1 AND ($2 IS NULL OR livemode = $2)
+         ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+    ));
+    let rows: Vec<Row> =
+        fetch_all!(c, sqlx::query_as(sql).bind(workspace_id).bind(livemode).bind(page.limit).bind(page.offset))?;
+    Ok((rows.into_iter().map(Into::into).collect(), total))
+}
+
+/// Renames a key or changes `workspace_locked`; `None` if not in the workspace.
+pub async fn update(
+    c: &mut impl AsHandle,
+    workspace_id: i64,
+    id: i64,
+    name: Option<&str>,
+    workspace_locked: Option<bool>,
+) -> StoreResult<Option<ApiKeyInfo>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE api_keys SET name = COALESCE($3, name), workspace_locked = COALESCE($4, workspace_locked)
+         WHERE workspace_id = $1 AND id = $2 RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> =
+        fetch_optional!(c, sqlx::query_as(sql).bind(workspace_id).bind(id).bind(name).bind(workspace_locked))?;
+    Ok(row.map(Into::into))
+}
+
+/// Revokes a key of `workspace_id` (idempotently); `None` if not in the workspace.
+pub async fn revoke_in_workspace(c: &mut impl AsHandle, workspace_id: i64, id: i64) -> StoreResult<Option<ApiKeyInfo>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $3) WHERE workspace_id = $1 AND id = $2 RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind(workspace_id).bind(id).bind(Timestamp::now()))?;
+    Ok(row.map(Into::into))
+}

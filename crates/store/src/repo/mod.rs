@@ -5,8 +5,10 @@ pub mod api_keys;
 pub mod events;
 pub mod idempotency;
 pub mod prompt_blocks;
+pub mod sessions;
 pub mod settings;
 pub mod triggers;
+pub mod users;
 pub mod versions;
 pub mod workspaces;
 

@@ -1,0 +1,188 @@
+//! `/api/v1/auth`: dashboard sessions. Login returns a short-lived access
+//! token (a JWT for `Authorization: Bearer`) and sets a rotating refresh
+//! token in an httpOnly, SameSite=Strict cookie scoped to this path.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use parley_domain::Mode;
+use parley_domain::user::Role;
+use parley_domain::validation::{Parsed, integer, loc, one_of, parse_object, string};
+use parley_services::identity::{self, Me, Session, TokenResponse};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Auth, ClientIp, FromBody, JsonBody};
+use crate::state::AppState;
+
+pub const REFRESH_COOKIE: &str = "parley_refresh";
+const COOKIE_PATH: &str = "/api/v1/auth";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(refresh))
+        .routes(routes!(logout))
+        .routes(routes!(me))
+        .routes(routes!(switch_workspace))
+}
+
+/// `POST /api/v1/auth/login`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct LoginRequest {
+    pub email: String,
+    pub password: String,
+}
+
+impl FromBody for LoginRequest {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        parse_object(body, loc(&["body"]), |r| {
+            let email = r.required("email", string(1, 320));
+            let password = r.required("password", string(1, identity::PASSWORD_MAX));
+            Some(LoginRequest { email: email?, password: password? })
+        })
+    }
+}
+
+/// `POST /api/v1/auth/workspace`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct SwitchWorkspaceRequest {
+    /// A workspace the user belongs to.
+    pub workspace_id: i64,
+    /// `live` (default) or `test`.
+    pub mode: Option<Mode>,
+}
+
+impl FromBody for SwitchWorkspaceRequest {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        parse_object(body, loc(&["body"]), |r| {
+            let workspace_id = r.required("workspace_id", integer(1, i64::MAX));
+            let mode = r.optional("mode", one_of(&["live", "test"])).and_then(|m| Mode::parse(&m));
+            Some(SwitchWorkspaceRequest { workspace_id: workspace_id?, mode })
+        })
+    }
+}
+
+fn refresh_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == REFRESH_COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+fn set_cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
+    let secure = if state.config.cookie_secure { "; Secure" } else { "" };
+    let cookie =
+        format!("{REFRESH_COOKIE}={value}; Path={COOKIE_PATH}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}");
+    HeaderValue::from_str(&cookie).expect("cookie values are URL-safe base64")
+}
+
+fn session_response(state: &AppState, session: &Session) -> Response {
+    let mut r = Json(TokenResponse::from(session)).into_response();
+    r.headers_mut().insert(header::SET_COOKIE, set_cookie(state, &session.refresh_token, session.refresh_expires_in));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Sign in with email and password.
+///
+/// Wrong credentials get the same 401 whether or not the email exists.
+/// Failed attempts are rate-limited per IP.
+#[utoipa::path(
+    post, path = "/api/v1/auth/login", tag = "Authentication",
+    request_body = LoginRequest,
+    responses(
+        (status = 200, body = TokenResponse, description = "Signed in; `Set-Cookie` carries the refresh token"),
+        (status = 401, body = ErrorBody, example = json!({"detail": "Invalid email or password"})),
+        (status = 403, body = ErrorBody, description = "The user belongs to no workspace"),
+    )
+)]
+async fn login(State(s): State<AppState>, ip: ClientIp, body: JsonBody<LoginRequest>) -> Result<Response, ApiError> {
+    let LoginRequest { email, password } = body.value;
+    match identity::login(&s.services, &email, &password).await {
+        Ok(session) => Ok(session_response(&s, &session)),
+        Err(e @ parley_services::ServiceError::Unauthorized(_)) => {
+            crate::extract::count_failure(&s, &ip)?;
+            Err(e.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Exchange the refresh-token cookie for a new access token.
+///
+/// The refresh token rotates on every use. Presenting one that was already
+/// used revokes every token of its session (reuse means it was copied).
+#[utoipa::path(
+    post, path = "/api/v1/auth/refresh", tag = "Authentication",
+    responses((status = 200, body = TokenResponse), (status = 401, body = ErrorBody))
+)]
+async fn refresh(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let Some(raw) = refresh_cookie(&headers) else {
+        return Err(ApiError::unauthorized("Missing refresh token cookie; sign in"));
+    };
+    let session = identity::refresh(&s.services, &raw).await?;
+    Ok(session_response(&s, &session))
+}
+
+/// Sign out: revokes the session's refresh tokens and clears the cookie.
+#[utoipa::path(
+    post, path = "/api/v1/auth/logout", tag = "Authentication",
+    responses((status = 204, description = "Signed out"))
+)]
+async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if let Some(raw) = refresh_cookie(&headers) {
+        identity::logout(&s.services, &raw).await?;
+    }
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    r.headers_mut().insert(header::SET_COOKIE, set_cookie(&s, "", 0));
+    Ok(r)
+}
+
+/// The signed-in user and the workspaces they belong to, with their roles.
+#[utoipa::path(
+    get, path = "/api/v1/auth/me", tag = "Authentication",
+    responses((status = 200, body = Me), (status = 403, body = ErrorBody, description = "Called with an API key"))
+)]
+async fn me(auth: Auth, State(s): State<AppState>) -> Result<Json<Me>, ApiError> {
+    let (user_id, _): (i64, Role) = auth.0.require_user()?;
+    Ok(Json(identity::me(&s.services, user_id, auth.scope()).await?))
+}
+
+/// Switch to another workspace (or mode) the user belongs to.
+///
+/// Returns a new access token and sets a new refresh cookie. Any workspace
+/// the user does not belong to answers 404.
+#[utoipa::path(
+    post, path = "/api/v1/auth/workspace", tag = "Authentication",
+    request_body = SwitchWorkspaceRequest,
+    responses((status = 200, body = TokenResponse), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+async fn switch_workspace(
+    auth: Auth,
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: JsonBody<SwitchWorkspaceRequest>,
+) -> Result<Response, ApiError> {
+    let (user_id, _) = auth.0.require_user()?;
+    let req = body.value;
+    let old = refresh_cookie(&headers);
+    let session = identity::switch_workspace(
+        &s.services,
+        user_id,
+        req.workspace_id,
+        req.mode.unwrap_or(Mode::Live),
+        old.as_deref(),
+    )
+    .await?;
+    Ok(session_response(&s, &session))
+}

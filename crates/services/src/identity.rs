@@ -1,0 +1,420 @@
+//! Users, passwords, JWT signing keys and dashboard sessions.
+//!
+//! Access tokens are short-lived HS256 JWTs naming the user, the workspace
+//! and the mode. Refresh tokens are opaque random strings stored as SHA-256
+//! and rotated on every use; presenting one that was already rotated revokes
+//! its whole family (the token was stolen, or replayed).
+
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use parley_domain::crypto::SecretBox;
+use parley_domain::email::Email;
+use parley_domain::jwt::{self, Claims};
+use parley_domain::user::{Membership, Role, User};
+use parley_domain::{Mode, Scope, Timestamp};
+use parley_store::repo::{sessions, users, workspaces};
+use parley_store::{AsHandle, Db};
+use rand::RngCore;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services};
+
+/// Session lifetimes.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    pub access_token_ttl_s: i64,
+    pub refresh_token_ttl_s: i64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { access_token_ttl_s: 15 * 60, refresh_token_ttl_s: 30 * 24 * 3600 }
+    }
+}
+
+pub const PASSWORD_MIN: usize = 8;
+pub const PASSWORD_MAX: usize = 1024;
+
+// ---- passwords -------------------------------------------------------------
+
+/// Hashes a password with argon2id, off the async runtime.
+pub async fn hash_password(password: String) -> ServiceResult<String> {
+    tokio::task::spawn_blocking(move || {
+        use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
+        let salt = SaltString::generate(&mut OsRng);
+        argon2::Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string())
+    })
+    .await
+    .map_err(|e| internal(format!("password hashing task failed: {e}")))?
+    .map_err(|e| internal(format!("password hashing failed: {e}")))
+}
+
+/// Checks a password against a stored hash, off the async runtime.
+async fn verify_password(password: String, hash: String) -> bool {
+    tokio::task::spawn_blocking(move || {
+        use argon2::password_hash::{PasswordHash, PasswordVerifier};
+        PasswordHash::new(&hash)
+            .map(|parsed| argon2::Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
+            .unwrap_or(false)
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// A hash of a random password, verified against when the email is unknown
+/// so that a wrong email costs the same time as a wrong password.
+static DUMMY_HASH: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+
+async fn dummy_hash() -> String {
+    DUMMY_HASH
+        .get_or_init(|| async {
+            let mut pw = [0u8; 16];
+            rand::rng().fill_bytes(&mut pw);
+            hash_password(hex::encode(pw)).await.unwrap_or_default()
+        })
+        .await
+        .clone()
+}
+
+fn internal(msg: String) -> ServiceError {
+    ServiceError::Store(parley_store::StoreError::Corrupt(msg))
+}
+
+/// Creates a user (the password is hashed before any transaction starts).
+pub async fn create_user(db: &Db, email: &str, password: &str, membership: Option<(i64, Role)>) -> ServiceResult<User> {
+    let email = Email::parse(email).map_err(|e| ServiceError::BadRequest(format!("Invalid email: {e}")))?;
+    let n = password.chars().count();
+    if !(PASSWORD_MIN..=PASSWORD_MAX).contains(&n) {
+        return Err(ServiceError::BadRequest(format!(
+            "The password must have {PASSWORD_MIN} to {PASSWORD_MAX} characters"
+        )));
+    }
+    let hash = hash_password(password.to_owned()).await?;
+    let mut tx = db.begin().await?;
+    let user = users::insert(&mut tx, email.as_str(), &hash)
+        .await?
+        .ok_or_else(|| ServiceError::Conflict(format!("A user with the email {email} already exists")))?;
+    if let Some((workspace_id, role)) = membership {
+        if workspaces::get(&mut tx, workspace_id).await?.is_none() {
+            return Err(ServiceError::not_found("Workspace", workspace_id));
+        }
+        users::set_membership(&mut tx, user.id, workspace_id, role).await?;
+    }
+    tx.commit().await?;
+    Ok(user)
+}
+
+// ---- signing keys ----------------------------------------------------------
+
+struct KeyCache {
+    /// `(kid, secret, retired)`, newest first.
+    keys: Vec<(String, Vec<u8>, bool)>,
+    loaded: Instant,
+}
+
+/// The JWT signing keys, shared by every instance through the database and
+/// cached here. An unknown `kid` (another instance rotated) triggers a reload.
+pub struct Keyring {
+    secrets: SecretBox,
+    cache: RwLock<KeyCache>,
+}
+
+const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
+const KEY_RELOAD_MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Keyring {
+    pub fn new(secrets: SecretBox) -> Self {
+        let stale = Instant::now().checked_sub(KEY_CACHE_TTL * 2).unwrap_or_else(Instant::now);
+        Self { secrets, cache: RwLock::new(KeyCache { keys: Vec::new(), loaded: stale }) }
+    }
+
+    pub fn secrets(&self) -> &SecretBox {
+        &self.secrets
+    }
+
+    async fn reload(&self, db: &Db) -> ServiceResult<()> {
+        let mut c = db.read().await?;
+        let stored = sessions::signing_keys(&mut c).await?;
+        let mut keys = Vec::with_capacity(stored.len());
+        for k in stored {
+            let secret = self.secrets.open(&k.sealed_secret).map_err(|_| {
+                internal(format!(
+                    "signing key {} cannot be opened: is secrets.master_key the one it was sealed with?",
+                    k.kid
+                ))
+            })?;
+            keys.push((k.kid, secret, k.retired_at.is_some()));
+        }
+        let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
+        *cache = KeyCache { keys, loaded: Instant::now() };
+        Ok(())
+    }
+
+    /// Creates a first signing key if there is none (safe on several instances at once).
+    pub async fn ensure(&self, db: &Db) -> ServiceResult<()> {
+        self.reload(db).await?;
+        let empty = self.cache.read().unwrap_or_else(|p| p.into_inner()).keys.is_empty();
+        if empty {
+            self.rotate(db).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds a new signing key and retires the others. Tokens they signed stay
+    /// valid until they expire, so nobody is logged out.
+    pub async fn rotate(&self, db: &Db) -> ServiceResult<String> {
+        let kid = ulid::Ulid::new().to_string();
+        let mut secret = [0u8; 32];
+        rand::rng().fill_bytes(&mut secret);
+        let mut tx = db.begin().await?;
+        sessions::insert_signing_key(&mut tx, &kid, &self.secrets.seal(&secret)).await?;
+        sessions::retire_signing_keys_except(&mut tx, &kid).await?;
+        tx.commit().await?;
+        self.reload(db).await?;
+        Ok(kid)
+    }
+
+    async fn signing_key(&self, db: &Db) -> ServiceResult<(String, Vec<u8>)> {
+        let fresh = self.cache.read().unwrap_or_else(|p| p.into_inner()).loaded.elapsed() < KEY_CACHE_TTL;
+        if !fresh {
+            self.reload(db).await?;
+        }
+        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
+        cache
+            .keys
+            .iter()
+            .find(|(_, _, retired)| !retired)
+            .map(|(kid, secret, _)| (kid.clone(), secret.clone()))
+            .ok_or_else(|| internal("no active JWT signing key".into()))
+    }
+
+    async fn verification_key(&self, db: &Db, kid: &str) -> ServiceResult<Option<Vec<u8>>> {
+        let lookup = |c: &KeyCache| c.keys.iter().find(|(k, _, _)| k == kid).map(|(_, s, _)| s.clone());
+        let (found, can_reload) = {
+            let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
+            (lookup(&cache), cache.loaded.elapsed() >= KEY_RELOAD_MIN_INTERVAL)
+        };
+        if found.is_some() || !can_reload {
+            return Ok(found);
+        }
+        self.reload(db).await?;
+        Ok(lookup(&self.cache.read().unwrap_or_else(|p| p.into_inner())))
+    }
+}
+
+// ---- sessions --------------------------------------------------------------
+
+/// A signed-in session: an access token, and a refresh token for the cookie.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub access_token: String,
+    pub expires_in: i64,
+    pub workspace_id: i64,
+    pub mode: Mode,
+    pub refresh_token: String,
+    pub refresh_expires_in: i64,
+}
+
+/// The body of a successful login, refresh or workspace switch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TokenResponse {
+    /// A JWT for `Authorization: Bearer …`.
+    pub access_token: String,
+    #[schema(example = "bearer")]
+    pub token_type: &'static str,
+    /// Seconds until the access token expires.
+    pub expires_in: i64,
+    pub workspace_id: i64,
+}
+
+impl From<&Session> for TokenResponse {
+    fn from(s: &Session) -> Self {
+        TokenResponse {
+            access_token: s.access_token.clone(),
+            token_type: "bearer",
+            expires_in: s.expires_in,
+            workspace_id: s.workspace_id,
+        }
+    }
+}
+
+fn hash_token(raw: &str) -> String {
+    hex::encode(Sha256::digest(raw.as_bytes()))
+}
+
+fn new_refresh_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("rt_{}", B64.encode(bytes))
+}
+
+const BAD_LOGIN: &str = "Invalid email or password";
+
+async fn issue(
+    svc: &Services,
+    c: &mut impl AsHandle,
+    user_id: i64,
+    scope: Scope,
+    family: Option<&str>,
+) -> ServiceResult<Session> {
+    let cfg = &svc.config.auth;
+    let now = Timestamp::now();
+    let (kid, secret) = svc.keyring.signing_key(&svc.db).await?;
+    let claims = Claims {
+        sub: user_id.to_string(),
+        wid: scope.workspace_id,
+        mode: scope.mode,
+        aud: jwt::AUDIENCE.into(),
+        iss: jwt::ISSUER.into(),
+        iat: now.unix_micros() / 1_000_000,
+        exp: now.unix_micros() / 1_000_000 + cfg.access_token_ttl_s,
+        jti: ulid::Ulid::new().to_string(),
+    };
+    let access_token = jwt::sign(&claims, &kid, &secret);
+    let refresh_token = new_refresh_token();
+    let family = family.map(str::to_owned).unwrap_or_else(|| ulid::Ulid::new().to_string());
+    sessions::insert_refresh_token(
+        c,
+        &hash_token(&refresh_token),
+        &family,
+        user_id,
+        scope,
+        now.plus_seconds(cfg.refresh_token_ttl_s),
+    )
+    .await?;
+    Ok(Session {
+        access_token,
+        expires_in: cfg.access_token_ttl_s,
+        workspace_id: scope.workspace_id,
+        mode: scope.mode,
+        refresh_token,
+        refresh_expires_in: cfg.refresh_token_ttl_s,
+    })
+}
+
+/// Signs a user in to their first workspace (live mode). Every failure is
+/// the same 401 after the same amount of work.
+pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult<Session> {
+    let found = match Email::parse(email) {
+        Ok(e) => {
+            let mut c = svc.db.read().await?;
+            users::find_credentials(&mut c, e.as_str()).await?
+        }
+        Err(_) => None,
+    };
+    let (user, hash) = match found {
+        Some((user, hash)) => (Some(user), hash),
+        None => (None, dummy_hash().await),
+    };
+    let ok = verify_password(password.to_owned(), hash).await;
+    let Some(user) = user.filter(|_| ok) else {
+        return Err(ServiceError::Unauthorized(BAD_LOGIN.into()));
+    };
+    let mut tx = svc.db.begin().await?;
+    let first =
+        users::memberships(&mut tx, user.id).await?.into_iter().next().ok_or_else(|| {
+            ServiceError::Forbidden("This user belongs to no workspace; ask an owner to add them".into())
+        })?;
+    let session = issue(svc, &mut tx, user.id, Scope::new(first.workspace_id, Mode::Live), None).await?;
+    tx.commit().await?;
+    Ok(session)
+}
+
+/// Exchanges a refresh token for a new session, rotating it.
+pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
+    let invalid = || ServiceError::Unauthorized("Invalid or expired refresh token; sign in again".into());
+    let mut tx = svc.db.begin().await?;
+    let Some(token) = sessions::find_refresh_token(&mut tx, &hash_token(raw)).await? else {
+        return Err(invalid());
+    };
+    if token.revoked_at.is_some() || token.expires_at <= Timestamp::now() {
+        return Err(invalid());
+    }
+    if token.rotated_at.is_some() || !sessions::mark_rotated(&mut tx, token.id).await? {
+        // Reuse of a rotated token: whoever holds the family is not to be trusted.
+        sessions::revoke_family(&mut tx, &token.family_id).await?;
+        tx.commit().await?;
+        tracing::warn!(user_id = token.user_id, "refresh token reuse detected; session family revoked");
+        return Err(ServiceError::Unauthorized("Refresh token reuse detected; sign in again".into()));
+    }
+    if users::role_in(&mut tx, token.user_id, token.workspace_id).await?.is_none() {
+        sessions::revoke_family(&mut tx, &token.family_id).await?;
+        tx.commit().await?;
+        return Err(invalid());
+    }
+    let session = issue(svc, &mut tx, token.user_id, token.scope(), Some(&token.family_id)).await?;
+    tx.commit().await?;
+    Ok(session)
+}
+
+/// Ends the session the refresh token belongs to (harmless if unknown).
+pub async fn logout(svc: &Services, raw: &str) -> ServiceResult<()> {
+    let mut tx = svc.db.begin().await?;
+    if let Some(token) = sessions::find_refresh_token(&mut tx, &hash_token(raw)).await? {
+        sessions::revoke_family(&mut tx, &token.family_id).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A new session in another workspace (and mode) the user belongs to.
+/// Any other workspace is a 404, as if it did not exist.
+pub async fn switch_workspace(
+    svc: &Services,
+    user_id: i64,
+    workspace_id: i64,
+    mode: Mode,
+    old_refresh: Option<&str>,
+) -> ServiceResult<Session> {
+    let mut tx = svc.db.begin().await?;
+    if users::role_in(&mut tx, user_id, workspace_id).await?.is_none() {
+        return Err(ServiceError::not_found("Workspace", workspace_id));
+    }
+    if let Some(raw) = old_refresh
+        && let Some(token) = sessions::find_refresh_token(&mut tx, &hash_token(raw)).await?
+        && token.user_id == user_id
+    {
+        sessions::revoke_family(&mut tx, &token.family_id).await?;
+    }
+    let session = issue(svc, &mut tx, user_id, Scope::new(workspace_id, mode), None).await?;
+    tx.commit().await?;
+    Ok(session)
+}
+
+/// `GET /api/v1/auth/me`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Me {
+    pub user: User,
+    /// The workspace and mode of the token used.
+    pub workspace_id: i64,
+    pub mode: Mode,
+    pub workspaces: Vec<Membership>,
+}
+
+pub async fn me(svc: &Services, user_id: i64, scope: Scope) -> ServiceResult<Me> {
+    let mut c = svc.db.read().await?;
+    let user = users::get(&mut c, user_id).await?.ok_or_else(|| ServiceError::not_found("User", user_id))?;
+    let workspaces = users::memberships(&mut c, user_id).await?;
+    Ok(Me { user, workspace_id: scope.workspace_id, mode: scope.mode, workspaces })
+}
+
+/// Verifies an access token and reads the user's current role in the
+/// token's workspace (so removing a member takes effect at once).
+pub async fn authenticate_jwt(
+    svc: &Services,
+    token: &str,
+) -> ServiceResult<Option<(i64, Role, Scope, parley_store::repo::versions::Snapshot)>> {
+    let Ok(kid) = jwt::key_id(token) else { return Ok(None) };
+    let Some(secret) = svc.keyring.verification_key(&svc.db, &kid).await? else { return Ok(None) };
+    let Ok(claims) = jwt::verify(token, &secret, Timestamp::now().unix_micros() / 1_000_000) else { return Ok(None) };
+    let Ok(user_id) = claims.sub.parse::<i64>() else { return Ok(None) };
+    let scope = Scope::new(claims.wid, claims.mode);
+    let mut c = svc.db.read().await?;
+    let Some((role, versions)) = users::role_and_versions(&mut c, user_id, scope).await? else { return Ok(None) };
+    Ok(Some((user_id, role, scope, versions)))
+}
