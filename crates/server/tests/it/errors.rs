@@ -64,12 +64,27 @@ both_backends! {
         let r = app.post_idem(&ws.live, "/api/v1/agents", "k", big).await;
         assert_eq!(r.status, 413);
         assert!(r.body["detail"].as_str().unwrap().contains("1048576"));
-        // Without a Content-Length (chunked), the limit still holds.
-        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(b"{\"name\":\"".to_vec()), Ok(vec![b'a'; 1100 * 1024]), Ok(b"\"}".to_vec())];
-        let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
-        let r = app.client.post(app.url("/api/v1/agents")).header("X-API-Key", &ws.live)
-            .header("Idempotency-Key", "k2").body(body).send().await.unwrap();
-        assert_eq!(r.status().as_u16(), 413);
+        // Without a Content-Length (chunked), the limit still holds. The server
+        // answers before reading everything, so write over raw TCP and read
+        // the answer even if the rest of the upload is refused.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = app.base.trim_start_matches("http://").to_owned();
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST /api/v1/agents HTTP/1.1\r\nHost: x\r\nX-API-Key: {}\r\nIdempotency-Key: k2\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ws.live
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        let chunk = format!("{:x}\r\n{}\r\n", 64 * 1024, "a".repeat(64 * 1024));
+        for _ in 0..20 {
+            if conn.write_all(chunk.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        let mut response = vec![0u8; 512];
+        let n = conn.read(&mut response).await.unwrap_or(0);
+        let response = String::from_utf8_lossy(&response[..n]);
+        assert!(response.starts_with("HTTP/1.1 413"), "{response}");
     }
 
     async fn pagination_out_of_range_is_422_never_clamped(backend) {
