@@ -34,6 +34,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "API keys", description = "Creating, renaming and revoking API keys (owners and admins, with a Bearer token)"),
         (name = "Agents", description = "AI agents, their triggers and prompt preview"),
         (name = "Prompt blocks", description = "Reusable, versioned prompt templates"),
+        (name = "Webhooks", description = "Signed, retried event delivery (Standard Webhooks) and the event log"),
         (name = "Operations", description = "Health probes and this document"),
     ),
     components(schemas(ErrorBody, ValidationErrorBody, InternalErrorBody))

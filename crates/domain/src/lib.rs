@@ -18,6 +18,7 @@ pub mod slug;
 pub mod time;
 pub mod user;
 pub mod validation;
+pub mod webhook;
 pub mod workspace;
 
 pub use scope::{Mode, Scope};

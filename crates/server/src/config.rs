@@ -23,6 +23,7 @@ pub struct Settings {
     pub cache: CacheSettings,
     pub auth: AuthSettings,
     pub secrets: SecretSettings,
+    pub webhooks: WebhookSettings,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -43,6 +44,7 @@ impl Default for Settings {
             cache: CacheSettings::default(),
             auth: AuthSettings::default(),
             secrets: SecretSettings::default(),
+            webhooks: WebhookSettings::default(),
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -143,6 +145,56 @@ impl Default for AuthSettings {
     }
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Multiplies the retry schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h)
+    /// and the 5-day disable window; e.g. 0.001 in tests.
+    pub retry_scale: f64,
+    /// Let endpoint URLs resolve to loopback or private addresses (development, tests).
+    pub allow_private_targets: bool,
+    /// A delivering instance's hold on an endpoint, renewed while it works;
+    /// after a crash, another instance takes over this long after.
+    pub lease_seconds: u64,
+    /// How often to look for due deliveries besides new events.
+    pub poll_interval_ms: u64,
+    /// Per-request timeout.
+    pub timeout_seconds: u64,
+    /// Endpoints one instance delivers to at once.
+    pub max_concurrent_endpoints: usize,
+    /// Events (and their delivery logs) are kept this many days.
+    pub retention_days: i64,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            retry_scale: 1.0,
+            allow_private_targets: false,
+            lease_seconds: 30,
+            poll_interval_ms: 1000,
+            timeout_seconds: 15,
+            max_concurrent_endpoints: 64,
+            retention_days: 30,
+        }
+    }
+}
+
+impl WebhookSettings {
+    pub fn dispatcher_config(&self) -> parley_events::dispatcher::DispatcherConfig {
+        use std::time::Duration;
+        parley_events::dispatcher::DispatcherConfig {
+            retry_scale: self.retry_scale,
+            lease: Duration::from_secs(self.lease_seconds.max(1)),
+            poll_interval: Duration::from_millis(self.poll_interval_ms.max(10)),
+            request_timeout: Duration::from_secs(self.timeout_seconds.max(1)),
+            max_endpoints: self.max_concurrent_endpoints.max(1),
+            batch: 50,
+            allow_private_targets: self.allow_private_targets,
+        }
+    }
+}
+
 #[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecretSettings {
@@ -188,6 +240,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "cache",
     "auth",
     "secrets",
+    "webhooks",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -226,6 +279,7 @@ impl Settings {
                 access_token_ttl_s: self.auth.access_token_ttl_seconds,
                 refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,
             },
+            webhooks_allow_private: self.webhooks.allow_private_targets,
         }
     }
 

@@ -73,11 +73,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let services = services(&settings, db.clone()).await?;
+    let dispatcher = std::sync::Arc::new(parley_events::dispatcher::Dispatcher::new(
+        db.clone(),
+        services.keyring.secrets().clone(),
+        settings.webhooks.dispatcher_config(),
+        services.outbox.clone(),
+    ));
     let state = AppState::new(services, settings.api_config());
     let (router, _) = parley_api::app(state.clone());
-    let maintenance = tokio::spawn(maintain(state, settings.idempotency.retention_hours));
+    let maintenance =
+        tokio::spawn(maintain(state, settings.idempotency.retention_hours, settings.webhooks.retention_days));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let dispatching = tokio::spawn(dispatcher.run(stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
@@ -96,12 +104,15 @@ pub async fn serve(
         }
     };
     maintenance.abort();
+    // The dispatcher saw the same stop signal; let it finish and release its leases.
+    let _ = dispatching.await;
     db.close().await;
     result
 }
 
-/// Periodic housekeeping: purge old idempotency keys, forget idle rate-limit state.
-async fn maintain(state: AppState, retention_hours: i64) {
+/// Periodic housekeeping: purge old idempotency keys, events and delivery
+/// logs, retired signing keys; forget idle rate-limit state.
+async fn maintain(state: AppState, retention_hours: i64, event_retention_days: i64) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     loop {
         tick.tick().await;
@@ -113,6 +124,9 @@ async fn maintain(state: AppState, retention_hours: i64) {
             let mut tx = state.services.db.begin().await?;
             let n = parley_store::repo::idempotency::purge_created_before(&mut tx, before).await?;
             parley_store::repo::sessions::delete_signing_keys_retired_before(&mut tx, retired_before).await?;
+            let events_before = parley_domain::Timestamp::now().plus_seconds(-event_retention_days * 24 * 3600);
+            parley_store::repo::webhooks::purge_created_before(&mut tx, events_before).await?;
+            parley_store::repo::events::purge_created_before(&mut tx, events_before).await?;
             tx.commit().await?;
             Ok::<_, parley_store::StoreError>(n)
         }

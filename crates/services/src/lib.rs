@@ -11,6 +11,7 @@ pub mod auth;
 mod error;
 pub mod identity;
 pub mod prompt_blocks;
+pub mod webhooks;
 pub mod workspaces;
 
 use std::sync::Arc;
@@ -24,11 +25,17 @@ pub struct ServicesConfig {
     /// Names of the configured text engines; `builtin` is always among them.
     pub text_engines: Vec<String>,
     pub auth: identity::AuthConfig,
+    /// Let webhook URLs point at private addresses (development and tests).
+    pub webhooks_allow_private: bool,
 }
 
 impl Default for ServicesConfig {
     fn default() -> Self {
-        Self { text_engines: vec!["builtin".to_owned()], auth: identity::AuthConfig::default() }
+        Self {
+            text_engines: vec!["builtin".to_owned()],
+            auth: identity::AuthConfig::default(),
+            webhooks_allow_private: false,
+        }
     }
 }
 
@@ -50,12 +57,19 @@ pub struct Services {
     pub db: Db,
     pub config: Arc<ServicesConfig>,
     pub keyring: Arc<identity::Keyring>,
+    /// Woken after writes, so the webhook dispatcher delivers new events at once.
+    pub outbox: Arc<tokio::sync::Notify>,
 }
 
 impl Services {
     /// `secrets` seals secrets stored in the database (JWT signing keys).
     pub fn new(db: Db, config: ServicesConfig, secrets: parley_domain::crypto::SecretBox) -> Self {
-        Self { db, config: Arc::new(config.normalised()), keyring: Arc::new(identity::Keyring::new(secrets)) }
+        Self {
+            db,
+            config: Arc::new(config.normalised()),
+            keyring: Arc::new(identity::Keyring::new(secrets)),
+            outbox: Arc::new(tokio::sync::Notify::new()),
+        }
     }
 }
 

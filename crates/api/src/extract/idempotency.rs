@@ -86,6 +86,7 @@ where
         let mut tx = db.begin().await?;
         let value = run(&mut tx).await?;
         tx.commit().await?;
+        state.services.outbox.notify_one();
         return Ok((status, axum::Json(value)).into_response());
     };
     let key = key.as_str();
@@ -117,6 +118,7 @@ where
         let body = serde_json::to_string(&value).map_err(|e| ApiError::Internal(e.to_string()))?;
         repo::complete(&mut tx, scope, key, status.as_u16(), &body).await?;
         tx.commit().await?;
+        state.services.outbox.notify_one();
         Ok(body.into_bytes())
     }
     .await;
@@ -146,5 +148,7 @@ where
     let mut tx = state.services.db.begin().await?;
     let value = run(&mut tx).await?;
     tx.commit().await?;
+    // The write may have queued webhook deliveries.
+    state.services.outbox.notify_one();
     Ok(value)
 }

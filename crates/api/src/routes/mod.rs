@@ -6,6 +6,7 @@ pub mod auth;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
+pub mod webhooks;
 
 use serde::Serialize;
 use utoipa::{IntoParams, ToSchema};
@@ -21,6 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(api_keys::router())
         .merge(agents::router())
         .merge(prompt_blocks::router())
+        .merge(webhooks::router())
 }
 
 /// The items envelope of every list except agents.

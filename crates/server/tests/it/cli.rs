@@ -33,10 +33,10 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    banner: String,
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub banner: String,
 }
 
 impl Drop for Server {
@@ -47,11 +47,17 @@ impl Drop for Server {
 }
 
 /// Starts `parley serve` and waits until it answers `/healthz`.
-fn start_server(database_url: &str) -> Server {
+pub fn start_server(database_url: &str) -> Server {
+    start_server_with(database_url, &[])
+}
+
+/// Starts `parley serve` with extra environment variables.
+pub fn start_server_with(database_url: &str, env: &[(&str, &str)]) -> Server {
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
         .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
+        .envs(env.iter().copied())
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -79,7 +85,7 @@ fn start_server(database_url: &str) -> Server {
     panic!("parley serve did not start");
 }
 
-fn key_in(banner: &str, mode: &str) -> Option<String> {
+pub fn key_in(banner: &str, mode: &str) -> Option<String> {
     let re = regex::Regex::new(&format!(r"parley_{mode}_[A-Za-z0-9]{{36}}")).unwrap();
     re.find(banner).map(|m| m.as_str().to_owned())
 }

@@ -15,6 +15,17 @@ both_backends! {
         let agent = app.create_agent(&owner.live, json!({"name": "Private", "prompt_block_ids": [block["id"]]})).await;
         let trigger = app.post(&owner.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "call.inbound"})).await.body;
         let (a, t, b) = (agent["id"].as_i64().unwrap(), trigger["id"].as_i64().unwrap(), block["id"].as_i64().unwrap());
+        let rx = crate::receiver::Receiver::start().await;
+        let hook = app.post(&owner.live, "/api/v1/webhooks", json!({"url": rx.url, "events": ["*"]})).await.body;
+        let w = hook["id"].as_i64().unwrap();
+        app.post(&owner.live, &format!("/api/v1/webhooks/{w}/test"), json!({})).await;
+        rx.wait_for(1, std::time::Duration::from_secs(10)).await;
+        let attempt = loop {
+            let items = app.get(&owner.live, &format!("/api/v1/webhooks/{w}/deliveries")).await.body["items"].clone();
+            if let Some(first) = items.get(0) { break first["id"].as_i64().unwrap(); }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        let event = app.get(&owner.live, "/api/v1/events?type=agent.created").await.body["items"][0]["id"].as_str().unwrap().to_owned();
 
         // (method, path, body, the 404 detail a missing resource would give)
         let routes: Vec<(Method, String, Option<Value>, String)> = vec![
@@ -31,6 +42,14 @@ both_backends! {
             (Method::PATCH, format!("/api/v1/prompt-blocks/{b}"), Some(json!({"content": "Bye"})), format!("Prompt block {b} not found")),
             (Method::DELETE, format!("/api/v1/prompt-blocks/{b}"), None, format!("Prompt block {b} not found")),
             (Method::GET, format!("/api/v1/prompt-blocks/{b}/versions"), None, format!("Prompt block {b} not found")),
+            (Method::GET, format!("/api/v1/webhooks/{w}"), None, format!("Webhook {w} not found")),
+            (Method::PATCH, format!("/api/v1/webhooks/{w}"), Some(json!({"enabled": false})), format!("Webhook {w} not found")),
+            (Method::DELETE, format!("/api/v1/webhooks/{w}"), None, format!("Webhook {w} not found")),
+            (Method::POST, format!("/api/v1/webhooks/{w}/rotate-secret"), None, format!("Webhook {w} not found")),
+            (Method::POST, format!("/api/v1/webhooks/{w}/test"), None, format!("Webhook {w} not found")),
+            (Method::GET, format!("/api/v1/webhooks/{w}/deliveries"), None, format!("Webhook {w} not found")),
+            (Method::POST, format!("/api/v1/webhooks/{w}/deliveries/{attempt}/retry"), None, format!("Webhook {w} not found")),
+            (Method::GET, format!("/api/v1/events/{event}"), None, format!("Event {event} not found")),
         ];
         for (method, path, body, detail) in &routes {
             for (who, key) in [("other workspace", &stranger.live), ("other mode", &owner.test)] {
@@ -51,6 +70,9 @@ both_backends! {
         assert_eq!(now["status"], "active");
         assert_eq!(now["trigger_count"], 1);
         assert_eq!(app.get(&owner.live, &format!("/api/v1/prompt-blocks/{b}")).await.body["version"], 1);
+        let hook_now = app.get(&owner.live, &format!("/api/v1/webhooks/{w}")).await.body;
+        assert_eq!((hook_now["status"].clone(), hook_now["updated_at"].clone()), (json!("active"), hook["updated_at"].clone()));
+        assert_eq!(rx.received().len(), 1, "no stranger sent or retried a delivery");
         // And lists never show foreign rows.
         assert_eq!(app.get(&stranger.live, "/api/v1/agents").await.body["total"], 0);
         assert_eq!(app.get(&owner.test, "/api/v1/prompt-blocks").await.body["total"], 0);

@@ -3,13 +3,16 @@
 
 #[macro_use]
 mod support;
+mod receiver;
 
 mod agents;
 mod auth;
 mod cli;
+mod delivery_processes;
 mod errors;
 mod idempotency;
 mod identity;
 mod isolation;
 mod operations;
 mod prompt_blocks;
+mod webhooks;

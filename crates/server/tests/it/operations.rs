@@ -41,6 +41,17 @@ const ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/api/v1/prompt-blocks/{block_id}"),
     ("DELETE", "/api/v1/prompt-blocks/{block_id}"),
     ("GET", "/api/v1/prompt-blocks/{block_id}/versions"),
+    ("GET", "/api/v1/webhooks"),
+    ("POST", "/api/v1/webhooks"),
+    ("GET", "/api/v1/webhooks/{webhook_id}"),
+    ("PATCH", "/api/v1/webhooks/{webhook_id}"),
+    ("DELETE", "/api/v1/webhooks/{webhook_id}"),
+    ("POST", "/api/v1/webhooks/{webhook_id}/rotate-secret"),
+    ("POST", "/api/v1/webhooks/{webhook_id}/test"),
+    ("GET", "/api/v1/webhooks/{webhook_id}/deliveries"),
+    ("POST", "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"),
+    ("GET", "/api/v1/events"),
+    ("GET", "/api/v1/events/{event_id}"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {
@@ -77,7 +88,10 @@ both_backends! {
         assert_eq!(documented(&doc), expected, "the OpenAPI document and the route list differ");
         // Every documented route is served: no generic 404 or 405 from the router.
         for (method, path) in &expected {
-            let concrete = path.replace("{agent_id}", "1").replace("{trigger_id}", "1").replace("{block_id}", "1").replace("{key_id}", "1");
+            let concrete = path.replace("{agent_id}", "1").replace("{trigger_id}", "1").replace("{block_id}", "1").replace("{key_id}", "1")
+                .replace("{webhook_id}", "1")
+                .replace("{delivery_id}", "1")
+                .replace("{event_id}", "evt_x");
             let r = app.send(Method::from_bytes(method.as_bytes()).unwrap(), &concrete, Some(&ws.live), Some(json!({})), &[]).await;
             assert_ne!(r.body, json!({"detail": "Not Found"}), "{method} {path} is documented but not routed");
             assert_ne!(r.status, 405, "{method} {path} is documented but not routed");

@@ -55,6 +55,10 @@ pub fn test_settings(database_url: &str) -> Settings {
     s.rate_limit.burst = 1_000_000;
     s.rate_limit.auth_failures_per_minute = 1_000_000;
     s.shutdown_grace_seconds = 2;
+    // Tests deliver webhooks to receivers on 127.0.0.1, fast.
+    s.webhooks.allow_private_targets = true;
+    s.webhooks.retry_scale = 0.001;
+    s.webhooks.poll_interval_ms = 50;
     s
 }
 
@@ -93,6 +97,9 @@ impl TestApp {
 
     async fn serve_url(url: &str, configure: impl FnOnce(&mut Settings)) -> TestApp {
         let mut settings = test_settings(url);
+        if std::env::var("PARLEY_TEST_LOG").is_ok() {
+            parley_server::init_logging(&settings);
+        }
         configure(&mut settings);
         let db = parley_server::open_database(&settings).await.expect("open test database");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -5,10 +5,20 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::{AsHandle, StoreResult, execute, fetch_all};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
-/// Appends an event of type `kind` whose `data` is the resource as the API shows it.
+/// Appends an event of type `kind` whose `data` is the resource as the API
+/// shows it, and queues it for every webhook endpoint subscribed to it, in
+/// the caller's transaction: the change, its event and its deliveries
+/// commit together or not at all.
 pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Value) -> StoreResult<Event> {
+    let event = insert(c, scope, kind, data).await?;
+    super::webhooks::fan_out(c, scope, &event.id, &event.kind, event.created_at).await?;
+    Ok(event)
+}
+
+/// Appends an event without queueing it anywhere (the caller routes it).
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Value) -> StoreResult<Event> {
     let event = Event {
         id: new_event_id(),
         kind: kind.to_owned(),
@@ -59,4 +69,58 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, kind: Option<&str>, limit
         .into_iter()
         .map(|r| Event { id: r.id, kind: r.kind, livemode: r.livemode, data: r.data.0, created_at: r.created_at })
         .collect())
+}
+
+pub async fn get(c: &mut impl AsHandle, scope: Scope, id: &str) -> StoreResult<Option<Event>> {
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT id, livemode, type, data, created_at FROM events WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+    )?;
+    Ok(row.map(|r| Event { id: r.id, kind: r.kind, livemode: r.livemode, data: r.data.0, created_at: r.created_at }))
+}
+
+/// A page of events, newest first, optionally of one type.
+pub async fn page(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    kind: Option<&str>,
+    page: parley_domain::validation::Page,
+) -> StoreResult<(Vec<Event>, i64)> {
+    let (total,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT COUNT(*) FROM events WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(kind)
+    )?;
+    let rows: Vec<Row> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT id, livemode, type, data, created_at FROM events
+             WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)
+             ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(kind)
+        .bind(page.limit)
+        .bind(page.offset)
+    )?;
+    let items = rows
+        .into_iter()
+        .map(|r| Event { id: r.id, kind: r.kind, livemode: r.livemode, data: r.data.0, created_at: r.created_at })
+        .collect();
+    Ok((items, total))
+}
+
+/// Deletes events created before `before` (kept 30 days).
+pub async fn purge_created_before(c: &mut impl AsHandle, before: Timestamp) -> StoreResult<u64> {
+    Ok(execute!(c, sqlx::query("DELETE FROM events WHERE created_at < $1").bind(before))?)
 }

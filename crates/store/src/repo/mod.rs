@@ -10,6 +10,7 @@ pub mod settings;
 pub mod triggers;
 pub mod users;
 pub mod versions;
+pub mod webhooks;
 pub mod workspaces;
 
 /// A bind value for SQL assembled from static fragments (optional filters).

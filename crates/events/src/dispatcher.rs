@@ -1,0 +1,368 @@
+//! The webhook dispatcher: delivers queued events, retries, records.
+//!
+//! Each instance takes a lease on endpoints that have due deliveries (one
+//! holder per endpoint, `FOR UPDATE SKIP LOCKED` on PostgreSQL), delivers
+//! their events one at a time in order, and records each batch of attempts
+//! in one transaction. A keeper renews the leases while work goes on. If the
+//! process dies, its leases lapse and any instance (or the restarted one)
+//! delivers again what was not recorded, with the same `webhook-id`: delivery
+//! is at least once, and an endpoint is never served by two instances at
+//! once. Slow endpoints only hold up their own queue.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parley_domain::Timestamp;
+use parley_domain::crypto::SecretBox;
+use parley_store::Db;
+use parley_store::repo::webhooks::{self, AttemptOutcome, DueDelivery, EndpointRow};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::signing::{WebhookSecret, signature_header};
+use crate::ssrf;
+
+/// Seconds to wait after the 1st, 2nd, … failed attempt (before scaling).
+pub const RETRY_SCHEDULE_S: [u64; 7] = [5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 10 * 3600];
+/// An endpoint failing for this long (before scaling) is disabled.
+pub const DISABLE_AFTER_S: u64 = 5 * 24 * 3600;
+const EXCERPT_BYTES: usize = 1024;
+
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// Multiplies the retry schedule and the 5-day disable window (e.g. 0.001 in tests).
+    pub retry_scale: f64,
+    /// How long a claimed endpoint stays ours without renewal.
+    pub lease: Duration,
+    /// How often to look for due work besides being woken by new events.
+    pub poll_interval: Duration,
+    pub request_timeout: Duration,
+    /// Endpoints served at once by this instance.
+    pub max_endpoints: usize,
+    /// Deliveries fetched (and recorded) per round for one endpoint.
+    pub batch: i64,
+    pub allow_private_targets: bool,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        Self {
+            retry_scale: 1.0,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(15),
+            max_endpoints: 64,
+            batch: 50,
+            allow_private_targets: false,
+        }
+    }
+}
+
+pub struct Dispatcher {
+    db: Db,
+    secrets: SecretBox,
+    client: reqwest::Client,
+    config: DispatcherConfig,
+    /// Names this process's leases; new at every start.
+    instance: String,
+    /// Signalled when new deliveries may be due.
+    wake: Arc<Notify>,
+    /// Endpoints this instance is delivering to right now.
+    active: std::sync::Mutex<HashSet<i64>>,
+}
+
+impl Dispatcher {
+    pub fn new(db: Db, secrets: SecretBox, config: DispatcherConfig, wake: Arc<Notify>) -> Self {
+        let client = ssrf::http_client(config.allow_private_targets, config.request_timeout);
+        Self {
+            db,
+            secrets,
+            client,
+            config,
+            instance: format!("dispatcher-{}", ulid::Ulid::new()),
+            wake,
+            active: std::sync::Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn scaled(&self, seconds: u64) -> Duration {
+        Duration::from_secs_f64((seconds as f64 * self.config.retry_scale).max(0.0))
+    }
+
+    fn lease_until(&self) -> Timestamp {
+        Timestamp::from_datetime(Timestamp::now().as_datetime() + self.config.lease)
+    }
+
+    /// Runs until `shutdown` turns true, then lets in-flight deliveries finish
+    /// (up to the request timeout) and hands its leases back.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let keeper = tokio::spawn(Arc::clone(&self).keep_leases());
+        let mut senders: JoinSet<()> = JoinSet::new();
+        loop {
+            while senders.try_join_next().is_some() {}
+            let room = self.config.max_endpoints.saturating_sub(self.active().len());
+            if room > 0 {
+                match self.claim(room as i64).await {
+                    Ok(ids) => {
+                        for id in ids {
+                            // A sender leaves `active` before it releases its lease,
+                            // so a claimed endpoint never has a sender already.
+                            if self.active().insert(id) {
+                                let me = Arc::clone(&self);
+                                senders.spawn(async move { me.serve_endpoint(id).await });
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not claim webhook endpoints"),
+                }
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        let _ =
+            tokio::time::timeout(self.config.request_timeout, async { while senders.join_next().await.is_some() {} })
+                .await;
+        senders.abort_all();
+        keeper.abort();
+        let leftover: Vec<i64> = self.active().drain().collect();
+        for id in leftover {
+            let _ = self.release(id).await;
+        }
+    }
+
+    fn active(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn claim(&self, limit: i64) -> Result<Vec<i64>, parley_store::StoreError> {
+        let mut tx = self.db.begin().await?;
+        let ids = webhooks::claim_endpoints(&mut tx, &self.instance, self.lease_until(), limit).await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    async fn release(&self, endpoint_id: i64) -> Result<(), parley_store::StoreError> {
+        let mut tx = self.db.begin().await?;
+        webhooks::release_endpoint(&mut tx, &self.instance, endpoint_id).await?;
+        tx.commit().await
+    }
+
+    async fn keep_leases(self: Arc<Self>) {
+        let every = (self.config.lease / 3).max(Duration::from_millis(100));
+        loop {
+            tokio::time::sleep(every).await;
+            let renewed = async {
+                let mut tx = self.db.begin().await?;
+                webhooks::renew_leases(&mut tx, &self.instance, self.lease_until()).await?;
+                tx.commit().await
+            }
+            .await;
+            if let Err(e) = renewed {
+                tracing::warn!(error = %e, "could not renew webhook leases");
+            }
+        }
+    }
+
+    /// Delivers an endpoint's due events in order until none is due.
+    async fn serve_endpoint(&self, endpoint_id: i64) {
+        let drained = self.drain(endpoint_id).await;
+        self.active().remove(&endpoint_id);
+        if let Err(e) = drained {
+            tracing::warn!(error = %e, endpoint_id, "webhook delivery round failed; the lease will lapse and it will be retried");
+            return;
+        }
+        if let Err(e) = self.release(endpoint_id).await {
+            tracing::warn!(error = %e, endpoint_id, "could not release a webhook endpoint");
+        }
+        // Events may have arrived while we held the lease: look again.
+        self.wake.notify_one();
+    }
+
+    async fn drain(&self, endpoint_id: i64) -> Result<(), parley_store::StoreError> {
+        loop {
+            let (endpoint, due) = {
+                let mut c = self.db.read().await?;
+                let Some(endpoint) = webhooks::endpoint_for_dispatch(&mut c, endpoint_id).await? else { return Ok(()) };
+                if endpoint.status() != parley_domain::webhook::EndpointStatus::Active {
+                    return Ok(());
+                }
+                let due = webhooks::due_deliveries(&mut c, endpoint_id, self.config.batch).await?;
+                (endpoint, due)
+            };
+            if due.is_empty() {
+                return Ok(());
+            }
+            let secrets = self.open_secrets(&endpoint)?;
+            let mut outcomes = Vec::with_capacity(due.len());
+            let mut disable = None;
+            for delivery in &due {
+                let (outcome, gone) = self.attempt(&endpoint, &secrets, delivery).await;
+                let failed = !outcome.succeeded;
+                outcomes.push(outcome);
+                if gone {
+                    disable = Some("The endpoint answered 410 Gone".to_owned());
+                    break;
+                }
+                if failed && self.failing_too_long(&endpoint) {
+                    disable = Some("Deliveries have failed for 5 days".to_owned());
+                    break;
+                }
+            }
+            let mut tx = self.db.begin().await?;
+            webhooks::record_attempts(&mut tx, &endpoint, &outcomes, disable.as_deref()).await?;
+            tx.commit().await?;
+            if disable.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn failing_too_long(&self, endpoint: &EndpointRow) -> bool {
+        let since = endpoint.failing_since.unwrap_or_else(Timestamp::now);
+        let failing_for = Timestamp::now().unix_micros() - since.unix_micros();
+        failing_for >= self.scaled(DISABLE_AFTER_S).as_micros() as i64
+    }
+
+    fn open_secrets(&self, endpoint: &EndpointRow) -> Result<Vec<WebhookSecret>, parley_store::StoreError> {
+        endpoint
+            .signing_secrets(Timestamp::now())
+            .into_iter()
+            .map(|sealed| {
+                self.secrets
+                    .open(sealed)
+                    .ok()
+                    .and_then(|raw| String::from_utf8(raw).ok())
+                    .and_then(|s| WebhookSecret::parse(&s))
+                    .ok_or_else(|| {
+                        parley_store::StoreError::Corrupt(format!(
+                            "webhook endpoint {} secret cannot be opened",
+                            endpoint.id
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// One HTTP attempt. Returns its outcome and whether the endpoint said 410.
+    async fn attempt(
+        &self,
+        endpoint: &EndpointRow,
+        secrets: &[WebhookSecret],
+        d: &DueDelivery,
+    ) -> (AttemptOutcome, bool) {
+        let attempt = d.attempts + 1;
+        let body = serde_json::to_vec(&serde_json::json!({
+            "type": d.event_type,
+            "timestamp": d.event_created_at,
+            "livemode": d.livemode,
+            "data": d.data.0,
+        }))
+        .unwrap_or_default();
+        let started = Instant::now();
+        let sent = self.post(endpoint, secrets, &d.event_id, body).await;
+        let duration_ms = started.elapsed().as_millis() as i64;
+        let at = Timestamp::now();
+        let (status_code, error, excerpt, retry_after) = match sent {
+            Ok((status, excerpt, retry_after)) => {
+                let error = (!(200..300).contains(&status)).then(|| match status {
+                    300..=399 => format!("HTTP {status}: redirects are not followed"),
+                    _ => format!("HTTP {status}"),
+                });
+                (Some(i64::from(status)), error, Some(excerpt), retry_after)
+            }
+            Err(e) => (None, Some(e), None, None),
+        };
+        let succeeded = error.is_none();
+        let gone = status_code == Some(410);
+        let next_attempt_at = if succeeded || gone || attempt as usize > RETRY_SCHEDULE_S.len() {
+            None
+        } else {
+            let wait = retry_after.unwrap_or_else(|| self.scaled(RETRY_SCHEDULE_S[attempt as usize - 1]));
+            Some(Timestamp::from_datetime(at.as_datetime() + wait))
+        };
+        let outcome = AttemptOutcome {
+            delivery_id: d.id,
+            event_id: d.event_id.clone(),
+            event_type: d.event_type.clone(),
+            attempt,
+            status_code,
+            error,
+            duration_ms,
+            response_body_excerpt: excerpt,
+            at,
+            next_attempt_at,
+            succeeded,
+        };
+        (outcome, gone)
+    }
+
+    /// Sends one signed request; returns the status, the start of the answer,
+    /// and a `Retry-After` (on 429 and 503) to honour.
+    async fn post(
+        &self,
+        endpoint: &EndpointRow,
+        secrets: &[WebhookSecret],
+        event_id: &str,
+        body: Vec<u8>,
+    ) -> Result<(u16, String, Option<Duration>), String> {
+        let url = ssrf::parse_target(&endpoint.url).map_err(|e| format!("invalid URL: {e}"))?;
+        ssrf::check_literal_host(&url, self.config.allow_private_targets).map_err(|e| format!("refused: {e}"))?;
+        let timestamp = Timestamp::now().unix_micros() / 1_000_000;
+        let signature = signature_header(secrets, event_id, timestamp, &body);
+        let response = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", event_id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| describe(&e, self.config.request_timeout))?;
+        let status = response.status().as_u16();
+        let retry_after = if status == 429 || status == 503 { retry_after(response.headers()) } else { None };
+        let excerpt = read_excerpt(response).await;
+        Ok((status, excerpt, retry_after))
+    }
+}
+
+fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        format!("timed out after {} s", timeout.as_secs())
+    } else if e.is_connect() {
+        let mut cause = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            cause = s.to_string();
+            source = s.source();
+        }
+        format!("could not connect: {cause}")
+    } else {
+        format!("request failed: {e}")
+    }
+}
+
+/// `Retry-After` in seconds (an HTTP date is treated as "soon"), clamped to a day.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let secs = v.parse::<u64>().unwrap_or(60);
+    Some(Duration::from_secs(secs.clamp(1, 24 * 3600)))
+}
+
+/// The first `EXCERPT_BYTES` of the body, without reading the rest.
+async fn read_excerpt(mut response: reqwest::Response) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < EXCERPT_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => buf.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    buf.truncate(EXCERPT_BYTES);
+    String::from_utf8_lossy(&buf).into_owned()
+}

@@ -1,0 +1,279 @@
+//! Webhook endpoints (subscriptions), their delivery log, and the event log.
+//!
+//! API keys may manage webhooks; among signed-in users, owners and admins.
+
+use parley_domain::event::{EVENT_TYPES, Event};
+use parley_domain::validation::{
+    FieldError, LocPart, Page, Parsed, QueryReader, boolean, list_of, loc, parse_object, string,
+};
+use parley_domain::webhook::{DeliveryAttempt, EndpointStatus, WebhookEndpoint};
+use parley_domain::{Scope, Timestamp};
+use parley_events::signing::WebhookSecret;
+use parley_events::ssrf;
+use parley_store::Tx;
+use parley_store::repo::events;
+use parley_store::repo::webhooks::{self as repo, EndpointChanges, EndpointRow};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::auth::{Credential, Principal};
+use crate::{ServiceError, ServiceResult, Services};
+
+/// After a rotation the old secret keeps signing this long.
+pub const PREVIOUS_SECRET_GRACE_S: i64 = 24 * 3600;
+
+/// `POST /api/v1/webhooks`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateWebhook {
+    /// An http(s) URL that resolves to public addresses.
+    pub url: String,
+    /// Event types to deliver, or `["*"]` for all.
+    pub events: Vec<String>,
+    /// Up to 500 characters.
+    pub description: Option<String>,
+}
+
+/// `PATCH /api/v1/webhooks/{webhook_id}`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct UpdateWebhook {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    #[schema(value_type = Option<String>, nullable)]
+    pub description: Option<Option<String>>,
+    /// `false` disables the endpoint; `true` re-enables it (and forgets its failure streak).
+    pub enabled: Option<bool>,
+}
+
+/// An endpoint with its signing secret: returned at creation and rotation only.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WebhookWithSecret {
+    #[serde(flatten)]
+    pub endpoint: WebhookEndpoint,
+    /// `whsec_…`: verify signatures with it. Shown only now.
+    pub secret: String,
+}
+
+fn event_list() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<String>> {
+    |v, l| {
+        let items = list_of(64, |v, l| string(1, 100)(v, l))(v, l)?;
+        let mut errors = Vec::new();
+        for (i, name) in items.iter().enumerate() {
+            if name != "*" && !EVENT_TYPES.contains(&name.as_str()) {
+                let mut at = l.to_vec();
+                at.push(LocPart::Index(i));
+                let mut permitted = vec!["*"];
+                permitted.extend_from_slice(EVENT_TYPES);
+                errors.push(FieldError::not_enum(at, &permitted));
+            }
+        }
+        if items.is_empty() {
+            errors.push(FieldError::new(
+                l.to_vec(),
+                "value_error.list.min_items",
+                "ensure this value has at least 1 items",
+            ));
+        }
+        if errors.is_empty() { Ok(items) } else { Err(errors) }
+    }
+}
+
+fn target_url() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    |v, l| {
+        let raw = string(1, 2048)(v, l)?;
+        ssrf::parse_target(&raw)
+            .map(|u| u.to_string())
+            .map_err(|e| vec![FieldError::new(l.to_vec(), "value_error.url", e.to_string())])
+    }
+}
+
+pub fn parse_create(body: Value) -> Parsed<CreateWebhook> {
+    parse_object(body, loc(&["body"]), |r| {
+        let url = r.required("url", target_url());
+        let events = r.required("events", event_list());
+        let description = r.nullable("description", string(0, 500)).flatten();
+        Some(CreateWebhook { url: url?, events: events?, description })
+    })
+}
+
+pub fn parse_update(body: Value) -> Parsed<UpdateWebhook> {
+    parse_object(body, loc(&["body"]), |r| {
+        Some(UpdateWebhook {
+            url: r.optional("url", target_url()),
+            events: r.optional("events", event_list()),
+            description: r.nullable("description", string(0, 500)),
+            enabled: r.optional("enabled", boolean()),
+        })
+    })
+}
+
+/// `GET /api/v1/events` filter.
+pub fn parse_event_filter(q: &mut QueryReader) -> Option<String> {
+    q.string("type", 1, 100)
+}
+
+fn require_manager(who: &Principal) -> ServiceResult<()> {
+    match who.credential {
+        Credential::ApiKey { .. } => Ok(()),
+        Credential::User { .. } => who.require_administrator("manage webhooks").map(|_| ()),
+    }
+}
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Webhook", id)
+}
+
+/// Refuses URLs that resolve to private addresses (unless allowed by configuration).
+async fn check_url(svc: &Services, url: &str) -> ServiceResult<()> {
+    let parsed = ssrf::parse_target(url).map_err(|e| {
+        ServiceError::Validation(vec![FieldError::new(loc(&["body", "url"]), "value_error.url", e.to_string())])
+    })?;
+    ssrf::check_target(&parsed, svc.config.webhooks_allow_private).await.map_err(|e| {
+        let hint = if matches!(e, ssrf::TargetError::Private(_)) {
+            " (set webhooks.allow_private_targets for local development)"
+        } else {
+            ""
+        };
+        ServiceError::Validation(vec![FieldError::new(loc(&["body", "url"]), "value_error.url", format!("{e}{hint}"))])
+    })
+}
+
+fn seal(svc: &Services, secret: &WebhookSecret) -> String {
+    svc.keyring.secrets().seal(secret.expose().as_bytes())
+}
+
+/// Validates the target before any transaction (DNS can be slow).
+pub async fn prepare_create(svc: &Services, who: &Principal, input: &CreateWebhook) -> ServiceResult<()> {
+    require_manager(who)?;
+    check_url(svc, &input.url).await
+}
+
+pub async fn create(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    input: CreateWebhook,
+) -> ServiceResult<WebhookWithSecret> {
+    let secret = WebhookSecret::generate();
+    let row =
+        repo::insert_endpoint(tx, scope, &input.url, &input.events, input.description.as_deref(), &seal(svc, &secret))
+            .await?;
+    Ok(WebhookWithSecret { endpoint: row.to_api()?, secret: secret.expose() })
+}
+
+pub async fn list(svc: &Services, who: &Principal, page: Page) -> ServiceResult<(Vec<WebhookEndpoint>, i64)> {
+    require_manager(who)?;
+    let mut c = svc.db.read().await?;
+    let (rows, total) = repo::list_endpoints(&mut c, who.scope, page).await?;
+    Ok((rows.iter().map(EndpointRow::to_api).collect::<Result<_, _>>()?, total))
+}
+
+pub async fn get(svc: &Services, who: &Principal, id: i64) -> ServiceResult<WebhookEndpoint> {
+    require_manager(who)?;
+    let mut c = svc.db.read().await?;
+    Ok(repo::get_endpoint(&mut c, who.scope, id).await?.ok_or_else(|| not_found(id))?.to_api()?)
+}
+
+/// Validates a changed target before any transaction.
+pub async fn prepare_update(svc: &Services, who: &Principal, input: &UpdateWebhook) -> ServiceResult<()> {
+    require_manager(who)?;
+    match &input.url {
+        Some(url) => check_url(svc, url).await,
+        None => Ok(()),
+    }
+}
+
+pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateWebhook) -> ServiceResult<WebhookEndpoint> {
+    let current = repo::get_endpoint(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    let (status, reason) = match input.enabled {
+        Some(true) => (EndpointStatus::Active, None),
+        Some(false) if current.status() == EndpointStatus::Disabled => {
+            (EndpointStatus::Disabled, current.disabled_reason.clone())
+        }
+        Some(false) => (EndpointStatus::Disabled, Some("Disabled by a user".to_owned())),
+        None => (current.status(), current.disabled_reason.clone()),
+    };
+    let url = input.url.unwrap_or_else(|| current.url.clone());
+    let events = input.events.unwrap_or_else(|| current.events.0.clone());
+    let description = input.description.unwrap_or_else(|| current.description.clone());
+    let changes = EndpointChanges {
+        url: &url,
+        events: &events,
+        description: description.as_deref(),
+        status,
+        disabled_reason: reason.as_deref(),
+    };
+    Ok(repo::update_endpoint(tx, scope, id, &changes).await?.ok_or_else(|| not_found(id))?.to_api()?)
+}
+
+pub async fn delete(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<()> {
+    require_manager(who)?;
+    if repo::delete_endpoint(tx, who.scope, id).await? { Ok(()) } else { Err(not_found(id)) }
+}
+
+/// A new secret; the previous one keeps signing (alongside) for 24 hours.
+pub async fn rotate_secret(tx: &mut Tx, svc: &Services, who: &Principal, id: i64) -> ServiceResult<WebhookWithSecret> {
+    require_manager(who)?;
+    let secret = WebhookSecret::generate();
+    let until = Timestamp::now().plus_seconds(PREVIOUS_SECRET_GRACE_S);
+    let row = repo::rotate_secret(tx, who.scope, id, &seal(svc, &secret), until).await?.ok_or_else(|| not_found(id))?;
+    Ok(WebhookWithSecret { endpoint: row.to_api()?, secret: secret.expose() })
+}
+
+/// Queues a `webhook.test` event for this endpoint only.
+pub async fn send_test(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<Event> {
+    require_manager(who)?;
+    let endpoint = repo::get_endpoint(tx, who.scope, id).await?.ok_or_else(|| not_found(id))?;
+    if endpoint.status() != EndpointStatus::Active {
+        return Err(ServiceError::Conflict(format!("Webhook {id} is disabled; enable it before sending a test event")));
+    }
+    let data = serde_json::json!({ "webhook_id": id, "message": "This is a test event from Parley." });
+    let event = events::insert(tx, who.scope, "webhook.test", data).await?;
+    repo::enqueue(tx, who.scope, id, &event.id, &event.kind).await?;
+    Ok(event)
+}
+
+pub async fn list_attempts(
+    svc: &Services,
+    who: &Principal,
+    id: i64,
+    page: Page,
+) -> ServiceResult<(Vec<DeliveryAttempt>, i64)> {
+    require_manager(who)?;
+    let mut c = svc.db.read().await?;
+    repo::get_endpoint(&mut c, who.scope, id).await?.ok_or_else(|| not_found(id))?;
+    Ok(repo::list_attempts(&mut c, who.scope, id, page).await?)
+}
+
+/// What a retry request queued.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RetryQueued {
+    pub webhook_id: i64,
+    /// The attempt whose delivery was queued again.
+    pub delivery_id: i64,
+    pub queued: bool,
+}
+
+pub async fn retry(tx: &mut Tx, who: &Principal, id: i64, attempt_id: i64) -> ServiceResult<RetryQueued> {
+    require_manager(who)?;
+    repo::get_endpoint(tx, who.scope, id).await?.ok_or_else(|| not_found(id))?;
+    repo::retry_attempt(tx, who.scope, id, attempt_id)
+        .await?
+        .ok_or_else(|| ServiceError::not_found("Delivery", attempt_id))?;
+    Ok(RetryQueued { webhook_id: id, delivery_id: attempt_id, queued: true })
+}
+
+pub async fn list_events(
+    svc: &Services,
+    scope: Scope,
+    kind: Option<&str>,
+    page: Page,
+) -> ServiceResult<(Vec<Event>, i64)> {
+    let mut c = svc.db.read().await?;
+    Ok(events::page(&mut c, scope, kind, page).await?)
+}
+
+pub async fn get_event(svc: &Services, scope: Scope, id: &str) -> ServiceResult<Event> {
+    let mut c = svc.db.read().await?;
+    events::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Event", id))
+}
