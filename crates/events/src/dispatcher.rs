@@ -1,13 +1,15 @@
 //! The webhook dispatcher: delivers queued events, retries, records.
 //!
 //! Each instance takes a lease on endpoints that have due deliveries (one
-//! holder per endpoint, `FOR UPDATE SKIP LOCKED` on PostgreSQL), delivers
-//! their events one at a time in order, and records each batch of attempts
-//! in one transaction. A keeper renews the leases while work goes on. If the
-//! process dies, its leases lapse and any instance (or the restarted one)
-//! delivers again what was not recorded, with the same `webhook-id`: delivery
-//! is at least once, and an endpoint is never served by two instances at
-//! once. Slow endpoints only hold up their own queue.
+//! holder per endpoint, `FOR UPDATE SKIP LOCKED` on PostgreSQL) and runs one
+//! sender per endpoint, which delivers its events one at a time in order and
+//! keeps the lease a little while after its queue empties, so a steady
+//! stream of events costs no claim and release per event. A recorder writes
+//! the attempts of every sender in shared transactions. A keeper renews the
+//! leases. If the process dies, its leases lapse and any instance (or the
+//! restarted one) delivers again what was not recorded, with the same
+//! `webhook-id`: delivery is at least once, and an endpoint is never served
+//! by two instances at once. Slow endpoints only hold up their own queue.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,11 +19,19 @@ use parley_domain::Timestamp;
 use parley_domain::crypto::SecretBox;
 use parley_store::Db;
 use parley_store::repo::webhooks::{self, AttemptOutcome, DueDelivery, EndpointRow};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::signing::{WebhookSecret, signature_header};
 use crate::ssrf;
+
+/// One sender's attempts, waiting to be written.
+struct Record {
+    endpoint: EndpointRow,
+    outcomes: Vec<AttemptOutcome>,
+    disable: Option<String>,
+    done: oneshot::Sender<Result<(), parley_store::StoreError>>,
+}
 
 /// Seconds to wait after the 1st, 2nd, … failed attempt (before scaling).
 pub const RETRY_SCHEDULE_S: [u64; 7] = [5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 10 * 3600];
@@ -66,15 +76,21 @@ pub struct Dispatcher {
     config: DispatcherConfig,
     /// Names this process's leases; new at every start.
     instance: String,
-    /// Signalled when new deliveries may be due.
-    wake: Arc<Notify>,
+    /// Bumped (by the API) when new deliveries may be due.
+    wake: watch::Receiver<u64>,
+    /// Signalled when a sender gives its endpoint back.
+    released: Notify,
+    /// Attempts waiting to be written, from every sender.
+    recorder: mpsc::Sender<Record>,
+    recorder_rx: std::sync::Mutex<Option<mpsc::Receiver<Record>>>,
     /// Endpoints this instance is delivering to right now.
     active: std::sync::Mutex<HashSet<i64>>,
 }
 
 impl Dispatcher {
-    pub fn new(db: Db, secrets: SecretBox, config: DispatcherConfig, wake: Arc<Notify>) -> Self {
+    pub fn new(db: Db, secrets: SecretBox, config: DispatcherConfig, wake: watch::Receiver<u64>) -> Self {
         let client = ssrf::http_client(config.allow_private_targets, config.request_timeout);
+        let (recorder, recorder_rx) = mpsc::channel(1024);
         Self {
             db,
             secrets,
@@ -82,6 +98,9 @@ impl Dispatcher {
             config,
             instance: format!("dispatcher-{}", ulid::Ulid::new()),
             wake,
+            released: Notify::new(),
+            recorder,
+            recorder_rx: std::sync::Mutex::new(Some(recorder_rx)),
             active: std::sync::Mutex::new(HashSet::new()),
         }
     }
@@ -98,6 +117,9 @@ impl Dispatcher {
     /// (up to the request timeout) and hands its leases back.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let keeper = tokio::spawn(Arc::clone(&self).keep_leases());
+        let records = self.recorder_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let recorder = records.map(|rx| tokio::spawn(Arc::clone(&self).record(rx)));
+        let mut wake = self.wake.clone();
         let mut senders: JoinSet<()> = JoinSet::new();
         loop {
             while senders.try_join_next().is_some() {}
@@ -118,7 +140,8 @@ impl Dispatcher {
                 }
             }
             tokio::select! {
-                _ = self.wake.notified() => {}
+                _ = woken(&mut wake) => {}
+                _ = self.released.notified() => {}
                 _ = tokio::time::sleep(self.config.poll_interval) => {}
                 _ = shutdown.changed() => break,
             }
@@ -128,6 +151,9 @@ impl Dispatcher {
                 .await;
         senders.abort_all();
         keeper.abort();
+        if let Some(r) = recorder {
+            r.abort();
+        }
         let leftover: Vec<i64> = self.active().drain().collect();
         for id in leftover {
             let _ = self.release(id).await;
@@ -178,11 +204,15 @@ impl Dispatcher {
         if let Err(e) = self.release(endpoint_id).await {
             tracing::warn!(error = %e, endpoint_id, "could not release a webhook endpoint");
         }
-        // Events may have arrived while we held the lease: look again.
-        self.wake.notify_one();
+        // Events may have arrived while we gave the lease back: look again.
+        self.released.notify_one();
     }
 
+    /// Delivers due events in order; once none is due, waits (holding the
+    /// lease) for new events up to the poll interval, then returns.
     async fn drain(&self, endpoint_id: i64) -> Result<(), parley_store::StoreError> {
+        let mut wake = self.wake.clone();
+        let mut idle_since: Option<Instant> = None;
         loop {
             let (endpoint, due) = {
                 let mut c = self.db.read().await?;
@@ -194,8 +224,13 @@ impl Dispatcher {
                 (endpoint, due)
             };
             if due.is_empty() {
-                return Ok(());
+                let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
+                let Some(left) = self.config.poll_interval.checked_sub(idle) else { return Ok(()) };
+                // New events on this instance wake us at once; others' are polled.
+                let _ = tokio::time::timeout(left.min(Duration::from_millis(250)), woken(&mut wake)).await;
+                continue;
             }
+            idle_since = None;
             let secrets = self.open_secrets(&endpoint)?;
             let mut outcomes = Vec::with_capacity(due.len());
             let mut disable = None;
@@ -212,11 +247,47 @@ impl Dispatcher {
                     break;
                 }
             }
-            let mut tx = self.db.begin().await?;
-            webhooks::record_attempts(&mut tx, &endpoint, &outcomes, disable.as_deref()).await?;
-            tx.commit().await?;
-            if disable.is_some() {
+            let stop = disable.is_some();
+            // Wait for the write: the next fetch must not see these deliveries as due.
+            let (done, written) = oneshot::channel();
+            if self.recorder.send(Record { endpoint, outcomes, disable, done }).await.is_err() {
+                return Err(parley_store::StoreError::Corrupt("the webhook recorder stopped".into()));
+            }
+            written.await.map_err(|_| parley_store::StoreError::Corrupt("the webhook recorder stopped".into()))??;
+            if stop {
                 return Ok(());
+            }
+        }
+    }
+
+    /// Writes senders' attempts, several senders' at a time in one transaction.
+    async fn record(self: Arc<Self>, mut rx: mpsc::Receiver<Record>) {
+        let mut batch = Vec::new();
+        while let Some(first) = rx.recv().await {
+            batch.push(first);
+            while batch.len() < 64 {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            let written = async {
+                let mut tx = self.db.begin().await?;
+                for r in &batch {
+                    webhooks::record_attempts(&mut tx, &r.endpoint, &r.outcomes, r.disable.as_deref()).await?;
+                }
+                tx.commit().await
+            }
+            .await;
+            let failure = written.err().map(|e| e.to_string());
+            for r in batch.drain(..) {
+                let result = match &failure {
+                    None => Ok(()),
+                    Some(e) => {
+                        Err(parley_store::StoreError::Corrupt(format!("recording webhook attempts failed: {e}")))
+                    }
+                };
+                let _ = r.done.send(result);
             }
         }
     }
@@ -328,6 +399,13 @@ impl Dispatcher {
         let retry_after = if status == 429 || status == 503 { retry_after(response.headers()) } else { None };
         let excerpt = read_excerpt(response).await;
         Ok((status, excerpt, retry_after))
+    }
+}
+
+/// Resolves when the API signals new work; never, once the API is gone.
+async fn woken(wake: &mut watch::Receiver<u64>) {
+    if wake.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

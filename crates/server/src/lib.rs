@@ -77,7 +77,7 @@ pub async fn serve(
         db.clone(),
         services.keyring.secrets().clone(),
         settings.webhooks.dispatcher_config(),
-        services.outbox.clone(),
+        services.outbox.subscribe(),
     ));
     let state = AppState::new(services, settings.api_config());
     let (router, _) = parley_api::app(state.clone());

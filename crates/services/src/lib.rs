@@ -57,8 +57,8 @@ pub struct Services {
     pub db: Db,
     pub config: Arc<ServicesConfig>,
     pub keyring: Arc<identity::Keyring>,
-    /// Woken after writes, so the webhook dispatcher delivers new events at once.
-    pub outbox: Arc<tokio::sync::Notify>,
+    /// Bumped after writes, so the webhook dispatcher delivers new events at once.
+    pub outbox: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Services {
@@ -68,8 +68,15 @@ impl Services {
             db,
             config: Arc::new(config.normalised()),
             keyring: Arc::new(identity::Keyring::new(secrets)),
-            outbox: Arc::new(tokio::sync::Notify::new()),
+            outbox: Arc::new(tokio::sync::watch::channel(0).0),
         }
+    }
+}
+
+impl Services {
+    /// Tells the dispatcher that a committed write may have queued deliveries.
+    pub fn wake_outbox(&self) {
+        self.outbox.send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 }
 

@@ -86,7 +86,7 @@ where
         let mut tx = db.begin().await?;
         let value = run(&mut tx).await?;
         tx.commit().await?;
-        state.services.outbox.notify_one();
+        state.services.wake_outbox();
         return Ok((status, axum::Json(value)).into_response());
     };
     let key = key.as_str();
@@ -118,7 +118,7 @@ where
         let body = serde_json::to_string(&value).map_err(|e| ApiError::Internal(e.to_string()))?;
         repo::complete(&mut tx, scope, key, status.as_u16(), &body).await?;
         tx.commit().await?;
-        state.services.outbox.notify_one();
+        state.services.wake_outbox();
         Ok(body.into_bytes())
     }
     .await;
@@ -149,6 +149,6 @@ where
     let value = run(&mut tx).await?;
     tx.commit().await?;
     // The write may have queued webhook deliveries.
-    state.services.outbox.notify_one();
+    state.services.wake_outbox();
     Ok(value)
 }
