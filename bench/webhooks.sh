@@ -11,8 +11,8 @@
 # Usage: bench/webhooks.sh [duration_seconds] [wrk_connections]   (needs wrk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION="${1:-20}"
-CONNECTIONS="${2:-2}"
+DURATION="${1:-15}"
+CONNECTIONS="${2:-8}"
 ENDPOINTS=8
 PORT="${PORT:-18282}"
 RX_PORT="${RX_PORT:-18283}"
