@@ -25,6 +25,8 @@ for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null &
 KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt)
 BASE="http://127.0.0.1:$PORT"
 
+# Each agent costs pricing.agent_create_cents (50): fund 1,000 of them.
+"$OLDPWD/target/release/parley" billing credit --workspace 1 --cents 100000 >/dev/null
 echo "loading 1,000 agents…" >&2
 seq 1 1000 | xargs -P 8 -I{} curl -sf -o /dev/null -X POST "$BASE/api/v1/agents" \
   -H "X-API-Key: $KEY" -H "Idempotency-Key: load-{}" -H "Content-Type: application/json" \

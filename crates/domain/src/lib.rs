@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod api_key;
+pub mod billing;
 pub mod crypto;
 pub mod email;
 pub mod event;

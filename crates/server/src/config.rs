@@ -24,6 +24,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub secrets: SecretSettings,
     pub webhooks: WebhookSettings,
+    pub pricing: PricingSettings,
+    pub billing: BillingSettings,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -45,6 +47,8 @@ impl Default for Settings {
             auth: AuthSettings::default(),
             secrets: SecretSettings::default(),
             webhooks: WebhookSettings::default(),
+            pricing: PricingSettings::default(),
+            billing: BillingSettings::default(),
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -195,6 +199,45 @@ impl WebhookSettings {
     }
 }
 
+/// Prices in integer cents (USD).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PricingSettings {
+    /// Charged when an agent is created.
+    pub agent_create_cents: i64,
+    /// Calls are billed per started second at this rate, rounded up per call.
+    pub call_per_minute_cents: i64,
+}
+
+impl Default for PricingSettings {
+    fn default() -> Self {
+        let d = parley_services::billing::BillingConfig::default();
+        Self { agent_create_cents: d.agent_create_cents, call_per_minute_cents: d.call_per_minute_cents }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BillingSettings {
+    /// A new workspace's test balance, and what `POST /billing/reset` restores.
+    pub initial_test_credit_cents: i64,
+    /// A new workspace's live balance.
+    pub initial_live_credit_cents: i64,
+    /// `balance.low` is emitted when a balance falls below this.
+    pub low_balance_threshold_cents: i64,
+}
+
+impl Default for BillingSettings {
+    fn default() -> Self {
+        let d = parley_services::billing::BillingConfig::default();
+        Self {
+            initial_test_credit_cents: d.initial_test_credit_cents,
+            initial_live_credit_cents: d.initial_live_credit_cents,
+            low_balance_threshold_cents: d.low_balance_threshold_cents,
+        }
+    }
+}
+
 #[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecretSettings {
@@ -241,6 +284,8 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "auth",
     "secrets",
     "webhooks",
+    "pricing",
+    "billing",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -280,6 +325,13 @@ impl Settings {
                 refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,
             },
             webhooks_allow_private: self.webhooks.allow_private_targets,
+            billing: parley_services::billing::BillingConfig {
+                agent_create_cents: self.pricing.agent_create_cents,
+                call_per_minute_cents: self.pricing.call_per_minute_cents,
+                initial_test_credit_cents: self.billing.initial_test_credit_cents,
+                initial_live_credit_cents: self.billing.initial_live_credit_cents,
+                low_balance_threshold_cents: self.billing.low_balance_threshold_cents,
+            },
         }
     }
 

@@ -55,8 +55,32 @@ enum Command {
         #[command(subcommand)]
         command: SigningKeyCommand,
     },
+    /// Manage balances.
+    Billing {
+        #[command(subcommand)]
+        command: BillingCommand,
+    },
     /// Print the OpenAPI document.
     Openapi,
+}
+
+#[derive(Subcommand)]
+enum BillingCommand {
+    /// Add credit to a workspace's live (or test) balance.
+    Credit {
+        #[arg(long)]
+        workspace: i64,
+        /// Whole cents, 1 to 100,000,000.
+        #[arg(long)]
+        cents: i64,
+        #[arg(long, value_enum, default_value_t = ModeArg::Live)]
+        mode: ModeArg,
+        #[arg(long, default_value = "Credit (CLI)")]
+        description: String,
+    },
+    /// Check that every balance equals the sum of its ledger entries, and
+    /// every held amount the sum of its holds. Exits with 1 if not.
+    Verify,
 }
 
 #[derive(Subcommand)]
@@ -110,6 +134,9 @@ enum WorkspaceCommand {
         /// Enable voice calls.
         #[arg(long)]
         voice: bool,
+        /// Starting live credit in cents (default: `billing.initial_live_credit_cents`).
+        #[arg(long)]
+        credit_cents: Option<i64>,
     },
 }
 
@@ -169,7 +196,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let db = open_database(&settings).await?;
             // Fail before the first start's banner if the master key is unusable.
             settings.master_key()?;
-            if let Some(b) = workspaces::bootstrap(&db).await? {
+            if let Some(b) = workspaces::bootstrap(&db, &settings.services_config().billing).await? {
                 print!("{}", bootstrap_banner(&b));
             }
             let listener = tokio::net::TcpListener::bind(&settings.listen)
@@ -183,11 +210,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print_json(&json!({ "migrated": true }));
             Ok(())
         }
-        Command::Workspace { command: WorkspaceCommand::Create { name, voice } } => {
+        Command::Workspace { command: WorkspaceCommand::Create { name, voice, credit_cents } } => {
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
+            let billing = settings.services_config().billing;
+            let credit = credit_cents.unwrap_or(billing.initial_live_credit_cents);
+            anyhow::ensure!(
+                (0..=parley_services::billing::MAX_CREDIT_CENTS).contains(&credit),
+                "--credit-cents must be between 0 and {}",
+                parley_services::billing::MAX_CREDIT_CENTS
+            );
             let db = open_database(&settings).await?;
             let mut tx = db.begin().await?;
-            let created = workspaces::create_workspace(&mut tx, &name, voice).await?;
+            let created = workspaces::create_workspace(&mut tx, &name, voice, &billing, credit).await?;
             tx.commit().await?;
             let k = &created.live_key;
             print_json(&json!({
@@ -246,6 +280,46 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let services = parley_server::services(&settings, db).await?;
             let kid = services.keyring.rotate(&services.db).await?;
             print_json(&json!({ "kid": kid }));
+            Ok(())
+        }
+        Command::Billing { command: BillingCommand::Credit { workspace, cents, mode, description } } => {
+            anyhow::ensure!(
+                (1..=parley_services::billing::MAX_CREDIT_CENTS).contains(&cents),
+                "--cents must be between 1 and {}",
+                parley_services::billing::MAX_CREDIT_CENTS
+            );
+            let db = open_database(&settings).await?;
+            let billing = settings.services_config().billing;
+            let scope = parley_domain::Scope::new(workspace, Mode::from(mode));
+            let mut tx = db.begin().await?;
+            anyhow::ensure!(
+                parley_store::repo::workspaces::get(&mut tx, workspace).await?.is_some(),
+                "workspace {workspace} not found"
+            );
+            let entry = parley_services::billing::credit(&mut tx, scope, &billing, cents, &description).await?;
+            tx.commit().await?;
+            print_json(&json!({ "workspace_id": workspace, "mode": scope.mode, "transaction": entry }));
+            Ok(())
+        }
+        Command::Billing { command: BillingCommand::Verify } => {
+            let db = open_database(&settings).await?;
+            let mut c = db.read().await?;
+            let wrong = parley_store::repo::billing::discrepancies(&mut c).await?;
+            let report: Vec<_> = wrong
+                .iter()
+                .map(|d| {
+                    json!({
+                        "workspace_id": d.workspace_id,
+                        "mode": Mode::from_livemode(d.livemode),
+                        "balance_cents": d.balance_cents,
+                        "ledger_sum_cents": d.ledger_sum_cents,
+                        "held_cents": d.held_cents,
+                        "holds_sum_cents": d.holds_sum_cents,
+                    })
+                })
+                .collect();
+            print_json(&json!({ "consistent": report.is_empty(), "discrepancies": report }));
+            anyhow::ensure!(report.is_empty(), "the ledger and the stored balances disagree");
             Ok(())
         }
         Command::Openapi => {

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use crate::billing::{self, BillingConfig};
 use crate::{ServiceError, ServiceResult, Services, event_data, free_slug};
 
 const NAME_MAX: usize = 200;
@@ -269,7 +270,9 @@ fn not_found(id: i64) -> ServiceError {
     ServiceError::not_found("Agent", id)
 }
 
-pub async fn create(tx: &mut Tx, scope: Scope, input: CreateAgent) -> ServiceResult<Agent> {
+/// Creates an agent and charges for it in the same transaction: without the
+/// funds it is a 402 and nothing is written.
+pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: CreateAgent) -> ServiceResult<Agent> {
     let mut fields = match input.template_id {
         Some(tid) => {
             let template = repo::get(tx, scope, tid, false).await?.filter(|a| a.is_template).ok_or_else(|| {
@@ -296,6 +299,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CreateAgent) -> ServiceRes
         let taken = repo::slugs_like(tx, scope, &base, None).await?;
         fields.slug = free_slug(&base, &taken);
         if let Some(agent) = repo::insert(tx, scope, &fields).await? {
+            billing::charge_agent_creation(tx, scope, pricing, agent.id).await?;
             events::append(tx, scope, "agent.created", event_data(&agent)).await?;
             return Ok(agent);
         }

@@ -8,6 +8,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod auth;
+pub mod billing;
 mod error;
 pub mod identity;
 pub mod prompt_blocks;
@@ -27,6 +28,7 @@ pub struct ServicesConfig {
     pub auth: identity::AuthConfig,
     /// Let webhook URLs point at private addresses (development and tests).
     pub webhooks_allow_private: bool,
+    pub billing: billing::BillingConfig,
 }
 
 impl Default for ServicesConfig {
@@ -35,6 +37,7 @@ impl Default for ServicesConfig {
             text_engines: vec!["builtin".to_owned()],
             auth: identity::AuthConfig::default(),
             webhooks_allow_private: false,
+            billing: billing::BillingConfig::default(),
         }
     }
 }

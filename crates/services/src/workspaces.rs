@@ -5,9 +5,10 @@ use parley_domain::user::Role;
 use parley_domain::workspace::{ApiKeyInfo, Workspace};
 use parley_domain::{Mode, Timestamp};
 use parley_store::repo::{api_keys, settings, users, workspaces};
-use parley_store::{AsHandle, Db};
+use parley_store::{AsHandle, Db, Tx};
 use serde::Serialize;
 
+use crate::billing::{self, BillingConfig};
 use crate::{ServiceError, ServiceResult};
 
 /// A key just created: its record and, this once, the full secret.
@@ -68,13 +69,18 @@ pub struct CreatedWorkspace {
     pub live_key: CreatedKey,
 }
 
+/// Creates a workspace with its first live key, and opens its accounts: the
+/// configured test balance and `live_credit_cents` of live credit.
 pub async fn create_workspace(
-    c: &mut impl AsHandle,
+    tx: &mut Tx,
     name: &str,
     voice_enabled: bool,
+    billing_config: &BillingConfig,
+    live_credit_cents: i64,
 ) -> ServiceResult<CreatedWorkspace> {
-    let workspace = workspaces::insert(c, name, voice_enabled).await?;
-    let live_key = create_key(c, default_key(workspace.id, Mode::Live)).await?;
+    let workspace = workspaces::insert(tx, name, voice_enabled).await?;
+    let live_key = create_key(tx, default_key(workspace.id, Mode::Live)).await?;
+    billing::open_accounts(tx, workspace.id, billing_config, live_credit_cents).await?;
     Ok(CreatedWorkspace { workspace, live_key })
 }
 
@@ -102,10 +108,15 @@ pub struct Bootstrap {
 /// The login the first start creates for the Default workspace's owner.
 pub const BOOTSTRAP_OWNER_EMAIL: &str = "owner@parley.local";
 
+/// The first-start Default workspace's live credit: 10.00 USD.
+pub const BOOTSTRAP_LIVE_CREDIT_CENTS: i64 = 1_000;
+
 /// On the first start with no workspace, creates "Default" (voice enabled)
 /// with a live and a test key and an owner login. A latch row makes this
 /// happen once even when several instances start together on one database.
-pub async fn bootstrap(db: &Db) -> ServiceResult<Option<Bootstrap>> {
+/// The Default workspace gets [`BOOTSTRAP_LIVE_CREDIT_CENTS`] of live credit,
+/// so the README's quick start (which creates an agent) works as written.
+pub async fn bootstrap(db: &Db, billing_config: &BillingConfig) -> ServiceResult<Option<Bootstrap>> {
     {
         let mut c = db.read().await?;
         if settings::get(&mut c, "bootstrapped_at").await?.is_some() {
@@ -115,13 +126,14 @@ pub async fn bootstrap(db: &Db) -> ServiceResult<Option<Bootstrap>> {
     // Hashing is slow: do it before taking the write lock.
     let owner_password = random_password();
     let password_hash = crate::identity::hash_password(owner_password.clone()).await?;
+    let live_credit = BOOTSTRAP_LIVE_CREDIT_CENTS.max(billing_config.initial_live_credit_cents);
     let mut tx = db.begin().await?;
     let first = settings::set_if_absent(&mut tx, "bootstrapped_at", &Timestamp::now().to_rfc3339()).await?;
     if !first || workspaces::count(&mut tx).await? > 0 {
         tx.commit().await?;
         return Ok(None);
     }
-    let created = create_workspace(&mut tx, "Default", true).await?;
+    let created = create_workspace(&mut tx, "Default", true, billing_config, live_credit).await?;
     let test_key = create_key(&mut tx, default_key(created.workspace.id, Mode::Test)).await?;
     let owner = users::insert(&mut tx, BOOTSTRAP_OWNER_EMAIL, &password_hash)
         .await?

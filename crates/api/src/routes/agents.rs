@@ -123,6 +123,7 @@ async fn list_agents(
     responses(
         (status = 201, body = Agent, description = "Created"),
         (status = 400, body = ErrorBody, description = "Missing Idempotency-Key"),
+        (status = 402, body = ErrorBody, description = "The balance does not cover `pricing.agent_create_cents`; nothing was written"),
         (status = 409, body = ErrorBody, description = "The key was used with another body, or its first request is still running (with Retry-After)"),
         (status = 422, body = ValidationErrorBody),
     )
@@ -135,7 +136,11 @@ async fn create_agent(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| Box::pin(agents::create(tx, scope, value))).await
+    let config = s.services.config.clone();
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
+        Box::pin(async move { agents::create(tx, scope, &config.billing, value).await })
+    })
+    .await
 }
 
 /// Get an agent.

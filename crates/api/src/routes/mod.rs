@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod auth;
+pub mod billing;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -23,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(agents::router())
         .merge(prompt_blocks::router())
         .merge(webhooks::router())
+        .merge(billing::router())
 }
 
 /// The items envelope of every list except agents.

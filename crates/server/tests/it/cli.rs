@@ -9,12 +9,18 @@ use serde_json::{Value, json};
 use crate::support::*;
 use parley_store::testing::TestDatabase;
 
-fn parley(args: &[&str], database_url: &str) -> (i32, Value, String) {
+/// Runs a `parley` command; gives its exit code, JSON output and stderr.
+pub fn parley(args: &[&str], database_url: &str) -> (i32, Value, String) {
+    parley_with_env(args, database_url, &[])
+}
+
+pub fn parley_with_env(args: &[&str], database_url: &str, env: &[(&str, &str)]) -> (i32, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args(args)
         .arg("--database-url")
         .arg(database_url)
         .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
+        .envs(env.iter().copied())
         .current_dir(std::env::temp_dir())
         .output()
         .expect("run parley");
@@ -166,6 +172,12 @@ both_backends! {
         let token = app.token(&email, &password).await;
         let me = app.bearer(reqwest::Method::GET, "/api/v1/auth/me", &token, None).await;
         assert_eq!(me.body["workspaces"], json!([{"workspace_id": 1, "workspace_name": "Default", "role": "owner"}]));
+        // The quick start creates an agent with the live key: 10.00 USD of live
+        // credit covers it; the test balance starts at 100.00 USD.
+        assert_eq!(app.get(&live, "/api/v1/billing/balance").await.body["balance_cents"], 1000);
+        assert_eq!(app.get(&test, "/api/v1/billing/balance").await.body["balance_cents"], 10_000);
+        app.create_agent(&live, json!({"name": "Quick start"})).await;
+        assert_eq!(app.get(&live, "/api/v1/billing/balance").await.body["balance_cents"], 950);
     }
 }
 

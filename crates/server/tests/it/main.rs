@@ -7,6 +7,7 @@ mod receiver;
 
 mod agents;
 mod auth;
+mod billing;
 mod cli;
 mod delivery_processes;
 mod errors;

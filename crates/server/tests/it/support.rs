@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 
 use parley_domain::Mode;
 use parley_server::Settings;
+use parley_services::billing::BillingConfig;
 use parley_services::workspaces::{self, NewKey};
 use parley_store::Db;
 use parley_store::testing::TestDatabase;
@@ -42,6 +43,10 @@ pub async fn fresh_database(backend: Backend) -> TestDatabase {
         Backend::Postgres => TestDatabase::postgres().await,
     }
 }
+
+/// Live credit of workspaces made by `TestApp::workspace`: enough that
+/// tests about other things never meet a 402.
+pub const TEST_LIVE_CREDIT_CENTS: i64 = 1_000_000;
 
 /// One master key for every test instance, so siblings share JWT keys.
 pub const TEST_MASTER_KEY: &str = "dGVzdC1tYXN0ZXIta2V5LWZvci1wYXJsZXktdGVzdHM=";
@@ -126,10 +131,17 @@ impl TestApp {
         format!("{}{}", self.base, path)
     }
 
-    /// A new workspace with a live and a test key.
+    /// A new workspace with a live and a test key, TEST_LIVE_CREDIT_CENTS of
+    /// live credit and the default test balance.
     pub async fn workspace(&self, name: &str) -> Ws {
+        self.workspace_with_credit(name, TEST_LIVE_CREDIT_CENTS).await
+    }
+
+    /// A new workspace whose live balance starts at `live_cents`.
+    pub async fn workspace_with_credit(&self, name: &str, live_cents: i64) -> Ws {
         let mut tx = self.db.begin().await.unwrap();
-        let created = workspaces::create_workspace(&mut tx, name, true).await.unwrap();
+        let created =
+            workspaces::create_workspace(&mut tx, name, true, &BillingConfig::default(), live_cents).await.unwrap();
         let test = workspaces::create_key(
             &mut tx,
             NewKey {
@@ -244,7 +256,27 @@ impl Drop for TestApp {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
+        // After every test, on the database it owns: the books must balance.
+        if self._database.is_some() && !std::thread::panicking() {
+            let url = self.database_url.clone();
+            let wrong = std::thread::spawn(move || ledger_discrepancies(&url)).join().expect("ledger check ran");
+            assert!(wrong.is_empty(), "after the test, balances disagree with their ledgers: {wrong:?}");
+        }
     }
+}
+
+/// Accounts whose stored balance or held amount is not the sum of their
+/// ledger entries or holds, read on a connection of its own.
+pub fn ledger_discrepancies(url: &str) -> Vec<parley_store::repo::billing::Discrepancy> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let db = Db::connect(url, &parley_store::DbOptions::default()).await.expect("connect for the ledger check");
+        let mut c = db.read().await.unwrap();
+        let wrong = parley_store::repo::billing::discrepancies(&mut c).await.unwrap();
+        drop(c);
+        db.close().await;
+        wrong
+    })
 }
 
 pub struct Ws {

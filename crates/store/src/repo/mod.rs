@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod api_keys;
+pub mod billing;
 pub mod events;
 pub mod idempotency;
 pub mod prompt_blocks;
@@ -19,6 +20,7 @@ pub(crate) enum Arg {
     I64(i64),
     Text(String),
     Bool(bool),
+    Time(parley_domain::Timestamp),
 }
 
 /// `WHERE` clauses built from static fragments; `?` in a fragment becomes the
@@ -79,6 +81,7 @@ macro_rules! bind_args {
                 $crate::repo::Arg::I64(v) => q.bind(v),
                 $crate::repo::Arg::Text(v) => q.bind(v),
                 $crate::repo::Arg::Bool(v) => q.bind(v),
+                $crate::repo::Arg::Time(v) => q.bind(v),
             };
         }
         q

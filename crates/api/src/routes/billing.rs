@@ -1,0 +1,133 @@
+//! `/api/v1/billing`: the balance, the ledger, owner credits and the
+//! test-mode reset.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use parley_domain::billing::{Balance, EntryType, LedgerEntry};
+use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::billing::{self, AddCredit};
+use parley_store::repo::billing::EntryFilter;
+use serde_json::Value;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{Items, PageParams};
+use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, JsonBody, ListQuery, transaction, write};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_balance))
+        .routes(routes!(list_transactions))
+        .routes(routes!(add_credit))
+        .routes(routes!(reset_test_balance))
+}
+
+impl FromBody for AddCredit {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        billing::parse_credit(body)
+    }
+}
+
+impl FromQuery for EntryFilter {
+    fn from_query(q: &mut QueryReader) -> Self {
+        billing::parse_filter(q)
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `billing::parse_filter`
+struct TransactionListParams {
+    /// Only entries of this type.
+    #[param(inline)]
+    r#type: Option<EntryType>,
+    /// Only entries created after this instant (RFC 3339).
+    created_after: Option<String>,
+    /// Only entries created before this instant (RFC 3339).
+    created_before: Option<String>,
+}
+
+/// The balance of the key's workspace and mode.
+///
+/// `available_cents` is the balance less what calls in progress hold.
+#[utoipa::path(
+    get, path = "/api/v1/billing/balance", tag = "Billing",
+    responses((status = 200, body = Balance))
+)]
+async fn get_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
+    Ok(Json(billing::balance(&s.services, auth.scope()).await?))
+}
+
+/// The ledger, newest first. Entries are never changed or removed, and the
+/// balance is always their sum.
+#[utoipa::path(
+    get, path = "/api/v1/billing/transactions", tag = "Billing",
+    params(PageParams, TransactionListParams),
+    responses((status = 200, body = Items<LedgerEntry>), (status = 422, body = ValidationErrorBody))
+)]
+async fn list_transactions(
+    auth: Auth,
+    State(s): State<AppState>,
+    q: ListQuery<EntryFilter>,
+) -> Result<Json<Items<LedgerEntry>>, ApiError> {
+    let found = billing::transactions(&s.services, auth.scope(), &q.filter, q.page).await?;
+    Ok(Json(Items::new(found, q.page)))
+}
+
+/// Add credit to the balance of the session's workspace and mode.
+///
+/// Only a workspace owner, signed in (Bearer JWT), can add credit: admins,
+/// members and API keys get 403.
+#[utoipa::path(
+    post, path = "/api/v1/billing/credits", tag = "Billing",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; a retry replays the first response and credits once.")),
+    request_body = AddCredit,
+    responses(
+        (status = 201, body = LedgerEntry, description = "The credit entry"),
+        (status = 403, body = ErrorBody, description = "Not an owner's session"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn add_credit(
+    auth: Auth,
+    State(s): State<AppState>,
+    idem: Idempotency,
+    body: JsonBody<AddCredit>,
+) -> Result<Response, ApiError> {
+    auth.0.require_owner("add credit")?;
+    let JsonBody { value, canonical } = body;
+    let scope = auth.scope();
+    let config = s.services.config.clone();
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
+        Box::pin(async move {
+            let description = value.description.as_deref().unwrap_or("Credit");
+            billing::credit(tx, scope, &config.billing, value.amount_cents, description).await
+        })
+    })
+    .await
+}
+
+/// Set the test balance back to its starting amount (test mode only).
+///
+/// The ledger is not rewritten: one `adjustment` entry brings the balance back.
+#[utoipa::path(
+    post, path = "/api/v1/billing/reset", tag = "Billing",
+    responses(
+        (status = 200, body = Balance),
+        (status = 403, body = ErrorBody, description = "A live-mode key or session"),
+    )
+)]
+async fn reset_test_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
+    let scope = auth.scope();
+    let config = s.services.config.clone();
+    let balance = transaction(&s, move |tx| {
+        Box::pin(async move { billing::reset_test_balance(tx, scope, &config.billing).await })
+    })
+    .await?;
+    Ok(Json(balance))
+}
