@@ -35,6 +35,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Agents", description = "AI agents, their triggers and prompt preview"),
         (name = "Prompt blocks", description = "Reusable, versioned prompt templates"),
         (name = "Webhooks", description = "Signed, retried event delivery (Standard Webhooks) and the event log"),
+        (name = "Contacts", description = "People and their channel addresses: normalised, deduplicated, mergeable, importable"),
         (name = "Billing", description = "Balances in integer cents, the append-only ledger, owner credits and the test-mode reset"),
         (name = "Operations", description = "Health probes and this document"),
     ),

@@ -10,6 +10,8 @@ use crate::ratelimit::Gcra;
 pub struct ApiConfig {
     /// Request bodies above this size get a 413.
     pub max_body_bytes: usize,
+    /// The limit for CSV imports, which are streamed.
+    pub max_import_bytes: usize,
     pub rate_limit: RateLimitConfig,
     /// How long an unfinished idempotency claim blocks retries if its
     /// process dies (a finished one is replayed instead).
@@ -24,6 +26,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: 1024 * 1024,
+            max_import_bytes: 32 * 1024 * 1024,
             rate_limit: RateLimitConfig::default(),
             idempotency_lease_s: 60,
             list_cache_entries: 256,

@@ -26,6 +26,7 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     pub pricing: PricingSettings,
     pub billing: BillingSettings,
+    pub contacts: ContactSettings,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -49,6 +50,7 @@ impl Default for Settings {
             webhooks: WebhookSettings::default(),
             pricing: PricingSettings::default(),
             billing: BillingSettings::default(),
+            contacts: ContactSettings::default(),
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -76,11 +78,13 @@ impl Default for DatabaseSettings {
 pub struct LimitSettings {
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Contact CSV imports (streamed; up to 50,000 rows).
+    pub max_import_bytes: usize,
 }
 
 impl Default for LimitSettings {
     fn default() -> Self {
-        Self { max_body_bytes: 1024 * 1024 }
+        Self { max_body_bytes: 1024 * 1024, max_import_bytes: 32 * 1024 * 1024 }
     }
 }
 
@@ -199,6 +203,21 @@ impl WebhookSettings {
     }
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContactSettings {
+    /// ISO 3166 region for phone numbers written without a country code.
+    pub default_region: String,
+    /// Create a `discovered` contact when traffic arrives from an unknown address.
+    pub auto_create: bool,
+}
+
+impl Default for ContactSettings {
+    fn default() -> Self {
+        Self { default_region: "US".into(), auto_create: true }
+    }
+}
+
 /// Prices in integer cents (USD).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -286,6 +305,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "webhooks",
     "pricing",
     "billing",
+    "contacts",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -312,7 +332,13 @@ impl Settings {
             TOP_LEVEL_KEYS.contains(&top)
         });
         let fig = fig.merge(env);
-        Ok(fig.extract()?)
+        let settings: Settings = fig.extract()?;
+        settings
+            .contacts
+            .default_region
+            .parse::<parley_domain::contact::Region>()
+            .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
+        Ok(settings)
     }
 
     pub fn services_config(&self) -> parley_services::ServicesConfig {
@@ -332,12 +358,18 @@ impl Settings {
                 initial_live_credit_cents: self.billing.initial_live_credit_cents,
                 low_balance_threshold_cents: self.billing.low_balance_threshold_cents,
             },
+            contacts: parley_services::contacts::ContactsConfig {
+                // Checked when the settings are loaded.
+                default_region: self.contacts.default_region.parse().unwrap_or_default(),
+                auto_create: self.contacts.auto_create,
+            },
         }
     }
 
     pub fn api_config(&self) -> parley_api::ApiConfig {
         parley_api::ApiConfig {
             max_body_bytes: self.limits.max_body_bytes,
+            max_import_bytes: self.limits.max_import_bytes,
             rate_limit: parley_api::RateLimitConfig {
                 per_second: self.rate_limit.per_second,
                 burst: self.rate_limit.burst,

@@ -9,6 +9,8 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod contact_import;
+pub mod contacts;
 mod error;
 pub mod identity;
 pub mod prompt_blocks;
@@ -29,6 +31,7 @@ pub struct ServicesConfig {
     /// Let webhook URLs point at private addresses (development and tests).
     pub webhooks_allow_private: bool,
     pub billing: billing::BillingConfig,
+    pub contacts: contacts::ContactsConfig,
 }
 
 impl Default for ServicesConfig {
@@ -38,6 +41,7 @@ impl Default for ServicesConfig {
             auth: identity::AuthConfig::default(),
             webhooks_allow_private: false,
             billing: billing::BillingConfig::default(),
+            contacts: contacts::ContactsConfig::default(),
         }
     }
 }

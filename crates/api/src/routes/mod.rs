@@ -4,6 +4,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod contacts;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -25,6 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(prompt_blocks::router())
         .merge(webhooks::router())
         .merge(billing::router())
+        .merge(contacts::router())
 }
 
 /// The items envelope of every list except agents.

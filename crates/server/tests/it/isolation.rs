@@ -15,6 +15,9 @@ both_backends! {
         let agent = app.create_agent(&owner.live, json!({"name": "Private", "prompt_block_ids": [block["id"]]})).await;
         let trigger = app.post(&owner.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "call.inbound"})).await.body;
         let (a, t, b) = (agent["id"].as_i64().unwrap(), trigger["id"].as_i64().unwrap(), block["id"].as_i64().unwrap());
+        let contact = app.post(&owner.live, "/api/v1/contacts", json!({"display_name": "Ana", "phone": "+14155550100"})).await.body;
+        let other_contact = app.post(&owner.live, "/api/v1/contacts", json!({"display_name": "Bo"})).await.body;
+        let (c, c2) = (contact["id"].as_i64().unwrap(), other_contact["id"].as_i64().unwrap());
         let rx = crate::receiver::Receiver::start().await;
         let hook = app.post(&owner.live, "/api/v1/webhooks", json!({"url": rx.url, "events": ["*"]})).await.body;
         let w = hook["id"].as_i64().unwrap();
@@ -50,6 +53,10 @@ both_backends! {
             (Method::GET, format!("/api/v1/webhooks/{w}/deliveries"), None, format!("Webhook {w} not found")),
             (Method::POST, format!("/api/v1/webhooks/{w}/deliveries/{attempt}/retry"), None, format!("Webhook {w} not found")),
             (Method::GET, format!("/api/v1/events/{event}"), None, format!("Event {event} not found")),
+            (Method::GET, format!("/api/v1/contacts/{c}"), None, format!("Contact {c} not found")),
+            (Method::PATCH, format!("/api/v1/contacts/{c}"), Some(json!({"notes": "mine"})), format!("Contact {c} not found")),
+            (Method::DELETE, format!("/api/v1/contacts/{c}"), None, format!("Contact {c} not found")),
+            (Method::POST, "/api/v1/contacts/merge".into(), Some(json!({"primary_id": c, "duplicate_id": c2})), format!("Contact {c} not found")),
         ];
         for (method, path, body, detail) in &routes {
             for (who, key) in [("other workspace", &stranger.live), ("other mode", &owner.test)] {
@@ -73,7 +80,15 @@ both_backends! {
         let hook_now = app.get(&owner.live, &format!("/api/v1/webhooks/{w}")).await.body;
         assert_eq!((hook_now["status"].clone(), hook_now["updated_at"].clone()), (json!("active"), hook["updated_at"].clone()));
         assert_eq!(rx.received().len(), 1, "no stranger sent or retried a delivery");
+        let contact_now = app.get(&owner.live, &format!("/api/v1/contacts/{c}")).await.body;
+        assert_eq!(contact_now, contact);
+        assert_eq!(app.get(&owner.live, &format!("/api/v1/contacts/{c2}")).await.status, 200);
         // And lists never show foreign rows.
+        assert_eq!(app.get(&stranger.live, "/api/v1/contacts?q=ana").await.body["total"], 0);
+        assert_eq!(app.get(&owner.test, "/api/v1/contacts").await.body["total"], 0);
+        // Uniqueness is per workspace and mode: the same number is free elsewhere.
+        assert_eq!(app.post(&stranger.live, "/api/v1/contacts", json!({"display_name": "Ana", "phone": "+14155550100"})).await.status, 201);
+        assert_eq!(app.post(&owner.test, "/api/v1/contacts", json!({"display_name": "Ana", "phone": "+14155550100"})).await.status, 201);
         assert_eq!(app.get(&stranger.live, "/api/v1/agents").await.body["total"], 0);
         assert_eq!(app.get(&owner.test, "/api/v1/prompt-blocks").await.body["total"], 0);
     }

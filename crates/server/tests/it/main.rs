@@ -9,6 +9,7 @@ mod agents;
 mod auth;
 mod billing;
 mod cli;
+mod contacts;
 mod delivery_processes;
 mod errors;
 mod idempotency;

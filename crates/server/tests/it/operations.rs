@@ -56,6 +56,13 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/billing/transactions"),
     ("POST", "/api/v1/billing/credits"),
     ("POST", "/api/v1/billing/reset"),
+    ("GET", "/api/v1/contacts"),
+    ("POST", "/api/v1/contacts"),
+    ("GET", "/api/v1/contacts/{contact_id}"),
+    ("PATCH", "/api/v1/contacts/{contact_id}"),
+    ("DELETE", "/api/v1/contacts/{contact_id}"),
+    ("POST", "/api/v1/contacts/merge"),
+    ("POST", "/api/v1/contacts/import"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

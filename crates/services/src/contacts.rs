@@ -1,0 +1,428 @@
+//! Contacts: create, read, list, update, delete and merge, with normalised
+//! phone numbers and emails that are unique per workspace and mode; channel
+//! identities; and address resolution for inbound traffic.
+
+use parley_domain::Scope;
+use parley_domain::contact::{CHANNELS, Contact, Identity, Origin, Phone, Region, canonical_name};
+use parley_domain::email::Email;
+use parley_domain::validation::{
+    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, integer, json_object, list_of, loc, object, one_of,
+    parse_object, string,
+};
+use parley_events::ssrf;
+use parley_store::Tx;
+use parley_store::repo::contacts::{self as repo, ContactFields, ContactFilter, SearchTerms};
+use parley_store::repo::events;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services, event_data};
+
+const NAME_MAX: usize = 200;
+const NOTES_MAX: usize = 10_000;
+const TAG_MAX: usize = 50;
+const TAGS_MAX: usize = 50;
+const IDENTITIES_MAX: usize = 20;
+const METADATA_MAX_BYTES: usize = 4_096;
+
+/// Settings the contact rules need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContactsConfig {
+    /// Where numbers written without a country code are read.
+    pub default_region: Region,
+    /// Create a `discovered` contact for inbound traffic from an unknown address.
+    pub auto_create: bool,
+}
+
+impl Default for ContactsConfig {
+    fn default() -> Self {
+        Self { default_region: Region::default(), auto_create: true }
+    }
+}
+
+/// Fields of a create or update; absent fields stay as they are, and `null`
+/// clears a nullable one.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct ContactChanges {
+    /// 1–200 characters. At creation it defaults to the email or phone.
+    pub display_name: Option<String>,
+    /// Any common format; stored as E.164 in `normalized_phone`. Numbers
+    /// without a country code are read in `contacts.default_region`.
+    #[schema(value_type = Option<String>, nullable)]
+    pub phone: Option<Option<String>>,
+    /// Stored trimmed, lower-cased, with an IDNA domain, in `normalized_email`.
+    #[schema(value_type = Option<String>, nullable)]
+    pub email: Option<Option<String>>,
+    /// An http(s) URL, or null.
+    #[schema(value_type = Option<String>, nullable)]
+    pub avatar_url: Option<Option<String>>,
+    /// Up to 10,000 characters, or null.
+    #[schema(value_type = Option<String>, nullable)]
+    pub notes: Option<Option<String>>,
+    /// Up to 50 tags of 1–50 characters; replaces the whole list.
+    pub tags: Option<Vec<String>>,
+    /// Replaces every identity of the contact.
+    pub identities: Option<Vec<Identity>>,
+    /// Free-form JSON object of at most 4 KiB; replaces the whole object.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// `POST /api/v1/contacts/merge`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct MergeContacts {
+    /// The contact that stays.
+    pub primary_id: i64,
+    /// The contact whose identities, conversations and calls move to the
+    /// primary, and which is then deleted.
+    pub duplicate_id: i64,
+}
+
+/// What `contact.merged` carries.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MergedEvent {
+    pub primary_id: i64,
+    pub duplicate_id: i64,
+    /// The primary as it is after the merge.
+    pub contact: Contact,
+}
+
+// --- Parsing ----------------------------------------------------------------
+
+fn phone(region: Region) -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    move |v, l| {
+        let raw = string(1, 40)(v, l)?;
+        Phone::parse(&raw, region)
+            .map(|p| p.as_str().to_owned())
+            .map_err(|m| vec![FieldError::new(l.to_vec(), "value_error.phone", m)])
+    }
+}
+
+fn email() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    |v, l| {
+        let raw = string(1, 254)(v, l)?;
+        Email::parse(&raw)
+            .map(|e| e.as_str().to_owned())
+            .map_err(|m| vec![FieldError::new(l.to_vec(), "value_error.email", m)])
+    }
+}
+
+fn avatar_url() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    |v, l| {
+        let raw = string(1, 2048)(v, l)?;
+        ssrf::parse_target(&raw)
+            .map(|u| u.to_string())
+            .map_err(|e| vec![FieldError::new(l.to_vec(), "value_error.url", e.to_string())])
+    }
+}
+
+/// Tags: trimmed, empty ones refused, repeats dropped (first kept).
+fn tags() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<String>> {
+    |v, l| {
+        let raw = list_of(TAGS_MAX, |v, l| string(1, TAG_MAX)(v, l))(v, l)?;
+        Ok(clean_tags(raw))
+    }
+}
+
+pub(crate) fn clean_tags(raw: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in raw {
+        let t = t.trim().to_owned();
+        if !t.is_empty() && !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn identities(region: Region) -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<Identity>> {
+    move |v, l| {
+        let list = list_of(IDENTITIES_MAX, move |v, l| {
+            object(move |r: &mut ObjectReader<'_>| {
+                let channel = r.required("channel", one_of(CHANNELS));
+                let address = r.required("address", string(1, 255));
+                let (channel, address) = (channel?, address?);
+                match Identity::parse(&channel, &address, region) {
+                    Ok(identity) => Some(identity),
+                    Err((kind, msg)) => {
+                        r.push_error(FieldError::new(r.loc_of("address"), kind, msg));
+                        None
+                    }
+                }
+            })(v, l)
+        })(v, l)?;
+        let mut out: Vec<Identity> = Vec::new();
+        for identity in list {
+            if !out.contains(&identity) {
+                out.push(identity);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn read_changes(r: &mut ObjectReader<'_>, region: Region) -> ContactChanges {
+    ContactChanges {
+        display_name: r.optional("display_name", string(1, NAME_MAX)),
+        phone: r.nullable("phone", phone(region)),
+        email: r.nullable("email", email()),
+        avatar_url: r.nullable("avatar_url", avatar_url()),
+        notes: r.nullable("notes", string(0, NOTES_MAX)),
+        tags: r.optional("tags", tags()),
+        identities: r.optional("identities", identities(region)),
+        metadata: r.optional("metadata", json_object(METADATA_MAX_BYTES)),
+    }
+}
+
+pub fn parse_create(body: Value, region: Region) -> Parsed<ContactChanges> {
+    parse_object(body, loc(&["body"]), |r| {
+        let changes = read_changes(r, region);
+        let has_address = matches!(changes.phone, Some(Some(_))) || matches!(changes.email, Some(Some(_)));
+        if changes.display_name.is_none() && !has_address && !r.contains("phone") && !r.contains("email") {
+            r.push_error(FieldError::missing(r.loc_of("display_name")));
+        }
+        Some(changes)
+    })
+}
+
+pub fn parse_update(body: Value, region: Region) -> Parsed<ContactChanges> {
+    parse_object(body, loc(&["body"]), |r| Some(read_changes(r, region)))
+}
+
+pub fn parse_merge(body: Value) -> Parsed<MergeContacts> {
+    parse_object(body, loc(&["body"]), |r| {
+        let primary_id = r.required("primary_id", integer(1, i64::MAX));
+        let duplicate_id = r.required("duplicate_id", integer(1, i64::MAX));
+        let (primary_id, duplicate_id) = (primary_id?, duplicate_id?);
+        if primary_id == duplicate_id {
+            r.push_error(FieldError::new(
+                r.loc_of("duplicate_id"),
+                "value_error.contact.same",
+                "the duplicate must be another contact than the primary",
+            ));
+            return None;
+        }
+        Some(MergeContacts { primary_id, duplicate_id })
+    })
+}
+
+/// Prepares `q`: lower-cased text, plus its digits when it looks like a
+/// phone number ("(415) 555" also matches "+14155550100").
+pub fn search_terms(q: &str) -> SearchTerms {
+    let text = q.trim().to_lowercase();
+    let phone_like = text.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    let digits = (phone_like && !digits.is_empty() && digits != text).then_some(digits);
+    SearchTerms { text, digits }
+}
+
+pub fn parse_filter(q: &mut QueryReader) -> ContactFilter {
+    ContactFilter {
+        q: q.string("q", 1, NAME_MAX).map(|s| search_terms(&s)),
+        tag: q.string("tag", 1, TAG_MAX),
+        origin: q.one_of("origin", Origin::ALL).and_then(|o| Origin::parse(&o)),
+        updated_since: q.timestamp("updated_since"),
+    }
+}
+
+// --- Use cases --------------------------------------------------------------
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Contact", id)
+}
+
+/// 409 unless `phone`, `email` and `identities` are free in the scope (or
+/// already belong to contact `own`).
+async fn check_unique(
+    tx: &mut Tx,
+    scope: Scope,
+    own: Option<i64>,
+    f: &ContactFields,
+    ids: &[Identity],
+) -> ServiceResult<()> {
+    let taken = |other: Option<i64>| other.filter(|o| Some(*o) != own);
+    if let Some(p) = &f.normalized_phone
+        && let Some(other) = taken(repo::id_by_phone(tx, scope, p).await?)
+    {
+        return Err(ServiceError::Conflict(format!("Contact {other} already has the phone number {p}")));
+    }
+    if let Some(e) = &f.normalized_email
+        && let Some(other) = taken(repo::id_by_email(tx, scope, e).await?)
+    {
+        return Err(ServiceError::Conflict(format!("Contact {other} already has the email {e}")));
+    }
+    for identity in ids {
+        if let Some(other) = taken(repo::id_by_identity(tx, scope, identity).await?) {
+            return Err(ServiceError::Conflict(format!(
+                "Contact {other} already has the identity {}:{}",
+                identity.channel, identity.address
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn apply(f: &mut ContactFields, changes: ContactChanges) {
+    if let Some(name) = changes.display_name {
+        f.display_name = name;
+    }
+    if let Some(p) = changes.phone {
+        f.normalized_phone = p;
+    }
+    if let Some(e) = changes.email {
+        f.normalized_email = e;
+    }
+    if let Some(a) = changes.avatar_url {
+        f.avatar_url = a;
+    }
+    if let Some(n) = changes.notes {
+        f.notes = n;
+    }
+    if let Some(t) = changes.tags {
+        f.tags = t;
+    }
+    if let Some(m) = changes.metadata {
+        f.metadata = m;
+    }
+    if f.display_name.trim().is_empty() {
+        f.display_name = f.normalized_email.clone().or_else(|| f.normalized_phone.clone()).unwrap_or_default();
+    }
+    f.canonical_name = canonical_name(&f.display_name);
+}
+
+async fn read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Contact> {
+    repo::get(tx, scope, id, false).await?.ok_or_else(|| not_found(id))
+}
+
+/// Creates a contact with `origin`; 409 if its phone, email or an identity is taken.
+pub async fn create(tx: &mut Tx, scope: Scope, origin: Origin, changes: ContactChanges) -> ServiceResult<Contact> {
+    let identities = changes.identities.clone().unwrap_or_default();
+    let mut fields = ContactFields { origin: Some(origin), ..ContactFields::default() };
+    apply(&mut fields, changes);
+    if fields.display_name.is_empty() {
+        return Err(ServiceError::Validation(vec![FieldError::missing(loc(&["body", "display_name"]))]));
+    }
+    check_unique(tx, scope, None, &fields, &identities).await?;
+    let mut contact = repo::insert(tx, scope, &fields).await?;
+    for identity in &identities {
+        repo::add_identity(tx, scope, contact.id, identity).await?;
+    }
+    contact.identities = identities;
+    events::append(tx, scope, "contact.created", event_data(&contact)).await?;
+    Ok(contact)
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Contact> {
+    let mut c = svc.db.read().await?;
+    repo::get(&mut c, scope, id, false).await?.ok_or_else(|| not_found(id))
+}
+
+pub async fn list(
+    svc: &Services,
+    scope: Scope,
+    filter: &ContactFilter,
+    page: Page,
+) -> ServiceResult<(Vec<Contact>, i64)> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::list(&mut c, scope, filter, page).await?)
+}
+
+/// Applies `changes`; 409 if the new phone, email or an identity is another contact's.
+pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges) -> ServiceResult<Contact> {
+    let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
+    let new_identities = changes.identities.clone();
+    let mut fields = ContactFields::from(&current);
+    apply(&mut fields, changes);
+    check_unique(tx, scope, Some(id), &fields, new_identities.as_deref().unwrap_or_default()).await?;
+    repo::update(tx, scope, id, &fields).await?;
+    if let Some(identities) = new_identities {
+        repo::clear_identities(tx, scope, id).await?;
+        for identity in &identities {
+            repo::add_identity(tx, scope, id, identity).await?;
+        }
+    }
+    let contact = read(tx, scope, id).await?;
+    events::append(tx, scope, "contact.updated", event_data(&contact)).await?;
+    Ok(contact)
+}
+
+pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
+    if repo::delete(tx, scope, id).await? { Ok(()) } else { Err(not_found(id)) }
+}
+
+/// Merges `duplicate` into `primary` in one transaction: the primary keeps
+/// its values and takes the duplicate's where it has none (tags and
+/// metadata keys are combined); identities and related records move to the
+/// primary; the duplicate is deleted; `contact.merged` is emitted.
+pub async fn merge(tx: &mut Tx, scope: Scope, input: MergeContacts) -> ServiceResult<Contact> {
+    let primary = repo::get(tx, scope, input.primary_id, true).await?.ok_or_else(|| not_found(input.primary_id))?;
+    let duplicate =
+        repo::get(tx, scope, input.duplicate_id, true).await?.ok_or_else(|| not_found(input.duplicate_id))?;
+    let mut fields = ContactFields::from(&primary);
+    let other = ContactFields::from(&duplicate);
+    fill(&mut fields.normalized_phone, other.normalized_phone);
+    fill(&mut fields.normalized_email, other.normalized_email);
+    fill(&mut fields.avatar_url, other.avatar_url);
+    fill(&mut fields.notes, other.notes);
+    fields.tags = clean_tags(fields.tags.into_iter().chain(other.tags));
+    for (k, v) in other.metadata {
+        fields.metadata.entry(k).or_insert(v);
+    }
+    // Records that point at a contact move with it. (Conversations and
+    // calls join this list when their tables arrive.)
+    repo::move_identities(tx, scope, duplicate.id, primary.id).await?;
+    // Deleting first frees the duplicate's phone and email for the primary.
+    repo::delete(tx, scope, duplicate.id).await?;
+    repo::update(tx, scope, primary.id, &fields).await?;
+    let contact = read(tx, scope, primary.id).await?;
+    let event = MergedEvent { primary_id: primary.id, duplicate_id: duplicate.id, contact: contact.clone() };
+    events::append(tx, scope, "contact.merged", event_data(&event)).await?;
+    Ok(contact)
+}
+
+fn fill(target: &mut Option<String>, from: Option<String>) {
+    if target.as_deref().is_none_or(str::is_empty) {
+        *target = from;
+    }
+}
+
+/// The contact behind an inbound address on `channel`: the owner of that
+/// identity; else, for phone and email channels, the contact with that
+/// number or email (which then gains the identity); else, when
+/// `contacts.auto_create` is on, a new `discovered` contact. `None` only
+/// when auto-creation is off and nobody matches.
+pub async fn resolve_address(
+    tx: &mut Tx,
+    scope: Scope,
+    config: &ContactsConfig,
+    identity: &Identity,
+    name_guess: Option<&str>,
+) -> ServiceResult<Option<Contact>> {
+    if let Some(id) = repo::id_by_identity(tx, scope, identity).await? {
+        return Ok(Some(read(tx, scope, id).await?));
+    }
+    let by_address = match identity.channel.as_str() {
+        "sms" | "whatsapp" | "voice" => repo::id_by_phone(tx, scope, &identity.address).await?,
+        "email" => repo::id_by_email(tx, scope, &identity.address).await?,
+        _ => None,
+    };
+    if let Some(id) = by_address {
+        repo::add_identity(tx, scope, id, identity).await?;
+        return Ok(Some(read(tx, scope, id).await?));
+    }
+    if !config.auto_create {
+        return Ok(None);
+    }
+    let mut changes = ContactChanges {
+        display_name: Some(name_guess.map(str::trim).filter(|n| !n.is_empty()).unwrap_or(&identity.address).to_owned()),
+        identities: Some(vec![identity.clone()]),
+        ..ContactChanges::default()
+    };
+    match identity.channel.as_str() {
+        "sms" | "whatsapp" | "voice" => changes.phone = Some(Some(identity.address.clone())),
+        "email" => changes.email = Some(Some(identity.address.clone())),
+        _ => {}
+    }
+    create(tx, scope, Origin::Discovered, changes).await.map(Some)
+}

@@ -1,0 +1,404 @@
+//! Contacts and their channel identities.
+
+use std::collections::HashMap;
+
+use parley_domain::contact::{Contact, Identity, Origin};
+use parley_domain::validation::Page;
+use parley_domain::{Scope, Timestamp};
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+
+use super::{Arg, Where, bind_args, corrupt, versions};
+use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+
+/// The `scope_versions` counter every contact write bumps.
+pub const VERSION_KEY: &str = "contacts";
+
+// Unqualified: SQLite's RETURNING does not accept table-qualified names.
+const COLUMNS: &str = "id, display_name, canonical_name, normalized_phone, normalized_email, avatar_url, notes, \
+    tags, origin, metadata, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    display_name: String,
+    canonical_name: Option<String>,
+    normalized_phone: Option<String>,
+    normalized_email: Option<String>,
+    avatar_url: Option<String>,
+    notes: Option<String>,
+    tags: Json<Vec<String>>,
+    origin: String,
+    metadata: Json<Map<String, Value>>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl Row {
+    fn into_contact(self, identities: Vec<Identity>) -> StoreResult<Contact> {
+        Ok(Contact {
+            id: self.id,
+            origin: Origin::parse(&self.origin).ok_or_else(|| corrupt("contact origin", &self.origin))?,
+            display_name: self.display_name,
+            canonical_name: self.canonical_name,
+            normalized_phone: self.normalized_phone,
+            normalized_email: self.normalized_email,
+            avatar_url: self.avatar_url,
+            notes: self.notes,
+            tags: self.tags.0,
+            identities,
+            metadata: self.metadata.0,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Every stored field of a contact except its identities.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ContactFields {
+    pub display_name: String,
+    pub canonical_name: Option<String>,
+    pub normalized_phone: Option<String>,
+    pub normalized_email: Option<String>,
+    pub avatar_url: Option<String>,
+    pub notes: Option<String>,
+    pub tags: Vec<String>,
+    pub origin: Option<Origin>,
+    pub metadata: Map<String, Value>,
+}
+
+impl From<&Contact> for ContactFields {
+    fn from(c: &Contact) -> Self {
+        ContactFields {
+            display_name: c.display_name.clone(),
+            canonical_name: c.canonical_name.clone(),
+            normalized_phone: c.normalized_phone.clone(),
+            normalized_email: c.normalized_email.clone(),
+            avatar_url: c.avatar_url.clone(),
+            notes: c.notes.clone(),
+            tags: c.tags.clone(),
+            origin: Some(c.origin),
+            metadata: c.metadata.clone(),
+        }
+    }
+}
+
+impl ContactFields {
+    /// What a `q` search matches: the canonical name, email, phone, and the
+    /// phone's digits (so "415 555" finds "+14155550100").
+    fn search_text(&self) -> String {
+        let mut s = String::new();
+        for part in [self.canonical_name.as_deref(), self.normalized_email.as_deref(), self.normalized_phone.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            s.push_str(part);
+            s.push(' ');
+        }
+        if let Some(p) = &self.normalized_phone {
+            s.push_str(p.trim_start_matches('+'));
+        }
+        s.to_lowercase()
+    }
+}
+
+/// Inserts a contact (without identities) and returns it.
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ContactFields) -> StoreResult<Contact> {
+    let now = Timestamp::now();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
+            normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING {COLUMNS}"
+    ));
+    let row: Row = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(&f.display_name)
+            .bind(&f.canonical_name)
+            .bind(&f.normalized_phone)
+            .bind(&f.normalized_email)
+            .bind(&f.avatar_url)
+            .bind(&f.notes)
+            .bind(Json(&f.tags))
+            .bind(f.origin.unwrap_or(Origin::Manual).as_str())
+            .bind(Json(&f.metadata))
+            .bind(f.search_text())
+            .bind(now)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    row.into_contact(Vec::new())
+}
+
+/// Writes every field (the origin never changes); false if no such contact.
+pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &ContactFields) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE contacts SET display_name = $4, canonical_name = $5, normalized_phone = $6, normalized_email = $7,
+                avatar_url = $8, notes = $9, tags = $10, metadata = $11, search_text = $12, updated_at = $13
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(&f.display_name)
+        .bind(&f.canonical_name)
+        .bind(&f.normalized_phone)
+        .bind(&f.normalized_email)
+        .bind(&f.avatar_url)
+        .bind(&f.notes)
+        .bind(Json(&f.tags))
+        .bind(Json(&f.metadata))
+        .bind(f.search_text())
+        .bind(Timestamp::now())
+    )?;
+    if n > 0 {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
+    Ok(n > 0)
+}
+
+/// Deletes a contact and its identities; false if there was none.
+pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<bool> {
+    execute!(
+        c,
+        sqlx::query("DELETE FROM contact_identities WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+    )?;
+    let n = execute!(
+        c,
+        sqlx::query("DELETE FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+    )?;
+    if n > 0 {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
+    Ok(n > 0)
+}
+
+/// Reads a contact with its identities. With `for_update`, PostgreSQL locks
+/// the row until the transaction ends.
+pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool) -> StoreResult<Option<Contact>> {
+    let lock = if for_update && matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND id = $3{lock}"
+    ));
+    let row: Option<Row> =
+        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let Some(row) = row else { return Ok(None) };
+    let mut identities = identities_of(c, scope, &[id]).await?;
+    row.into_contact(identities.remove(&id).unwrap_or_default()).map(Some)
+}
+
+/// The contact that has this normalised phone, if any.
+pub async fn id_by_phone(c: &mut impl AsHandle, scope: Scope, phone: &str) -> StoreResult<Option<i64>> {
+    let row: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as("SELECT id FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND normalized_phone = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(phone)
+    )?;
+    Ok(row.map(|r| r.0))
+}
+
+/// The contact that has this normalised email, if any.
+pub async fn id_by_email(c: &mut impl AsHandle, scope: Scope, email: &str) -> StoreResult<Option<i64>> {
+    let row: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as("SELECT id FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND normalized_email = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(email)
+    )?;
+    Ok(row.map(|r| r.0))
+}
+
+/// The contact that owns this identity, if any.
+pub async fn id_by_identity(c: &mut impl AsHandle, scope: Scope, identity: &Identity) -> StoreResult<Option<i64>> {
+    let row: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT contact_id FROM contact_identities
+             WHERE workspace_id = $1 AND livemode = $2 AND channel = $3 AND address = $4",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(&identity.channel)
+        .bind(&identity.address)
+    )?;
+    Ok(row.map(|r| r.0))
+}
+
+/// Identities of several contacts, by contact id, oldest first.
+async fn identities_of(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> StoreResult<HashMap<i64, Vec<Identity>>> {
+    let mut out: HashMap<i64, Vec<Identity>> = HashMap::new();
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let mut w = Where::scoped(scope, "i");
+    let placeholders: Vec<String> = (0..ids.len()).map(|k| format!("${}", w.next_placeholder() + k)).collect();
+    w.args.extend(ids.iter().map(|id| Arg::I64(*id)));
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT i.contact_id, i.channel, i.address FROM contact_identities i{} AND i.contact_id IN ({}) ORDER BY i.id",
+        w.sql(),
+        placeholders.join(", ")
+    ));
+    let rows: Vec<(i64, String, String)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+    for (contact_id, channel, address) in rows {
+        out.entry(contact_id).or_default().push(Identity { channel, address });
+    }
+    Ok(out)
+}
+
+/// Adds an identity to a contact. The caller has checked it is free.
+pub async fn add_identity(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    contact_id: i64,
+    identity: &Identity,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(contact_id)
+        .bind(&identity.channel)
+        .bind(&identity.address)
+        .bind(Timestamp::now())
+    )?;
+    Ok(())
+}
+
+/// Removes every identity of a contact.
+pub async fn clear_identities(c: &mut impl AsHandle, scope: Scope, contact_id: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query("DELETE FROM contact_identities WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(contact_id)
+    )?;
+    Ok(())
+}
+
+/// Gives every identity of `from` to `to` (a merge).
+pub async fn move_identities(c: &mut impl AsHandle, scope: Scope, from: i64, to: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE contact_identities SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(from)
+        .bind(to)
+    )?;
+    Ok(())
+}
+
+/// A `q` search, prepared by the service: the lower-cased text, and the
+/// digits of a query that looks like a phone number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchTerms {
+    pub text: String,
+    pub digits: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ContactFilter {
+    pub q: Option<SearchTerms>,
+    pub tag: Option<String>,
+    pub origin: Option<Origin>,
+    pub updated_since: Option<Timestamp>,
+}
+
+/// Escapes a term for an FTS5 string (a phrase): double the quotes.
+fn fts_phrase(term: &str) -> String {
+    format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+fn like_pattern(term: &str) -> String {
+    super::like_contains(term)
+}
+
+/// The trigram index needs at least 3 characters per term.
+const TRIGRAM: usize = 3;
+
+fn add_search(w: &mut Where, backend_is_pg: bool, q: &SearchTerms) {
+    let terms: Vec<&str> = std::iter::once(q.text.as_str()).chain(q.digits.as_deref()).collect();
+    let indexable = terms.iter().all(|t| t.chars().count() >= TRIGRAM);
+    if !backend_is_pg && indexable {
+        let expr = terms.iter().map(|t| fts_phrase(t)).collect::<Vec<_>>().join(" OR ");
+        w.and("c.id IN (SELECT rowid FROM contacts_search WHERE contacts_search MATCH ?)", [Arg::Text(expr)]);
+        return;
+    }
+    // PostgreSQL's trigram index serves LIKE; on SQLite, short terms scan.
+    match terms.as_slice() {
+        [text] => w.and("c.search_text LIKE ? ESCAPE '\\'", [Arg::Text(like_pattern(text))]),
+        _ => w.and(
+            "(c.search_text LIKE ? ESCAPE '\\' OR c.search_text LIKE ? ESCAPE '\\')",
+            terms.iter().map(|t| Arg::Text(like_pattern(t))),
+        ),
+    };
+}
+
+/// Contacts newest first (with their identities), and how many match.
+pub async fn list(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    filter: &ContactFilter,
+    page: Page,
+) -> StoreResult<(Vec<Contact>, i64)> {
+    let pg = matches!(c.handle(), Handle::Postgres(_));
+    let mut w = Where::scoped(scope, "c");
+    if let Some(q) = &filter.q {
+        add_search(&mut w, pg, q);
+    }
+    if let Some(tag) = &filter.tag {
+        let clause = if pg {
+            "c.tags @> jsonb_build_array(CAST(? AS TEXT))"
+        } else {
+            "EXISTS (SELECT 1 FROM json_each(c.tags) j WHERE j.value = ?)"
+        };
+        w.and(clause, [Arg::Text(tag.clone())]);
+    }
+    if let Some(o) = filter.origin {
+        w.and("c.origin = ?", [Arg::Text(o.as_str().to_owned())]);
+    }
+    if let Some(t) = filter.updated_since {
+        w.and("c.updated_at >= ?", [Arg::Time(t)]);
+    }
+    let n = w.next_placeholder();
+    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM contacts c{}", w.sql()));
+    let page_sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM contacts c{} ORDER BY c.created_at DESC, c.id DESC LIMIT ${} OFFSET ${}",
+        w.sql(),
+        n,
+        n + 1
+    ));
+    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
+    let rows: Vec<Row> =
+        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let mut identities = identities_of(c, scope, &ids).await?;
+    let contacts = rows
+        .into_iter()
+        .map(|r| {
+            let id = r.id;
+            r.into_contact(identities.remove(&id).unwrap_or_default())
+        })
+        .collect::<StoreResult<_>>()?;
+    Ok((contacts, total))
+}
