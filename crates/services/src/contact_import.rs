@@ -8,10 +8,12 @@
 //! with `origin: import`.
 
 use parley_domain::Scope;
-use parley_domain::contact::{Contact, Origin, Phone, canonical_name};
+use std::collections::{BTreeSet, HashMap};
+
+use parley_domain::contact::{Origin, Phone, canonical_name};
 use parley_domain::email::Email;
 use parley_domain::validation::{FieldError, Loc, LocPart, loc};
-use parley_store::repo::contacts::{self as repo, ContactFields};
+use parley_store::repo::contacts::{self as repo, AddressColumn, ContactFields};
 use parley_store::repo::events;
 use serde::Serialize;
 use tokio::io::AsyncRead;
@@ -187,67 +189,146 @@ fn unreadable(e: csv_async::Error) -> ServiceError {
     ServiceError::BadRequest(format!("Could not read the CSV: {e}"))
 }
 
-/// Imports a CSV stream into `scope`.
-pub async fn import<R: AsyncRead + Unpin + Send>(
-    svc: &Services,
-    scope: Scope,
-    input: R,
-) -> ServiceResult<ImportReport> {
-    let rows = read_rows(svc, input).await?;
-    let mut tx = svc.db.begin().await?;
-    let mut report = ImportReport::default();
-    let mut errors = Vec::new();
-    for row in rows {
-        let by_phone = match &row.phone {
-            Some(p) => repo::id_by_phone(&mut tx, scope, p).await?,
-            None => None,
-        };
-        let by_email = match &row.email {
-            Some(e) => repo::id_by_email(&mut tx, scope, e).await?,
-            None => None,
-        };
-        let existing = match (by_phone, by_email) {
-            (Some(a), Some(b)) if a != b => {
-                errors.push(FieldError::new(
-                    row_loc(row.number, "email"),
-                    "value_error.contact.conflict",
-                    format!("the phone matches contact {a} and the email matches contact {b}"),
-                ));
-                continue;
-            }
-            (found, None) | (None, found) | (found @ Some(_), Some(_)) => found,
-        };
-        if !errors.is_empty() {
-            continue; // nothing will be written; only look for more conflicts
-        }
-        match existing {
-            None => {
-                let contact = repo::insert(&mut tx, scope, &new_fields(row)).await?;
-                events::append(&mut tx, scope, "contact.created", event_data(&contact)).await?;
-                report.created += 1;
-            }
-            Some(id) => {
-                let current =
-                    repo::get(&mut tx, scope, id, true).await?.ok_or_else(|| ServiceError::not_found("Contact", id))?;
-                let fields = updated_fields(&current, row);
-                if fields == ContactFields::from(&current) {
-                    report.unchanged += 1;
-                } else {
-                    repo::update(&mut tx, scope, id, &fields).await?;
-                    let contact = repo::get(&mut tx, scope, id, false)
-                        .await?
-                        .ok_or_else(|| ServiceError::not_found("Contact", id))?;
-                    events::append(&mut tx, scope, "contact.updated", event_data(&contact)).await?;
-                    report.updated += 1;
+/// Which contact a phone or email belongs to while the import runs: one
+/// that existed, or one this import is creating (by position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Existing(i64),
+    New(usize),
+}
+
+/// Who owns each phone and email, kept current as rows change contacts.
+#[derive(Default)]
+struct Owners {
+    phones: HashMap<String, Owner>,
+    emails: HashMap<String, Owner>,
+}
+
+impl Owners {
+    fn of(&self, row: &Row) -> (Option<Owner>, Option<Owner>) {
+        let get = |map: &HashMap<String, Owner>, v: &Option<String>| v.as_ref().and_then(|v| map.get(v)).copied();
+        (get(&self.phones, &row.phone), get(&self.emails, &row.email))
+    }
+
+    /// Records that `owner` moved from `before` to `after`.
+    fn moved(&mut self, owner: Owner, before: &ContactFields, after: &ContactFields) {
+        for (map, old, new) in [
+            (&mut self.phones, &before.normalized_phone, &after.normalized_phone),
+            (&mut self.emails, &before.normalized_email, &after.normalized_email),
+        ] {
+            if old != new {
+                if let Some(o) = old {
+                    map.remove(o);
+                }
+                if let Some(n) = new {
+                    map.insert(n.clone(), owner);
                 }
             }
         }
     }
+}
+
+/// Imports a CSV stream into `scope`. Reads of existing contacts and writes
+/// of new ones go in batches, so the cost per row is a few microseconds of
+/// SQL, not a round trip per statement.
+pub async fn import<R: AsyncRead + Unpin + Send>(svc: &Services, scope: Scope, input: R) -> ServiceResult<ImportReport> {
+    let rows = read_rows(svc, input).await?;
+    let mut tx = svc.db.begin().await?;
+    let mut owners = Owners::default();
+    let phones: Vec<&str> = rows.iter().filter_map(|r| r.phone.as_deref()).collect();
+    let emails: Vec<&str> = rows.iter().filter_map(|r| r.email.as_deref()).collect();
+    for (map, column, values) in [
+        (&mut owners.phones, AddressColumn::Phone, &phones),
+        (&mut owners.emails, AddressColumn::Email, &emails),
+    ] {
+        for (value, id) in repo::ids_by_addresses(&mut tx, scope, column, values).await? {
+            map.insert(value, Owner::Existing(id));
+        }
+    }
+    let matched: Vec<i64> = owners
+        .phones
+        .values()
+        .chain(owners.emails.values())
+        .filter_map(|o| match o {
+            Owner::Existing(id) => Some(*id),
+            Owner::New(_) => None,
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut existing: HashMap<i64, ContactFields> =
+        repo::get_many(&mut tx, scope, &matched).await?.iter().map(|(id, c)| (*id, ContactFields::from(c))).collect();
+    let mut changed: BTreeSet<i64> = BTreeSet::new();
+    let mut created: Vec<ContactFields> = Vec::new();
+    let mut report = ImportReport::default();
+    let mut errors = Vec::new();
+
+    for row in rows {
+        let owner = match owners.of(&row) {
+            (Some(a), Some(b)) if a != b => {
+                errors.push(FieldError::new(
+                    row_loc(row.number, "email"),
+                    "value_error.contact.conflict",
+                    format!("the phone and the email belong to two different contacts ({})", describe(&[a, b])),
+                ));
+                continue;
+            }
+            (found @ Some(_), _) | (None, found) => found,
+        };
+        if !errors.is_empty() {
+            continue; // nothing will be written; only look for more conflicts
+        }
+        let current = match owner {
+            None => {
+                let fields = new_fields(row);
+                owners.moved(Owner::New(created.len()), &ContactFields::default(), &fields);
+                created.push(fields);
+                report.created += 1;
+                continue;
+            }
+            Some(Owner::Existing(id)) => existing.get_mut(&id),
+            Some(Owner::New(i)) => created.get_mut(i),
+        };
+        let Some(current) = current else { continue };
+        let fields = updated_fields(current, row);
+        if fields == *current {
+            report.unchanged += 1;
+            continue;
+        }
+        let owner = owner.expect("matched above");
+        owners.moved(owner, current, &fields);
+        *current = fields;
+        if let Owner::Existing(id) = owner {
+            changed.insert(id);
+        }
+        report.updated += 1;
+    }
     if !errors.is_empty() {
         return Err(ServiceError::Validation(errors));
     }
+
+    for id in &changed {
+        repo::update(&mut tx, scope, *id, &existing[id]).await?;
+    }
+    let inserted = repo::insert_many(&mut tx, scope, &created).await?;
+    events::append_many(&mut tx, scope, "contact.created", inserted.iter().map(event_data).collect()).await?;
+    let ids: Vec<i64> = changed.into_iter().collect();
+    let mut updated = repo::get_many(&mut tx, scope, &ids).await?;
+    let data = ids.iter().filter_map(|id| updated.remove(id)).map(|c| event_data(&c)).collect();
+    events::append_many(&mut tx, scope, "contact.updated", data).await?;
     tx.commit().await?;
     Ok(report)
+}
+
+fn describe(owners: &[Owner]) -> String {
+    owners
+        .iter()
+        .map(|o| match o {
+            Owner::Existing(id) => format!("contact {id}"),
+            Owner::New(i) => format!("a contact created by this import, #{}", i + 1),
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 fn new_fields(row: Row) -> ContactFields {
@@ -264,8 +345,8 @@ fn new_fields(row: Row) -> ContactFields {
     }
 }
 
-fn updated_fields(current: &Contact, row: Row) -> ContactFields {
-    let mut f = ContactFields::from(current);
+fn updated_fields(current: &ContactFields, row: Row) -> ContactFields {
+    let mut f = current.clone();
     if let Some(name) = row.display_name {
         f.canonical_name = canonical_name(&name);
         f.display_name = name;

@@ -69,6 +69,10 @@ impl Db {
             // FULL: a committed transaction survives power loss, not only a crash.
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
+            // SQLite's default page cache is 2 MiB: too small for a server's
+            // working set. Memory-mapped reads save a syscall per page miss.
+            .pragma("cache_size", "-16384")
+            .pragma("mmap_size", "268435456")
             .foreign_keys(true);
         if let Some(dir) = Path::new(base.get_filename()).parent()
             && !dir.as_os_str().is_empty()

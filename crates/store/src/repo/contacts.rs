@@ -132,6 +132,50 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ContactFields) -> S
     row.into_contact(Vec::new())
 }
 
+/// Inserts several contacts (without identities), in order; for imports.
+pub async fn insert_many(c: &mut impl AsHandle, scope: Scope, fields: &[ContactFields]) -> StoreResult<Vec<Contact>> {
+    let now = Timestamp::now();
+    let mut out = Vec::with_capacity(fields.len());
+    // 14 binds a row, well under SQLite's limit on bound parameters.
+    for chunk in fields.chunks(500) {
+        let rows: Vec<Row> = crate::dispatch!(c, conn => {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
+                    normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at) ",
+            );
+            q.push_values(chunk, |mut b, f| {
+                b.push_bind(scope.workspace_id)
+                    .push_bind(scope.livemode())
+                    .push_bind(&f.display_name)
+                    .push_bind(&f.canonical_name)
+                    .push_bind(&f.normalized_phone)
+                    .push_bind(&f.normalized_email)
+                    .push_bind(&f.avatar_url)
+                    .push_bind(&f.notes)
+                    .push_bind(Json(&f.tags))
+                    .push_bind(f.origin.unwrap_or(Origin::Manual).as_str())
+                    .push_bind(Json(&f.metadata))
+                    .push_bind(f.search_text())
+                    .push_bind(now)
+                    .push_bind(now);
+            });
+            q.push(" RETURNING ");
+            q.push(COLUMNS);
+            q.build_query_as::<Row>().fetch_all(conn).await
+        })?;
+        // RETURNING gives no order guarantee; ids follow insertion order.
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.id);
+        for r in rows {
+            out.push(r.into_contact(Vec::new())?);
+        }
+    }
+    if !fields.is_empty() {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
+    Ok(out)
+}
+
 /// Writes every field (the origin never changes); false if no such contact.
 pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &ContactFields) -> StoreResult<bool> {
     let n = execute!(
@@ -197,6 +241,72 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool)
     row.into_contact(identities.remove(&id).unwrap_or_default()).map(Some)
 }
 
+/// Contacts by id, with their identities (missing ids are left out).
+pub async fn get_many(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> StoreResult<HashMap<i64, Contact>> {
+    let mut out = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let mut w = Where::scoped(scope, "c");
+        let list = placeholders(&mut w, chunk.iter().map(|id| Arg::I64(*id)));
+        // Without statistics SQLite would rather scan the scope's index than
+        // look the ids up: tell it not to.
+        let table = if matches!(c.handle(), Handle::Postgres(_)) { "contacts c" } else { "contacts c NOT INDEXED" };
+        let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM {table}{} AND c.id IN ({list})", w.sql()));
+        let rows: Vec<Row> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+        let mut identities = identities_of(c, scope, chunk).await?;
+        for r in rows {
+            let id = r.id;
+            out.insert(id, r.into_contact(identities.remove(&id).unwrap_or_default())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Which of these normalised phones (or emails, with `column` =
+/// `normalized_email`) belong to a contact, and to which.
+pub async fn ids_by_addresses(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    column: AddressColumn,
+    values: &[&str],
+) -> StoreResult<HashMap<String, i64>> {
+    let mut out = HashMap::with_capacity(values.len());
+    for chunk in values.chunks(500) {
+        let mut w = Where::scoped(scope, "c");
+        let list = placeholders(&mut w, chunk.iter().map(|v| Arg::Text((*v).to_owned())));
+        let col = column.as_sql();
+        let sql = sqlx::AssertSqlSafe(format!("SELECT {col}, c.id FROM contacts c{} AND {col} IN ({list})", w.sql()));
+        let rows: Vec<(String, i64)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
+/// The unique address columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressColumn {
+    Phone,
+    Email,
+}
+
+impl AddressColumn {
+    fn as_sql(self) -> &'static str {
+        match self {
+            AddressColumn::Phone => "c.normalized_phone",
+            AddressColumn::Email => "c.normalized_email",
+        }
+    }
+}
+
+/// Binds `args` as the next placeholders of `w`; returns "$3, $4, …".
+fn placeholders(w: &mut Where, args: impl IntoIterator<Item = Arg>) -> String {
+    let mut list = Vec::new();
+    for a in args {
+        list.push(format!("${}", w.next_placeholder()));
+        w.args.push(a);
+    }
+    list.join(", ")
+}
+
 /// The contact that has this normalised phone, if any.
 pub async fn id_by_phone(c: &mut impl AsHandle, scope: Scope, phone: &str) -> StoreResult<Option<i64>> {
     let row: Option<(i64,)> = fetch_optional!(
@@ -244,12 +354,15 @@ async fn identities_of(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Stor
         return Ok(out);
     }
     let mut w = Where::scoped(scope, "i");
-    let placeholders: Vec<String> = (0..ids.len()).map(|k| format!("${}", w.next_placeholder() + k)).collect();
-    w.args.extend(ids.iter().map(|id| Arg::I64(*id)));
+    let list = placeholders(&mut w, ids.iter().map(|id| Arg::I64(*id)));
+    let table = if matches!(c.handle(), Handle::Postgres(_)) {
+        "contact_identities i"
+    } else {
+        "contact_identities i INDEXED BY contact_identities_contact"
+    };
     let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT i.contact_id, i.channel, i.address FROM contact_identities i{} AND i.contact_id IN ({}) ORDER BY i.id",
-        w.sql(),
-        placeholders.join(", ")
+        "SELECT i.contact_id, i.channel, i.address FROM {table}{} AND i.contact_id IN ({list}) ORDER BY i.id",
+        w.sql()
     ));
     let rows: Vec<(i64, String, String)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
     for (contact_id, channel, address) in rows {
@@ -336,13 +449,16 @@ fn like_pattern(term: &str) -> String {
 /// The trigram index needs at least 3 characters per term.
 const TRIGRAM: usize = 3;
 
-fn add_search(w: &mut Where, backend_is_pg: bool, q: &SearchTerms) {
+/// Adds the `q` condition; true when it joins SQLite's trigram index (the
+/// query must then read `FROM contacts_search CROSS JOIN contacts c`, so the
+/// index drives the join instead of being probed once per contact).
+fn add_search(w: &mut Where, backend_is_pg: bool, q: &SearchTerms) -> bool {
     let terms: Vec<&str> = std::iter::once(q.text.as_str()).chain(q.digits.as_deref()).collect();
     let indexable = terms.iter().all(|t| t.chars().count() >= TRIGRAM);
     if !backend_is_pg && indexable {
         let expr = terms.iter().map(|t| fts_phrase(t)).collect::<Vec<_>>().join(" OR ");
-        w.and("c.id IN (SELECT rowid FROM contacts_search WHERE contacts_search MATCH ?)", [Arg::Text(expr)]);
-        return;
+        w.and("contacts_search.rowid = c.id AND contacts_search MATCH ?", [Arg::Text(expr)]);
+        return true;
     }
     // PostgreSQL's trigram index serves LIKE; on SQLite, short terms scan.
     match terms.as_slice() {
@@ -352,6 +468,7 @@ fn add_search(w: &mut Where, backend_is_pg: bool, q: &SearchTerms) {
             terms.iter().map(|t| Arg::Text(like_pattern(t))),
         ),
     };
+    false
 }
 
 /// Contacts newest first (with their identities), and how many match.
@@ -363,9 +480,7 @@ pub async fn list(
 ) -> StoreResult<(Vec<Contact>, i64)> {
     let pg = matches!(c.handle(), Handle::Postgres(_));
     let mut w = Where::scoped(scope, "c");
-    if let Some(q) = &filter.q {
-        add_search(&mut w, pg, q);
-    }
+    let indexed = filter.q.as_ref().is_some_and(|q| add_search(&mut w, pg, q));
     if let Some(tag) = &filter.tag {
         let clause = if pg {
             "c.tags @> jsonb_build_array(CAST(? AS TEXT))"
@@ -379,6 +494,9 @@ pub async fn list(
     }
     if let Some(t) = filter.updated_since {
         w.and("c.updated_at >= ?", [Arg::Time(t)]);
+    }
+    if indexed {
+        return list_indexed(c, scope, &w, page).await;
     }
     let n = w.next_placeholder();
     let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM contacts c{}", w.sql()));
@@ -401,4 +519,32 @@ pub async fn list(
         })
         .collect::<StoreResult<_>>()?;
     Ok((contacts, total))
+}
+
+/// A trigram search on SQLite, in one pass over the index: the matches are
+/// gathered once and give both the page (a few ids) and the total, so only
+/// the page's rows cross from SQLite's thread.
+async fn list_indexed(c: &mut impl AsHandle, scope: Scope, w: &Where, page: Page) -> StoreResult<(Vec<Contact>, i64)> {
+    let n = w.next_placeholder();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "WITH hits AS MATERIALIZED (SELECT c.id, c.created_at FROM contacts_search CROSS JOIN contacts c{})
+         SELECT h.id, (SELECT COUNT(*) FROM hits) FROM hits h ORDER BY h.created_at DESC, h.id DESC LIMIT ${} OFFSET ${}",
+        w.sql(),
+        n,
+        n + 1
+    ));
+    let rows: Vec<(i64, i64)> =
+        fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    let total = match rows.first() {
+        Some((_, total)) => *total,
+        // A page past the end: count on its own.
+        None => {
+            let sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM contacts_search CROSS JOIN contacts c{}", w.sql()));
+            let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+            total
+        }
+    };
+    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    let mut found = get_many(c, scope, &ids).await?;
+    Ok((ids.iter().filter_map(|id| found.remove(id)).collect(), total))
 }

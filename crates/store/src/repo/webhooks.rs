@@ -226,6 +226,59 @@ pub(crate) async fn fan_out(
     )?)
 }
 
+/// `fan_out` for several events of one type, created at `now`, queued in
+/// the order given.
+pub(crate) async fn fan_out_many(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    event_ids: &[String],
+    kind: &str,
+    now: Timestamp,
+) -> StoreResult<u64> {
+    let pg = matches!(c.handle(), Handle::Postgres(_));
+    let subscribed = if pg {
+        "(e.events @> jsonb_build_array(CAST($3 AS TEXT)) OR e.events @> '[\"*\"]'::jsonb)"
+    } else {
+        "EXISTS (SELECT 1 FROM json_each(e.events) j WHERE j.value = $3 OR j.value = '*')"
+    };
+    let endpoints: Vec<(i64,)> = fetch_all!(
+        c,
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT e.id FROM webhook_endpoints e
+             WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active' AND {subscribed} ORDER BY e.id"
+        )))
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(kind)
+    )?;
+    if endpoints.is_empty() {
+        return Ok(0);
+    }
+    let pairs: Vec<(&str, i64)> =
+        event_ids.iter().flat_map(|ev| endpoints.iter().map(move |(ep,)| (ev.as_str(), *ep))).collect();
+    let mut queued = 0;
+    for chunk in pairs.chunks(500) {
+        queued += crate::dispatch!(c, conn => {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO webhook_deliveries (workspace_id, livemode, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at) ",
+            );
+            q.push_values(chunk, |mut b, (event_id, endpoint_id)| {
+                b.push_bind(scope.workspace_id)
+                    .push_bind(scope.livemode())
+                    .push_bind(*endpoint_id)
+                    .push_bind(*event_id)
+                    .push_bind(kind)
+                    .push_bind("pending")
+                    .push_bind(0_i32)
+                    .push_bind(now)
+                    .push_bind(now);
+            });
+            q.build().execute(conn).await.map(|r| r.rows_affected())
+        })?;
+    }
+    Ok(queued)
+}
+
 /// Queues one event for one endpoint (the `webhook.test` event).
 pub async fn enqueue(
     c: &mut impl AsHandle,
