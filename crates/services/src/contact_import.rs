@@ -231,16 +231,19 @@ impl Owners {
 /// Imports a CSV stream into `scope`. Reads of existing contacts and writes
 /// of new ones go in batches, so the cost per row is a few microseconds of
 /// SQL, not a round trip per statement.
-pub async fn import<R: AsyncRead + Unpin + Send>(svc: &Services, scope: Scope, input: R) -> ServiceResult<ImportReport> {
+pub async fn import<R: AsyncRead + Unpin + Send>(
+    svc: &Services,
+    scope: Scope,
+    input: R,
+) -> ServiceResult<ImportReport> {
     let rows = read_rows(svc, input).await?;
     let mut tx = svc.db.begin().await?;
     let mut owners = Owners::default();
     let phones: Vec<&str> = rows.iter().filter_map(|r| r.phone.as_deref()).collect();
     let emails: Vec<&str> = rows.iter().filter_map(|r| r.email.as_deref()).collect();
-    for (map, column, values) in [
-        (&mut owners.phones, AddressColumn::Phone, &phones),
-        (&mut owners.emails, AddressColumn::Email, &emails),
-    ] {
+    for (map, column, values) in
+        [(&mut owners.phones, AddressColumn::Phone, &phones), (&mut owners.emails, AddressColumn::Email, &emails)]
+    {
         for (value, id) in repo::ids_by_addresses(&mut tx, scope, column, values).await? {
             map.insert(value, Owner::Existing(id));
         }

@@ -20,7 +20,12 @@ pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Value
 /// Appends one event of type `kind` per item of `data`, in order, and queues
 /// them for subscribed endpoints: `append` for bulk writes (imports), in a
 /// few statements instead of two per event.
-pub async fn append_many(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Vec<Value>) -> StoreResult<Vec<String>> {
+pub async fn append_many(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    kind: &str,
+    data: Vec<Value>,
+) -> StoreResult<Vec<String>> {
     let now = Timestamp::now();
     let ids: Vec<String> = data.iter().map(|_| new_event_id()).collect();
     // 6 binds a row, well under SQLite's limit on bound parameters.
