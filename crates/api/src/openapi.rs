@@ -36,6 +36,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Prompt blocks", description = "Reusable, versioned prompt templates"),
         (name = "Webhooks", description = "Signed, retried event delivery (Standard Webhooks) and the event log"),
         (name = "Contacts", description = "People and their channel addresses: normalised, deduplicated, mergeable, importable"),
+        (name = "Channels", description = "Channel connections (api, webchat); secret settings are write-only"),
         (name = "Billing", description = "Balances in integer cents, the append-only ledger, owner credits and the test-mode reset"),
         (name = "Operations", description = "Health probes and this document"),
     ),

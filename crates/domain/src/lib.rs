@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod api_key;
 pub mod billing;
+pub mod channel;
 pub mod contact;
 pub mod crypto;
 pub mod email;

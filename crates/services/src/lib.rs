@@ -9,6 +9,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod channels;
 pub mod contact_import;
 pub mod contacts;
 mod error;

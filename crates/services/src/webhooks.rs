@@ -124,17 +124,16 @@ fn not_found(id: i64) -> ServiceError {
 }
 
 /// Refuses URLs that resolve to private addresses (unless allowed by configuration).
-async fn check_url(svc: &Services, url: &str) -> ServiceResult<()> {
-    let parsed = ssrf::parse_target(url).map_err(|e| {
-        ServiceError::Validation(vec![FieldError::new(loc(&["body", "url"]), "value_error.url", e.to_string())])
-    })?;
+pub(crate) async fn check_url(svc: &Services, url: &str, at: &[&str]) -> ServiceResult<()> {
+    let parsed = ssrf::parse_target(url)
+        .map_err(|e| ServiceError::Validation(vec![FieldError::new(loc(at), "value_error.url", e.to_string())]))?;
     ssrf::check_target(&parsed, svc.config.webhooks_allow_private).await.map_err(|e| {
         let hint = if matches!(e, ssrf::TargetError::Private(_)) {
             " (set webhooks.allow_private_targets for local development)"
         } else {
             ""
         };
-        ServiceError::Validation(vec![FieldError::new(loc(&["body", "url"]), "value_error.url", format!("{e}{hint}"))])
+        ServiceError::Validation(vec![FieldError::new(loc(at), "value_error.url", format!("{e}{hint}"))])
     })
 }
 
@@ -145,7 +144,7 @@ fn seal(svc: &Services, secret: &WebhookSecret) -> String {
 /// Validates the target before any transaction (DNS can be slow).
 pub async fn prepare_create(svc: &Services, who: &Principal, input: &CreateWebhook) -> ServiceResult<()> {
     require_manager(who)?;
-    check_url(svc, &input.url).await
+    check_url(svc, &input.url, &["body", "url"]).await
 }
 
 pub async fn create(
@@ -178,7 +177,7 @@ pub async fn get(svc: &Services, who: &Principal, id: i64) -> ServiceResult<Webh
 pub async fn prepare_update(svc: &Services, who: &Principal, input: &UpdateWebhook) -> ServiceResult<()> {
     require_manager(who)?;
     match &input.url {
-        Some(url) => check_url(svc, url).await,
+        Some(url) => check_url(svc, url, &["body", "url"]).await,
         None => Ok(()),
     }
 }

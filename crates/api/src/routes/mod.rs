@@ -4,6 +4,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod channels;
 pub mod contacts;
 pub mod docs;
 pub mod health;
@@ -27,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
         .merge(billing::router())
         .merge(contacts::router())
+        .merge(channels::router())
 }
 
 /// The items envelope of every list except agents.

@@ -18,6 +18,8 @@ both_backends! {
         let contact = app.post(&owner.live, "/api/v1/contacts", json!({"display_name": "Ana", "phone": "+14155550100"})).await.body;
         let other_contact = app.post(&owner.live, "/api/v1/contacts", json!({"display_name": "Bo"})).await.body;
         let (c, c2) = (contact["id"].as_i64().unwrap(), other_contact["id"].as_i64().unwrap());
+        let channel = app.post(&owner.live, "/api/v1/channels", json!({"type": "webchat", "name": "Site"})).await.body;
+        let ch = channel["id"].as_i64().unwrap();
         let rx = crate::receiver::Receiver::start().await;
         let hook = app.post(&owner.live, "/api/v1/webhooks", json!({"url": rx.url, "events": ["*"]})).await.body;
         let w = hook["id"].as_i64().unwrap();
@@ -56,6 +58,9 @@ both_backends! {
             (Method::GET, format!("/api/v1/contacts/{c}"), None, format!("Contact {c} not found")),
             (Method::PATCH, format!("/api/v1/contacts/{c}"), Some(json!({"notes": "mine"})), format!("Contact {c} not found")),
             (Method::DELETE, format!("/api/v1/contacts/{c}"), None, format!("Contact {c} not found")),
+            (Method::GET, format!("/api/v1/channels/{ch}"), None, format!("Channel {ch} not found")),
+            (Method::PATCH, format!("/api/v1/channels/{ch}"), Some(json!({"name": "Mine"})), format!("Channel {ch} not found")),
+            (Method::DELETE, format!("/api/v1/channels/{ch}"), None, format!("Channel {ch} not found")),
             (Method::POST, "/api/v1/contacts/merge".into(), Some(json!({"primary_id": c, "duplicate_id": c2})), format!("Contact {c} not found")),
         ];
         for (method, path, body, detail) in &routes {
@@ -83,6 +88,7 @@ both_backends! {
         let contact_now = app.get(&owner.live, &format!("/api/v1/contacts/{c}")).await.body;
         assert_eq!(contact_now, contact);
         assert_eq!(app.get(&owner.live, &format!("/api/v1/contacts/{c2}")).await.status, 200);
+        assert_eq!(app.get(&owner.live, &format!("/api/v1/channels/{ch}")).await.body, channel);
         // And lists never show foreign rows.
         assert_eq!(app.get(&stranger.live, "/api/v1/contacts?q=ana").await.body["total"], 0);
         assert_eq!(app.get(&owner.test, "/api/v1/contacts").await.body["total"], 0);

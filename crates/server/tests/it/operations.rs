@@ -63,6 +63,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/v1/contacts/{contact_id}"),
     ("POST", "/api/v1/contacts/merge"),
     ("POST", "/api/v1/contacts/import"),
+    ("GET", "/api/v1/channels"),
+    ("POST", "/api/v1/channels"),
+    ("GET", "/api/v1/channels/{channel_id}"),
+    ("PATCH", "/api/v1/channels/{channel_id}"),
+    ("DELETE", "/api/v1/channels/{channel_id}"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

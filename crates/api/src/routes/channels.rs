@@ -1,0 +1,147 @@
+//! `/api/v1/channels`: channel connections.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use parley_domain::channel::{Channel, ChannelType};
+use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::channels::{self, ChannelWithSecret, CreateChannel, UpdateChannel};
+use serde_json::Value;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{Items, PageParams};
+use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, transaction, write};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_channels, create_channel)).routes(routes!(
+        get_channel,
+        update_channel,
+        delete_channel
+    ))
+}
+
+impl FromBody for CreateChannel {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        channels::parse_create(body)
+    }
+}
+
+impl FromBody for UpdateChannel {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        channels::parse_update(body)
+    }
+}
+
+/// The `type` filter of the channel list.
+pub struct ChannelFilter(Option<ChannelType>);
+
+impl FromQuery for ChannelFilter {
+    fn from_query(q: &mut QueryReader) -> Self {
+        ChannelFilter(channels::parse_filter(q))
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `channels::parse_filter`
+struct ChannelListParams {
+    /// Only channels of this type.
+    #[param(inline)]
+    r#type: Option<ChannelType>,
+}
+
+/// List channel connections, newest first. Secret settings are never shown.
+#[utoipa::path(
+    get, path = "/api/v1/channels", tag = "Channels",
+    params(PageParams, ChannelListParams),
+    responses((status = 200, body = Items<Channel>), (status = 422, body = ValidationErrorBody))
+)]
+async fn list_channels(
+    auth: Auth,
+    State(s): State<AppState>,
+    q: ListQuery<ChannelFilter>,
+) -> Result<Json<Items<Channel>>, ApiError> {
+    let found = channels::list(&s.services, auth.scope(), q.filter.0, q.page).await?;
+    Ok(Json(Items::new(found, q.page)))
+}
+
+/// Create a channel connection.
+///
+/// An `api` channel gets a `whsec_…` signing secret, shown only in this
+/// response. Secret settings (`authorization`) are sealed and never shown
+/// again; `secrets_set` names those that are set. An outbound `url` must
+/// resolve to public addresses.
+#[utoipa::path(
+    post, path = "/api/v1/channels", tag = "Channels",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Optional; a retry replays the first response.")),
+    request_body = CreateChannel,
+    responses((status = 201, body = ChannelWithSecret), (status = 422, body = ValidationErrorBody))
+)]
+async fn create_channel(
+    auth: Auth,
+    State(s): State<AppState>,
+    idem: Idempotency,
+    body: JsonBody<CreateChannel>,
+) -> Result<Response, ApiError> {
+    let JsonBody { value, canonical } = body;
+    channels::prepare(&s.services, value.kind, value.config.as_ref()).await?;
+    let scope = auth.scope();
+    let svc = s.services.clone();
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
+        Box::pin(async move { channels::create(tx, &svc, scope, value).await })
+    })
+    .await
+}
+
+/// Get a channel connection.
+#[utoipa::path(
+    get, path = "/api/v1/channels/{channel_id}", tag = "Channels",
+    params(("channel_id" = i64, Path)),
+    responses((status = 200, body = Channel), (status = 404, body = ErrorBody, example = json!({"detail": "Channel 42 not found"})))
+)]
+async fn get_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Channel>, ApiError> {
+    let [id] = path.0;
+    Ok(Json(channels::get(&s.services, auth.scope(), id).await?))
+}
+
+/// Rename, disable or re-enable a channel, or change its settings (a
+/// `null` setting removes it; others stay as they are).
+#[utoipa::path(
+    patch, path = "/api/v1/channels/{channel_id}", tag = "Channels",
+    params(("channel_id" = i64, Path)),
+    request_body = UpdateChannel,
+    responses((status = 200, body = Channel), (status = 404, body = ErrorBody), (status = 422, body = ValidationErrorBody))
+)]
+async fn update_channel(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<UpdateChannel>,
+) -> Result<Json<Channel>, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    let input = body.value;
+    channels::prepare_update(&s.services, scope, id, &input).await?;
+    let svc = s.services.clone();
+    let channel =
+        transaction(&s, move |tx| Box::pin(async move { channels::update(tx, &svc, scope, id, input).await })).await?;
+    Ok(Json(channel))
+}
+
+/// Delete a channel connection.
+#[utoipa::path(
+    delete, path = "/api/v1/channels/{channel_id}", tag = "Channels",
+    params(("channel_id" = i64, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody))
+)]
+async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    transaction(&s, move |tx| Box::pin(channels::delete(tx, scope, id))).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,81 @@
+//! Channel connections: types, write-only secrets, settings, SSRF.
+
+use serde_json::json;
+
+use crate::support::*;
+
+both_backends! {
+    async fn an_api_channel_shows_its_signing_secret_once_and_never_its_secret_settings(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({
+            "type": "api", "name": "Backend",
+            "config": {"url": "http://127.0.0.1:9/outbound", "authorization": "Bearer top-secret-token"},
+        })).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let ch = &r.body;
+        assert!(ch["secret"].as_str().unwrap().starts_with("whsec_"));
+        assert!(ch["address"].as_str().unwrap().starts_with("api_"));
+        assert_eq!((ch["type"].clone(), ch["status"].clone()), (json!("api"), json!("active")));
+        assert_eq!(ch["config"], json!({"url": "http://127.0.0.1:9/outbound"}));
+        assert_eq!(ch["secrets_set"], json!(["authorization"]));
+        assert!(!r.text.contains("top-secret-token"));
+        let id = ch["id"].as_i64().unwrap();
+
+        let got = app.get(&ws.live, &format!("/api/v1/channels/{id}")).await;
+        assert_eq!(got.status, 200);
+        assert!(got.body.get("secret").is_none());
+        assert!(!got.text.contains("top-secret-token") && !got.text.contains("whsec_"));
+        // At rest the secrets are sealed, not stored in the clear.
+        let mut c = app.db.read().await.unwrap();
+        let (sealed, signing): (String, String) = parley_store::fetch_one!(&mut c, sqlx::query_as("SELECT sealed_secrets, sealed_signing_secret FROM channels")).unwrap();
+        drop(c);
+        assert!(!sealed.contains("top-secret-token") && !signing.contains("whsec_"));
+
+        // Settings change one by one; null removes a secret.
+        let r = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"name": "Core", "status": "disabled", "config": {"authorization": null}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!((r.body["name"].clone(), r.body["status"].clone(), r.body["secrets_set"].clone()), (json!("Core"), json!("disabled"), json!([])));
+        assert_eq!(r.body["config"], json!({"url": "http://127.0.0.1:9/outbound"}));
+        let r = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"authorization": "Token abc"}})).await;
+        assert_eq!((r.body["secrets_set"].clone(), r.body["config"]["url"].clone()), (json!(["authorization"]), json!("http://127.0.0.1:9/outbound")));
+    }
+
+    async fn webchat_channels_and_the_list(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "webchat", "name": "Site", "config": {"allowed_origins": ["https://shop.example"], "greeting": "Hi!"}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert!(r.body.get("secret").is_none());
+        assert!(r.body["address"].as_str().unwrap().starts_with("wc_"));
+        app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "Inbound only"})).await;
+        let all = app.get(&ws.live, "/api/v1/channels").await.body;
+        assert_eq!(all["total"], 2);
+        assert_eq!(all["items"][0]["name"], "Inbound only");
+        let webchat = app.get(&ws.live, "/api/v1/channels?type=webchat").await.body;
+        assert_eq!((webchat["total"].clone(), webchat["items"][0]["config"]["greeting"].clone()), (json!(1), json!("Hi!")));
+        assert_eq!(app.get(&ws.test, "/api/v1/channels").await.body["total"], 0);
+        let id = webchat["items"][0]["id"].as_i64().unwrap();
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/channels/{id}")).await.status, 204);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/channels/{id}")).await.body, json!({"detail": format!("Channel {id} not found")}));
+    }
+
+    async fn bad_channels_are_422s(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.webhooks.allow_private_targets = false).await;
+        let ws = app.workspace("Acme").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "x"})).await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.enum")));
+        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat'");
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "", "config": {"colour": "red", "url": "ftp://x"}})).await;
+        assert_eq!(r.status, 422);
+        let errors: Vec<(serde_json::Value, serde_json::Value)> = r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();
+        assert!(errors.contains(&(json!(["body", "name"]), json!("value_error.string.too_short"))), "{errors:?}");
+        assert!(errors.contains(&(json!(["body", "config", "colour"]), json!("value_error.extra"))), "{errors:?}");
+        // An outbound URL on a private address is refused (SSRF), and nothing is created.
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "x", "config": {"url": "http://127.0.0.1:8080/"}})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, json!(["body", "config", "url"]), json!("value_error.url")));
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "webchat", "name": "x", "config": {"allowed_origins": "everyone"}})).await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("type_error.list")));
+        assert_eq!(app.get(&ws.live, "/api/v1/channels").await.body["total"], 0);
+    }
+}

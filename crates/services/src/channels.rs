@@ -1,0 +1,348 @@
+//! Channel connections: create, read, list, update, delete.
+//!
+//! Each channel type is a [`Connector`]: it reads and checks its own
+//! settings and says which of them are secret. Secrets are sealed with the
+//! master key and never returned. Adding a type (email, SMS, Telegram,
+//! voice) means adding a connector, not changing this module.
+
+use parley_domain::Scope;
+use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
+use parley_domain::validation::{
+    FieldError, LocPart, Page, Parsed, QueryReader, list_of, loc, one_of, parse_object, string,
+};
+use parley_events::signing::WebhookSecret;
+use parley_store::Tx;
+use parley_store::repo::channels::{self as repo, ChannelFields, ChannelRow};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services};
+
+/// What one channel type contributes.
+pub trait Connector: Send + Sync {
+    fn kind(&self) -> ChannelType;
+    /// Names of settings whose values are write-only.
+    fn secret_settings(&self) -> &'static [&'static str];
+    /// Checks one setting; `None` for a name the type does not know.
+    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>>;
+    /// Whether traffic is signed (Standard Webhooks) with a generated `whsec_` secret.
+    fn signs_traffic(&self) -> bool;
+    /// Prefix of the channel's public id (and address).
+    fn public_prefix(&self) -> &'static str;
+    /// A setting that is a URL Parley will call (checked against SSRF).
+    fn outbound_url_setting(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The `api` channel: your own system, over signed HTTP both ways.
+struct ApiConnector;
+
+impl Connector for ApiConnector {
+    fn kind(&self) -> ChannelType {
+        ChannelType::Api
+    }
+    fn secret_settings(&self) -> &'static [&'static str] {
+        &["authorization"]
+    }
+    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
+        Some(match name {
+            // Where outbound messages are POSTed; without it the channel only receives.
+            "url" => string(1, 2048)(value, at).and_then(|u| {
+                parley_events::ssrf::parse_target(&u)
+                    .map(|u| Value::String(u.to_string()))
+                    .map_err(|e| vec![FieldError::new(at.to_vec(), "value_error.url", e.to_string())])
+            }),
+            // Sent as the Authorization header of outbound requests.
+            "authorization" => string(1, 1000)(value, at).map(Value::String),
+            _ => return None,
+        })
+    }
+    fn signs_traffic(&self) -> bool {
+        true
+    }
+    fn public_prefix(&self) -> &'static str {
+        "api"
+    }
+    fn outbound_url_setting(&self) -> Option<&'static str> {
+        Some("url")
+    }
+}
+
+/// The `webchat` channel: the widget on your pages.
+struct WebchatConnector;
+
+impl Connector for WebchatConnector {
+    fn kind(&self) -> ChannelType {
+        ChannelType::Webchat
+    }
+    fn secret_settings(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
+        Some(match name {
+            // Pages allowed to open the chat ("https://shop.example"), or ["*"].
+            "allowed_origins" => list_of(20, |v, l| string(1, 200)(v, l))(value, at)
+                .map(|o| Value::Array(o.into_iter().map(Value::String).collect())),
+            "title" => string(1, 100)(value, at).map(Value::String),
+            "greeting" => string(1, 500)(value, at).map(Value::String),
+            _ => return None,
+        })
+    }
+    fn signs_traffic(&self) -> bool {
+        false
+    }
+    fn public_prefix(&self) -> &'static str {
+        "wc"
+    }
+}
+
+/// The connectors available in this version.
+fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
+    match kind {
+        ChannelType::Api => Some(&ApiConnector),
+        ChannelType::Webchat => Some(&WebchatConnector),
+        _ => None,
+    }
+}
+
+const AVAILABLE: &[&str] = &["api", "webchat"];
+
+/// Settings as sent: each value, or `null` to remove it (in an update).
+pub type SettingChanges = Map<String, Value>;
+
+/// `POST /api/v1/channels`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateChannel {
+    /// `api` or `webchat` (email, sms, whatsapp, telegram and voice come later).
+    #[serde(rename = "type")]
+    #[schema(value_type = String)]
+    pub kind: ChannelType,
+    /// 1–100 characters.
+    pub name: String,
+    /// The type's settings. api: `url` (outbound messages are POSTed here),
+    /// `authorization` (secret; sent as the Authorization header). webchat:
+    /// `allowed_origins`, `title`, `greeting`.
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<SettingChanges>,
+}
+
+/// `PATCH /api/v1/channels/{channel_id}`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct UpdateChannel {
+    pub name: Option<String>,
+    /// `active` or `disabled`.
+    #[schema(value_type = Option<String>)]
+    pub status: Option<ChannelStatus>,
+    /// Settings to change; a `null` value removes that setting. Others stay.
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<SettingChanges>,
+}
+
+/// A channel with its signing secret: returned once, at creation, for types
+/// that sign their traffic.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChannelWithSecret {
+    #[serde(flatten)]
+    pub channel: Channel,
+    /// `whsec_…` (api channels): sign inbound requests and verify outbound
+    /// ones with it. Shown only now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+fn channel_type() -> impl FnOnce(Value, &[LocPart]) -> Parsed<ChannelType> {
+    |v, l| {
+        let s = one_of(ChannelType::ALL)(v, l)?;
+        match ChannelType::parse(&s) {
+            Some(kind) if connector(kind).is_some() => Ok(kind),
+            _ => Err(vec![FieldError::not_enum(l.to_vec(), AVAILABLE)]),
+        }
+    }
+}
+
+fn settings_object() -> impl FnOnce(Value, &[LocPart]) -> Parsed<SettingChanges> {
+    |v, l| match v {
+        Value::Object(m) => Ok(m),
+        _ => Err(vec![FieldError::wrong_type(l.to_vec(), "dict")]),
+    }
+}
+
+pub fn parse_create(body: Value) -> Parsed<CreateChannel> {
+    parse_object(body, loc(&["body"]), |r| {
+        let kind = r.required("type", channel_type());
+        let name = r.required("name", string(1, 100));
+        let mut config = r.optional("config", settings_object());
+        // Settings are checked here too, so that their faults come with the others.
+        if let (Some(kind), Some(settings)) = (kind.and_then(connector), config.as_mut()) {
+            let (mut public, mut secrets) = (Map::new(), Map::new());
+            if let Err(ServiceError::Validation(errors)) =
+                apply_settings(kind, &mut public, &mut secrets, settings.clone())
+            {
+                errors.into_iter().for_each(|e| r.push_error(e));
+            }
+        }
+        Some(CreateChannel { kind: kind?, name: name?, config })
+    })
+}
+
+pub fn parse_update(body: Value) -> Parsed<UpdateChannel> {
+    parse_object(body, loc(&["body"]), |r| {
+        let name = r.optional("name", string(1, 100));
+        let status = r.optional("status", one_of(&["active", "disabled"])).and_then(|s| ChannelStatus::parse(&s));
+        let config = r.optional("config", settings_object());
+        Some(UpdateChannel { name, status, config })
+    })
+}
+
+pub fn parse_filter(q: &mut QueryReader) -> Option<ChannelType> {
+    q.one_of("type", ChannelType::ALL).and_then(|t| ChannelType::parse(&t))
+}
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Channel", id)
+}
+
+/// Applies setting changes for `kind` to the current public and secret
+/// settings; every bad setting is reported at once.
+fn apply_settings(
+    kind: &dyn Connector,
+    public: &mut Map<String, Value>,
+    secrets: &mut Map<String, Value>,
+    changes: SettingChanges,
+) -> ServiceResult<()> {
+    let mut errors = Vec::new();
+    for (name, value) in changes {
+        let at = loc(&["body", "config", &name]);
+        let target = if kind.secret_settings().contains(&name.as_str()) { &mut *secrets } else { &mut *public };
+        if value.is_null() {
+            target.remove(&name);
+            continue;
+        }
+        match kind.parse_setting(&name, value, &at) {
+            Some(Ok(v)) => {
+                target.insert(name, v);
+            }
+            Some(Err(e)) => errors.extend(e),
+            None => errors.push(FieldError::extra(at)),
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ServiceError::Validation(errors)) }
+}
+
+fn public_id(prefix: &str) -> String {
+    const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    let random: String = (0..22).map(|_| BASE62[rng.random_range(0..BASE62.len())] as char).collect();
+    format!("{prefix}_{random}")
+}
+
+fn seal_json(svc: &Services, map: &Map<String, Value>) -> Option<String> {
+    (!map.is_empty()).then(|| svc.keyring.secrets().seal(Value::Object(map.clone()).to_string().as_bytes()))
+}
+
+fn open_json(svc: &Services, sealed: Option<&str>) -> ServiceResult<Map<String, Value>> {
+    let Some(sealed) = sealed else { return Ok(Map::new()) };
+    let plain = svc.keyring.secrets().open(sealed).map_err(|_| {
+        parley_store::StoreError::Corrupt("a channel's secrets cannot be opened with this master key".into())
+    })?;
+    match serde_json::from_slice(&plain) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(parley_store::StoreError::Corrupt("a channel's sealed secrets are not an object".into()).into()),
+    }
+}
+
+/// Checks outbound URLs against SSRF before any transaction (DNS can be slow).
+pub async fn prepare(svc: &Services, kind: ChannelType, config: Option<&SettingChanges>) -> ServiceResult<()> {
+    let (Some(connector), Some(config)) = (connector(kind), config) else { return Ok(()) };
+    if let Some(setting) = connector.outbound_url_setting()
+        && let Some(Value::String(url)) = config.get(setting)
+    {
+        crate::webhooks::check_url(svc, url, &["body", "config", setting]).await?;
+    }
+    Ok(())
+}
+
+pub async fn create(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    input: CreateChannel,
+) -> ServiceResult<ChannelWithSecret> {
+    let kind = connector(input.kind)
+        .ok_or_else(|| ServiceError::Validation(vec![FieldError::not_enum(loc(&["body", "type"]), AVAILABLE)]))?;
+    let (mut public, mut secrets) = (Map::new(), Map::new());
+    apply_settings(kind, &mut public, &mut secrets, input.config.unwrap_or_default())?;
+    let signing = kind.signs_traffic().then(WebhookSecret::generate);
+    let id = public_id(kind.public_prefix());
+    let fields = ChannelFields {
+        kind: input.kind,
+        name: input.name,
+        address: id.clone(),
+        public_id: id,
+        status: ChannelStatus::Active,
+        secret_names: secrets.keys().cloned().collect(),
+        sealed_secrets: seal_json(svc, &secrets),
+        config: public,
+        sealed_signing_secret: signing.as_ref().map(|s| svc.keyring.secrets().seal(s.expose().as_bytes())),
+    };
+    let row = repo::insert(tx, scope, &fields).await?;
+    Ok(ChannelWithSecret { channel: row.to_api()?, secret: signing.map(|s| s.expose()) })
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Channel> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?.to_api()?)
+}
+
+pub async fn list(
+    svc: &Services,
+    scope: Scope,
+    kind: Option<ChannelType>,
+    page: Page,
+) -> ServiceResult<(Vec<Channel>, i64)> {
+    let mut c = svc.db.read().await?;
+    let (rows, total) = repo::list(&mut c, scope, kind, page).await?;
+    Ok((rows.iter().map(ChannelRow::to_api).collect::<Result<_, _>>()?, total))
+}
+
+pub async fn update(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    id: i64,
+    input: UpdateChannel,
+) -> ServiceResult<Channel> {
+    let current = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    let mut fields = ChannelFields::from(&current);
+    let kind = connector(fields.kind)
+        .ok_or_else(|| ServiceError::Conflict(format!("Channel {id} is of a type this version cannot change")))?;
+    if let Some(name) = input.name {
+        fields.name = name;
+    }
+    if let Some(status) = input.status {
+        fields.status = status;
+    }
+    if let Some(changes) = input.config {
+        let mut secrets = open_json(svc, current.sealed_secrets.as_deref())?;
+        apply_settings(kind, &mut fields.config, &mut secrets, changes)?;
+        fields.secret_names = secrets.keys().cloned().collect();
+        fields.sealed_secrets = seal_json(svc, &secrets);
+    }
+    Ok(repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?.to_api()?)
+}
+
+pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
+    if repo::delete(tx, scope, id).await? { Ok(()) } else { Err(not_found(id)) }
+}
+
+/// `prepare` for an update: checks a changed outbound URL of channel `id`.
+pub async fn prepare_update(svc: &Services, scope: Scope, id: i64, input: &UpdateChannel) -> ServiceResult<()> {
+    if input.config.is_none() {
+        return Ok(());
+    }
+    let channel = get(svc, scope, id).await?;
+    prepare(svc, channel.kind, input.config.as_ref()).await
+}

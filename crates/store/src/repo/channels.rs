@@ -1,0 +1,194 @@
+//! Channel connections.
+
+use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
+use parley_domain::validation::Page;
+use parley_domain::{Scope, Timestamp};
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+
+use super::{corrupt, versions};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+
+pub const VERSION_KEY: &str = "channels";
+
+const COLUMNS: &str = "id, type, name, public_id, address, status, config, secret_names, sealed_secrets, \
+    sealed_signing_secret, created_at, updated_at";
+
+/// A stored channel, with its sealed secrets (for the services only).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ChannelRow {
+    pub id: i64,
+    #[sqlx(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub public_id: String,
+    pub address: String,
+    pub status: String,
+    pub config: Json<Map<String, Value>>,
+    pub secret_names: Json<Vec<String>>,
+    /// The secret settings as a JSON object, sealed.
+    pub sealed_secrets: Option<String>,
+    /// The `whsec_…` secret of an api channel, sealed.
+    pub sealed_signing_secret: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl ChannelRow {
+    pub fn to_api(&self) -> StoreResult<Channel> {
+        Ok(Channel {
+            id: self.id,
+            kind: ChannelType::parse(&self.kind).ok_or_else(|| corrupt("channel type", &self.kind))?,
+            name: self.name.clone(),
+            address: self.address.clone(),
+            status: ChannelStatus::parse(&self.status).ok_or_else(|| corrupt("channel status", &self.status))?,
+            config: self.config.0.clone(),
+            secrets_set: self.secret_names.0.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Every writable field of a channel.
+#[derive(Debug, Clone)]
+pub struct ChannelFields {
+    pub kind: ChannelType,
+    pub name: String,
+    pub public_id: String,
+    pub address: String,
+    pub status: ChannelStatus,
+    pub config: Map<String, Value>,
+    pub secret_names: Vec<String>,
+    pub sealed_secrets: Option<String>,
+    pub sealed_signing_secret: Option<String>,
+}
+
+impl From<&ChannelRow> for ChannelFields {
+    fn from(r: &ChannelRow) -> Self {
+        ChannelFields {
+            kind: ChannelType::parse(&r.kind).unwrap_or(ChannelType::Api),
+            name: r.name.clone(),
+            public_id: r.public_id.clone(),
+            address: r.address.clone(),
+            status: ChannelStatus::parse(&r.status).unwrap_or(ChannelStatus::Error),
+            config: r.config.0.clone(),
+            secret_names: r.secret_names.0.clone(),
+            sealed_secrets: r.sealed_secrets.clone(),
+            sealed_signing_secret: r.sealed_signing_secret.clone(),
+        }
+    }
+}
+
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ChannelFields) -> StoreResult<ChannelRow> {
+    let now = Timestamp::now();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO channels (workspace_id, livemode, type, name, public_id, address, status, config, secret_names,
+            sealed_secrets, sealed_signing_secret, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) RETURNING {COLUMNS}"
+    ));
+    let row: ChannelRow = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(f.kind.as_str())
+            .bind(&f.name)
+            .bind(&f.public_id)
+            .bind(&f.address)
+            .bind(f.status.as_str())
+            .bind(Json(&f.config))
+            .bind(Json(&f.secret_names))
+            .bind(&f.sealed_secrets)
+            .bind(&f.sealed_signing_secret)
+            .bind(now)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(row)
+}
+
+pub async fn update(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    f: &ChannelFields,
+) -> StoreResult<Option<ChannelRow>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE channels SET name = $4, address = $5, status = $6, config = $7, secret_names = $8, sealed_secrets = $9,
+            sealed_signing_secret = $10, updated_at = $11
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3 RETURNING {COLUMNS}"
+    ));
+    let row: Option<ChannelRow> = fetch_optional!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+            .bind(&f.name)
+            .bind(&f.address)
+            .bind(f.status.as_str())
+            .bind(Json(&f.config))
+            .bind(Json(&f.secret_names))
+            .bind(&f.sealed_secrets)
+            .bind(&f.sealed_signing_secret)
+            .bind(Timestamp::now())
+    )?;
+    if row.is_some() {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
+    Ok(row)
+}
+
+pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Option<ChannelRow>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
+    ));
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?)
+}
+
+pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query("DELETE FROM channels WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+    )?;
+    if n > 0 {
+        versions::bump(c, scope, VERSION_KEY).await?;
+    }
+    Ok(n > 0)
+}
+
+/// Channels newest first, optionally of one type, and how many match.
+pub async fn list(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    kind: Option<ChannelType>,
+    page: Page,
+) -> StoreResult<(Vec<ChannelRow>, i64)> {
+    let kind = kind.map(ChannelType::as_str);
+    let (total,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT COUNT(*) FROM channels WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(kind)
+    )?;
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)
+         ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5"
+    ));
+    let rows: Vec<ChannelRow> = fetch_all!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(kind)
+            .bind(page.limit)
+            .bind(page.offset)
+    )?;
+    Ok((rows, total))
+}
