@@ -37,6 +37,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Webhooks", description = "Signed, retried event delivery (Standard Webhooks) and the event log"),
         (name = "Contacts", description = "People and their channel addresses: normalised, deduplicated, mergeable, importable"),
         (name = "Channels", description = "Channel connections (api, webchat); secret settings are write-only"),
+        (name = "Conversations", description = "Conversations per channel and address, and their messages"),
         (name = "Billing", description = "Balances in integer cents, the append-only ledger, owner credits and the test-mode reset"),
         (name = "Operations", description = "Health probes and this document"),
     ),
@@ -49,7 +50,10 @@ pub fn base() -> utoipa::openapi::OpenApi {
 }
 
 /// Routes under /api/ that take no credential (they establish one).
-const UNAUTHENTICATED: &[&str] = &["/api/v1/auth/login", "/api/v1/auth/refresh", "/api/v1/auth/logout"];
+/// Routes without an API key or session: sign-in, and inbound channel
+/// traffic (authenticated by the channel's own signature).
+const UNAUTHENTICATED: &[&str] =
+    &["/api/v1/auth/login", "/api/v1/auth/refresh", "/api/v1/auth/logout", "/api/v1/channels/{channel_id}/inbound"];
 
 fn error_response(description: &str, schema: &str) -> RefOr<utoipa::openapi::Response> {
     ResponseBuilder::new()

@@ -10,6 +10,7 @@ pub mod api_key;
 pub mod billing;
 pub mod channel;
 pub mod contact;
+pub mod conversation;
 pub mod crypto;
 pub mod email;
 pub mod event;

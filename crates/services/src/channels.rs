@@ -346,3 +346,67 @@ pub async fn prepare_update(svc: &Services, scope: Scope, id: i64, input: &Updat
     let channel = get(svc, scope, id).await?;
     prepare(svc, channel.kind, input.config.as_ref()).await
 }
+
+/// How far an inbound request's `webhook-timestamp` may be from now.
+pub const INBOUND_TOLERANCE_S: i64 = 5 * 60;
+
+/// The Standard Webhooks headers of an inbound request.
+pub struct SignatureHeaders<'a> {
+    pub id: Option<&'a str>,
+    pub timestamp: Option<&'a str>,
+    pub signature: Option<&'a str>,
+}
+
+/// Takes a message for api channel `id`: the request must be signed with
+/// the channel's `whsec_` secret within five minutes of now. Stored once per
+/// `external_id`.
+pub async fn receive_inbound(
+    svc: &Services,
+    id: i64,
+    headers: SignatureHeaders<'_>,
+    body: &[u8],
+) -> ServiceResult<crate::conversations::Received> {
+    let (scope, channel) = {
+        let mut c = svc.db.read().await?;
+        repo::find_for_inbound(&mut c, id).await?.ok_or_else(|| not_found(id))?
+    };
+    if channel.kind != ChannelType::Api.as_str() {
+        return Err(ServiceError::Conflict(format!("Channel {id} is not an api channel")));
+    }
+    let sealed = channel
+        .sealed_signing_secret
+        .as_deref()
+        .ok_or_else(|| parley_store::StoreError::Corrupt(format!("api channel {id} has no signing secret")))?;
+    let secret = svc
+        .keyring
+        .secrets()
+        .open(sealed)
+        .ok()
+        .and_then(|raw| String::from_utf8(raw).ok())
+        .and_then(|s| WebhookSecret::parse(&s))
+        .ok_or_else(|| {
+            parley_store::StoreError::Corrupt(format!("api channel {id}'s signing secret cannot be opened"))
+        })?;
+    let now = parley_domain::Timestamp::now().unix_micros() / 1_000_000;
+    parley_events::signing::verify(
+        &secret,
+        headers.id,
+        headers.timestamp,
+        headers.signature,
+        body,
+        now,
+        INBOUND_TOLERANCE_S,
+    )
+    .map_err(|e| ServiceError::Unauthorized(format!("Invalid signature: {e}")))?;
+    if channel.status != ChannelStatus::Active.as_str() {
+        return Err(ServiceError::Forbidden(format!("Channel {id} is {}", channel.status)));
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
+    let inbound = crate::conversations::parse_inbound(value)?;
+    let mut tx = svc.db.begin().await?;
+    let received = crate::conversations::receive(&mut tx, svc, scope, &channel, inbound).await?;
+    tx.commit().await?;
+    svc.wake_outbox();
+    Ok(received)
+}

@@ -6,12 +6,13 @@ use parley_domain::Scope;
 use parley_domain::contact::{CHANNELS, Contact, Identity, Origin, Phone, Region, canonical_name};
 use parley_domain::email::Email;
 use parley_domain::validation::{
-    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, integer, json_object, list_of, loc, object, one_of,
-    parse_object, string,
+    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, integer, json_object, list_of, loc, object,
+    one_of, parse_object, string,
 };
 use parley_events::ssrf;
 use parley_store::Tx;
 use parley_store::repo::contacts::{self as repo, ContactFields, ContactFilter, SearchTerms};
+use parley_store::repo::conversations;
 use parley_store::repo::events;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -347,8 +348,75 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges)
     Ok(contact)
 }
 
+/// Deletes a contact and its identities; its conversations stay, without a contact.
 pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
-    if repo::delete(tx, scope, id).await? { Ok(()) } else { Err(not_found(id)) }
+    if !repo::delete(tx, scope, id).await? {
+        return Err(not_found(id));
+    }
+    conversations::clear_contact(tx, scope, id).await?;
+    Ok(())
+}
+
+/// `POST /api/v1/contacts/discover`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct Discover {
+    /// Also create a `discovered` contact for each address (default false).
+    pub create: Option<bool>,
+}
+
+pub fn parse_discover(body: Value) -> Parsed<Discover> {
+    parse_object(body, loc(&["body"]), |r| Some(Discover { create: r.optional("create", boolean()) }))
+}
+
+/// An address seen in traffic that belongs to no contact.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DiscoveredAddress {
+    pub channel: String,
+    pub address: String,
+    /// The name the sender gave, if any.
+    pub display_name_guess: Option<String>,
+    pub conversation_count: i64,
+    pub last_seen_at: parley_domain::Timestamp,
+    /// The contact created for it (with `create: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contact_id: Option<i64>,
+}
+
+/// The discovery answer: `{items, total}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Discovery {
+    pub items: Vec<DiscoveredAddress>,
+    pub total: i64,
+}
+
+/// Finds the addresses seen in conversations that belong to no contact;
+/// with `create`, creates a `discovered` contact for each and links its
+/// conversations to it, in the caller's transaction.
+pub async fn discover(tx: &mut Tx, scope: Scope, config: &ContactsConfig, create: bool) -> ServiceResult<Discovery> {
+    let mut items = Vec::new();
+    for seen in conversations::unlinked_addresses(tx, scope).await? {
+        let Some((channel, address)) = seen.channel_ref.split_once(':') else { continue };
+        let mut item = DiscoveredAddress {
+            channel: channel.to_owned(),
+            address: address.to_owned(),
+            display_name_guess: seen.name_guess,
+            conversation_count: seen.conversation_count,
+            last_seen_at: seen.last_seen_at,
+            contact_id: None,
+        };
+        if create {
+            let identity = Identity { channel: item.channel.clone(), address: item.address.clone() };
+            let always = ContactsConfig { auto_create: true, ..config.clone() };
+            if let Some(contact) =
+                resolve_address(tx, scope, &always, &identity, item.display_name_guess.as_deref()).await?
+            {
+                conversations::link_address(tx, scope, &seen.channel_ref, contact.id).await?;
+                item.contact_id = Some(contact.id);
+            }
+        }
+        items.push(item);
+    }
+    Ok(Discovery { total: items.len() as i64, items })
 }
 
 /// Merges `duplicate` into `primary` in one transaction: the primary keeps
@@ -369,9 +437,10 @@ pub async fn merge(tx: &mut Tx, scope: Scope, input: MergeContacts) -> ServiceRe
     for (k, v) in other.metadata {
         fields.metadata.entry(k).or_insert(v);
     }
-    // Records that point at a contact move with it. (Conversations and
-    // calls join this list when their tables arrive.)
+    // Records that point at a contact move with it. (Calls join this list
+    // when their table arrives.)
     repo::move_identities(tx, scope, duplicate.id, primary.id).await?;
+    conversations::move_contact(tx, scope, duplicate.id, primary.id).await?;
     // Deleting first frees the duplicate's phone and email for the primary.
     repo::delete(tx, scope, duplicate.id).await?;
     repo::update(tx, scope, primary.id, &fields).await?;

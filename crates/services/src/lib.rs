@@ -12,6 +12,7 @@ pub mod billing;
 pub mod channels;
 pub mod contact_import;
 pub mod contacts;
+pub mod conversations;
 mod error;
 pub mod identity;
 pub mod prompt_blocks;

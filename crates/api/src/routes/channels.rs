@@ -1,9 +1,10 @@
 //! `/api/v1/channels`: channel connections.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::channels::{self, ChannelWithSecret, CreateChannel, UpdateChannel};
@@ -18,11 +19,10 @@ use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, List
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_channels, create_channel)).routes(routes!(
-        get_channel,
-        update_channel,
-        delete_channel
-    ))
+    OpenApiRouter::new()
+        .routes(routes!(list_channels, create_channel))
+        .routes(routes!(get_channel, update_channel, delete_channel))
+        .routes(routes!(receive_inbound))
 }
 
 impl FromBody for CreateChannel {
@@ -144,4 +144,44 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
     let scope = auth.scope();
     transaction(&s, move |tx| Box::pin(channels::delete(tx, scope, id))).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deliver a message from your system to an api channel.
+///
+/// Authenticated by the channel's `whsec_` secret, not an API key: sign the
+/// body per Standard Webhooks (`webhook-id`, `webhook-timestamp` within 5
+/// minutes, `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`).
+/// 201 with the stored message; a repeated `external_id` is stored once and
+/// answers 200 with the first message.
+#[utoipa::path(
+    post, path = "/api/v1/channels/{channel_id}/inbound", tag = "Channels",
+    params(("channel_id" = i64, Path)),
+    request_body = parley_services::conversations::Inbound,
+    responses(
+        (status = 200, body = parley_domain::conversation::Message, description = "Seen before: the first message"),
+        (status = 201, body = parley_domain::conversation::Message),
+        (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature"),
+        (status = 403, body = ErrorBody, description = "The channel is disabled"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Not an api channel"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn receive_inbound(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let id: i64 = id.parse().map_err(|_| ApiError::Status(StatusCode::NOT_FOUND, format!("Channel {id} not found")))?;
+    let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let signed = channels::SignatureHeaders {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+    };
+    let received = channels::receive_inbound(&s.services, id, signed, &bytes).await?;
+    let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(received.message)).into_response())
 }

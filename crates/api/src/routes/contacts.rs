@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use parley_domain::contact::{Contact, Origin};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::contact_import::{self, ImportReport};
-use parley_services::contacts::{self, ContactChanges, MergeContacts};
+use parley_services::contacts::{self, ContactChanges, Discover, Discovery, MergeContacts};
 use parley_store::repo::contacts::ContactFilter;
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -29,6 +29,38 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_contact, update_contact, delete_contact))
         .routes(routes!(merge_contacts))
         .routes(routes!(import_contacts))
+        .routes(routes!(discover_contacts))
+}
+
+impl FromBody for Discover {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        contacts::parse_discover(body)
+    }
+}
+
+/// Addresses seen in conversations that belong to no contact.
+///
+/// With `{"create": true}` each gets a contact with `origin: discovered`
+/// (or, for a phone or email some contact already has, that contact), and
+/// its conversations are linked to it.
+#[utoipa::path(
+    post, path = "/api/v1/contacts/discover", tag = "Contacts",
+    request_body = Discover,
+    responses((status = 200, body = Discovery), (status = 422, body = ValidationErrorBody))
+)]
+async fn discover_contacts(
+    auth: Auth,
+    State(s): State<AppState>,
+    body: JsonBody<Discover>,
+) -> Result<Json<Discovery>, ApiError> {
+    let scope = auth.scope();
+    let create = body.value.create.unwrap_or(false);
+    let config = s.services.config.clone();
+    let found = transaction(&s, move |tx| {
+        Box::pin(async move { contacts::discover(tx, scope, &config.contacts, create).await })
+    })
+    .await?;
+    Ok(Json(found))
 }
 
 /// A create body (the display name defaults to the email or phone).

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod billing;
 pub mod channels;
 pub mod contacts;
+pub mod conversations;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -29,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(billing::router())
         .merge(contacts::router())
         .merge(channels::router())
+        .merge(conversations::router())
 }
 
 /// The items envelope of every list except agents.

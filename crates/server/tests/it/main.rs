@@ -11,6 +11,7 @@ mod billing;
 mod channels;
 mod cli;
 mod contacts;
+mod conversations;
 mod delivery_processes;
 mod errors;
 mod idempotency;

@@ -68,6 +68,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/channels/{channel_id}"),
     ("PATCH", "/api/v1/channels/{channel_id}"),
     ("DELETE", "/api/v1/channels/{channel_id}"),
+    ("POST", "/api/v1/channels/{channel_id}/inbound"),
+    ("POST", "/api/v1/contacts/discover"),
+    ("GET", "/api/v1/conversations"),
+    ("GET", "/api/v1/conversations/{conversation_id}"),
+    ("GET", "/api/v1/conversations/{conversation_id}/messages"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

@@ -192,3 +192,13 @@ pub async fn list(
     )?;
     Ok((rows, total))
 }
+
+/// A channel by id in any workspace, with its scope: for inbound traffic,
+/// which proves its right to the channel by signature, not by API key.
+pub async fn find_for_inbound(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<(Scope, ChannelRow)>> {
+    let owner: Option<(i64, bool)> =
+        fetch_optional!(c, sqlx::query_as("SELECT workspace_id, livemode FROM channels WHERE id = $1").bind(id))?;
+    let Some((workspace_id, livemode)) = owner else { return Ok(None) };
+    let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
+    Ok(get(c, scope, id).await?.map(|row| (scope, row)))
+}

@@ -5,6 +5,7 @@ pub mod api_keys;
 pub mod billing;
 pub mod channels;
 pub mod contacts;
+pub mod conversations;
 pub mod events;
 pub mod idempotency;
 pub mod prompt_blocks;

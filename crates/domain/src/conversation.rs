@@ -1,0 +1,137 @@
+//! Conversations and messages.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::Timestamp;
+
+/// How many characters of the last message a conversation shows.
+pub const PREVIEW_CHARS: usize = 140;
+
+/// The first 140 characters of a message, as sent (line breaks and markup kept).
+pub fn preview(text: &str) -> String {
+    text.chars().take(PREVIEW_CHARS).collect()
+}
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [&'static str] = &[$($s),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $s),+ }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// open → pending|snoozed|resolved → … ; closed is final.
+    ConversationStatus { Open = "open", Pending = "pending", Snoozed = "snoozed", Resolved = "resolved", Closed = "closed" }
+);
+string_enum!(
+    /// Who answers the conversation now.
+    Handler { Agent = "agent", Human = "human", None = "none" }
+);
+string_enum!(ConversationKind { Direct = "direct", Group = "group", Call = "call" });
+string_enum!(Direction { Inbound = "inbound", Outbound = "outbound" });
+string_enum!(AuthorType { Contact = "contact", Agent = "agent", User = "user", System = "system" });
+string_enum!(
+    /// Outbound: queued → sent → delivered → read, or failed. Inbound: received.
+    MessageStatus { Queued = "queued", Sent = "sent", Delivered = "delivered", Read = "read", Failed = "failed", Received = "received" }
+);
+
+/// A conversation as listed: exactly the seed's fields.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ConversationItem {
+    pub id: i64,
+    pub title: String,
+    /// `sms|whatsapp|email|webchat|telegram|voice|api`.
+    pub channel: String,
+    pub kind: ConversationKind,
+    /// `<channel>:<address>`, e.g. `sms:+14155550100`.
+    pub channel_ref: String,
+    pub last_message_ts: Option<Timestamp>,
+    /// The first 140 characters of the last message, as sent.
+    pub last_message_preview: Option<String>,
+    /// Inbound messages not yet marked read.
+    pub unread_count: i64,
+    pub created_at: Timestamp,
+}
+
+/// The full conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Conversation {
+    #[serde(flatten)]
+    pub item: ConversationItem,
+    pub status: ConversationStatus,
+    /// The channel connection it runs on.
+    pub channel_id: i64,
+    pub contact_id: Option<i64>,
+    pub agent_id: Option<i64>,
+    pub handler: Handler,
+    pub assignee_user_id: Option<i64>,
+    /// Since when the contact has waited for an answer, if they are waiting.
+    pub waiting_since: Option<Timestamp>,
+    pub snoozed_until: Option<Timestamp>,
+    pub updated_at: Timestamp,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Author {
+    #[serde(rename = "type")]
+    pub kind: AuthorType,
+    /// The contact's, agent's or user's id; null for system messages.
+    pub id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Message {
+    pub id: i64,
+    pub conversation_id: i64,
+    pub direction: Direction,
+    pub author: Author,
+    pub text: String,
+    #[schema(value_type = Vec<Object>)]
+    pub attachments: Vec<serde_json::Value>,
+    pub status: MessageStatus,
+    pub error: Option<String>,
+    /// The provider's (or your system's) id for the message.
+    pub external_id: Option<String>,
+    pub created_at: Timestamp,
+    pub sent_at: Option<Timestamp>,
+    pub delivered_at: Option<Timestamp>,
+    pub read_at: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_keep_the_first_140_characters_as_sent() {
+        let text = format!("**Hi**\nline two {}", "é".repeat(200));
+        let p = preview(&text);
+        assert_eq!(p.chars().count(), 140);
+        assert!(p.starts_with("**Hi**\nline two é"));
+        assert_eq!(preview("short\n"), "short\n");
+    }
+
+    #[test]
+    fn enums_round_trip() {
+        for s in ConversationStatus::ALL {
+            assert_eq!(ConversationStatus::parse(s).map(ConversationStatus::as_str), Some(*s));
+        }
+        assert_eq!(MessageStatus::parse("lost"), None);
+    }
+}

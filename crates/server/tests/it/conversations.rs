@@ -1,0 +1,174 @@
+//! Inbound traffic on the api channel, conversations, messages, and the
+//! contact discovery and merge that build on them.
+
+use parley_domain::Mode;
+use parley_events::signing::WebhookSecret;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// An api channel: (id, its signing secret).
+async fn api_channel(app: &TestApp, key: &str) -> (i64, WebhookSecret) {
+    let r = app.post(key, "/api/v1/channels", json!({"type": "api", "name": "Backend"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    (r.body["id"].as_i64().unwrap(), WebhookSecret::parse(r.body["secret"].as_str().unwrap()).unwrap())
+}
+
+/// POSTs `body` to the channel's inbound route, signed with `secret` at `timestamp`.
+async fn inbound_at(app: &TestApp, channel: i64, secret: &WebhookSecret, body: &Value, timestamp: i64) -> Resp {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let msg_id = format!("msg_{}", uuid());
+    let signature = secret.sign(&msg_id, timestamp, &bytes);
+    let r = app
+        .client
+        .post(app.url(&format!("/api/v1/channels/{channel}/inbound")))
+        .header("content-type", "application/json")
+        .header("webhook-id", msg_id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    Resp::from(r).await
+}
+
+fn now_s() -> i64 {
+    parley_domain::Timestamp::now().unix_micros() / 1_000_000
+}
+
+async fn inbound(app: &TestApp, channel: i64, secret: &WebhookSecret, body: Value) -> Resp {
+    inbound_at(app, channel, secret, &body, now_s()).await
+}
+
+both_backends! {
+    async fn the_api_channel_takes_signed_messages_once_each(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        let body = json!({"from": "user-42", "text": "Hello\n**there**", "external_id": "m-1", "contact": {"display_name": "Ana"}});
+
+        // Refused: wrong secret, stale timestamp, no signature.
+        let r = inbound(&app, ch, &WebhookSecret::generate(), body.clone()).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (401, json!("Invalid signature: no signature matches")));
+        let r = inbound_at(&app, ch, &secret, &body, now_s() - 600).await;
+        assert_eq!(r.status, 401, "{}", r.text);
+        let r = app.client.post(app.url(&format!("/api/v1/channels/{ch}/inbound"))).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 401);
+        assert_eq!(app.get(&ws.live, "/api/v1/conversations").await.body["total"], 0);
+
+        let first = inbound(&app, ch, &secret, body.clone()).await;
+        assert_eq!(first.status, 201, "{}", first.text);
+        assert_eq!((first.body["direction"].clone(), first.body["status"].clone(), first.body["external_id"].clone()), (json!("inbound"), json!("received"), json!("m-1")));
+        assert_eq!(first.body["author"]["type"], "contact");
+        // The same external_id again: stored once, answered with the first message.
+        let again = inbound(&app, ch, &secret, body.clone()).await;
+        assert_eq!((again.status, again.body["id"].clone()), (200, first.body["id"].clone()));
+
+        let list = app.get(&ws.live, "/api/v1/conversations").await.body;
+        assert_eq!(list["total"], 1);
+        let item = &list["items"][0];
+        let mut keys: Vec<&str> = item.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["channel", "channel_ref", "created_at", "id", "kind", "last_message_preview", "last_message_ts", "title", "unread_count"]);
+        assert_eq!((item["channel"].clone(), item["kind"].clone(), item["channel_ref"].clone(), item["title"].clone()), (json!("api"), json!("direct"), json!("api:user-42"), json!("Ana")));
+        assert_eq!((item["last_message_preview"].clone(), item["unread_count"].clone()), (json!("Hello\n**there**"), json!(1)));
+
+        // A second message joins the same conversation.
+        let long = "x".repeat(300);
+        assert_eq!(inbound(&app, ch, &secret, json!({"from": "user-42", "text": long, "external_id": "m-2"})).await.status, 201);
+        let id = item["id"].as_i64().unwrap();
+        let conv = app.get(&ws.live, &format!("/api/v1/conversations/{id}")).await.body;
+        assert_eq!((conv["unread_count"].clone(), conv["status"].clone(), conv["handler"].clone()), (json!(2), json!("open"), json!("agent")));
+        assert_eq!(conv["last_message_preview"].as_str().unwrap().len(), 140);
+        assert!(conv["waiting_since"].is_string());
+        let contact_id = conv["contact_id"].as_i64().unwrap();
+        let contact = app.get(&ws.live, &format!("/api/v1/contacts/{contact_id}")).await.body;
+        assert_eq!((contact["origin"].clone(), contact["identities"].clone()), (json!("discovered"), json!([{"channel": "api", "address": "user-42"}])));
+        let messages = app.get(&ws.live, &format!("/api/v1/conversations/{id}/messages")).await.body;
+        let ids: Vec<&str> = messages["items"].as_array().unwrap().iter().map(|m| m["external_id"].as_str().unwrap()).collect();
+        assert_eq!((messages["total"].clone(), ids), (json!(2), vec!["m-1", "m-2"]));
+        let newest = app.get(&ws.live, &format!("/api/v1/conversations/{id}/messages?order=desc&limit=1")).await.body;
+        assert_eq!(newest["items"][0]["external_id"], "m-2");
+        assert_eq!(app.events(ws.id, Mode::Live, "message.received").await.len(), 2);
+        assert_eq!(app.events(ws.id, Mode::Live, "conversation.created").await.len(), 1);
+
+        // Other workspaces and modes see none of it.
+        let other = app.workspace("Other").await;
+        assert_eq!(app.get(&other.live, &format!("/api/v1/conversations/{id}")).await.body, json!({"detail": format!("Conversation {id} not found")}));
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/conversations/{id}/messages")).await.status, 404);
+        assert_eq!(app.get(&ws.test, "/api/v1/conversations").await.body["total"], 0);
+
+        // A disabled channel refuses traffic; a webchat channel has no inbound route; unknown ids are 404.
+        app.patch(&ws.live, &format!("/api/v1/channels/{ch}"), json!({"status": "disabled"})).await;
+        let r = inbound(&app, ch, &secret, json!({"from": "user-42", "text": "hi", "external_id": "m-3"})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (403, json!(format!("Channel {ch} is disabled"))));
+        let webchat = app.post(&ws.live, "/api/v1/channels", json!({"type": "webchat", "name": "Site"})).await.body["id"].as_i64().unwrap();
+        assert_eq!(inbound(&app, webchat, &secret, json!({"from": "x", "text": "hi", "external_id": "1"})).await.status, 409);
+        assert_eq!(inbound(&app, 999_999, &secret, json!({"from": "x", "text": "hi", "external_id": "1"})).await.status, 404);
+    }
+
+    async fn discovery_lists_unknown_senders_and_creates_their_contacts(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.contacts.auto_create = false).await;
+        let ws = app.workspace("Acme").await;
+        let (a, secret_a) = api_channel(&app, &ws.live).await;
+        let (b, secret_b) = api_channel(&app, &ws.live).await;
+        inbound(&app, a, &secret_a, json!({"from": "ana", "text": "hi", "external_id": "1", "contact": {"display_name": "Ana L"}})).await;
+        inbound(&app, b, &secret_b, json!({"from": "ana", "text": "hi again", "external_id": "1"})).await;
+        inbound(&app, a, &secret_a, json!({"from": "bo", "text": "yo", "external_id": "2"})).await;
+        let known = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Cy", "identities": [{"channel": "api", "address": "cy"}]})).await.body;
+        inbound(&app, a, &secret_a, json!({"from": "cy", "text": "hello", "external_id": "3"})).await;
+
+        let r = app.post(&ws.live, "/api/v1/contacts/discover", json!({})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["total"], 2);
+        let items = r.body["items"].as_array().unwrap();
+        let ana = items.iter().find(|i| i["address"] == "ana").unwrap();
+        assert_eq!((ana["channel"].clone(), ana["display_name_guess"].clone(), ana["conversation_count"].clone()), (json!("api"), json!("Ana L"), json!(2)));
+        assert!(ana["last_seen_at"].is_string() && ana.get("contact_id").is_none());
+        assert_eq!(app.get(&ws.live, "/api/v1/contacts").await.body["total"], 1, "listing creates nothing");
+
+        let r = app.post(&ws.live, "/api/v1/contacts/discover", json!({"create": true})).await;
+        assert_eq!(r.body["total"], 2);
+        let created = app.get(&ws.live, "/api/v1/contacts?origin=discovered").await.body;
+        assert_eq!(created["total"], 2);
+        let names: Vec<&str> = created["items"].as_array().unwrap().iter().map(|c| c["display_name"].as_str().unwrap()).collect();
+        assert!(names.contains(&"Ana L") && names.contains(&"bo"), "{names:?}");
+        assert_eq!(app.post(&ws.live, "/api/v1/contacts/discover", json!({})).await.body, json!({"items": [], "total": 0}));
+        // The conversations now name their contacts; the known sender kept hers.
+        let convs = app.get(&ws.live, "/api/v1/conversations").await.body;
+        for c in convs["items"].as_array().unwrap() {
+            let full = app.get(&ws.live, &format!("/api/v1/conversations/{}", c["id"])).await.body;
+            assert!(full["contact_id"].is_i64(), "{full}");
+            if c["channel_ref"] == "api:cy" {
+                assert_eq!(full["contact_id"], known["id"]);
+            }
+        }
+        let r = app.post(&ws.live, "/api/v1/contacts/discover", json!({"create": "yes"})).await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("type_error.bool")));
+    }
+
+    async fn merging_and_deleting_contacts_carry_their_conversations(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        inbound(&app, ch, &secret, json!({"from": "ana-1", "text": "hi", "external_id": "1"})).await;
+        let conv = app.get(&ws.live, "/api/v1/conversations").await.body["items"][0]["id"].as_i64().unwrap();
+        let duplicate = app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["contact_id"].as_i64().unwrap();
+        let primary = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Ana"})).await.body["id"].as_i64().unwrap();
+        let r = app.post(&ws.live, "/api/v1/contacts/merge", json!({"primary_id": primary, "duplicate_id": duplicate})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["identities"], json!([{"channel": "api", "address": "ana-1"}]));
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["contact_id"], primary);
+        // The next message from that address finds the primary.
+        inbound(&app, ch, &secret, json!({"from": "ana-1", "text": "again", "external_id": "2"})).await;
+        let messages = app.get(&ws.live, &format!("/api/v1/conversations/{conv}/messages")).await.body;
+        assert_eq!(messages["items"][1]["author"], json!({"type": "contact", "id": primary}));
+        // Deleting the contact leaves the conversation, without a contact.
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/contacts/{primary}")).await.status, 204);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["contact_id"], Value::Null);
+        let mut c = app.db.read().await.unwrap();
+        let (orphans,): (i64,) = parley_store::fetch_one!(&mut c, sqlx::query_as("SELECT COUNT(*) FROM conversations WHERE contact_id IS NOT NULL AND contact_id NOT IN (SELECT id FROM contacts)")).unwrap();
+        assert_eq!(orphans, 0);
+    }
+}

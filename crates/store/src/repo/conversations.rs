@@ -1,0 +1,408 @@
+//! Conversations and their messages.
+
+use parley_domain::conversation::{
+    Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Handler,
+    Message, MessageStatus,
+};
+use parley_domain::validation::Page;
+use parley_domain::{Scope, Timestamp};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{corrupt, versions};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+
+pub const VERSION_KEY: &str = "conversations";
+
+const COLUMNS: &str = "id, title, channel, kind, channel_ref, last_message_ts, last_message_preview, unread_count, \
+    created_at, status, channel_id, contact_id, agent_id, handler, assignee_user_id, waiting_since, snoozed_until, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    title: String,
+    channel: String,
+    kind: String,
+    channel_ref: String,
+    last_message_ts: Option<Timestamp>,
+    last_message_preview: Option<String>,
+    unread_count: i64,
+    created_at: Timestamp,
+    status: String,
+    channel_id: i64,
+    contact_id: Option<i64>,
+    agent_id: Option<i64>,
+    handler: String,
+    assignee_user_id: Option<i64>,
+    waiting_since: Option<Timestamp>,
+    snoozed_until: Option<Timestamp>,
+    updated_at: Timestamp,
+}
+
+impl TryFrom<Row> for Conversation {
+    type Error = crate::StoreError;
+
+    fn try_from(r: Row) -> Result<Self, Self::Error> {
+        Ok(Conversation {
+            item: ConversationItem {
+                id: r.id,
+                title: r.title,
+                channel: r.channel,
+                kind: ConversationKind::parse(&r.kind).ok_or_else(|| corrupt("conversation kind", &r.kind))?,
+                channel_ref: r.channel_ref,
+                last_message_ts: r.last_message_ts,
+                last_message_preview: r.last_message_preview,
+                unread_count: r.unread_count,
+                created_at: r.created_at,
+            },
+            status: ConversationStatus::parse(&r.status).ok_or_else(|| corrupt("conversation status", &r.status))?,
+            channel_id: r.channel_id,
+            contact_id: r.contact_id,
+            agent_id: r.agent_id,
+            handler: Handler::parse(&r.handler).ok_or_else(|| corrupt("conversation handler", &r.handler))?,
+            assignee_user_id: r.assignee_user_id,
+            waiting_since: r.waiting_since,
+            snoozed_until: r.snoozed_until,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// A conversation to open.
+#[derive(Debug, Clone)]
+pub struct NewConversation<'a> {
+    pub channel_id: i64,
+    pub channel: &'a str,
+    pub kind: ConversationKind,
+    pub channel_ref: &'a str,
+    pub title: &'a str,
+    pub contact_id: Option<i64>,
+    pub sender_name: Option<&'a str>,
+}
+
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewConversation<'_>) -> StoreResult<Conversation> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO conversations (workspace_id, livemode, channel_id, channel, kind, channel_ref, title, status,
+            contact_id, sender_name, handler, unread_count, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, 'agent', 0, $10, $10) RETURNING {COLUMNS}"
+    ));
+    let row: Row = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(n.channel_id)
+            .bind(n.channel)
+            .bind(n.kind.as_str())
+            .bind(n.channel_ref)
+            .bind(n.title)
+            .bind(n.contact_id)
+            .bind(n.sender_name)
+            .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    row.try_into()
+}
+
+/// The conversation on this channel connection and address that is not closed.
+pub async fn find_open(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    channel_ref: &str,
+) -> StoreResult<Option<Conversation>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations
+         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND channel_ref = $4 AND status <> 'closed'"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(channel_ref)
+    )?;
+    row.map(Conversation::try_from).transpose()
+}
+
+pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Option<Conversation>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
+    ));
+    let row: Option<Row> =
+        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    row.map(Conversation::try_from).transpose()
+}
+
+pub async fn set_status(c: &mut impl AsHandle, scope: Scope, id: i64, status: ConversationStatus) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET status = $4, snoozed_until = NULL, updated_at = $5
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(status.as_str())
+        .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
+}
+
+/// Notes an inbound message: last message, one more unread, and the
+/// contact waiting since now (if not already).
+pub async fn record_inbound(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    at: Timestamp,
+    preview: &str,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET last_message_ts = $4, last_message_preview = $5, unread_count = unread_count + 1,
+                waiting_since = COALESCE(waiting_since, $4), updated_at = $4
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(at)
+        .bind(preview)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
+}
+
+/// Conversations newest first (the seed's list fields), and how many there are.
+pub async fn list(c: &mut impl AsHandle, scope: Scope, page: Page) -> StoreResult<(Vec<ConversationItem>, i64)> {
+    let (total,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as("SELECT COUNT(*) FROM conversations WHERE workspace_id = $1 AND livemode = $2")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+    )?;
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations WHERE workspace_id = $1 AND livemode = $2
+         ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+    ));
+    let rows: Vec<Row> = fetch_all!(
+        c,
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(page.limit).bind(page.offset)
+    )?;
+    let items = rows.into_iter().map(|r| Conversation::try_from(r).map(|c| c.item)).collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
+
+/// Gives `from`'s conversations to `to` (a contact merge).
+pub async fn move_contact(c: &mut impl AsHandle, scope: Scope, from: i64, to: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(from)
+        .bind(to)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
+}
+
+/// Detaches a deleted contact from its conversations (they become
+/// discoverable again).
+pub async fn clear_contact(c: &mut impl AsHandle, scope: Scope, contact_id: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET contact_id = NULL WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(contact_id)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
+}
+
+/// Sets the contact of every conversation at `channel_ref` that has none.
+pub async fn link_address(c: &mut impl AsHandle, scope: Scope, channel_ref: &str, contact_id: i64) -> StoreResult<u64> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET contact_id = $4
+             WHERE workspace_id = $1 AND livemode = $2 AND channel_ref = $3 AND contact_id IS NULL",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(channel_ref)
+        .bind(contact_id)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(n)
+}
+
+/// An address seen in conversations that belong to no contact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnlinkedAddress {
+    pub channel_ref: String,
+    pub name_guess: Option<String>,
+    pub conversation_count: i64,
+    pub last_seen_at: Timestamp,
+}
+
+/// Addresses of conversations without a contact, most recently seen first.
+pub async fn unlinked_addresses(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Vec<UnlinkedAddress>> {
+    let rows: Vec<(String, Option<String>, i64, Timestamp)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT channel_ref, MAX(sender_name), COUNT(*), MAX(COALESCE(last_message_ts, created_at)) AS seen
+             FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND contact_id IS NULL
+             GROUP BY channel_ref ORDER BY seen DESC, channel_ref",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+    )?;
+    Ok(rows
+        .into_iter()
+        .map(|(channel_ref, name_guess, conversation_count, last_seen_at)| UnlinkedAddress {
+            channel_ref,
+            name_guess,
+            conversation_count,
+            last_seen_at,
+        })
+        .collect())
+}
+
+// --- Messages ---------------------------------------------------------------
+
+const MESSAGE_COLUMNS: &str = "id, conversation_id, direction, author_type, author_id, text, attachments, status, error, \
+    external_id, created_at, sent_at, delivered_at, read_at";
+
+#[derive(sqlx::FromRow)]
+struct MessageRow {
+    id: i64,
+    conversation_id: i64,
+    direction: String,
+    author_type: String,
+    author_id: Option<i64>,
+    text: String,
+    attachments: Json<Vec<Value>>,
+    status: String,
+    error: Option<String>,
+    external_id: Option<String>,
+    created_at: Timestamp,
+    sent_at: Option<Timestamp>,
+    delivered_at: Option<Timestamp>,
+    read_at: Option<Timestamp>,
+}
+
+impl TryFrom<MessageRow> for Message {
+    type Error = crate::StoreError;
+
+    fn try_from(r: MessageRow) -> Result<Self, Self::Error> {
+        Ok(Message {
+            id: r.id,
+            conversation_id: r.conversation_id,
+            direction: Direction::parse(&r.direction).ok_or_else(|| corrupt("message direction", &r.direction))?,
+            author: Author {
+                kind: AuthorType::parse(&r.author_type).ok_or_else(|| corrupt("message author", &r.author_type))?,
+                id: r.author_id,
+            },
+            text: r.text,
+            attachments: r.attachments.0,
+            status: MessageStatus::parse(&r.status).ok_or_else(|| corrupt("message status", &r.status))?,
+            error: r.error,
+            external_id: r.external_id,
+            created_at: r.created_at,
+            sent_at: r.sent_at,
+            delivered_at: r.delivered_at,
+            read_at: r.read_at,
+        })
+    }
+}
+
+/// A message to store.
+#[derive(Debug, Clone)]
+pub struct NewMessage<'a> {
+    pub conversation_id: i64,
+    pub channel_id: i64,
+    pub direction: Direction,
+    pub author: Author,
+    pub text: &'a str,
+    pub status: MessageStatus,
+    pub external_id: Option<&'a str>,
+}
+
+pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<'_>) -> StoreResult<Message> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO messages (workspace_id, livemode, conversation_id, channel_id, direction, author_type, author_id,
+            text, status, external_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {MESSAGE_COLUMNS}"
+    ));
+    let row: MessageRow = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(m.conversation_id)
+            .bind(m.channel_id)
+            .bind(m.direction.as_str())
+            .bind(m.author.kind.as_str())
+            .bind(m.author.id)
+            .bind(m.text)
+            .bind(m.status.as_str())
+            .bind(m.external_id)
+            .bind(Timestamp::now())
+    )?;
+    row.try_into()
+}
+
+/// The inbound message a channel already stored under this provider id.
+pub async fn inbound_by_external_id(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    external_id: &str,
+) -> StoreResult<Option<Message>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages
+         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = 'inbound'"
+    ));
+    let row: Option<MessageRow> = fetch_optional!(
+        c,
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(external_id)
+    )?;
+    row.map(Message::try_from).transpose()
+}
+
+/// A conversation's messages, oldest first (or newest first with `newest_first`).
+pub async fn messages(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    conversation_id: i64,
+    newest_first: bool,
+    page: Page,
+) -> StoreResult<(Vec<Message>, i64)> {
+    let (total,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT COUNT(*) FROM messages WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(conversation_id)
+    )?;
+    let order = if newest_first { "DESC" } else { "ASC" };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
+         ORDER BY id {order} LIMIT $4 OFFSET $5"
+    ));
+    let rows: Vec<MessageRow> = fetch_all!(
+        c,
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(conversation_id)
+            .bind(page.limit)
+            .bind(page.offset)
+    )?;
+    Ok((rows.into_iter().map(Message::try_from).collect::<Result<_, _>>()?, total))
+}
