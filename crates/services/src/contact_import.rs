@@ -10,13 +10,15 @@
 use parley_domain::Scope;
 use std::collections::{BTreeSet, HashMap};
 
-use parley_domain::contact::{Origin, Phone, canonical_name};
+use parley_domain::contact::{Origin, Phone, Region, canonical_name};
 use parley_domain::email::Email;
 use parley_domain::validation::{FieldError, Loc, LocPart, loc};
+use parley_store::Tx;
 use parley_store::repo::contacts::{self as repo, AddressColumn, ContactFields};
 use parley_store::repo::events;
 use serde::Serialize;
 use tokio::io::AsyncRead;
+use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
 use crate::contacts::clean_tags;
@@ -97,7 +99,7 @@ fn parse_row(
     number: usize,
     record: &csv_async::StringRecord,
     cols: &Columns,
-    svc: &Services,
+    region: Region,
     errors: &mut Vec<FieldError>,
 ) -> Option<Row> {
     let before = errors.len();
@@ -106,7 +108,7 @@ fn parse_row(
         errors.push(FieldError::too_long(row_loc(number, "display_name"), 200));
     }
     let phone = cols.get(record, 1).and_then(|raw| {
-        Phone::parse(raw, svc.config.contacts.default_region)
+        Phone::parse(raw, region)
             .map(|p| p.as_str().to_owned())
             .map_err(|m| errors.push(FieldError::new(row_loc(number, "phone"), "value_error.phone", m)))
             .ok()
@@ -140,8 +142,16 @@ fn parse_row(
     (errors.len() == before).then_some(Row { number, display_name, phone, email, notes, tags })
 }
 
-/// Reads and validates every row; the 422 lists each bad row and field.
-async fn read_rows<R: AsyncRead + Unpin + Send>(svc: &Services, input: R) -> ServiceResult<Vec<Row>> {
+/// Rows handed from the reader to the writer at a time.
+const CHUNK: usize = 1_000;
+
+/// Reads and validates every row, sending valid rows on in chunks while no
+/// row has failed; the 422 it returns lists each bad row and field.
+async fn read_rows<R: AsyncRead + Unpin + Send>(
+    region: Region,
+    input: R,
+    out: mpsc::Sender<Vec<Row>>,
+) -> ServiceResult<()> {
     let mut reader = csv_async::AsyncReaderBuilder::new().has_headers(true).flexible(false).create_reader(input);
     let mut errors = Vec::new();
     let headers = reader.headers().await.map_err(unreadable)?.clone();
@@ -149,7 +159,7 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(svc: &Services, input: R) -> Ser
     if !errors.is_empty() {
         return Err(ServiceError::Validation(errors));
     }
-    let mut rows = Vec::new();
+    let mut rows = Vec::with_capacity(CHUNK);
     let mut record = csv_async::StringRecord::new();
     let mut number = 0;
     loop {
@@ -164,7 +174,7 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(svc: &Services, input: R) -> Ser
                         format!("an import takes at most {MAX_ROWS} rows"),
                     )]));
                 }
-                if let Some(row) = parse_row(number, &record, &cols, svc, &mut errors) {
+                if let Some(row) = parse_row(number, &record, &cols, region, &mut errors) {
                     rows.push(row);
                 }
             }
@@ -181,8 +191,23 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(svc: &Services, input: R) -> Ser
         if errors.len() >= MAX_ERRORS {
             break;
         }
+        // Once a row has failed nothing will be written: keep only checking.
+        if !errors.is_empty() {
+            rows.clear();
+        } else if rows.len() == CHUNK {
+            let full = std::mem::replace(&mut rows, Vec::with_capacity(CHUNK));
+            if out.send(full).await.is_err() {
+                return Ok(()); // the writer gave up; its error is the answer
+            }
+        }
     }
-    if errors.is_empty() { Ok(rows) } else { Err(ServiceError::Validation(errors)) }
+    if !errors.is_empty() {
+        return Err(ServiceError::Validation(errors));
+    }
+    if !rows.is_empty() {
+        let _ = out.send(rows).await;
+    }
+    Ok(())
 }
 
 fn unreadable(e: csv_async::Error) -> ServiceError {
@@ -228,23 +253,53 @@ impl Owners {
     }
 }
 
-/// Imports a CSV stream into `scope`. Reads of existing contacts and writes
-/// of new ones go in batches, so the cost per row is a few microseconds of
-/// SQL, not a round trip per statement.
-pub async fn import<R: AsyncRead + Unpin + Send>(
-    svc: &Services,
-    scope: Scope,
-    input: R,
-) -> ServiceResult<ImportReport> {
-    let rows = read_rows(svc, input).await?;
+/// Imports a CSV stream into `scope`, in one transaction. A reader task
+/// parses and checks rows while this one writes the rows already checked,
+/// chunk by chunk (reads of existing contacts and inserts go in batches);
+/// if any row fails, the transaction is dropped and nothing is written.
+pub async fn import<R>(svc: &Services, scope: Scope, input: R) -> ServiceResult<ImportReport>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let (chunks, mut incoming) = mpsc::channel(2);
+    let reader = tokio::spawn(read_rows(svc.config.contacts.default_region, input, chunks));
     let mut tx = svc.db.begin().await?;
+    let mut report = ImportReport::default();
+    let mut conflicts = Vec::new();
+    let mut written = Ok(());
+    while let Some(rows) = incoming.recv().await {
+        written = write_chunk(&mut tx, scope, rows, &mut report, &mut conflicts).await;
+        if written.is_err() {
+            break;
+        }
+    }
+    drop(incoming);
+    let read = reader.await.map_err(|e| ServiceError::BadRequest(format!("Could not read the CSV: {e}")))?;
+    read?;
+    written?;
+    if !conflicts.is_empty() {
+        return Err(ServiceError::Validation(conflicts));
+    }
+    tx.commit().await?;
+    Ok(report)
+}
+
+/// Matches, updates and creates the contacts of one chunk of checked rows.
+/// Rows of earlier chunks are already written, so lookups find them.
+async fn write_chunk(
+    tx: &mut Tx,
+    scope: Scope,
+    rows: Vec<Row>,
+    report: &mut ImportReport,
+    conflicts: &mut Vec<FieldError>,
+) -> ServiceResult<()> {
     let mut owners = Owners::default();
     let phones: Vec<&str> = rows.iter().filter_map(|r| r.phone.as_deref()).collect();
     let emails: Vec<&str> = rows.iter().filter_map(|r| r.email.as_deref()).collect();
     for (map, column, values) in
         [(&mut owners.phones, AddressColumn::Phone, &phones), (&mut owners.emails, AddressColumn::Email, &emails)]
     {
-        for (value, id) in repo::ids_by_addresses(&mut tx, scope, column, values).await? {
+        for (value, id) in repo::ids_by_addresses(tx, scope, column, values).await? {
             map.insert(value, Owner::Existing(id));
         }
     }
@@ -260,16 +315,14 @@ pub async fn import<R: AsyncRead + Unpin + Send>(
         .into_iter()
         .collect();
     let mut existing: HashMap<i64, ContactFields> =
-        repo::get_many(&mut tx, scope, &matched).await?.iter().map(|(id, c)| (*id, ContactFields::from(c))).collect();
+        repo::get_many(tx, scope, &matched).await?.iter().map(|(id, c)| (*id, ContactFields::from(c))).collect();
     let mut changed: BTreeSet<i64> = BTreeSet::new();
     let mut created: Vec<ContactFields> = Vec::new();
-    let mut report = ImportReport::default();
-    let mut errors = Vec::new();
 
     for row in rows {
         let owner = match owners.of(&row) {
             (Some(a), Some(b)) if a != b => {
-                errors.push(FieldError::new(
+                conflicts.push(FieldError::new(
                     row_loc(row.number, "email"),
                     "value_error.contact.conflict",
                     format!("the phone and the email belong to two different contacts ({})", describe(&[a, b])),
@@ -278,9 +331,6 @@ pub async fn import<R: AsyncRead + Unpin + Send>(
             }
             (found @ Some(_), _) | (None, found) => found,
         };
-        if !errors.is_empty() {
-            continue; // nothing will be written; only look for more conflicts
-        }
         let current = match owner {
             None => {
                 let fields = new_fields(row);
@@ -306,21 +356,19 @@ pub async fn import<R: AsyncRead + Unpin + Send>(
         }
         report.updated += 1;
     }
-    if !errors.is_empty() {
-        return Err(ServiceError::Validation(errors));
+    if !conflicts.is_empty() {
+        return Ok(()); // nothing will be written; later chunks are only checked
     }
-
     for id in &changed {
-        repo::update(&mut tx, scope, *id, &existing[id]).await?;
+        repo::update(tx, scope, *id, &existing[id]).await?;
     }
-    let inserted = repo::insert_many(&mut tx, scope, &created).await?;
-    events::append_many(&mut tx, scope, "contact.created", inserted.iter().map(event_data).collect()).await?;
+    let inserted = repo::insert_many(tx, scope, &created).await?;
+    events::append_many(tx, scope, "contact.created", inserted.iter().map(event_data).collect()).await?;
     let ids: Vec<i64> = changed.into_iter().collect();
-    let mut updated = repo::get_many(&mut tx, scope, &ids).await?;
+    let mut updated = repo::get_many(tx, scope, &ids).await?;
     let data = ids.iter().filter_map(|id| updated.remove(id)).map(|c| event_data(&c)).collect();
-    events::append_many(&mut tx, scope, "contact.updated", data).await?;
-    tx.commit().await?;
-    Ok(report)
+    events::append_many(tx, scope, "contact.updated", data).await?;
+    Ok(())
 }
 
 fn describe(owners: &[Owner]) -> String {

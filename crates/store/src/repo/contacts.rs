@@ -85,6 +85,25 @@ impl From<&Contact> for ContactFields {
 }
 
 impl ContactFields {
+    /// The contact these fields make, as just inserted with `id` at `now`.
+    fn into_contact(self, id: i64, now: Timestamp) -> Contact {
+        Contact {
+            id,
+            display_name: self.display_name,
+            canonical_name: self.canonical_name,
+            normalized_phone: self.normalized_phone,
+            normalized_email: self.normalized_email,
+            avatar_url: self.avatar_url,
+            notes: self.notes,
+            tags: self.tags,
+            origin: self.origin.unwrap_or(Origin::Manual),
+            identities: Vec::new(),
+            metadata: self.metadata,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
     /// What a `q` search matches: the canonical name, the email and the
     /// phone's digits. (A query that looks like a phone number is also
     /// searched as its digits, so "+1 415 555" and "(415) 555" both find
@@ -136,7 +155,7 @@ pub async fn insert_many(c: &mut impl AsHandle, scope: Scope, fields: &[ContactF
     let mut out = Vec::with_capacity(fields.len());
     // 14 binds a row, well under SQLite's limit on bound parameters.
     for chunk in fields.chunks(500) {
-        let rows: Vec<Row> = crate::dispatch!(c, conn => {
+        let ids: Vec<(i64,)> = crate::dispatch!(c, conn => {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
                     normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at) ",
@@ -157,16 +176,13 @@ pub async fn insert_many(c: &mut impl AsHandle, scope: Scope, fields: &[ContactF
                     .push_bind(now)
                     .push_bind(now);
             });
-            q.push(" RETURNING ");
-            q.push(COLUMNS);
-            q.build_query_as::<Row>().fetch_all(conn).await
+            q.push(" RETURNING id");
+            q.build_query_as::<(i64,)>().fetch_all(conn).await
         })?;
         // RETURNING gives no order guarantee; ids follow insertion order.
-        let mut rows = rows;
-        rows.sort_by_key(|r| r.id);
-        for r in rows {
-            out.push(r.into_contact(Vec::new())?);
-        }
+        let mut ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
+        ids.sort_unstable();
+        out.extend(ids.into_iter().zip(chunk).map(|(id, f)| f.clone().into_contact(id, now)));
     }
     if !fields.is_empty() {
         versions::bump(c, scope, VERSION_KEY).await?;
