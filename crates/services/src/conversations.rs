@@ -9,13 +9,17 @@
 use parley_domain::Scope;
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{
-    Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Message,
-    MessageStatus, preview,
+    Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Handler,
+    Message, MessageStatus, preview,
 };
-use parley_domain::validation::{FieldError, Page, Parsed, QueryReader, loc, object, parse_object, string};
+use parley_domain::validation::{
+    FieldError, Page, Parsed, QueryReader, integer, loc, object, one_of, parse_object, string, timestamp,
+};
 use parley_store::Tx;
 use parley_store::repo::channels::ChannelRow;
-use parley_store::repo::conversations::{self as repo, NewConversation, NewMessage};
+use parley_store::repo::conversations::{
+    self as repo, ConversationChanges, ConversationFilter, NewConversation, NewMessage,
+};
 use parley_store::repo::events;
 use serde::Deserialize;
 use serde_json::Value;
@@ -83,6 +87,8 @@ pub async fn receive(
         Some(open) => {
             if matches!(open.status, ConversationStatus::Snoozed | ConversationStatus::Resolved) {
                 repo::set_status(tx, scope, open.item.id, ConversationStatus::Open).await?;
+                let reopened = repo::get(tx, scope, open.item.id).await?.ok_or_else(|| not_found(open.item.id))?;
+                events::append(tx, scope, "conversation.updated", event_data(&reopened)).await?;
             }
             open
         }
@@ -130,9 +136,111 @@ pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Convers
     repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
 }
 
-pub async fn list(svc: &Services, scope: Scope, page: Page) -> ServiceResult<(Vec<ConversationItem>, i64)> {
+pub async fn list(
+    svc: &Services,
+    scope: Scope,
+    filter: &ConversationFilter,
+    page: Page,
+) -> ServiceResult<(Vec<ConversationItem>, i64)> {
     let mut c = svc.db.read().await?;
-    Ok(repo::list(&mut c, scope, page).await?)
+    Ok(repo::list(&mut c, scope, filter, page).await?)
+}
+
+pub fn parse_filter(q: &mut QueryReader) -> ConversationFilter {
+    ConversationFilter {
+        channel: q.one_of("channel", parley_domain::contact::CHANNELS),
+        kind: q.one_of("kind", ConversationKind::ALL).and_then(|k| ConversationKind::parse(&k)),
+        status: q.one_of("status", ConversationStatus::ALL).and_then(|s| ConversationStatus::parse(&s)),
+        contact_id: q.integer("contact_id", 1, i64::MAX),
+        agent_id: q.integer("agent_id", 1, i64::MAX),
+        handler: q.one_of("handler", Handler::ALL).and_then(|h| Handler::parse(&h)),
+        updated_since: q.timestamp("updated_since"),
+    }
+}
+
+/// `PATCH /api/v1/conversations/{id}`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct UpdateConversation {
+    /// 1–200 characters.
+    pub title: Option<String>,
+    /// Any status but from `closed`, which is final (409). `snoozed` needs
+    /// `snoozed_until`; leaving `snoozed` forgets it.
+    #[schema(value_type = Option<String>)]
+    pub status: Option<ConversationStatus>,
+    /// When a snoozed conversation wakes (it also reopens on the contact's next message).
+    #[schema(value_type = Option<String>, nullable)]
+    pub snoozed_until: Option<Option<parley_domain::Timestamp>>,
+    /// The agent that answers it, or null.
+    #[schema(value_type = Option<i64>, nullable)]
+    pub agent_id: Option<Option<i64>>,
+}
+
+pub fn parse_update(body: Value) -> Parsed<UpdateConversation> {
+    parse_object(body, loc(&["body"]), |r| {
+        let title = r.optional("title", string(1, 200));
+        let status = r.optional("status", one_of(ConversationStatus::ALL)).and_then(|s| ConversationStatus::parse(&s));
+        let snoozed_until = r.nullable("snoozed_until", timestamp());
+        let agent_id = r.nullable("agent_id", integer(1, i64::MAX));
+        Some(UpdateConversation { title, status, snoozed_until, agent_id })
+    })
+}
+
+/// Applies a user's changes under the status rules; emits `conversation.updated`.
+pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateConversation) -> ServiceResult<Conversation> {
+    let current = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    if current.status == ConversationStatus::Closed {
+        return Err(ServiceError::Conflict(format!(
+            "Conversation {id} is closed; a closed conversation never reopens"
+        )));
+    }
+    let status = input.status.unwrap_or(current.status);
+    let snoozed_until = match (status, input.snoozed_until) {
+        (ConversationStatus::Snoozed, Some(Some(until))) => Some(until),
+        (ConversationStatus::Snoozed, None) if current.snoozed_until.is_some() => current.snoozed_until,
+        (ConversationStatus::Snoozed, _) => {
+            return Err(ServiceError::Validation(vec![FieldError::missing(loc(&["body", "snoozed_until"]))]));
+        }
+        (_, Some(Some(_))) => {
+            return Err(ServiceError::Validation(vec![FieldError::new(
+                loc(&["body", "snoozed_until"]),
+                "value_error.conversation.not_snoozed",
+                "snoozed_until goes with status snoozed",
+            )]));
+        }
+        _ => None,
+    };
+    let agent_id = match input.agent_id {
+        Some(Some(agent)) => {
+            if parley_store::repo::agents::get(tx, scope, agent, false).await?.is_none() {
+                return Err(ServiceError::Validation(vec![FieldError::not_found(
+                    loc(&["body", "agent_id"]),
+                    &format!("Agent {agent}"),
+                )]));
+            }
+            Some(agent)
+        }
+        Some(None) => None,
+        None => current.agent_id,
+    };
+    let changes = ConversationChanges {
+        title: input.title.unwrap_or_else(|| current.item.title.clone()),
+        status,
+        snoozed_until,
+        agent_id,
+    };
+    repo::update(tx, scope, id, &changes).await?;
+    let updated = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    events::append(tx, scope, "conversation.updated", event_data(&updated)).await?;
+    Ok(updated)
+}
+
+/// Marks everything in the conversation read: `unread_count` goes to 0.
+pub async fn mark_read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Conversation> {
+    if repo::get(tx, scope, id).await?.is_none() {
+        return Err(not_found(id));
+    }
+    repo::mark_read(tx, scope, id).await?;
+    repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))
 }
 
 /// `order=desc` lists a conversation's messages newest first.

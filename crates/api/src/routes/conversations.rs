@@ -3,22 +3,56 @@
 use axum::Json;
 use axum::extract::State;
 use parley_domain::conversation::{Conversation, ConversationItem, Message};
-use parley_domain::validation::QueryReader;
+use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::conversations;
+use parley_services::conversations::UpdateConversation;
+use parley_store::repo::conversations::ConversationFilter;
+use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromQuery, Ids, ListQuery, NoFilter};
+use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery, transaction};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_conversations))
-        .routes(routes!(get_conversation))
+        .routes(routes!(get_conversation, update_conversation))
+        .routes(routes!(mark_read))
         .routes(routes!(list_messages))
+}
+
+impl FromQuery for ConversationFilter {
+    fn from_query(q: &mut QueryReader) -> Self {
+        conversations::parse_filter(q)
+    }
+}
+
+impl FromBody for UpdateConversation {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        conversations::parse_update(body)
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `conversations::parse_filter`
+struct ConversationListParams {
+    /// `sms|whatsapp|email|webchat|telegram|voice|api`.
+    channel: Option<String>,
+    /// `direct|group|call`.
+    kind: Option<String>,
+    /// `open|pending|snoozed|resolved|closed`.
+    status: Option<String>,
+    contact_id: Option<i64>,
+    agent_id: Option<i64>,
+    /// `agent|human|none`.
+    handler: Option<String>,
+    /// Only conversations changed at or after this instant (RFC 3339).
+    updated_since: Option<String>,
 }
 
 /// The order of a message list.
@@ -41,15 +75,15 @@ struct MessageListParams {
 /// List conversations, newest first, with exactly the seed's item fields.
 #[utoipa::path(
     get, path = "/api/v1/conversations", tag = "Conversations",
-    params(PageParams),
+    params(PageParams, ConversationListParams),
     responses((status = 200, body = Items<ConversationItem>), (status = 422, body = ValidationErrorBody))
 )]
 async fn list_conversations(
     auth: Auth,
     State(s): State<AppState>,
-    q: ListQuery<NoFilter>,
+    q: ListQuery<ConversationFilter>,
 ) -> Result<Json<Items<ConversationItem>>, ApiError> {
-    let found = conversations::list(&s.services, auth.scope(), q.page).await?;
+    let found = conversations::list(&s.services, auth.scope(), &q.filter, q.page).await?;
     Ok(Json(Items::new(found, q.page)))
 }
 
@@ -62,6 +96,46 @@ async fn list_conversations(
 async fn get_conversation(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
     let [id] = path.0;
     Ok(Json(conversations::get(&s.services, auth.scope(), id).await?))
+}
+
+/// Change a conversation's title, status, snooze or agent.
+///
+/// Status rules: a `closed` conversation never changes again (409);
+/// `snoozed` needs `snoozed_until`. Snoozed and resolved conversations
+/// reopen on the contact's next message. Emits `conversation.updated`.
+#[utoipa::path(
+    patch, path = "/api/v1/conversations/{conversation_id}", tag = "Conversations",
+    params(("conversation_id" = i64, Path)),
+    request_body = UpdateConversation,
+    responses(
+        (status = 200, body = Conversation),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The conversation is closed"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn update_conversation(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<UpdateConversation>,
+) -> Result<Json<Conversation>, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    let input = body.value;
+    Ok(Json(transaction(&s, move |tx| Box::pin(conversations::update(tx, scope, id, input))).await?))
+}
+
+/// Mark a conversation read: its `unread_count` goes to 0.
+#[utoipa::path(
+    post, path = "/api/v1/conversations/{conversation_id}/read", tag = "Conversations",
+    params(("conversation_id" = i64, Path)),
+    responses((status = 200, body = Conversation), (status = 404, body = ErrorBody))
+)]
+async fn mark_read(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    Ok(Json(transaction(&s, move |tx| Box::pin(conversations::mark_read(tx, scope, id))).await?))
 }
 
 /// A conversation's messages, oldest first unless `order=desc`.

@@ -171,4 +171,65 @@ both_backends! {
         let (orphans,): (i64,) = parley_store::fetch_one!(&mut c, sqlx::query_as("SELECT COUNT(*) FROM conversations WHERE contact_id IS NOT NULL AND contact_id NOT IN (SELECT id FROM contacts)")).unwrap();
         assert_eq!(orphans, 0);
     }
+
+    async fn status_rules_the_read_marker_and_filters(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        let mut n = 0;
+        let mut say = |from: &'static str| {
+            n += 1;
+            json!({"from": from, "text": format!("message {n}"), "external_id": format!("e-{n}")})
+        };
+        assert_eq!(inbound(&app, ch, &secret, say("ana")).await.status, 201);
+        let id = app.get(&ws.live, "/api/v1/conversations").await.body["items"][0]["id"].as_i64().unwrap();
+        let path = format!("/api/v1/conversations/{id}");
+
+        // The read marker.
+        let r = app.post(&ws.live, &format!("{path}/read"), json!({})).await;
+        assert_eq!((r.status, r.body["unread_count"].clone()), (200, json!(0)));
+        inbound(&app, ch, &secret, say("ana")).await;
+        assert_eq!(app.get(&ws.live, &path).await.body["unread_count"], 1);
+
+        // Resolved and snoozed conversations reopen on the next inbound message.
+        let r = app.patch(&ws.live, &path, json!({"status": "resolved", "title": "Ana's order"})).await;
+        assert_eq!((r.status, r.body["status"].clone(), r.body["title"].clone()), (200, json!("resolved"), json!("Ana's order")));
+        inbound(&app, ch, &secret, say("ana")).await;
+        assert_eq!(app.get(&ws.live, &path).await.body["status"], "open");
+        let r = app.patch(&ws.live, &path, json!({"status": "snoozed"})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "snoozed_until"])));
+        let r = app.patch(&ws.live, &path, json!({"status": "snoozed", "snoozed_until": "2030-01-01T09:00:00Z"})).await;
+        assert_eq!((r.status, r.body["snoozed_until"].clone()), (200, json!("2030-01-01T09:00:00.000000Z")));
+        inbound(&app, ch, &secret, say("ana")).await;
+        let now = app.get(&ws.live, &path).await.body;
+        assert_eq!((now["status"].clone(), now["snoozed_until"].clone()), (json!("open"), Value::Null));
+
+        // An agent must exist in the scope.
+        let r = app.patch(&ws.live, &path, json!({"agent_id": 999999})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "agent_id"])));
+        let agent = app.create_agent(&ws.live, json!({"name": "Support"})).await["id"].as_i64().unwrap();
+        assert_eq!(app.patch(&ws.live, &path, json!({"agent_id": agent})).await.body["agent_id"], agent);
+
+        // Closed is final, and new traffic opens a new conversation.
+        assert_eq!(app.patch(&ws.live, &path, json!({"status": "closed"})).await.status, 200);
+        let r = app.patch(&ws.live, &path, json!({"status": "open"})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Conversation {id} is closed; a closed conversation never reopens"))));
+        inbound(&app, ch, &secret, say("ana")).await;
+        inbound(&app, ch, &secret, say("bo")).await;
+        let ids = |v: Value| -> Vec<i64> { v["items"].as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect() };
+        assert_eq!(app.get(&ws.live, "/api/v1/conversations").await.body["total"], 3);
+        assert_eq!(ids(app.get(&ws.live, "/api/v1/conversations?status=closed").await.body), vec![id]);
+        assert_eq!(app.get(&ws.live, "/api/v1/conversations?status=open&channel=api&kind=direct&handler=agent").await.body["total"], 2);
+        assert_eq!(ids(app.get(&ws.live, &format!("/api/v1/conversations?agent_id={agent}")).await.body), vec![id]);
+        let ana = app.get(&ws.live, &path).await.body["contact_id"].as_i64().unwrap();
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations?contact_id={ana}")).await.body["total"], 2);
+        assert_eq!(app.get(&ws.live, "/api/v1/conversations?channel=sms").await.body["total"], 0);
+        let r = app.get(&ws.live, "/api/v1/conversations?status=gone&updated_since=later").await;
+        assert_eq!(r.status, 422);
+        assert_eq!(r.body["detail"].as_array().unwrap().len(), 2);
+        // Four changes by PATCH, two reopenings by inbound messages.
+        assert_eq!(app.events(ws.id, Mode::Live, "conversation.updated").await.len(), 6);
+        assert_eq!(app.patch(&ws.test, &path, json!({"title": "x"})).await.status, 404);
+        assert_eq!(app.post(&ws.test, &format!("{path}/read"), json!({})).await.status, 404);
+    }
 }

@@ -72,6 +72,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/contacts/discover"),
     ("GET", "/api/v1/conversations"),
     ("GET", "/api/v1/conversations/{conversation_id}"),
+    ("PATCH", "/api/v1/conversations/{conversation_id}"),
+    ("POST", "/api/v1/conversations/{conversation_id}/read"),
     ("GET", "/api/v1/conversations/{conversation_id}/messages"),
 ];
 

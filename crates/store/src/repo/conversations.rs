@@ -9,7 +9,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{corrupt, versions};
+use super::{Arg, Where, bind_args, corrupt, versions};
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "conversations";
@@ -172,24 +172,103 @@ pub async fn record_inbound(
     versions::bump(c, scope, VERSION_KEY).await
 }
 
-/// Conversations newest first (the seed's list fields), and how many there are.
-pub async fn list(c: &mut impl AsHandle, scope: Scope, page: Page) -> StoreResult<(Vec<ConversationItem>, i64)> {
-    let (total,): (i64,) = fetch_one!(
-        c,
-        sqlx::query_as("SELECT COUNT(*) FROM conversations WHERE workspace_id = $1 AND livemode = $2")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-    )?;
-    let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM conversations WHERE workspace_id = $1 AND livemode = $2
-         ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+/// Filters of the conversation list.
+#[derive(Debug, Clone, Default)]
+pub struct ConversationFilter {
+    pub channel: Option<String>,
+    pub kind: Option<ConversationKind>,
+    pub status: Option<ConversationStatus>,
+    pub contact_id: Option<i64>,
+    pub agent_id: Option<i64>,
+    pub handler: Option<Handler>,
+    pub updated_since: Option<Timestamp>,
+}
+
+/// Conversations newest first (the seed's list fields), and how many match.
+pub async fn list(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    filter: &ConversationFilter,
+    page: Page,
+) -> StoreResult<(Vec<ConversationItem>, i64)> {
+    let mut w = Where::scoped(scope, "c");
+    if let Some(ch) = &filter.channel {
+        w.and("c.channel = ?", [Arg::Text(ch.clone())]);
+    }
+    if let Some(k) = filter.kind {
+        w.and("c.kind = ?", [Arg::Text(k.as_str().to_owned())]);
+    }
+    if let Some(st) = filter.status {
+        w.and("c.status = ?", [Arg::Text(st.as_str().to_owned())]);
+    }
+    if let Some(id) = filter.contact_id {
+        w.and("c.contact_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(id) = filter.agent_id {
+        w.and("c.agent_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(h) = filter.handler {
+        w.and("c.handler = ?", [Arg::Text(h.as_str().to_owned())]);
+    }
+    if let Some(t) = filter.updated_since {
+        w.and("c.updated_at >= ?", [Arg::Time(t)]);
+    }
+    let n = w.next_placeholder();
+    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM conversations c{}", w.sql()));
+    let page_sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations c{} ORDER BY c.created_at DESC, c.id DESC LIMIT ${} OFFSET ${}",
+        w.sql(),
+        n,
+        n + 1
     ));
-    let rows: Vec<Row> = fetch_all!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(page.limit).bind(page.offset)
-    )?;
+    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
+    let rows: Vec<Row> =
+        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
     let items = rows.into_iter().map(|r| Conversation::try_from(r).map(|c| c.item)).collect::<Result<_, _>>()?;
     Ok((items, total))
+}
+
+/// The fields a user may change.
+#[derive(Debug, Clone)]
+pub struct ConversationChanges {
+    pub title: String,
+    pub status: ConversationStatus,
+    pub snoozed_until: Option<Timestamp>,
+    pub agent_id: Option<i64>,
+}
+
+pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, ch: &ConversationChanges) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET title = $4, status = $5, snoozed_until = $6, agent_id = $7, updated_at = $8
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(&ch.title)
+        .bind(ch.status.as_str())
+        .bind(ch.snoozed_until)
+        .bind(ch.agent_id)
+        .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
+}
+
+/// Clears the unread count (the workspace has read up to now).
+pub async fn mark_read(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET unread_count = 0, updated_at = $4 WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
 }
 
 /// Gives `from`'s conversations to `to` (a contact merge).
