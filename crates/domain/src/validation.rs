@@ -265,7 +265,26 @@ pub fn string(min: usize, max: usize) -> impl FnOnce(Value, &[LocPart]) -> Parse
     }
 }
 
+/// NUL cannot be stored (PostgreSQL's text and jsonb refuse it), so it is
+/// refused at the edge, wherever a string comes from.
+fn nul_char(l: &[LocPart]) -> FieldError {
+    FieldError::new(l.to_vec(), "value_error.string.nul", "String should not contain NUL (\\u0000) characters")
+}
+
+/// Whether any string in `v` (keys included) contains NUL.
+pub fn contains_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}
+
 fn check_len(s: String, l: &[LocPart], min: usize, max: usize) -> Parsed<String> {
+    if s.contains('\0') {
+        return Err(vec![nul_char(l)]);
+    }
     let n = s.chars().count();
     if n < min {
         Err(vec![FieldError::too_short(l.to_vec(), min)])
@@ -336,6 +355,9 @@ where
 pub fn json_object(max_bytes: usize) -> impl FnOnce(Value, &[LocPart]) -> Parsed<Map<String, Value>> {
     move |v, l| match v {
         Value::Object(map) => {
+            if map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)) {
+                return Err(vec![nul_char(l)]);
+            }
             let size = serde_json::to_vec(&map).map(|b| b.len()).unwrap_or(usize::MAX);
             if size > max_bytes {
                 Err(vec![

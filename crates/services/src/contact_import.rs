@@ -103,6 +103,14 @@ fn parse_row(
     errors: &mut Vec<FieldError>,
 ) -> Option<Row> {
     let before = errors.len();
+    for (k, name) in COLUMNS.iter().enumerate() {
+        if cols.get(record, k).is_some_and(|v| v.contains('\0')) {
+            errors.push(FieldError::new(row_loc(number, name), "value_error.string.nul", "contains a NUL character"));
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
     let display_name = cols.get(record, 0).map(str::to_owned);
     if display_name.as_ref().is_some_and(|n| n.chars().count() > 200) {
         errors.push(FieldError::too_long(row_loc(number, "display_name"), 200));

@@ -178,12 +178,11 @@ fn read_changes(r: &mut ObjectReader<'_>, region: Region) -> ContactChanges {
 
 pub fn parse_create(body: Value, region: Region) -> Parsed<ContactChanges> {
     parse_object(body, loc(&["body"]), |r| {
-        let changes = read_changes(r, region);
-        let has_address = matches!(changes.phone, Some(Some(_))) || matches!(changes.email, Some(Some(_)));
-        if changes.display_name.is_none() && !has_address && !r.contains("phone") && !r.contains("email") {
+        // A contact needs a name, or an address to be named after.
+        if !["display_name", "phone", "email"].iter().any(|k| r.contains(k)) {
             r.push_error(FieldError::missing(r.loc_of("display_name")));
         }
-        Some(changes)
+        Some(read_changes(r, region))
     })
 }
 

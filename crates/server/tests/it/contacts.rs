@@ -131,6 +131,18 @@ both_backends! {
             assert_eq!(ids(r.body.clone()), want, "q={q}");
             assert_eq!(r.body["total"], want.len(), "q={q}");
         }
+        // Characters that mean something to FTS5 or LIKE are only text.
+        for odd in ["\"", "\"\"\"", "a\"b\"c", "lo*", "NEAR(a b)", "%_%", "\\", "ana OR bo", "^lop", "ópez"] {
+            let r = app.get(&ws.live, &format!("/api/v1/contacts?q={}", urlencode(odd))).await;
+            assert_eq!(r.status, 200, "q={odd:?}: {}", r.text);
+            assert_eq!(r.body["total"], 0, "q={odd:?}");
+        }
+        // NUL cannot be stored or searched: a 422, never a 500.
+        let r = app.get(&ws.live, "/api/v1/contacts?q=%00abc").await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.string.nul")));
+        let r = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "A\u{0}B", "metadata": {"k": "v\u{0}"}})).await;
+        let types: Vec<&str> = r.body["detail"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!((r.status, types), (422, vec!["value_error.string.nul", "value_error.string.nul"]));
         assert_eq!(ids(app.get(&ws.live, "/api/v1/contacts?tag=vip").await.body), vec![c, a]);
         assert_eq!(ids(app.get(&ws.live, "/api/v1/contacts?tag=beta&q=cy").await.body), vec![c]);
         assert_eq!(ids(app.get(&ws.live, "/api/v1/contacts?origin=manual&limit=1").await.body), vec![c]);
@@ -225,6 +237,8 @@ both_backends! {
         assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.csv.columns")));
         let r = app.post(&ws.live, "/api/v1/contacts/import", json!({"rows": []})).await;
         assert_eq!(r.status, 415);
+        let r = import(&app, &ws.live, "display_name,notes\nAna,bad\u{0}note\n".into()).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, json!(["body", "rows", 1, "notes"]), json!("value_error.string.nul")));
 
         // The good rows alone import; a second run updates and leaves the rest.
         let good = "display_name,phone,email,notes,tags\n\
