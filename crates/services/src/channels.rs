@@ -334,8 +334,17 @@ pub async fn update(
     Ok(repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?.to_api()?)
 }
 
+/// Deletes a channel that carries no conversation (409 otherwise: their
+/// history must keep its channel; disable the channel instead).
 pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
-    if repo::delete(tx, scope, id).await? { Ok(()) } else { Err(not_found(id)) }
+    if repo::get(tx, scope, id).await?.is_none() {
+        return Err(not_found(id));
+    }
+    if parley_store::repo::conversations::exist_on_channel(tx, scope, id).await? {
+        return Err(ServiceError::Conflict(format!("Channel {id} has conversations; disable it instead")));
+    }
+    repo::delete(tx, scope, id).await?;
+    Ok(())
 }
 
 /// `prepare` for an update: checks a changed outbound URL of channel `id`.

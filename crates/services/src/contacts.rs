@@ -11,7 +11,7 @@ use parley_domain::validation::{
 };
 use parley_events::ssrf;
 use parley_store::Tx;
-use parley_store::repo::contacts::{self as repo, ContactFields, ContactFilter, SearchTerms};
+use parley_store::repo::contacts::{self as repo, AddressColumn, ContactFields, ContactFilter, SearchTerms};
 use parley_store::repo::conversations;
 use parley_store::repo::events;
 use serde::{Deserialize, Serialize};
@@ -243,12 +243,12 @@ async fn check_unique(
 ) -> ServiceResult<()> {
     let taken = |other: Option<i64>| other.filter(|o| Some(*o) != own);
     if let Some(p) = &f.normalized_phone
-        && let Some(other) = taken(repo::id_by_phone(tx, scope, p).await?)
+        && let Some(other) = taken(repo::id_by_address(tx, scope, AddressColumn::Phone, p).await?)
     {
         return Err(ServiceError::Conflict(format!("Contact {other} already has the phone number {p}")));
     }
     if let Some(e) = &f.normalized_email
-        && let Some(other) = taken(repo::id_by_email(tx, scope, e).await?)
+        && let Some(other) = taken(repo::id_by_address(tx, scope, AddressColumn::Email, e).await?)
     {
         return Err(ServiceError::Conflict(format!("Contact {other} already has the email {e}")));
     }
@@ -471,8 +471,8 @@ pub async fn resolve_address(
         return Ok(Some(read(tx, scope, id).await?));
     }
     let by_address = match identity.channel.as_str() {
-        "sms" | "whatsapp" | "voice" => repo::id_by_phone(tx, scope, &identity.address).await?,
-        "email" => repo::id_by_email(tx, scope, &identity.address).await?,
+        "sms" | "whatsapp" | "voice" => repo::id_by_address(tx, scope, AddressColumn::Phone, &identity.address).await?,
+        "email" => repo::id_by_address(tx, scope, AddressColumn::Email, &identity.address).await?,
         _ => None,
     };
     if let Some(id) = by_address {

@@ -133,11 +133,15 @@ async fn update_channel(
     Ok(Json(channel))
 }
 
-/// Delete a channel connection.
+/// Delete a channel connection that has no conversations (disable one that has).
 #[utoipa::path(
     delete, path = "/api/v1/channels/{channel_id}", tag = "Channels",
     params(("channel_id" = i64, Path)),
-    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody))
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The channel has conversations; disable it instead"),
+    )
 )]
 async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;

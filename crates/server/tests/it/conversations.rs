@@ -99,6 +99,11 @@ both_backends! {
         assert_eq!(app.get(&ws.test, &format!("/api/v1/conversations/{id}/messages")).await.status, 404);
         assert_eq!(app.get(&ws.test, "/api/v1/conversations").await.body["total"], 0);
 
+        // A channel with conversations cannot be deleted (they would lose
+        // their channel); it can be disabled.
+        let r = app.delete(&ws.live, &format!("/api/v1/channels/{ch}")).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Channel {ch} has conversations; disable it instead"))));
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/channels/{ch}")).await.status, 200);
         // A disabled channel refuses traffic; a webchat channel has no inbound route; unknown ids are 404.
         app.patch(&ws.live, &format!("/api/v1/channels/{ch}"), json!({"status": "disabled"})).await;
         let r = inbound(&app, ch, &secret, json!({"from": "user-42", "text": "hi", "external_id": "m-3"})).await;

@@ -321,28 +321,14 @@ fn placeholders(w: &mut Where, args: impl IntoIterator<Item = Arg>) -> String {
     list.join(", ")
 }
 
-/// The contact that has this normalised phone, if any.
-pub async fn id_by_phone(c: &mut impl AsHandle, scope: Scope, phone: &str) -> StoreResult<Option<i64>> {
-    let row: Option<(i64,)> = fetch_optional!(
-        c,
-        sqlx::query_as("SELECT id FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND normalized_phone = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(phone)
-    )?;
-    Ok(row.map(|r| r.0))
-}
-
-/// The contact that has this normalised email, if any.
-pub async fn id_by_email(c: &mut impl AsHandle, scope: Scope, email: &str) -> StoreResult<Option<i64>> {
-    let row: Option<(i64,)> = fetch_optional!(
-        c,
-        sqlx::query_as("SELECT id FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND normalized_email = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(email)
-    )?;
-    Ok(row.map(|r| r.0))
+/// The contact that has this normalised phone (or email), if any.
+pub async fn id_by_address(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    column: AddressColumn,
+    value: &str,
+) -> StoreResult<Option<i64>> {
+    Ok(ids_by_addresses(c, scope, column, &[value]).await?.remove(value))
 }
 
 /// The contact that owns this identity, if any.

@@ -271,6 +271,20 @@ pub async fn mark_read(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreRes
     versions::bump(c, scope, VERSION_KEY).await
 }
 
+/// Whether any conversation runs on channel connection `channel_id`.
+pub async fn exist_on_channel(c: &mut impl AsHandle, scope: Scope, channel_id: i64) -> StoreResult<bool> {
+    let row: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT id FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 LIMIT 1"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(channel_id)
+    )?;
+    Ok(row.is_some())
+}
+
 /// Gives `from`'s conversations to `to` (a contact merge).
 pub async fn move_contact(c: &mut impl AsHandle, scope: Scope, from: i64, to: i64) -> StoreResult<()> {
     execute!(
