@@ -17,7 +17,7 @@ command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2;
 
 cargo build --release --bin parley >&2
 WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $SERVER 2>/dev/null || true; [ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"' EXIT
 ROOT=$PWD
 cd "$WORK"
 PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
