@@ -38,6 +38,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Contacts", description = "People and their channel addresses: normalised, deduplicated, mergeable, importable"),
         (name = "Channels", description = "Channel connections (api, webchat); secret settings are write-only"),
         (name = "Conversations", description = "Conversations per channel and address, and their messages"),
+        (name = "Messages", description = "Sending messages through the durable queue, and their delivery status"),
         (name = "Billing", description = "Balances in integer cents, the append-only ledger, owner credits and the test-mode reset"),
         (name = "Operations", description = "Health probes and this document"),
     ),
@@ -52,8 +53,10 @@ pub fn base() -> utoipa::openapi::OpenApi {
 /// Routes under /api/ that take no credential (they establish one).
 /// Routes without an API key or session: sign-in, and inbound channel
 /// traffic (authenticated by the channel's own signature).
-const UNAUTHENTICATED: &[&str] =
-    &["/api/v1/auth/login", "/api/v1/auth/refresh", "/api/v1/auth/logout", "/api/v1/channels/{channel_id}/inbound"];
+const UNAUTHENTICATED: &[&str] = &[
+    "/api/v1/auth/login", "/api/v1/auth/refresh", "/api/v1/auth/logout", "/api/v1/channels/{channel_id}/inbound",
+    "/api/v1/channels/{channel_id}/status",
+];
 
 fn error_response(description: &str, schema: &str) -> RefOr<utoipa::openapi::Response> {
     ResponseBuilder::new()

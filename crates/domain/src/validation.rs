@@ -167,6 +167,11 @@ impl<'e> ObjectReader<'e> {
         self.errors.push(error);
     }
 
+    /// Whether any error was recorded so far (in this object or elsewhere).
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
     /// Whether the field was sent at all (even as `null`).
     pub fn contains(&self, name: &str) -> bool {
         self.map.contains_key(name)

@@ -22,7 +22,8 @@ use parley_store::repo::webhooks::{self, AttemptOutcome, DueDelivery, EndpointRo
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use crate::signing::{WebhookSecret, signature_header};
+use crate::post;
+use crate::signing::WebhookSecret;
 use crate::ssrf;
 
 /// One sender's attempts, waiting to be written.
@@ -338,13 +339,7 @@ impl Dispatcher {
         let duration_ms = started.elapsed().as_millis() as i64;
         let at = Timestamp::now();
         let (status_code, error, excerpt, retry_after) = match sent {
-            Ok((status, excerpt, retry_after)) => {
-                let error = (!(200..300).contains(&status)).then(|| match status {
-                    300..=399 => format!("HTTP {status}: redirects are not followed"),
-                    _ => format!("HTTP {status}"),
-                });
-                (Some(i64::from(status)), error, Some(excerpt), retry_after)
-            }
+            Ok(reply) => (Some(i64::from(reply.status)), reply.error(), Some(reply.body), reply.retry_after),
             Err(e) => (None, Some(e), None, None),
         };
         let succeeded = error.is_none();
@@ -379,26 +374,17 @@ impl Dispatcher {
         secrets: &[WebhookSecret],
         event_id: &str,
         body: Vec<u8>,
-    ) -> Result<(u16, String, Option<Duration>), String> {
-        let url = ssrf::parse_target(&endpoint.url).map_err(|e| format!("invalid URL: {e}"))?;
-        ssrf::check_literal_host(&url, self.config.allow_private_targets).map_err(|e| format!("refused: {e}"))?;
-        let timestamp = Timestamp::now().unix_micros() / 1_000_000;
-        let signature = signature_header(secrets, event_id, timestamp, &body);
-        let response = self
-            .client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("webhook-id", event_id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| describe(&e, self.config.request_timeout))?;
-        let status = response.status().as_u16();
-        let retry_after = if status == 429 || status == 503 { retry_after(response.headers()) } else { None };
-        let excerpt = read_excerpt(response).await;
-        Ok((status, excerpt, retry_after))
+    ) -> Result<post::Reply, String> {
+        let request = post::SignedPost {
+            url: &endpoint.url,
+            secrets,
+            id: event_id,
+            body,
+            authorization: None,
+            allow_private: self.config.allow_private_targets,
+            read_limit: EXCERPT_BYTES,
+        };
+        post::send(&self.client, self.config.request_timeout, request).await
     }
 }
 
@@ -407,40 +393,4 @@ async fn woken(wake: &mut watch::Receiver<u64>) {
     if wake.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
-}
-
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        format!("timed out after {} s", timeout.as_secs())
-    } else if e.is_connect() {
-        let mut cause = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            cause = s.to_string();
-            source = s.source();
-        }
-        format!("could not connect: {cause}")
-    } else {
-        format!("request failed: {e}")
-    }
-}
-
-/// `Retry-After` in seconds (an HTTP date is treated as "soon"), clamped to a day.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
-    let secs = v.parse::<u64>().unwrap_or(60);
-    Some(Duration::from_secs(secs.clamp(1, 24 * 3600)))
-}
-
-/// The first `EXCERPT_BYTES` of the body, without reading the rest.
-async fn read_excerpt(mut response: reqwest::Response) -> String {
-    let mut buf = Vec::new();
-    while buf.len() < EXCERPT_BYTES {
-        match response.chunk().await {
-            Ok(Some(chunk)) => buf.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    buf.truncate(EXCERPT_BYTES);
-    String::from_utf8_lossy(&buf).into_owned()
 }

@@ -27,6 +27,7 @@ pub struct Settings {
     pub pricing: PricingSettings,
     pub billing: BillingSettings,
     pub contacts: ContactSettings,
+    pub messages: MessageSettings,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -51,6 +52,7 @@ impl Default for Settings {
             pricing: PricingSettings::default(),
             billing: BillingSettings::default(),
             contacts: ContactSettings::default(),
+            messages: MessageSettings::default(),
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -203,6 +205,45 @@ impl WebhookSettings {
     }
 }
 
+/// Sending outbound messages (the courier).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MessageSettings {
+    /// Multiplies the retry schedule (1 s, 5 s, 30 s, 2 min, 10 min, 30 min,
+    /// 1 h; then the message fails); e.g. 0.01 in tests.
+    pub retry_scale: f64,
+    /// Per-request timeout of a send.
+    pub timeout_seconds: u64,
+    /// A sending instance's hold on a message; after a crash, another
+    /// instance sends it this long after.
+    pub lease_seconds: u64,
+    /// How often to look for due messages besides new ones.
+    pub poll_interval_ms: u64,
+    /// Messages one instance sends at once.
+    pub concurrency: usize,
+}
+
+impl Default for MessageSettings {
+    fn default() -> Self {
+        Self { retry_scale: 1.0, timeout_seconds: 15, lease_seconds: 60, poll_interval_ms: 1000, concurrency: 32 }
+    }
+}
+
+impl MessageSettings {
+    pub fn courier_config(&self) -> parley_services::courier::CourierConfig {
+        use std::time::Duration;
+        let timeout = Duration::from_secs(self.timeout_seconds.max(1));
+        parley_services::courier::CourierConfig {
+            retry_scale: self.retry_scale,
+            request_timeout: timeout,
+            // Never shorter than a send can take, or two instances could send at once.
+            lease: Duration::from_secs(self.lease_seconds).max(timeout * 2),
+            poll_interval: Duration::from_millis(self.poll_interval_ms.max(10)),
+            concurrency: self.concurrency.max(1),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContactSettings {
@@ -306,6 +347,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "pricing",
     "billing",
     "contacts",
+    "messages",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -363,6 +405,7 @@ impl Settings {
                 default_region: self.contacts.default_region.parse().unwrap_or_default(),
                 auto_create: self.contacts.auto_create,
             },
+            courier: self.messages.courier_config(),
         }
     }
 

@@ -79,13 +79,14 @@ pub async fn serve(
         settings.webhooks.dispatcher_config(),
         services.outbox.subscribe(),
     ));
-    let state = AppState::new(services, settings.api_config());
+    let state = AppState::new(services.clone(), settings.api_config());
     let (router, _) = parley_api::app(state.clone());
     let maintenance =
         tokio::spawn(maintain(state, settings.idempotency.retention_hours, settings.webhooks.retention_days));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let dispatching = tokio::spawn(dispatcher.run(stop_rx.clone()));
+    let sending = tokio::spawn(parley_services::courier::run(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
@@ -106,6 +107,7 @@ pub async fn serve(
     maintenance.abort();
     // The dispatcher saw the same stop signal; let it finish and release its leases.
     let _ = dispatching.await;
+    let _ = sending.await;
     db.close().await;
     result
 }

@@ -13,6 +13,7 @@ use parley_domain::validation::{
 use parley_events::signing::WebhookSecret;
 use parley_store::Tx;
 use parley_store::repo::channels::{self as repo, ChannelFields, ChannelRow};
+use futures::future::BoxFuture;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -35,6 +36,45 @@ pub trait Connector: Send + Sync {
     fn outbound_url_setting(&self) -> Option<&'static str> {
         None
     }
+    /// Why a channel with these settings cannot send, if it cannot.
+    fn cannot_send(&self, _config: &Map<String, Value>) -> Option<String> {
+        None
+    }
+    /// Whether sending reaches a third party's servers (in test mode such
+    /// messages never leave the process). The api and webchat channels
+    /// reach only the customer's own systems, so they send in both modes.
+    fn reaches_third_party(&self) -> bool {
+        false
+    }
+    /// Sends one outbound message.
+    fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;
+}
+
+/// Everything a connector needs to send one message.
+pub struct Delivery<'a> {
+    pub client: &'a reqwest::Client,
+    pub timeout: std::time::Duration,
+    pub allow_private: bool,
+    pub channel: &'a ChannelRow,
+    /// The channel's secret settings, opened.
+    pub secrets: &'a Map<String, Value>,
+    /// The channel's `whsec_` secret, for types that sign traffic.
+    pub signing: Option<&'a WebhookSecret>,
+    pub message: &'a parley_domain::conversation::Message,
+    /// The recipient's address on the channel.
+    pub to: &'a str,
+    pub livemode: bool,
+}
+
+/// How a send went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivered {
+    /// Accepted; the provider's id for the message, if it gave one.
+    Sent { external_id: Option<String> },
+    /// Worth another try (after the provider's wish, if it said).
+    Retry { error: String, after: Option<std::time::Duration> },
+    /// Will never succeed as it stands.
+    Failed { error: String },
 }
 
 /// The `api` channel: your own system, over signed HTTP both ways.
@@ -69,6 +109,69 @@ impl Connector for ApiConnector {
     fn outbound_url_setting(&self) -> Option<&'static str> {
         Some("url")
     }
+    fn cannot_send(&self, config: &Map<String, Value>) -> Option<String> {
+        (!config.contains_key("url")).then(|| "it has no `url` to send to (set config.url)".to_owned())
+    }
+    fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
+        Box::pin(deliver_api(d))
+    }
+}
+
+/// Bytes of an api channel's reply read for its `external_id`.
+const API_REPLY_LIMIT: usize = 16 * 1024;
+
+/// POSTs the message to the channel's `url`, signed with its secret. The
+/// reply may name the message: `{"external_id": "…"}`. Timeouts, 408, 425,
+/// 429 and 5xx are retried; any other 4xx fails the message.
+async fn deliver_api(d: Delivery<'_>) -> Delivered {
+    let Some(Value::String(url)) = d.channel.config.0.get("url") else {
+        return Delivered::Failed { error: "the channel has no url".to_owned() };
+    };
+    let Some(signing) = d.signing else {
+        return Delivered::Failed { error: "the channel has no signing secret".to_owned() };
+    };
+    let m = d.message;
+    let body = serde_json::json!({
+        "type": "message",
+        "livemode": d.livemode,
+        "data": {
+            "id": m.id,
+            "conversation_id": m.conversation_id,
+            "channel_id": d.channel.id,
+            "to": d.to,
+            "author": m.author,
+            "text": m.text,
+            "attachments": m.attachments,
+            "created_at": m.created_at,
+        },
+    });
+    let post = parley_events::post::SignedPost {
+        url,
+        secrets: std::slice::from_ref(signing),
+        id: &format!("msg_{}", m.id),
+        body: serde_json::to_vec(&body).unwrap_or_default(),
+        authorization: d.secrets.get("authorization").and_then(Value::as_str),
+        allow_private: d.allow_private,
+        read_limit: API_REPLY_LIMIT,
+    };
+    match parley_events::post::send(d.client, d.timeout, post).await {
+        Err(error) => Delivered::Retry { error, after: None },
+        Ok(reply) if reply.succeeded() => {
+            let external_id = serde_json::from_str::<Value>(&reply.body).ok().and_then(|v| match v.get("external_id") {
+                Some(Value::String(s)) if !s.is_empty() && s.len() <= 255 => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            });
+            Delivered::Sent { external_id }
+        }
+        Ok(reply) => {
+            let error = reply.error().unwrap_or_default();
+            match reply.status {
+                408 | 425 | 429 | 500..=599 => Delivered::Retry { error, after: reply.retry_after },
+                _ => Delivered::Failed { error },
+            }
+        }
+    }
 }
 
 /// The `webchat` channel: the widget on your pages.
@@ -97,10 +200,15 @@ impl Connector for WebchatConnector {
     fn public_prefix(&self) -> &'static str {
         "wc"
     }
+    /// The message is stored; the visitor's socket shows it now or when
+    /// they come back.
+    fn deliver<'a>(&'a self, _: Delivery<'a>) -> BoxFuture<'a, Delivered> {
+        Box::pin(async { Delivered::Sent { external_id: None } })
+    }
 }
 
 /// The connectors available in this version.
-fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
+pub fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
     match kind {
         ChannelType::Api => Some(&ApiConnector),
         ChannelType::Webchat => Some(&WebchatConnector),
@@ -366,15 +474,15 @@ pub struct SignatureHeaders<'a> {
     pub signature: Option<&'a str>,
 }
 
-/// Takes a message for api channel `id`: the request must be signed with
-/// the channel's `whsec_` secret within five minutes of now. Stored once per
-/// `external_id`.
-pub async fn receive_inbound(
+/// Checks that a request for api channel `id` is signed with the channel's
+/// `whsec_` secret within five minutes of now (401 otherwise) and that the
+/// channel is active (403); returns its scope and row.
+pub async fn verified_api_channel(
     svc: &Services,
     id: i64,
     headers: SignatureHeaders<'_>,
     body: &[u8],
-) -> ServiceResult<crate::conversations::Received> {
+) -> ServiceResult<(Scope, ChannelRow)> {
     let (scope, channel) = {
         let mut c = svc.db.read().await?;
         repo::find_for_inbound(&mut c, id).await?.ok_or_else(|| not_found(id))?
@@ -382,20 +490,7 @@ pub async fn receive_inbound(
     if channel.kind != ChannelType::Api.as_str() {
         return Err(ServiceError::Conflict(format!("Channel {id} is not an api channel")));
     }
-    let sealed = channel
-        .sealed_signing_secret
-        .as_deref()
-        .ok_or_else(|| parley_store::StoreError::Corrupt(format!("api channel {id} has no signing secret")))?;
-    let secret = svc
-        .keyring
-        .secrets()
-        .open(sealed)
-        .ok()
-        .and_then(|raw| String::from_utf8(raw).ok())
-        .and_then(|s| WebhookSecret::parse(&s))
-        .ok_or_else(|| {
-            parley_store::StoreError::Corrupt(format!("api channel {id}'s signing secret cannot be opened"))
-        })?;
+    let secret = signing_secret(svc, &channel)?;
     let now = parley_domain::Timestamp::now().unix_micros() / 1_000_000;
     parley_events::signing::verify(
         &secret,
@@ -410,6 +505,40 @@ pub async fn receive_inbound(
     if channel.status != ChannelStatus::Active.as_str() {
         return Err(ServiceError::Forbidden(format!("Channel {id} is {}", channel.status)));
     }
+    Ok((scope, channel))
+}
+
+/// The channel's `whsec_` secret, opened.
+pub fn signing_secret(svc: &Services, channel: &ChannelRow) -> ServiceResult<WebhookSecret> {
+    let id = channel.id;
+    let sealed = channel
+        .sealed_signing_secret
+        .as_deref()
+        .ok_or_else(|| parley_store::StoreError::Corrupt(format!("channel {id} has no signing secret")))?;
+    Ok(svc
+        .keyring
+        .secrets()
+        .open(sealed)
+        .ok()
+        .and_then(|raw| String::from_utf8(raw).ok())
+        .and_then(|s| WebhookSecret::parse(&s))
+        .ok_or_else(|| parley_store::StoreError::Corrupt(format!("channel {id}'s signing secret cannot be opened")))?)
+}
+
+/// The channel's secret settings, opened.
+pub fn secret_settings(svc: &Services, channel: &ChannelRow) -> ServiceResult<Map<String, Value>> {
+    open_json(svc, channel.sealed_secrets.as_deref())
+}
+
+/// Takes a message for api channel `id` (signed, see
+/// [`verified_api_channel`]). Stored once per `external_id`.
+pub async fn receive_inbound(
+    svc: &Services,
+    id: i64,
+    headers: SignatureHeaders<'_>,
+    body: &[u8],
+) -> ServiceResult<crate::conversations::Received> {
+    let (scope, channel) = verified_api_channel(svc, id, headers, body).await?;
     let value: Value =
         serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
     let inbound = crate::conversations::parse_inbound(value)?;

@@ -76,38 +76,16 @@ pub async fn receive(
     if let Some(message) = repo::inbound_by_external_id(tx, scope, channel.id, &inbound.external_id).await? {
         return Ok(Received { message, new: false });
     }
-    let config = &svc.config.contacts;
-    let identity = Identity::parse(&channel.kind, &inbound.from, config.default_region)
+    let identity = Identity::parse(&channel.kind, &inbound.from, svc.config.contacts.default_region)
         .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))?;
-    let channel_ref = format!("{}:{}", identity.channel, identity.address);
     let sender_name = inbound.contact.as_ref().and_then(|c| c.display_name.as_deref());
-    let contact = contacts::resolve_address(tx, scope, config, &identity, sender_name).await?;
-
-    let conversation = match repo::find_open(tx, scope, channel.id, &channel_ref).await? {
-        Some(open) => {
-            if matches!(open.status, ConversationStatus::Snoozed | ConversationStatus::Resolved) {
-                repo::set_status(tx, scope, open.item.id, ConversationStatus::Open).await?;
-                let reopened = repo::get(tx, scope, open.item.id).await?.ok_or_else(|| not_found(open.item.id))?;
-                events::append(tx, scope, "conversation.updated", event_data(&reopened)).await?;
-            }
-            open
-        }
-        None => {
-            let title = contact.as_ref().map(|c| c.display_name.as_str()).or(sender_name).unwrap_or(&identity.address);
-            let new = NewConversation {
-                channel_id: channel.id,
-                channel: &identity.channel,
-                kind: ConversationKind::Direct,
-                channel_ref: &channel_ref,
-                title,
-                contact_id: contact.as_ref().map(|c| c.id),
-                sender_name,
-            };
-            let created = repo::insert(tx, scope, &new).await?;
-            events::append(tx, scope, "conversation.created", event_data(&created)).await?;
-            created
-        }
-    };
+    let (conversation, created) = find_or_open(tx, svc, scope, channel, &identity, sender_name).await?;
+    if !created && matches!(conversation.status, ConversationStatus::Snoozed | ConversationStatus::Resolved) {
+        repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Open).await?;
+        let reopened = repo::get(tx, scope, conversation.item.id).await?.ok_or_else(|| not_found(conversation.item.id))?;
+        events::append(tx, scope, "conversation.updated", event_data(&reopened)).await?;
+    }
+    let contact_id = conversation.contact_id;
     let message = repo::insert_message(
         tx,
         scope,
@@ -115,7 +93,7 @@ pub async fn receive(
             conversation_id: conversation.item.id,
             channel_id: channel.id,
             direction: Direction::Inbound,
-            author: Author { kind: AuthorType::Contact, id: contact.as_ref().map(|c| c.id) },
+            author: Author { kind: AuthorType::Contact, id: contact_id },
             text: &inbound.text,
             status: MessageStatus::Received,
             external_id: Some(&inbound.external_id),
@@ -125,6 +103,37 @@ pub async fn receive(
     repo::record_inbound(tx, scope, conversation.item.id, message.created_at, &preview(&message.text)).await?;
     events::append(tx, scope, "message.received", event_data(&message)).await?;
     Ok(Received { message, new: true })
+}
+
+/// The conversation that is not closed on `channel` with `identity`, or a
+/// new one (with the sender resolved to a contact, discovered if unknown);
+/// true when it was opened now.
+pub async fn find_or_open(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    channel: &ChannelRow,
+    identity: &Identity,
+    sender_name: Option<&str>,
+) -> ServiceResult<(Conversation, bool)> {
+    let channel_ref = format!("{}:{}", identity.channel, identity.address);
+    if let Some(open) = repo::find_open(tx, scope, channel.id, &channel_ref).await? {
+        return Ok((open, false));
+    }
+    let contact = contacts::resolve_address(tx, scope, &svc.config.contacts, identity, sender_name).await?;
+    let title = contact.as_ref().map(|c| c.display_name.as_str()).or(sender_name).unwrap_or(&identity.address);
+    let new = NewConversation {
+        channel_id: channel.id,
+        channel: &identity.channel,
+        kind: ConversationKind::Direct,
+        channel_ref: &channel_ref,
+        title,
+        contact_id: contact.as_ref().map(|c| c.id),
+        sender_name,
+    };
+    let created = repo::insert(tx, scope, &new).await?;
+    events::append(tx, scope, "conversation.created", event_data(&created)).await?;
+    Ok((created, true))
 }
 
 fn not_found(id: i64) -> ServiceError {
@@ -240,6 +249,7 @@ pub async fn mark_read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Conv
         return Err(not_found(id));
     }
     repo::mark_read(tx, scope, id).await?;
+    repo::mark_inbound_read(tx, scope, id).await?;
     repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))
 }
 

@@ -13,8 +13,10 @@ pub mod channels;
 pub mod contact_import;
 pub mod contacts;
 pub mod conversations;
+pub mod courier;
 mod error;
 pub mod identity;
+pub mod messages;
 pub mod prompt_blocks;
 pub mod webhooks;
 pub mod workspaces;
@@ -34,6 +36,7 @@ pub struct ServicesConfig {
     pub webhooks_allow_private: bool,
     pub billing: billing::BillingConfig,
     pub contacts: contacts::ContactsConfig,
+    pub courier: courier::CourierConfig,
 }
 
 impl Default for ServicesConfig {
@@ -44,6 +47,7 @@ impl Default for ServicesConfig {
             webhooks_allow_private: false,
             billing: billing::BillingConfig::default(),
             contacts: contacts::ContactsConfig::default(),
+            courier: courier::CourierConfig::default(),
         }
     }
 }
@@ -68,6 +72,10 @@ pub struct Services {
     pub keyring: Arc<identity::Keyring>,
     /// Bumped after writes, so the webhook dispatcher delivers new events at once.
     pub outbox: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Ids of conversations that just changed (after commit), for the live
+    /// views of this process (webchat sockets). Other instances' sockets
+    /// catch up by polling.
+    pub conversation_signals: tokio::sync::broadcast::Sender<i64>,
 }
 
 impl Services {
@@ -78,6 +86,7 @@ impl Services {
             config: Arc::new(config.normalised()),
             keyring: Arc::new(identity::Keyring::new(secrets)),
             outbox: Arc::new(tokio::sync::watch::channel(0).0),
+            conversation_signals: tokio::sync::broadcast::channel(1024).0,
         }
     }
 }
@@ -86,6 +95,12 @@ impl Services {
     /// Tells the dispatcher that a committed write may have queued deliveries.
     pub fn wake_outbox(&self) {
         self.outbox.send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    /// Tells this process's live views that conversation `id` changed (call after commit).
+    pub fn conversation_changed(&self, id: i64) {
+        // No receiver is not an error: nobody is watching.
+        let _ = self.conversation_signals.send(id);
     }
 }
 

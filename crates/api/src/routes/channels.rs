@@ -23,6 +23,21 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_channels, create_channel))
         .routes(routes!(get_channel, update_channel, delete_channel))
         .routes(routes!(receive_inbound))
+        .routes(routes!(receive_status))
+}
+
+/// The Standard Webhooks headers of a signed request to a channel.
+fn signature_headers(headers: &HeaderMap) -> channels::SignatureHeaders<'_> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    channels::SignatureHeaders {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+    }
+}
+
+fn channel_path_id(id: &str) -> Result<i64, ApiError> {
+    id.parse().map_err(|_| ApiError::Status(StatusCode::NOT_FOUND, format!("Channel {id} not found")))
 }
 
 impl FromBody for CreateChannel {
@@ -177,15 +192,43 @@ async fn receive_inbound(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let id: i64 = id.parse().map_err(|_| ApiError::Status(StatusCode::NOT_FOUND, format!("Channel {id} not found")))?;
+    let id = channel_path_id(&id)?;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let signed = channels::SignatureHeaders {
-        id: header("webhook-id"),
-        timestamp: header("webhook-timestamp"),
-        signature: header("webhook-signature"),
-    };
-    let received = channels::receive_inbound(&s.services, id, signed, &bytes).await?;
+    let received = channels::receive_inbound(&s.services, id, signature_headers(&headers), &bytes).await?;
     let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(received.message)).into_response())
+}
+
+/// Report an outbound message's delivery status (api channels).
+///
+/// Your system calls this when a message Parley POSTed to it is sent,
+/// delivered, read or has failed, naming it by the `external_id` your reply
+/// gave. Signed like inbound messages. Status only moves forward: a report
+/// that would move it back changes nothing and answers the message as it
+/// is. Emits `message.sent`, `message.delivered`, `message.read` or
+/// `message.failed`.
+#[utoipa::path(
+    post, path = "/api/v1/channels/{channel_id}/status", tag = "Channels",
+    params(("channel_id" = i64, Path)),
+    request_body = parley_services::messages::StatusReport,
+    responses(
+        (status = 200, body = parley_domain::conversation::Message),
+        (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature"),
+        (status = 403, body = ErrorBody, description = "The channel is disabled"),
+        (status = 404, body = ErrorBody, description = "No such channel, or no outbound message with that external_id on it"),
+        (status = 409, body = ErrorBody, description = "Not an api channel"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn receive_status(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
+    let id = channel_path_id(&id)?;
+    let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
+    let message = parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?;
+    s.services.conversation_changed(message.conversation_id);
+    Ok(Json(message))
 }

@@ -135,7 +135,10 @@ async fn update_conversation(
 async fn mark_read(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    Ok(Json(transaction(&s, move |tx| Box::pin(conversations::mark_read(tx, scope, id))).await?))
+    let read = transaction(&s, move |tx| Box::pin(conversations::mark_read(tx, scope, id))).await?;
+    // A webchat visitor sees the read receipt.
+    s.services.conversation_changed(id);
+    Ok(Json(read))
 }
 
 /// A conversation's messages, oldest first unless `order=desc`.

@@ -7,6 +7,7 @@ pub mod billing;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
+pub mod messages;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -31,6 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(contacts::router())
         .merge(channels::router())
         .merge(conversations::router())
+        .merge(messages::router())
 }
 
 /// The items envelope of every list except agents.

@@ -8,14 +8,14 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// An api channel: (id, its signing secret).
-async fn api_channel(app: &TestApp, key: &str) -> (i64, WebhookSecret) {
+pub(crate) async fn api_channel(app: &TestApp, key: &str) -> (i64, WebhookSecret) {
     let r = app.post(key, "/api/v1/channels", json!({"type": "api", "name": "Backend"})).await;
     assert_eq!(r.status, 201, "{}", r.text);
     (r.body["id"].as_i64().unwrap(), WebhookSecret::parse(r.body["secret"].as_str().unwrap()).unwrap())
 }
 
 /// POSTs `body` to the channel's inbound route, signed with `secret` at `timestamp`.
-async fn inbound_at(app: &TestApp, channel: i64, secret: &WebhookSecret, body: &Value, timestamp: i64) -> Resp {
+pub(crate) async fn inbound_at(app: &TestApp, channel: i64, secret: &WebhookSecret, body: &Value, timestamp: i64) -> Resp {
     let bytes = serde_json::to_vec(body).unwrap();
     let msg_id = format!("msg_{}", uuid());
     let signature = secret.sign(&msg_id, timestamp, &bytes);
@@ -33,11 +33,11 @@ async fn inbound_at(app: &TestApp, channel: i64, secret: &WebhookSecret, body: &
     Resp::from(r).await
 }
 
-fn now_s() -> i64 {
+pub(crate) fn now_s() -> i64 {
     parley_domain::Timestamp::now().unix_micros() / 1_000_000
 }
 
-async fn inbound(app: &TestApp, channel: i64, secret: &WebhookSecret, body: Value) -> Resp {
+pub(crate) async fn inbound(app: &TestApp, channel: i64, secret: &WebhookSecret, body: Value) -> Resp {
     inbound_at(app, channel, secret, &body, now_s()).await
 }
 

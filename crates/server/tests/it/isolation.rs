@@ -20,6 +20,9 @@ both_backends! {
         let (c, c2) = (contact["id"].as_i64().unwrap(), other_contact["id"].as_i64().unwrap());
         let channel = app.post(&owner.live, "/api/v1/channels", json!({"type": "webchat", "name": "Site"})).await.body;
         let ch = channel["id"].as_i64().unwrap();
+        let (api, secret) = crate::conversations::api_channel(&app, &owner.live).await;
+        let received = crate::conversations::inbound(&app, api, &secret, json!({"from": "u-1", "text": "Hi", "external_id": "e-1"})).await.body;
+        let (conv, msg) = (received["conversation_id"].as_i64().unwrap(), received["id"].as_i64().unwrap());
         let rx = crate::receiver::Receiver::start().await;
         let hook = app.post(&owner.live, "/api/v1/webhooks", json!({"url": rx.url, "events": ["*"]})).await.body;
         let w = hook["id"].as_i64().unwrap();
@@ -61,6 +64,12 @@ both_backends! {
             (Method::GET, format!("/api/v1/channels/{ch}"), None, format!("Channel {ch} not found")),
             (Method::PATCH, format!("/api/v1/channels/{ch}"), Some(json!({"name": "Mine"})), format!("Channel {ch} not found")),
             (Method::DELETE, format!("/api/v1/channels/{ch}"), None, format!("Channel {ch} not found")),
+            (Method::GET, format!("/api/v1/conversations/{conv}"), None, format!("Conversation {conv} not found")),
+            (Method::PATCH, format!("/api/v1/conversations/{conv}"), Some(json!({"status": "closed"})), format!("Conversation {conv} not found")),
+            (Method::POST, format!("/api/v1/conversations/{conv}/read"), None, format!("Conversation {conv} not found")),
+            (Method::GET, format!("/api/v1/conversations/{conv}/messages"), None, format!("Conversation {conv} not found")),
+            (Method::POST, "/api/v1/messages".into(), Some(json!({"conversation_id": conv, "text": "Mine"})), format!("Conversation {conv} not found")),
+            (Method::GET, format!("/api/v1/messages/{msg}"), None, format!("Message {msg} not found")),
             (Method::POST, "/api/v1/contacts/merge".into(), Some(json!({"primary_id": c, "duplicate_id": c2})), format!("Contact {c} not found")),
         ];
         for (method, path, body, detail) in &routes {
@@ -89,6 +98,9 @@ both_backends! {
         assert_eq!(contact_now, contact);
         assert_eq!(app.get(&owner.live, &format!("/api/v1/contacts/{c2}")).await.status, 200);
         assert_eq!(app.get(&owner.live, &format!("/api/v1/channels/{ch}")).await.body, channel);
+        let conv_now = app.get(&owner.live, &format!("/api/v1/conversations/{conv}")).await.body;
+        assert_eq!((conv_now["status"].clone(), conv_now["unread_count"].clone()), (json!("open"), json!(1)));
+        assert_eq!(app.get(&owner.live, &format!("/api/v1/conversations/{conv}/messages")).await.body["total"], 1);
         // And lists never show foreign rows.
         assert_eq!(app.get(&stranger.live, "/api/v1/contacts?q=ana").await.body["total"], 0);
         assert_eq!(app.get(&owner.test, "/api/v1/contacts").await.body["total"], 0);

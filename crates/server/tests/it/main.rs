@@ -12,6 +12,7 @@ mod channels;
 mod cli;
 mod contacts;
 mod conversations;
+mod messages;
 mod delivery_processes;
 mod errors;
 mod idempotency;

@@ -75,6 +75,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/api/v1/conversations/{conversation_id}"),
     ("POST", "/api/v1/conversations/{conversation_id}/read"),
     ("GET", "/api/v1/conversations/{conversation_id}/messages"),
+    ("POST", "/api/v1/channels/{channel_id}/status"),
+    ("POST", "/api/v1/messages"),
+    ("GET", "/api/v1/messages/{message_id}"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

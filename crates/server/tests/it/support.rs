@@ -64,6 +64,8 @@ pub fn test_settings(database_url: &str) -> Settings {
     s.webhooks.allow_private_targets = true;
     s.webhooks.retry_scale = 0.001;
     s.webhooks.poll_interval_ms = 50;
+    s.messages.retry_scale = 0.001;
+    s.messages.poll_interval_ms = 50;
     s
 }
 

@@ -160,6 +160,15 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
     Ok(n > 0)
 }
 
+/// The oldest active channel connection of a type.
+pub async fn first_active_of_type(c: &mut impl AsHandle, scope: Scope, kind: &str) -> StoreResult<Option<ChannelRow>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND type = $3 AND status = 'active'
+         ORDER BY id LIMIT 1"
+    ));
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(kind))?)
+}
+
 /// Channels newest first, optionally of one type, and how many match.
 pub async fn list(
     c: &mut impl AsHandle,

@@ -271,6 +271,25 @@ pub async fn mark_read(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreRes
     versions::bump(c, scope, VERSION_KEY).await
 }
 
+/// The contact's most recently active conversation on a channel type that is not closed.
+pub async fn newest_open_for_contact(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    contact_id: i64,
+    channel: &str,
+) -> StoreResult<Option<Conversation>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations
+         WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3 AND channel = $4 AND status <> 'closed'
+         ORDER BY updated_at DESC, id DESC LIMIT 1"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(contact_id).bind(channel)
+    )?;
+    row.map(Conversation::try_from).transpose()
+}
+
 /// Whether any conversation runs on channel connection `channel_id`.
 pub async fn exist_on_channel(c: &mut impl AsHandle, scope: Scope, channel_id: i64) -> StoreResult<bool> {
     let row: Option<(i64,)> = fetch_optional!(
@@ -498,4 +517,139 @@ pub async fn messages(
             .bind(page.offset)
     )?;
     Ok((rows.into_iter().map(Message::try_from).collect::<Result<_, _>>()?, total))
+}
+
+pub async fn get_message(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Option<Message>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
+    ));
+    let row: Option<MessageRow> =
+        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    row.map(Message::try_from).transpose()
+}
+
+/// The outbound message a provider knows by `external_id` on this channel
+/// (the newest, should a provider reuse ids).
+pub async fn outbound_by_external_id(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    external_id: &str,
+) -> StoreResult<Option<Message>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages
+         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = 'outbound'
+         ORDER BY id DESC LIMIT 1"
+    ));
+    let row: Option<MessageRow> = fetch_optional!(
+        c,
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(external_id)
+    )?;
+    row.map(Message::try_from).transpose()
+}
+
+/// Moves an outbound message's status forward to `to` (never back): true
+/// when it moved. Reaching a later state fills the earlier timestamps it
+/// skipped; `failed` is reachable only before delivery.
+pub async fn advance_status(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    to: MessageStatus,
+    external_id: Option<&str>,
+    error: Option<&str>,
+) -> StoreResult<bool> {
+    let (from, set) = match to {
+        MessageStatus::Sent => ("'queued'", "sent_at = $5"),
+        MessageStatus::Delivered => ("'queued', 'sent'", "sent_at = COALESCE(sent_at, $5), delivered_at = $5"),
+        MessageStatus::Read => (
+            "'queued', 'sent', 'delivered'",
+            "sent_at = COALESCE(sent_at, $5), delivered_at = COALESCE(delivered_at, $5), read_at = $5",
+        ),
+        MessageStatus::Failed => ("'queued', 'sent'", "error = $7"),
+        MessageStatus::Queued | MessageStatus::Received => return Ok(false),
+    };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE messages SET status = $4, {set}, external_id = COALESCE($6, external_id)
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND direction = 'outbound' AND status IN ({from})"
+    ));
+    let n = execute!(
+        c,
+        sqlx::query(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+            .bind(to.as_str())
+            .bind(Timestamp::now())
+            .bind(external_id)
+            .bind(error)
+    )?;
+    Ok(n > 0)
+}
+
+/// Notes an outbound message: the last message, and nobody waits any more.
+pub async fn record_outbound(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    at: Timestamp,
+    preview: &str,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET last_message_ts = $4, last_message_preview = $5, waiting_since = NULL, updated_at = $4
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(at)
+        .bind(preview)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
+}
+
+/// Stamps `read_at` on the conversation's inbound messages not yet read
+/// (the read receipts a webchat visitor sees).
+pub async fn mark_inbound_read(c: &mut impl AsHandle, scope: Scope, conversation_id: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE messages SET read_at = $4
+             WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3 AND direction = 'inbound'
+               AND read_at IS NULL",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(conversation_id)
+        .bind(Timestamp::now())
+    )?;
+    Ok(())
+}
+
+/// Who handles a conversation now, and the user assigned to it.
+pub async fn set_handler(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    handler: Handler,
+    assignee_user_id: Option<i64>,
+    agent_id: Option<i64>,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET handler = $4, assignee_user_id = $5, agent_id = $6, updated_at = $7
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(handler.as_str())
+        .bind(assignee_user_id)
+        .bind(agent_id)
+        .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await
 }

@@ -8,6 +8,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod events;
 pub mod idempotency;
+pub mod outbound;
 pub mod prompt_blocks;
 pub mod sessions;
 pub mod settings;

@@ -1,0 +1,109 @@
+//! One signed POST to a user-given URL: the SSRF check on the literal host
+//! (the client's resolver checks resolved addresses), Standard Webhooks
+//! headers, no redirects, and a bounded read of the reply. Webhook
+//! deliveries and outbound channel messages both go through here.
+
+use std::time::Duration;
+
+use parley_domain::Timestamp;
+
+use crate::signing::{WebhookSecret, signature_header};
+use crate::ssrf;
+
+/// What the receiver answered.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    /// The first bytes of the body (lossy UTF-8).
+    pub body: String,
+    /// `Retry-After` of a 429 or 503.
+    pub retry_after: Option<Duration>,
+}
+
+impl Reply {
+    pub fn succeeded(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// Why a non-2xx reply failed, in words.
+    pub fn error(&self) -> Option<String> {
+        (!self.succeeded()).then(|| match self.status {
+            300..=399 => format!("HTTP {}: redirects are not followed", self.status),
+            s => format!("HTTP {s}"),
+        })
+    }
+}
+
+/// A signed JSON POST.
+pub struct SignedPost<'a> {
+    pub url: &'a str,
+    /// Every secret whose signature to send (one, or two while rotating).
+    pub secrets: &'a [WebhookSecret],
+    /// `webhook-id`: the same on every attempt, so receivers can deduplicate.
+    pub id: &'a str,
+    pub body: Vec<u8>,
+    /// Sent as `Authorization`, when set.
+    pub authorization: Option<&'a str>,
+    pub allow_private: bool,
+    /// Bytes of the reply body kept.
+    pub read_limit: usize,
+}
+
+/// Sends `post` with `client` (built by [`ssrf::http_client`]); `Err` says
+/// why no reply came (refused target, connection, timeout).
+pub async fn send(client: &reqwest::Client, timeout: Duration, post: SignedPost<'_>) -> Result<Reply, String> {
+    let url = ssrf::parse_target(post.url).map_err(|e| format!("invalid URL: {e}"))?;
+    ssrf::check_literal_host(&url, post.allow_private).map_err(|e| format!("refused: {e}"))?;
+    let timestamp = Timestamp::now().unix_micros() / 1_000_000;
+    let signature = signature_header(post.secrets, post.id, timestamp, &post.body);
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", post.id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature);
+    if let Some(auth) = post.authorization {
+        request = request.header("authorization", auth);
+    }
+    let response = request.body(post.body).send().await.map_err(|e| describe(&e, timeout))?;
+    let status = response.status().as_u16();
+    let retry_after = if status == 429 || status == 503 { retry_after(response.headers()) } else { None };
+    let body = read_prefix(response, post.read_limit).await;
+    Ok(Reply { status, body, retry_after })
+}
+
+fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        format!("timed out after {} s", timeout.as_secs())
+    } else if e.is_connect() {
+        let mut cause = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            cause = s.to_string();
+            source = s.source();
+        }
+        format!("could not connect: {cause}")
+    } else {
+        format!("request failed: {e}")
+    }
+}
+
+/// `Retry-After` in seconds (an HTTP date is treated as "soon"), clamped to a day.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let secs = v.parse::<u64>().unwrap_or(60);
+    Some(Duration::from_secs(secs.clamp(1, 24 * 3600)))
+}
+
+/// The first `limit` bytes of the body, without reading the rest.
+async fn read_prefix(mut response: reqwest::Response, limit: usize) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => buf.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    buf.truncate(limit);
+    String::from_utf8_lossy(&buf).into_owned()
+}

@@ -1,0 +1,302 @@
+//! Sending messages, and their delivery status.
+//!
+//! [`send`] stores an outbound message as `queued` and puts it on the
+//! durable queue in the caller's transaction, so once the API has answered
+//! 202 the message survives a crash; the courier sends it. Status moves
+//! forward only: queued → sent → delivered → read, or failed.
+
+use parley_domain::Scope;
+use parley_domain::contact::{CHANNELS, Identity};
+use parley_domain::conversation::{
+    Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus, preview,
+};
+use parley_domain::validation::{FieldError, Parsed, integer, loc, one_of, parse_object, string};
+use parley_store::Tx;
+use parley_store::repo::channels::{self as channel_repo, ChannelRow};
+use parley_store::repo::conversations as repo;
+use parley_store::repo::{events, outbound};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::channels::{SignatureHeaders, connector};
+use crate::{ServiceError, ServiceResult, Services, conversations, event_data};
+
+/// Where a message goes: exactly one of the three forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recipient {
+    Conversation(i64),
+    /// A channel connection and the address on it.
+    ChannelAddress { channel_id: i64, to: String },
+    /// A contact, on a channel type (their open conversation there, or their address).
+    ContactChannel { contact_id: i64, channel: String },
+}
+
+/// `POST /api/v1/messages`.
+#[derive(Debug, Clone, ToSchema)]
+pub struct SendMessage {
+    /// Reply in this conversation…
+    pub conversation_id: Option<i64>,
+    /// …or write to `to` on this channel connection…
+    pub channel_id: Option<i64>,
+    /// The address on the channel (phone, email, visitor or your own id).
+    pub to: Option<String>,
+    /// …or write to this contact on a `channel` type.
+    pub contact_id: Option<i64>,
+    /// `sms|whatsapp|email|webchat|telegram|voice|api`, with `contact_id`.
+    pub channel: Option<String>,
+    /// 1–10,000 characters.
+    pub text: String,
+    #[schema(ignore)]
+    pub recipient: Recipient,
+}
+
+pub fn parse_send(body: Value) -> Parsed<SendMessage> {
+    parse_object(body, loc(&["body"]), |r| {
+        let conversation_id = r.optional("conversation_id", integer(1, i64::MAX));
+        let channel_id = r.optional("channel_id", integer(1, i64::MAX));
+        let to = r.optional("to", string(1, 255));
+        let contact_id = r.optional("contact_id", integer(1, i64::MAX));
+        let channel = r.optional("channel", one_of(CHANNELS));
+        let text = r.required("text", string(1, 10_000));
+        let recipient = match (conversation_id, channel_id, &to, contact_id, &channel) {
+            (Some(id), None, None, None, None) => Some(Recipient::Conversation(id)),
+            (None, Some(channel_id), Some(to), None, None) => {
+                Some(Recipient::ChannelAddress { channel_id, to: to.clone() })
+            }
+            (None, None, None, Some(contact_id), Some(channel)) => {
+                Some(Recipient::ContactChannel { contact_id, channel: channel.clone() })
+            }
+            _ => {
+                // Field errors (if any) already say what is wrong with a field.
+                if !r.has_errors() {
+                    r.push_error(FieldError::new(
+                        loc(&["body"]),
+                        "value_error.message.recipient",
+                        "send exactly one of: conversation_id; channel_id and to; contact_id and channel",
+                    ));
+                }
+                None
+            }
+        };
+        Some(SendMessage { conversation_id, channel_id, to, contact_id, channel, text: text?, recipient: recipient? })
+    })
+}
+
+/// Who is sending: a signed-in user, or the workspace's systems (an API key)
+/// writing as the conversation's agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    User(i64),
+    Agent,
+}
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Message", id)
+}
+
+fn field_not_found(field: &str, what: String) -> ServiceError {
+    ServiceError::Validation(vec![FieldError::not_found(loc(&["body", field]), &what)])
+}
+
+/// Whether an agent may write in the conversation now: not while a human
+/// handles it or a handoff to a human waits (`handler` human or none).
+pub fn agent_may_reply(conversation: &Conversation) -> bool {
+    conversation.handler == Handler::Agent
+}
+
+/// Queues a message (see the module comment); 202 with the `queued` message.
+pub async fn send(tx: &mut Tx, svc: &Services, scope: Scope, sender: Sender, input: SendMessage) -> ServiceResult<Message> {
+    let (conversation, channel) = match input.recipient.clone() {
+        Recipient::Conversation(id) => {
+            let conversation =
+                repo::get(tx, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
+            let channel = channel_of(tx, scope, &conversation).await?;
+            (conversation, channel)
+        }
+        Recipient::ChannelAddress { channel_id, to } => {
+            let channel = channel_repo::get(tx, scope, channel_id)
+                .await?
+                .ok_or_else(|| field_not_found("channel_id", format!("Channel {channel_id}")))?;
+            let identity = Identity::parse(&channel.kind, &to, svc.config.contacts.default_region)
+                .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "to"]), kind, msg)]))?;
+            let conversation = conversations::find_or_open(tx, svc, scope, &channel, &identity, None).await?.0;
+            (conversation, channel)
+        }
+        Recipient::ContactChannel { contact_id, channel } => {
+            to_contact(tx, svc, scope, contact_id, &channel).await?
+        }
+    };
+    let id = conversation.item.id;
+    if conversation.status == ConversationStatus::Closed {
+        return Err(ServiceError::Conflict(format!("Conversation {id} is closed; start a new one")));
+    }
+    if sender == Sender::Agent && !agent_may_reply(&conversation) {
+        return Err(ServiceError::Conflict(format!(
+            "Conversation {id} is handled by a human (handler: {}); agents do not reply until the handoff completes",
+            conversation.handler.as_str()
+        )));
+    }
+    if channel.status != "active" {
+        return Err(ServiceError::Conflict(format!("Channel {} is {}; it cannot send", channel.id, channel.status)));
+    }
+    let kind = parley_domain::channel::ChannelType::parse(&channel.kind).and_then(connector).ok_or_else(|| {
+        ServiceError::Conflict(format!("Channel {} is of a type this version cannot send on", channel.id))
+    })?;
+    if let Some(why) = kind.cannot_send(&channel.config.0) {
+        return Err(ServiceError::Conflict(format!("Channel {} cannot send: {why}", channel.id)));
+    }
+    let author = match sender {
+        Sender::User(user_id) => Author { kind: AuthorType::User, id: Some(user_id) },
+        Sender::Agent => Author { kind: AuthorType::Agent, id: conversation.agent_id },
+    };
+    let message = repo::insert_message(
+        tx,
+        scope,
+        &repo::NewMessage {
+            conversation_id: id,
+            channel_id: channel.id,
+            direction: Direction::Outbound,
+            author,
+            text: &input.text,
+            status: MessageStatus::Queued,
+            external_id: None,
+        },
+    )
+    .await?;
+    repo::record_outbound(tx, scope, id, message.created_at, &preview(&message.text)).await?;
+    outbound::enqueue(tx, scope, message.id, id, channel.id).await?;
+    Ok(message)
+}
+
+async fn channel_of(tx: &mut Tx, scope: Scope, conversation: &Conversation) -> ServiceResult<ChannelRow> {
+    channel_repo::get(tx, scope, conversation.channel_id).await?.ok_or_else(|| {
+        parley_store::StoreError::Corrupt(format!(
+            "conversation {} runs on channel {}, which is gone",
+            conversation.item.id, conversation.channel_id
+        ))
+        .into()
+    })
+}
+
+/// A contact on a channel type: their newest open conversation there, or a
+/// new one on the oldest active connection of that type, at their address.
+async fn to_contact(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    contact_id: i64,
+    channel: &str,
+) -> ServiceResult<(Conversation, ChannelRow)> {
+    let contact = parley_store::repo::contacts::get(tx, scope, contact_id, false)
+        .await?
+        .ok_or_else(|| field_not_found("contact_id", format!("Contact {contact_id}")))?;
+    if let Some(conversation) = repo::newest_open_for_contact(tx, scope, contact_id, channel).await? {
+        let row = channel_of(tx, scope, &conversation).await?;
+        return Ok((conversation, row));
+    }
+    let identity = contact.identities.iter().find(|i| i.channel == channel).cloned().or_else(|| {
+        match channel {
+            "sms" | "whatsapp" | "voice" => contact.normalized_phone.clone(),
+            "email" => contact.normalized_email.clone(),
+            _ => None,
+        }
+        .map(|address| Identity { channel: channel.to_owned(), address })
+    });
+    let Some(identity) = identity else {
+        return Err(ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "contact_id"]),
+            "value_error.contact.no_address",
+            format!("Contact {contact_id} has no {channel} address"),
+        )]));
+    };
+    let row = channel_repo::first_active_of_type(tx, scope, channel).await?.ok_or_else(|| {
+        ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "channel"]),
+            "value_error.channel.none_active",
+            format!("The workspace has no active {channel} channel"),
+        )])
+    })?;
+    let conversation = conversations::find_or_open(tx, svc, scope, &row, &identity, None).await?.0;
+    Ok((conversation, row))
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Message> {
+    let mut c = svc.db.read().await?;
+    repo::get_message(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// The event a status change emits.
+fn status_event(status: MessageStatus) -> Option<&'static str> {
+    match status {
+        MessageStatus::Sent => Some("message.sent"),
+        MessageStatus::Delivered => Some("message.delivered"),
+        MessageStatus::Read => Some("message.read"),
+        MessageStatus::Failed => Some("message.failed"),
+        MessageStatus::Queued | MessageStatus::Received => None,
+    }
+}
+
+/// Moves message `id` forward to `status` and emits its event; a report
+/// that would move it back (providers report out of order) changes nothing.
+/// Returns the message as it now is.
+pub async fn advance(
+    tx: &mut Tx,
+    scope: Scope,
+    id: i64,
+    status: MessageStatus,
+    external_id: Option<&str>,
+    error: Option<&str>,
+) -> ServiceResult<Message> {
+    let moved = repo::advance_status(tx, scope, id, status, external_id, error).await?;
+    let message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    if moved && let Some(event) = status_event(status) {
+        events::append(tx, scope, event, event_data(&message)).await?;
+    }
+    Ok(message)
+}
+
+/// `POST /api/v1/channels/{id}/status`: a delivery report.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct StatusReport {
+    /// The id your system gave the message (in its reply to Parley's POST).
+    pub external_id: String,
+    /// `sent|delivered|read|failed`.
+    #[schema(value_type = String)]
+    pub status: MessageStatus,
+    /// Why it failed (with `failed`).
+    pub error: Option<String>,
+}
+
+pub fn parse_status_report(body: Value) -> Parsed<StatusReport> {
+    parse_object(body, loc(&["body"]), |r| {
+        let external_id = r.required("external_id", string(1, 255));
+        let status = r
+            .required("status", one_of(&["sent", "delivered", "read", "failed"]))
+            .and_then(|s| MessageStatus::parse(&s));
+        let error = r.optional("error", string(1, 1000));
+        Some(StatusReport { external_id: external_id?, status: status?, error })
+    })
+}
+
+/// Applies a signed delivery report for api channel `channel_id`.
+pub async fn report_status(
+    svc: &Services,
+    channel_id: i64,
+    headers: SignatureHeaders<'_>,
+    body: &[u8],
+) -> ServiceResult<Message> {
+    let (scope, channel) = crate::channels::verified_api_channel(svc, channel_id, headers, body).await?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
+    let report = parse_status_report(value)?;
+    let mut tx = svc.db.begin().await?;
+    let message = repo::outbound_by_external_id(&mut tx, scope, channel.id, &report.external_id).await?.ok_or_else(
+        || ServiceError::NotFound { kind: "Message with external_id", id: format!("{} on channel {channel_id}", report.external_id) },
+    )?;
+    let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
+    let message = advance(&mut tx, scope, message.id, report.status, None, error).await?;
+    tx.commit().await?;
+    svc.wake_outbox();
+    Ok(message)
+}
