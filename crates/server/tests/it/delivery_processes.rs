@@ -104,3 +104,70 @@ async fn two_instances_on_one_postgres_deliver_a_thousand_events_exactly_once() 
 }
 
 use futures::StreamExt;
+
+const MESSAGE_ENV: &[(&str, &str)] = &[
+    ("PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS", "true"),
+    ("PARLEY_MESSAGES__RETRY_SCALE", "0.001"),
+    ("PARLEY_MESSAGES__TIMEOUT_SECONDS", "1"),
+    ("PARLEY_MESSAGES__LEASE_SECONDS", "2"),
+    ("PARLEY_MESSAGES__POLL_INTERVAL_MS", "100"),
+    ("PARLEY_RATE_LIMIT__PER_SECOND", "100000"),
+    ("PARLEY_RATE_LIMIT__BURST", "100000"),
+];
+
+/// Sends `n` messages on an api channel of a server that is killed (-9) as
+/// soon as the last one is accepted, some mid-send and most still queued;
+/// after a restart every accepted message arrives, in order per conversation.
+both_backends! {
+    async fn messages_accepted_before_a_crash_are_all_sent_after_restart(backend) {
+        let database = fresh_database(backend).await;
+        let rx = Receiver::start().await;
+        // Slow answers, so the crash finds sends in flight and a long queue.
+        rx.always(Answer { delay: Duration::from_millis(200), ..Answer::status(200) });
+        let url = database.url.clone();
+        let mut first = tokio::task::spawn_blocking(move || start_server_with(&url, MESSAGE_ENV)).await.unwrap();
+        let key = key_in(&first.banner, "live").unwrap();
+        let client = reqwest::Client::new();
+        let channel = post(&client, format!("{}/api/v1/channels", base(&first)), &key, json!({"type": "api", "name": "Backend", "config": {"url": rx.url}})).await;
+        let ch = channel["id"].as_i64().unwrap();
+        let mut accepted: Vec<(i64, i64)> = Vec::new(); // (conversation index, message id)
+        // Ten rounds of one message per conversation: within a conversation,
+        // each is accepted after the one before.
+        for round in 0..10 {
+            let sends = (0..6).map(|conv| {
+                let (client, key, url) = (client.clone(), key.clone(), format!("{}/api/v1/messages", base(&first)));
+                async move {
+                    let body = json!({"channel_id": ch, "to": format!("user-{conv}"), "text": format!("m{round}")});
+                    let m = post(&client, url, &key, body).await;
+                    assert_eq!(m["status"], "queued");
+                    (conv, m["id"].as_i64().unwrap())
+                }
+            });
+            accepted.extend(futures::future::join_all(sends).await);
+        }
+        Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
+        let _ = first.child.wait();
+        let before_restart = rx.received().len();
+        assert!(before_restart < 60, "the crash came before everything was sent ({before_restart})");
+
+        let url = database.url.clone();
+        let _second = tokio::task::spawn_blocking(move || start_server_with(&url, MESSAGE_ENV)).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let ids: std::collections::HashSet<String> = rx.received().iter().map(|m| m.header("webhook-id").to_owned()).collect();
+            if accepted.iter().all(|(_, id)| ids.contains(&format!("msg_{id}"))) { break; }
+            assert!(std::time::Instant::now() < deadline, "after restart, {} of 60 arrived", ids.len());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Per conversation, first arrivals follow acceptance order.
+        let arrivals: Vec<i64> = rx.received().iter().map(|m| m.json()["data"]["id"].as_i64().unwrap()).collect();
+        for conv in 0..6 {
+            let expected: Vec<i64> = accepted.iter().filter(|(c, _)| *c == conv).map(|(_, id)| *id).collect();
+            let mut seen = Vec::new();
+            for id in &arrivals {
+                if expected.contains(id) && !seen.contains(id) { seen.push(*id); }
+            }
+            assert_eq!(seen, expected, "conversation {conv} out of order");
+        }
+    }
+}
