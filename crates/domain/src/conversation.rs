@@ -50,6 +50,38 @@ string_enum!(
     MessageStatus { Queued = "queued", Sent = "sent", Delivered = "delivered", Read = "read", Failed = "failed", Received = "received" }
 );
 
+string_enum!(
+    /// requested → accepted → completed, or canceled (from requested or accepted).
+    HandoffStatus { Requested = "requested", Accepted = "accepted", Completed = "completed", Canceled = "canceled" }
+);
+string_enum!(
+    /// Who takes the conversation over.
+    HandoffTarget { Human = "human", Agent = "agent" }
+);
+
+/// A conversation changing hands between an agent and a human.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Handoff {
+    pub id: i64,
+    pub conversation_id: i64,
+    /// `human` or `agent`.
+    pub to: HandoffTarget,
+    /// The agent taking over (`to: agent`).
+    pub agent_id: Option<i64>,
+    /// The user asked to take over, or who accepted.
+    pub user_id: Option<i64>,
+    pub reason: String,
+    pub note: Option<String>,
+    pub status: HandoffStatus,
+    /// A signed-in user, an agent, or `system` (an API key).
+    pub requested_by: Author,
+    pub created_at: Timestamp,
+    pub accepted_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub canceled_at: Option<Timestamp>,
+    pub updated_at: Timestamp,
+}
+
 /// A conversation as listed: exactly the seed's fields.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConversationItem {

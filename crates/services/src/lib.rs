@@ -15,6 +15,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod courier;
 mod error;
+pub mod handoffs;
 pub mod identity;
 pub mod messages;
 pub mod prompt_blocks;

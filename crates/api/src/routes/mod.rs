@@ -8,6 +8,7 @@ pub mod channels;
 pub mod contacts;
 pub mod conversations;
 pub mod messages;
+pub mod handoffs;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -33,6 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(channels::router())
         .merge(conversations::router())
         .merge(messages::router())
+        .merge(handoffs::router())
 }
 
 /// The items envelope of every list except agents.

@@ -15,6 +15,7 @@ mod conversations;
 mod messages;
 mod delivery_processes;
 mod errors;
+mod handoffs;
 mod idempotency;
 mod identity;
 mod isolation;

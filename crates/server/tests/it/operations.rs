@@ -78,6 +78,12 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/channels/{channel_id}/status"),
     ("POST", "/api/v1/messages"),
     ("GET", "/api/v1/messages/{message_id}"),
+    ("POST", "/api/v1/conversations/{conversation_id}/handoff"),
+    ("GET", "/api/v1/handoffs"),
+    ("GET", "/api/v1/handoffs/{handoff_id}"),
+    ("POST", "/api/v1/handoffs/{handoff_id}/accept"),
+    ("POST", "/api/v1/handoffs/{handoff_id}/complete"),
+    ("POST", "/api/v1/handoffs/{handoff_id}/cancel"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

@@ -7,6 +7,7 @@ pub mod channels;
 pub mod contacts;
 pub mod conversations;
 pub mod events;
+pub mod handoffs;
 pub mod idempotency;
 pub mod outbound;
 pub mod prompt_blocks;

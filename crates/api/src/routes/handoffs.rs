@@ -1,0 +1,197 @@
+//! Handoffs between agents and humans: `POST /api/v1/conversations/{id}/handoff`
+//! and `/api/v1/handoffs`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use parley_domain::conversation::{Author, AuthorType, Handoff};
+use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::auth::Credential;
+use parley_services::handoffs::{self, AcceptHandoff, CompleteHandoff, CreateHandoff};
+use parley_store::repo::handoffs::HandoffFilter;
+use serde_json::Value;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{Items, PageParams};
+use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
+use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery, transaction};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(request_handoff))
+        .routes(routes!(list_handoffs))
+        .routes(routes!(get_handoff))
+        .routes(routes!(accept_handoff))
+        .routes(routes!(complete_handoff))
+        .routes(routes!(cancel_handoff))
+}
+
+impl FromBody for CreateHandoff {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        handoffs::parse_create(body)
+    }
+}
+
+impl FromBody for AcceptHandoff {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        handoffs::parse_accept(body)
+    }
+}
+
+impl FromBody for CompleteHandoff {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        handoffs::parse_complete(body)
+    }
+}
+
+impl FromQuery for HandoffFilter {
+    fn from_query(q: &mut QueryReader) -> Self {
+        handoffs::parse_filter(q)
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `handoffs::parse_filter`
+struct HandoffListParams {
+    /// `requested|accepted|completed|canceled`.
+    status: Option<String>,
+    conversation_id: Option<i64>,
+}
+
+/// The signed-in user, if the caller is one.
+fn signed_in_user(auth: &Auth) -> Option<i64> {
+    match auth.0.credential {
+        Credential::User { user_id, .. } => Some(user_id),
+        Credential::ApiKey { .. } => None,
+    }
+}
+
+/// Hand a conversation to a human or an agent.
+///
+/// `to: human` waits for a user to accept (meanwhile `handler` is `none` and
+/// no agent writes); `to: agent` takes effect at once (the handoff is
+/// completed and `agent_id` answers). Emits `handoff.requested` (and
+/// `handoff.completed` for agents) and `conversation.updated`.
+#[utoipa::path(
+    post, path = "/api/v1/conversations/{conversation_id}/handoff", tag = "Handoffs",
+    params(("conversation_id" = i64, Path)),
+    request_body = CreateHandoff,
+    responses(
+        (status = 201, body = Handoff),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The conversation is closed or already has an open handoff"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn request_handoff(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<CreateHandoff>,
+) -> Result<Response, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    let requested_by = match signed_in_user(&auth) {
+        Some(user) => Author { kind: AuthorType::User, id: Some(user) },
+        None => Author { kind: AuthorType::System, id: None },
+    };
+    let input = body.value;
+    let handoff =
+        transaction(&s, move |tx| Box::pin(handoffs::request(tx, scope, id, requested_by, input))).await?;
+    Ok((StatusCode::CREATED, Json(handoff)).into_response())
+}
+
+/// List handoffs, newest first.
+#[utoipa::path(
+    get, path = "/api/v1/handoffs", tag = "Handoffs",
+    params(PageParams, HandoffListParams),
+    responses((status = 200, body = Items<Handoff>), (status = 422, body = ValidationErrorBody))
+)]
+async fn list_handoffs(
+    auth: Auth,
+    State(s): State<AppState>,
+    q: ListQuery<HandoffFilter>,
+) -> Result<Json<Items<Handoff>>, ApiError> {
+    let found = handoffs::list(&s.services, auth.scope(), &q.filter, q.page).await?;
+    Ok(Json(Items::new(found, q.page)))
+}
+
+/// Get a handoff.
+#[utoipa::path(
+    get, path = "/api/v1/handoffs/{handoff_id}", tag = "Handoffs",
+    params(("handoff_id" = i64, Path)),
+    responses((status = 200, body = Handoff), (status = 404, body = ErrorBody, example = json!({"detail": "Handoff 42 not found"})))
+)]
+async fn get_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Handoff>, ApiError> {
+    let [id] = path.0;
+    Ok(Json(handoffs::get(&s.services, auth.scope(), id).await?))
+}
+
+/// Accept a requested handoff: the user (`user_id`, or the signed-in user)
+/// handles the conversation (`handler: human`). Emits `handoff.accepted`.
+#[utoipa::path(
+    post, path = "/api/v1/handoffs/{handoff_id}/accept", tag = "Handoffs",
+    params(("handoff_id" = i64, Path)),
+    request_body = AcceptHandoff,
+    responses(
+        (status = 200, body = Handoff),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Not requested (already accepted, completed or canceled)"),
+        (status = 422, body = ValidationErrorBody, description = "No user_id with an API key, or not a user of this workspace"),
+    )
+)]
+async fn accept_handoff(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<AcceptHandoff>,
+) -> Result<Json<Handoff>, ApiError> {
+    let [id] = path.0;
+    let (scope, user, input) = (auth.scope(), signed_in_user(&auth), body.value);
+    Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::accept(tx, scope, id, user, input))).await?))
+}
+
+/// Complete an accepted handoff: the agent answers again, or with
+/// `close: true` the conversation closes. Emits `handoff.completed`.
+#[utoipa::path(
+    post, path = "/api/v1/handoffs/{handoff_id}/complete", tag = "Handoffs",
+    params(("handoff_id" = i64, Path)),
+    request_body = CompleteHandoff,
+    responses(
+        (status = 200, body = Handoff),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Not accepted"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn complete_handoff(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<CompleteHandoff>,
+) -> Result<Json<Handoff>, ApiError> {
+    let [id] = path.0;
+    let (scope, input) = (auth.scope(), body.value);
+    Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::complete(tx, scope, id, input))).await?))
+}
+
+/// Cancel a requested or accepted handoff: the agent answers again. Emits `handoff.canceled`.
+#[utoipa::path(
+    post, path = "/api/v1/handoffs/{handoff_id}/cancel", tag = "Handoffs",
+    params(("handoff_id" = i64, Path)),
+    responses(
+        (status = 200, body = Handoff),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Already completed or canceled"),
+    )
+)]
+async fn cancel_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Handoff>, ApiError> {
+    let [id] = path.0;
+    let scope = auth.scope();
+    Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::cancel(tx, scope, id))).await?))
+}

@@ -1,0 +1,287 @@
+//! Handing conversations between agents and humans.
+//!
+//! A conversation's `handler` says who answers it: `agent`, `human`, or
+//! `none` while a handoff to a human waits for someone to accept it. Agents
+//! write only while the handler is `agent` ([`crate::messages::agent_may_reply`]).
+//!
+//! - To a human: requested (handler `none`) → accepted by a user (handler
+//!   `human`, assigned to them) → completed (back to the agent, or the
+//!   conversation closes). Either open state may be canceled (back to the agent).
+//! - To an agent: done at once (requested and completed); that agent answers.
+
+use parley_domain::Scope;
+use parley_domain::conversation::{
+    Author, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
+};
+use parley_domain::validation::{FieldError, Page, Parsed, QueryReader, boolean, integer, loc, one_of, parse_object, string};
+use parley_store::Tx;
+use parley_store::repo::conversations as conversation_repo;
+use parley_store::repo::events;
+use parley_store::repo::handoffs::{self as repo, HandoffFilter, NewHandoff};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services, event_data};
+
+/// `POST /api/v1/conversations/{id}/handoff`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateHandoff {
+    /// `human` or `agent`.
+    #[schema(value_type = String)]
+    pub to: HandoffTarget,
+    /// The agent to take over (required with `to: agent`).
+    pub agent_id: Option<i64>,
+    /// The user asked to take over (optional with `to: human`; anyone may accept).
+    pub user_id: Option<i64>,
+    /// 1–500 characters.
+    pub reason: String,
+    /// 1–2,000 characters, for whoever takes over.
+    pub note: Option<String>,
+}
+
+pub fn parse_create(body: Value) -> Parsed<CreateHandoff> {
+    parse_object(body, loc(&["body"]), |r| {
+        let to = r.required("to", one_of(HandoffTarget::ALL)).and_then(|t| HandoffTarget::parse(&t));
+        let agent_sent = r.contains("agent_id");
+        let agent_id = r.optional("agent_id", integer(1, i64::MAX));
+        let user_id = r.optional("user_id", integer(1, i64::MAX));
+        let reason = r.required("reason", string(1, 500));
+        let note = r.optional("note", string(1, 2000));
+        match to {
+            Some(HandoffTarget::Agent) if !agent_sent => {
+                r.push_error(FieldError::missing(loc(&["body", "agent_id"])));
+            }
+            Some(HandoffTarget::Agent) if user_id.is_some() => r.push_error(FieldError::new(
+                loc(&["body", "user_id"]),
+                "value_error.handoff.target",
+                "user_id goes with to: human",
+            )),
+            Some(HandoffTarget::Human) if agent_id.is_some() => r.push_error(FieldError::new(
+                loc(&["body", "agent_id"]),
+                "value_error.handoff.target",
+                "agent_id goes with to: agent",
+            )),
+            _ => {}
+        }
+        Some(CreateHandoff { to: to?, agent_id, user_id, reason: reason?, note })
+    })
+}
+
+/// `POST /api/v1/handoffs/{id}/accept`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct AcceptHandoff {
+    /// The user taking over; defaults to the signed-in user.
+    pub user_id: Option<i64>,
+}
+
+pub fn parse_accept(body: Value) -> Parsed<AcceptHandoff> {
+    parse_object(body, loc(&["body"]), |r| Some(AcceptHandoff { user_id: r.optional("user_id", integer(1, i64::MAX)) }))
+}
+
+/// `POST /api/v1/handoffs/{id}/complete`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct CompleteHandoff {
+    /// Close the conversation instead of returning it to the agent (default false).
+    pub close: Option<bool>,
+}
+
+pub fn parse_complete(body: Value) -> Parsed<CompleteHandoff> {
+    parse_object(body, loc(&["body"]), |r| Some(CompleteHandoff { close: r.optional("close", boolean()) }))
+}
+
+pub fn parse_filter(q: &mut QueryReader) -> HandoffFilter {
+    HandoffFilter {
+        status: q.one_of("status", HandoffStatus::ALL).and_then(|s| HandoffStatus::parse(&s)),
+        conversation_id: q.integer("conversation_id", 1, i64::MAX),
+    }
+}
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Handoff", id)
+}
+
+async fn conversation(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Conversation> {
+    conversation_repo::get(tx, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))
+}
+
+/// A user of the workspace, or a 422 at `field`.
+async fn member(tx: &mut Tx, scope: Scope, user_id: i64, field: &str) -> ServiceResult<i64> {
+    match parley_store::repo::users::role_in(tx, user_id, scope.workspace_id).await? {
+        Some(_) => Ok(user_id),
+        None => Err(ServiceError::Validation(vec![FieldError::not_found(
+            loc(&["body", field]),
+            &format!("User {user_id} in this workspace"),
+        )])),
+    }
+}
+
+/// Changes who handles conversation `id`; emits `conversation.updated`.
+async fn hand_to(
+    tx: &mut Tx,
+    scope: Scope,
+    current: &Conversation,
+    handler: Handler,
+    assignee: Option<i64>,
+    agent_id: Option<i64>,
+) -> ServiceResult<()> {
+    let id = current.item.id;
+    conversation_repo::set_handler(tx, scope, id, handler, assignee, agent_id).await?;
+    let updated = conversation(tx, scope, id).await?;
+    events::append(tx, scope, "conversation.updated", event_data(&updated)).await?;
+    Ok(())
+}
+
+async fn read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff> {
+    repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))
+}
+
+async fn emit(tx: &mut Tx, scope: Scope, kind: &str, id: i64) -> ServiceResult<Handoff> {
+    let handoff = read(tx, scope, id).await?;
+    events::append(tx, scope, kind, event_data(&handoff)).await?;
+    Ok(handoff)
+}
+
+/// Requests a handoff of conversation `conversation_id` (see the module comment).
+pub async fn request(
+    tx: &mut Tx,
+    scope: Scope,
+    conversation_id: i64,
+    requested_by: Author,
+    input: CreateHandoff,
+) -> ServiceResult<Handoff> {
+    let current = conversation(tx, scope, conversation_id).await?;
+    if current.status == ConversationStatus::Closed {
+        return Err(ServiceError::Conflict(format!("Conversation {conversation_id} is closed")));
+    }
+    if let Some(open) = repo::open_for(tx, scope, conversation_id).await? {
+        return Err(ServiceError::Conflict(format!(
+            "Conversation {conversation_id} already has an open handoff ({}, {})",
+            open.id,
+            open.status.as_str()
+        )));
+    }
+    let user_id = match input.user_id {
+        Some(u) => Some(member(tx, scope, u, "user_id").await?),
+        None => None,
+    };
+    if let Some(agent) = input.agent_id
+        && parley_store::repo::agents::get(tx, scope, agent, false).await?.is_none()
+    {
+        return Err(ServiceError::Validation(vec![FieldError::not_found(
+            loc(&["body", "agent_id"]),
+            &format!("Agent {agent}"),
+        )]));
+    }
+    let created = repo::insert(
+        tx,
+        scope,
+        &NewHandoff {
+            conversation_id,
+            to: input.to,
+            agent_id: input.agent_id,
+            user_id,
+            reason: &input.reason,
+            note: input.note.as_deref(),
+            requested_by: &requested_by,
+        },
+    )
+    .await?;
+    emit(tx, scope, "handoff.requested", created.id).await?;
+    match input.to {
+        HandoffTarget::Human => {
+            // Until someone accepts, nobody answers: not the agent either.
+            hand_to(tx, scope, &current, Handler::None, user_id, current.agent_id).await?;
+            read(tx, scope, created.id).await
+        }
+        HandoffTarget::Agent => {
+            hand_to(tx, scope, &current, Handler::Agent, None, input.agent_id).await?;
+            repo::transition(tx, scope, created.id, &[HandoffStatus::Requested], HandoffStatus::Completed, None).await?;
+            emit(tx, scope, "handoff.completed", created.id).await
+        }
+    }
+}
+
+/// A user takes a requested handoff: the conversation is theirs.
+pub async fn accept(
+    tx: &mut Tx,
+    scope: Scope,
+    id: i64,
+    signed_in_user: Option<i64>,
+    input: AcceptHandoff,
+) -> ServiceResult<Handoff> {
+    let handoff = read(tx, scope, id).await?;
+    if handoff.status != HandoffStatus::Requested {
+        return Err(ServiceError::Conflict(format!(
+            "Handoff {id} is {}; only a requested handoff can be accepted",
+            handoff.status.as_str()
+        )));
+    }
+    let user = input.user_id.or(signed_in_user).ok_or_else(|| {
+        ServiceError::Validation(vec![FieldError::missing(loc(&["body", "user_id"]))])
+    })?;
+    let user = member(tx, scope, user, "user_id").await?;
+    if !repo::transition(tx, scope, id, &[HandoffStatus::Requested], HandoffStatus::Accepted, Some(user)).await? {
+        return Err(ServiceError::Conflict(format!("Handoff {id} changed meanwhile; read it again")));
+    }
+    let current = conversation(tx, scope, handoff.conversation_id).await?;
+    hand_to(tx, scope, &current, Handler::Human, Some(user), current.agent_id).await?;
+    emit(tx, scope, "handoff.accepted", id).await
+}
+
+/// The human is done: the agent answers again, or the conversation closes.
+pub async fn complete(tx: &mut Tx, scope: Scope, id: i64, input: CompleteHandoff) -> ServiceResult<Handoff> {
+    let handoff = read(tx, scope, id).await?;
+    if handoff.status != HandoffStatus::Accepted {
+        return Err(ServiceError::Conflict(format!(
+            "Handoff {id} is {}; only an accepted handoff can be completed{}",
+            handoff.status.as_str(),
+            if handoff.status == HandoffStatus::Requested { " (cancel it instead)" } else { "" }
+        )));
+    }
+    if !repo::transition(tx, scope, id, &[HandoffStatus::Accepted], HandoffStatus::Completed, None).await? {
+        return Err(ServiceError::Conflict(format!("Handoff {id} changed meanwhile; read it again")));
+    }
+    let current = conversation(tx, scope, handoff.conversation_id).await?;
+    if input.close.unwrap_or(false) {
+        conversation_repo::set_status(tx, scope, current.item.id, ConversationStatus::Closed).await?;
+        hand_to(tx, scope, &current, Handler::None, None, current.agent_id).await?;
+    } else {
+        hand_to(tx, scope, &current, Handler::Agent, None, current.agent_id).await?;
+    }
+    emit(tx, scope, "handoff.completed", id).await
+}
+
+/// Withdraws an open handoff: the agent answers again.
+pub async fn cancel(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff> {
+    let handoff = read(tx, scope, id).await?;
+    let open = [HandoffStatus::Requested, HandoffStatus::Accepted];
+    if !open.contains(&handoff.status)
+        || !repo::transition(tx, scope, id, &open, HandoffStatus::Canceled, None).await?
+    {
+        return Err(ServiceError::Conflict(format!(
+            "Handoff {id} is {}; only a requested or accepted handoff can be canceled",
+            handoff.status.as_str()
+        )));
+    }
+    let current = conversation(tx, scope, handoff.conversation_id).await?;
+    if current.status != ConversationStatus::Closed {
+        hand_to(tx, scope, &current, Handler::Agent, None, current.agent_id).await?;
+    }
+    emit(tx, scope, "handoff.canceled", id).await
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Handoff> {
+    let mut c = svc.db.read().await?;
+    repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
+}
+
+pub async fn list(
+    svc: &Services,
+    scope: Scope,
+    filter: &HandoffFilter,
+    page: Page,
+) -> ServiceResult<(Vec<Handoff>, i64)> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::list(&mut c, scope, filter, page).await?)
+}
