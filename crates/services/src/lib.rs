@@ -19,6 +19,7 @@ pub mod handoffs;
 pub mod identity;
 pub mod messages;
 pub mod prompt_blocks;
+pub mod webchat;
 pub mod webhooks;
 pub mod workspaces;
 

@@ -9,6 +9,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod messages;
 pub mod handoffs;
+pub mod webchat;
 pub mod docs;
 pub mod health;
 pub mod prompt_blocks;
@@ -35,6 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(conversations::router())
         .merge(messages::router())
         .merge(handoffs::router())
+        .merge(webchat::router())
 }
 
 /// The items envelope of every list except agents.

@@ -21,4 +21,5 @@ mod identity;
 mod isolation;
 mod operations;
 mod prompt_blocks;
+mod webchat;
 mod webhooks;

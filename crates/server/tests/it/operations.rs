@@ -84,6 +84,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/handoffs/{handoff_id}/accept"),
     ("POST", "/api/v1/handoffs/{handoff_id}/complete"),
     ("POST", "/api/v1/handoffs/{handoff_id}/cancel"),
+    ("GET", "/webchat/widget.js"),
+    ("GET", "/webchat/{public_id}"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

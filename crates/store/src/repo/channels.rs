@@ -211,3 +211,14 @@ pub async fn find_for_inbound(c: &mut impl AsHandle, id: i64) -> StoreResult<Opt
     let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
     Ok(get(c, scope, id).await?.map(|row| (scope, row)))
 }
+
+/// A channel by its public id (webchat), in any workspace, with its scope.
+pub async fn find_by_public_id(c: &mut impl AsHandle, public_id: &str) -> StoreResult<Option<(Scope, ChannelRow)>> {
+    let owner: Option<(i64, bool, i64)> = fetch_optional!(
+        c,
+        sqlx::query_as("SELECT workspace_id, livemode, id FROM channels WHERE public_id = $1").bind(public_id)
+    )?;
+    let Some((workspace_id, livemode, id)) = owner else { return Ok(None) };
+    let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
+    Ok(get(c, scope, id).await?.map(|row| (scope, row)))
+}

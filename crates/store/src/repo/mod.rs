@@ -16,6 +16,7 @@ pub mod settings;
 pub mod triggers;
 pub mod users;
 pub mod versions;
+pub mod webchat;
 pub mod webhooks;
 pub mod workspaces;
 

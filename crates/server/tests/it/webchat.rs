@@ -1,0 +1,158 @@
+//! The webchat channel over a real WebSocket client: visitors, messages
+//! both ways, delivery and read receipts, resuming, origins.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use parley_domain::Mode;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as Frame;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::messages::wait_for_status;
+use crate::support::*;
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A webchat channel: (id, public id).
+pub(crate) async fn webchat_channel(app: &TestApp, key: &str, config: Value) -> (i64, String) {
+    let r = app.post(key, "/api/v1/channels", json!({"type": "webchat", "name": "Site", "config": config})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    (r.body["id"].as_i64().unwrap(), r.body["address"].as_str().unwrap().to_owned())
+}
+
+async fn open(app: &TestApp, public_id: &str, origin: &str) -> Result<Socket, u16> {
+    let url = app.url(&format!("/webchat/{public_id}")).replacen("http", "ws", 1);
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert("origin", origin.parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((socket, _)) => Ok(socket),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
+        Err(e) => panic!("connect: {e}"),
+    }
+}
+
+async fn send(socket: &mut Socket, frame: Value) {
+    socket.send(Frame::Text(frame.to_string().into())).await.unwrap();
+}
+
+/// The next JSON frame (panics after 10 s).
+async fn next(socket: &mut Socket) -> Value {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next()).await.expect("a frame in time");
+        if let Frame::Text(t) = frame.unwrap().unwrap() {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+/// The next frame of `kind`, skipping others.
+async fn next_of(socket: &mut Socket, kind: &str) -> Value {
+    loop {
+        let f = next(socket).await;
+        if f["type"] == kind {
+            return f;
+        }
+    }
+}
+
+async fn hello(app: &TestApp, public_id: &str, token: Option<&str>) -> (Socket, Value) {
+    let mut socket = open(app, public_id, "https://shop.example").await.expect("connected");
+    send(&mut socket, json!({"type": "hello", "visitor_token": token})).await;
+    let ready = next(&mut socket).await;
+    assert_eq!(ready["type"], "ready", "{ready}");
+    (socket, ready)
+}
+
+both_backends! {
+    async fn a_visitor_chats_over_a_websocket_with_receipts_both_ways(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let (_, public_id) = webchat_channel(&app, &ws.live, json!({"allowed_origins": ["https://shop.example"], "title": "Acme help", "greeting": "Hi! How can we help?"})).await;
+
+        let (mut socket, ready) = hello(&app, &public_id, None).await;
+        let visitor = ready["visitor_id"].as_str().unwrap().to_owned();
+        let token = ready["visitor_token"].as_str().unwrap().to_owned();
+        assert!(visitor.starts_with("v_") && token.starts_with("wvt_"));
+        assert_eq!((ready["title"].clone(), ready["greeting"].clone(), ready["conversation_id"].clone(), ready["messages"].clone()), (json!("Acme help"), json!("Hi! How can we help?"), Value::Null, json!([])));
+
+        // The visitor writes: acknowledged as stored, and the workspace sees it.
+        send(&mut socket, json!({"type": "message", "text": "Where is my order?\n#123", "client_id": "c-1"})).await;
+        let ack = next_of(&mut socket, "ack").await;
+        assert_eq!((ack["client_id"].clone(), ack["message"]["direction"].clone(), ack["message"]["text"].clone()), (json!("c-1"), json!("inbound"), json!("Where is my order?\n#123")));
+        let mine = ack["message"]["id"].as_i64().unwrap();
+        let list = app.get(&ws.live, "/api/v1/conversations?channel=webchat").await.body;
+        assert_eq!(list["total"], 1);
+        let conv = list["items"][0]["id"].as_i64().unwrap();
+        assert_eq!((list["items"][0]["channel_ref"].clone(), list["items"][0]["unread_count"].clone()), (json!(format!("webchat:{visitor}")), json!(1)));
+        // A resend with the same client id is stored once.
+        send(&mut socket, json!({"type": "message", "text": "Where is my order?\n#123", "client_id": "c-1"})).await;
+        assert_eq!(next_of(&mut socket, "ack").await["message"]["id"], json!(mine));
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}/messages")).await.body["total"], 1);
+
+        // The workspace replies through the API; the visitor sees it and reports receipts.
+        let reply = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "On its way!"})).await;
+        assert_eq!(reply.status, 202, "{}", reply.text);
+        let reply_id = reply.body["id"].as_i64().unwrap();
+        let shown = next_of(&mut socket, "message").await;
+        assert_eq!((shown["message"]["id"].clone(), shown["message"]["direction"].clone(), shown["message"]["text"].clone(), shown["message"]["author"].clone()), (json!(reply_id), json!("outbound"), json!("On its way!"), json!("agent")));
+        send(&mut socket, json!({"type": "delivered", "message_id": reply_id})).await;
+        wait_for_status(&app, &ws.live, reply_id, "delivered").await;
+        send(&mut socket, json!({"type": "read", "message_id": reply_id})).await;
+        wait_for_status(&app, &ws.live, reply_id, "read").await;
+        assert_eq!(app.events(ws.id, Mode::Live, "message.read").await.len(), 1);
+        // A visitor cannot touch messages that are not theirs.
+        send(&mut socket, json!({"type": "read", "message_id": mine})).await;
+        assert_eq!(next_of(&mut socket, "error").await["detail"], format!("Message {mine} not found"));
+
+        // The workspace reads the conversation: the visitor gets a read receipt.
+        assert_eq!(app.post(&ws.live, &format!("/api/v1/conversations/{conv}/read"), json!({})).await.status, 200);
+        let receipt = next_of(&mut socket, "receipt").await;
+        assert_eq!((receipt["message_id"].clone(), receipt["status"].clone()), (json!(mine), json!("read")));
+        socket.close(None).await.unwrap();
+
+        // Coming back with the token resumes the visitor and the conversation.
+        let (mut again, ready) = hello(&app, &public_id, Some(&token)).await;
+        assert_eq!((ready["visitor_id"].clone(), ready["visitor_token"].clone(), ready["conversation_id"].clone()), (json!(visitor), Value::Null, json!(conv)));
+        let history: Vec<(Value, Value)> = ready["messages"].as_array().unwrap().iter().map(|m| (m["text"].clone(), m["read"].clone())).collect();
+        assert_eq!(history, [(json!("Where is my order?\n#123"), json!(true)), (json!("On its way!"), json!(true))]);
+        send(&mut again, json!({"type": "ping"})).await;
+        assert_eq!(next(&mut again).await["type"], "pong");
+        send(&mut again, json!({"type": "message", "text": ""})).await;
+        assert_eq!(next(&mut again).await["type"], "error");
+        send(&mut again, json!("not an object")).await;
+        assert_eq!(next(&mut again).await["type"], "error");
+        // An unknown token is a new visitor, not an error.
+        let (_, fresh) = hello(&app, &public_id, Some("wvt_forged")).await;
+        assert_ne!(fresh["visitor_id"], json!(visitor));
+        assert!(fresh["visitor_token"].is_string());
+    }
+
+    async fn webchat_sockets_check_origin_channel_and_protocol(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let (ch, public_id) = webchat_channel(&app, &ws.live, json!({"allowed_origins": ["https://shop.example"]})).await;
+        assert_eq!(open(&app, &public_id, "https://evil.example").await.err(), Some(403));
+        assert_eq!(open(&app, "wc_nope", "https://shop.example").await.err(), Some(404));
+        // A plain GET is told to upgrade.
+        let r = app.client.get(app.url(&format!("/webchat/{public_id}"))).header("origin", "https://shop.example").send().await.unwrap();
+        assert_eq!(r.status(), 426);
+        // An api channel's address is not a webchat.
+        let api = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "B"})).await.body;
+        assert_eq!(open(&app, api["address"].as_str().unwrap(), "https://shop.example").await.err(), Some(404));
+        // Disabled: refused.
+        app.patch(&ws.live, &format!("/api/v1/channels/{ch}"), json!({"status": "disabled"})).await;
+        assert_eq!(open(&app, &public_id, "https://shop.example").await.err(), Some(403));
+        // No allowed_origins: any page may open it; a frame before hello is refused.
+        let (_, open_id) = webchat_channel(&app, &ws.live, json!({})).await;
+        let mut socket = open(&app, &open_id, "https://anywhere.example").await.unwrap();
+        send(&mut socket, json!({"type": "message", "text": "hi"})).await;
+        assert_eq!(next(&mut socket).await["type"], "error");
+
+        // The widget is served as JavaScript to any page.
+        let r = app.client.get(app.url("/webchat/widget.js")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "text/javascript; charset=utf-8");
+        assert!(r.text().await.unwrap().contains("/webchat/"));
+    }
+}
