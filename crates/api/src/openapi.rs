@@ -56,7 +56,10 @@ pub fn base() -> utoipa::openapi::OpenApi {
 /// Routes without an API key or session: sign-in, and inbound channel
 /// traffic (authenticated by the channel's own signature).
 const UNAUTHENTICATED: &[&str] = &[
-    "/api/v1/auth/login", "/api/v1/auth/refresh", "/api/v1/auth/logout", "/api/v1/channels/{channel_id}/inbound",
+    "/api/v1/auth/login",
+    "/api/v1/auth/refresh",
+    "/api/v1/auth/logout",
+    "/api/v1/channels/{channel_id}/inbound",
     "/api/v1/channels/{channel_id}/status",
 ];
 

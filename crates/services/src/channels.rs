@@ -5,6 +5,7 @@
 //! master key and never returned. Adding a type (email, SMS, Telegram,
 //! voice) means adding a connector, not changing this module.
 
+use futures::future::BoxFuture;
 use parley_domain::Scope;
 use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
 use parley_domain::validation::{
@@ -13,7 +14,6 @@ use parley_domain::validation::{
 use parley_events::signing::WebhookSecret;
 use parley_store::Tx;
 use parley_store::repo::channels::{self as repo, ChannelFields, ChannelRow};
-use futures::future::BoxFuture;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -157,11 +157,12 @@ async fn deliver_api(d: Delivery<'_>) -> Delivered {
     match parley_events::post::send(d.client, d.timeout, post).await {
         Err(error) => Delivered::Retry { error, after: None },
         Ok(reply) if reply.succeeded() => {
-            let external_id = serde_json::from_str::<Value>(&reply.body).ok().and_then(|v| match v.get("external_id") {
-                Some(Value::String(s)) if !s.is_empty() && s.len() <= 255 => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                _ => None,
-            });
+            let external_id =
+                serde_json::from_str::<Value>(&reply.body).ok().and_then(|v| match v.get("external_id") {
+                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 255 => Some(s.clone()),
+                    Some(Value::Number(n)) => Some(n.to_string()),
+                    _ => None,
+                });
             Delivered::Sent { external_id }
         }
         Ok(reply) => {

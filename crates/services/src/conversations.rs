@@ -82,7 +82,8 @@ pub async fn receive(
     let (conversation, created) = find_or_open(tx, svc, scope, channel, &identity, sender_name).await?;
     if !created && matches!(conversation.status, ConversationStatus::Snoozed | ConversationStatus::Resolved) {
         repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Open).await?;
-        let reopened = repo::get(tx, scope, conversation.item.id).await?.ok_or_else(|| not_found(conversation.item.id))?;
+        let reopened =
+            repo::get(tx, scope, conversation.item.id).await?.ok_or_else(|| not_found(conversation.item.id))?;
         events::append(tx, scope, "conversation.updated", event_data(&reopened)).await?;
     }
     let contact_id = conversation.contact_id;

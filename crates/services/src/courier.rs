@@ -151,7 +151,8 @@ async fn finish(svc: &Services, due: &DueSend, outcome: Delivered) -> ServiceRes
     let mut tx = svc.db.begin().await?;
     match outcome {
         Delivered::Sent { external_id } => {
-            messages::advance(&mut tx, scope, due.message_id, MessageStatus::Sent, external_id.as_deref(), None).await?;
+            messages::advance(&mut tx, scope, due.message_id, MessageStatus::Sent, external_id.as_deref(), None)
+                .await?;
             outbound::remove(&mut tx, due.message_id).await?;
         }
         Delivered::Retry { error, after } if (attempt as usize) <= RETRY_SCHEDULE_S.len() => {

@@ -13,7 +13,9 @@ use parley_domain::Scope;
 use parley_domain::conversation::{
     Author, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
 };
-use parley_domain::validation::{FieldError, Page, Parsed, QueryReader, boolean, integer, loc, one_of, parse_object, string};
+use parley_domain::validation::{
+    FieldError, Page, Parsed, QueryReader, boolean, integer, loc, one_of, parse_object, string,
+};
 use parley_store::Tx;
 use parley_store::repo::conversations as conversation_repo;
 use parley_store::repo::events;
@@ -196,7 +198,8 @@ pub async fn request(
         }
         HandoffTarget::Agent => {
             hand_to(tx, scope, &current, Handler::Agent, None, input.agent_id).await?;
-            repo::transition(tx, scope, created.id, &[HandoffStatus::Requested], HandoffStatus::Completed, None).await?;
+            repo::transition(tx, scope, created.id, &[HandoffStatus::Requested], HandoffStatus::Completed, None)
+                .await?;
             emit(tx, scope, "handoff.completed", created.id).await
         }
     }
@@ -217,9 +220,10 @@ pub async fn accept(
             handoff.status.as_str()
         )));
     }
-    let user = input.user_id.or(signed_in_user).ok_or_else(|| {
-        ServiceError::Validation(vec![FieldError::missing(loc(&["body", "user_id"]))])
-    })?;
+    let user = input
+        .user_id
+        .or(signed_in_user)
+        .ok_or_else(|| ServiceError::Validation(vec![FieldError::missing(loc(&["body", "user_id"]))]))?;
     let user = member(tx, scope, user, "user_id").await?;
     if !repo::transition(tx, scope, id, &[HandoffStatus::Requested], HandoffStatus::Accepted, Some(user)).await? {
         return Err(ServiceError::Conflict(format!("Handoff {id} changed meanwhile; read it again")));
@@ -256,8 +260,7 @@ pub async fn complete(tx: &mut Tx, scope: Scope, id: i64, input: CompleteHandoff
 pub async fn cancel(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff> {
     let handoff = read(tx, scope, id).await?;
     let open = [HandoffStatus::Requested, HandoffStatus::Accepted];
-    if !open.contains(&handoff.status)
-        || !repo::transition(tx, scope, id, &open, HandoffStatus::Canceled, None).await?
+    if !open.contains(&handoff.status) || !repo::transition(tx, scope, id, &open, HandoffStatus::Canceled, None).await?
     {
         return Err(ServiceError::Conflict(format!(
             "Handoff {id} is {}; only a requested or accepted handoff can be canceled",

@@ -27,9 +27,15 @@ use crate::{ServiceError, ServiceResult, Services, conversations, event_data};
 pub enum Recipient {
     Conversation(i64),
     /// A channel connection and the address on it.
-    ChannelAddress { channel_id: i64, to: String },
+    ChannelAddress {
+        channel_id: i64,
+        to: String,
+    },
     /// A contact, on a channel type (their open conversation there, or their address).
-    ContactChannel { contact_id: i64, channel: String },
+    ContactChannel {
+        contact_id: i64,
+        channel: String,
+    },
 }
 
 /// `POST /api/v1/messages`.
@@ -106,7 +112,13 @@ pub fn agent_may_reply(conversation: &Conversation) -> bool {
 }
 
 /// Queues a message (see the module comment); 202 with the `queued` message.
-pub async fn send(tx: &mut Tx, svc: &Services, scope: Scope, sender: Sender, input: SendMessage) -> ServiceResult<Message> {
+pub async fn send(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    sender: Sender,
+    input: SendMessage,
+) -> ServiceResult<Message> {
     let (conversation, channel) = match input.recipient.clone() {
         Recipient::Conversation(id) => {
             let conversation =
@@ -118,14 +130,14 @@ pub async fn send(tx: &mut Tx, svc: &Services, scope: Scope, sender: Sender, inp
             let channel = channel_repo::get(tx, scope, channel_id)
                 .await?
                 .ok_or_else(|| field_not_found("channel_id", format!("Channel {channel_id}")))?;
-            let identity = Identity::parse(&channel.kind, &to, svc.config.contacts.default_region)
-                .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "to"]), kind, msg)]))?;
+            let identity =
+                Identity::parse(&channel.kind, &to, svc.config.contacts.default_region).map_err(|(kind, msg)| {
+                    ServiceError::Validation(vec![FieldError::new(loc(&["body", "to"]), kind, msg)])
+                })?;
             let conversation = conversations::find_or_open(tx, svc, scope, &channel, &identity, None).await?.0;
             (conversation, channel)
         }
-        Recipient::ContactChannel { contact_id, channel } => {
-            to_contact(tx, svc, scope, contact_id, &channel).await?
-        }
+        Recipient::ContactChannel { contact_id, channel } => to_contact(tx, svc, scope, contact_id, &channel).await?,
     };
     let id = conversation.item.id;
     if conversation.status == ConversationStatus::Closed {
@@ -291,9 +303,13 @@ pub async fn report_status(
         serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
     let report = parse_status_report(value)?;
     let mut tx = svc.db.begin().await?;
-    let message = repo::outbound_by_external_id(&mut tx, scope, channel.id, &report.external_id).await?.ok_or_else(
-        || ServiceError::NotFound { kind: "Message with external_id", id: format!("{} on channel {channel_id}", report.external_id) },
-    )?;
+    let message =
+        repo::outbound_by_external_id(&mut tx, scope, channel.id, &report.external_id).await?.ok_or_else(|| {
+            ServiceError::NotFound {
+                kind: "Message with external_id",
+                id: format!("{} on channel {channel_id}", report.external_id),
+            }
+        })?;
     let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
     let message = advance(&mut tx, scope, message.id, report.status, None, error).await?;
     tx.commit().await?;

@@ -7,10 +7,10 @@
 //! read receipts for the replies they see. The socket shows them replies
 //! once sent, and read receipts once the workspace reads the conversation.
 
+use parley_domain::Scope;
 use parley_domain::channel::{ChannelStatus, ChannelType};
 use parley_domain::conversation::{Conversation, Direction, Message, MessageStatus};
 use parley_domain::validation::Page;
-use parley_domain::Scope;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
 use parley_store::repo::conversations as conversation_repo;
 use parley_store::repo::webchat as repo;
@@ -101,7 +101,8 @@ pub async fn hello(svc: &Services, chat: &Webchat, token: Option<&str>) -> Servi
         return Ok(Visitor { id: v.id, public_id: v.public_id, new_token: None });
     }
     let token = format!("wvt_{}", random(40));
-    let v = repo::insert(&mut tx, chat.scope, chat.channel.id, &format!("v_{}", random(20)), &token_hash(&token)).await?;
+    let v =
+        repo::insert(&mut tx, chat.scope, chat.channel.id, &format!("v_{}", random(20)), &token_hash(&token)).await?;
     tx.commit().await?;
     Ok(Visitor { id: v.id, public_id: v.public_id, new_token: Some(token) })
 }

@@ -228,7 +228,8 @@ async fn receive_status(
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
     let id = channel_path_id(&id)?;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    let message = parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?;
+    let message =
+        parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?;
     s.services.conversation_changed(message.conversation_id);
     Ok(Json(message))
 }

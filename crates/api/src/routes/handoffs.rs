@@ -101,8 +101,7 @@ async fn request_handoff(
         None => Author { kind: AuthorType::System, id: None },
     };
     let input = body.value;
-    let handoff =
-        transaction(&s, move |tx| Box::pin(handoffs::request(tx, scope, id, requested_by, input))).await?;
+    let handoff = transaction(&s, move |tx| Box::pin(handoffs::request(tx, scope, id, requested_by, input))).await?;
     Ok((StatusCode::CREATED, Json(handoff)).into_response())
 }
 

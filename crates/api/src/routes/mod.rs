@@ -7,12 +7,12 @@ pub mod billing;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
-pub mod messages;
-pub mod handoffs;
-pub mod webchat;
 pub mod docs;
+pub mod handoffs;
 pub mod health;
+pub mod messages;
 pub mod prompt_blocks;
+pub mod webchat;
 pub mod webhooks;
 
 use serde::Serialize;

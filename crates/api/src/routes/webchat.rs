@@ -208,7 +208,9 @@ impl Session {
                     Ok(message) => {
                         self.conversation_id = Some(message.conversation_id);
                         self.shown.insert(message.id);
-                        Ok(vec![json!({"type": "ack", "client_id": client_id, "message": webchat::for_visitor(&message)})])
+                        Ok(vec![
+                            json!({"type": "ack", "client_id": client_id, "message": webchat::for_visitor(&message)}),
+                        ])
                     }
                     Err(e) => Ok(vec![json!({"type": "error", "client_id": client_id, "detail": detail(e)})]),
                 }

@@ -25,7 +25,7 @@
     "<style>" +
     ":host{all:initial}" +
     ".launcher{position:fixed;right:20px;bottom:20px;width:56px;height:56px;border-radius:50%;border:0;cursor:pointer;" +
-    "background:" + color + ";color:#fff;font:600 24px system-ui;box-shadow:0 4px 12px rgba(0,0,0,.25);z-index:2147483646}" +
+    "background:" + color + ";color:#fff;display:flex;align-items:center;justify-content:center;box-shadow:0 4px 12px rgba(0,0,0,.25);z-index:2147483646}" +
     ".panel{position:fixed;right:20px;bottom:88px;width:340px;max-width:calc(100vw - 40px);height:460px;max-height:calc(100vh - 120px);" +
     "display:none;flex-direction:column;background:#fff;border-radius:12px;box-shadow:0 8px 30px rgba(0,0,0,.25);" +
     "font:14px/1.4 system-ui,sans-serif;color:#222;overflow:hidden;z-index:2147483647}" +
@@ -41,7 +41,9 @@
     "textarea{flex:1;border:0;padding:10px;font:inherit;resize:none;height:44px;outline:none}" +
     "button.send{border:0;background:none;color:" + color + ";font-weight:600;padding:0 14px;cursor:pointer}" +
     "</style>" +
-    "<button class='launcher' id='parley-launcher' aria-label='Chat with us'>&#128172;</button>" +
+    "<button class='launcher' id='parley-launcher' aria-label='Chat with us'>" +
+    "<svg width='26' height='26' viewBox='0 0 24 24' fill='none' stroke='currentColor' stroke-width='2' stroke-linecap='round' stroke-linejoin='round' aria-hidden='true'>" +
+    "<path d='M21 15a2 2 0 0 1-2 2H7l-4 4V5a2 2 0 0 1 2-2h14a2 2 0 0 1 2 2z'/></svg></button>" +
     "<div class='panel' id='parley-panel' role='dialog' aria-label='Chat'>" +
     "<div class='head'><span id='parley-title'></span><span class='state' id='parley-state'>connecting…</span></div>" +
     "<div class='log' id='parley-log' aria-live='polite'></div>" +

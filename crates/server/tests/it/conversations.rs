@@ -15,7 +15,13 @@ pub(crate) async fn api_channel(app: &TestApp, key: &str) -> (i64, WebhookSecret
 }
 
 /// POSTs `body` to the channel's inbound route, signed with `secret` at `timestamp`.
-pub(crate) async fn inbound_at(app: &TestApp, channel: i64, secret: &WebhookSecret, body: &Value, timestamp: i64) -> Resp {
+pub(crate) async fn inbound_at(
+    app: &TestApp,
+    channel: i64,
+    secret: &WebhookSecret,
+    body: &Value,
+    timestamp: i64,
+) -> Resp {
     let bytes = serde_json::to_vec(body).unwrap();
     let msg_id = format!("msg_{}", uuid());
     let signature = secret.sign(&msg_id, timestamp, &bytes);

@@ -31,14 +31,20 @@ async fn setup(backend: Backend) -> Setup {
     let r = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "I want a human", "external_id": "e1"})).await;
     let conv = r.body["conversation_id"].as_i64().unwrap();
     let agent = app.create_agent(&ws.live, json!({"name": "Support"})).await["id"].as_i64().unwrap();
-    assert_eq!(app.patch(&ws.live, &format!("/api/v1/conversations/{conv}"), json!({"agent_id": agent})).await.status, 200);
+    assert_eq!(
+        app.patch(&ws.live, &format!("/api/v1/conversations/{conv}"), json!({"agent_id": agent})).await.status,
+        200
+    );
     Setup { app, ws, conv, agent, user, token, _rx: rx }
 }
 
 impl Setup {
     /// An agent's reply (API key): its status code.
     async fn agent_reply(&self) -> u16 {
-        self.app.post(&self.ws.live, "/api/v1/messages", json!({"conversation_id": self.conv, "text": "Agent here"})).await.status
+        self.app
+            .post(&self.ws.live, "/api/v1/messages", json!({"conversation_id": self.conv, "text": "Agent here"}))
+            .await
+            .status
     }
 
     async fn conversation(&self) -> Value {

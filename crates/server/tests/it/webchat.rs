@@ -156,3 +156,65 @@ both_backends! {
         assert!(r.text().await.unwrap().contains("/webchat/"));
     }
 }
+
+/// The widget in a real browser: a page on another origin includes it with
+/// one script tag, the visitor sends a message, and sees the reply the
+/// workspace sends through the API (`scripts/test` installs Chromium's
+/// driver library; the test fails, never skips, without them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_widget_in_chromium_sends_and_shows_the_reply_sent_through_the_api() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let ws = app.workspace("Acme").await;
+    // The customer's page, on its own origin.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page_origin = format!("http://{}", listener.local_addr().unwrap());
+    let (_, public_id) =
+        webchat_channel(&app, &ws.live, json!({"allowed_origins": [page_origin], "title": "Acme"})).await;
+    let html = format!(
+        "<!doctype html><html><head><title>Shop</title></head><body><h1>Shop</h1>\
+         <script src=\"{}\" data-channel=\"{public_id}\" async></script></body></html>",
+        app.url("/webchat/widget.js")
+    );
+    let page = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(html) }));
+    tokio::spawn(async move { axum::serve(listener, page).await.unwrap() });
+
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+    let reply_text = "Thanks <b>for</b> writing!";
+    let mut browser = tokio::process::Command::new("node")
+        .arg(format!("{dir}/widget.mjs"))
+        .arg(format!("{page_origin}/"))
+        .arg(reply_text)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (see scripts/test for the browser test's needs)");
+
+    // The visitor's message arrives; the workspace answers it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let conv = loop {
+        let list = app.get(&ws.live, "/api/v1/conversations?channel=webchat").await.body;
+        if let Some(id) = list["items"][0]["id"].as_i64() {
+            let messages = app.get(&ws.live, &format!("/api/v1/conversations/{id}/messages")).await.body;
+            if messages["items"][0]["text"] == "Hello from the browser" {
+                break id;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the browser's message never arrived");
+        if let Ok(Some(status)) = browser.try_wait() {
+            panic!("the browser script ended early: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let reply = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": reply_text})).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let output = tokio::time::timeout(Duration::from_secs(60), browser.wait_with_output())
+        .await
+        .expect("the browser finished")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "browser script failed: {stdout}");
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), ["SENT", "REPLY"]);
+    // The panel was open: the widget reported the reply read.
+    wait_for_status(&app, &ws.live, reply.body["id"].as_i64().unwrap(), "read").await;
+}

@@ -43,7 +43,8 @@ impl TryFrom<Row> for Handoff {
             note: r.note,
             status: HandoffStatus::parse(&r.status).ok_or_else(|| corrupt("handoff status", &r.status))?,
             requested_by: Author {
-                kind: AuthorType::parse(&r.requested_by).ok_or_else(|| corrupt("handoff requester", &r.requested_by))?,
+                kind: AuthorType::parse(&r.requested_by)
+                    .ok_or_else(|| corrupt("handoff requester", &r.requested_by))?,
                 id: r.requested_by_id,
             },
             created_at: r.created_at,
@@ -92,8 +93,9 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, h: &NewHandoff<'_>) -> 
 }
 
 pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Option<Handoff>> {
-    let sql =
-        sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM handoffs WHERE workspace_id = $1 AND livemode = $2 AND id = $3"));
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM handoffs WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
+    ));
     let row: Option<Row> =
         fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
     row.map(Handoff::try_from).transpose()

@@ -54,7 +54,9 @@ pub async fn find_by_token(
     if let Some(v) = &found {
         execute!(
             c,
-            sqlx::query("UPDATE webchat_visitors SET last_seen_at = $2 WHERE id = $1").bind(v.id).bind(Timestamp::now())
+            sqlx::query("UPDATE webchat_visitors SET last_seen_at = $2 WHERE id = $1")
+                .bind(v.id)
+                .bind(Timestamp::now())
         )?;
     }
     Ok(found)

@@ -1,0 +1,37 @@
+// Drives the webchat widget in Debian's Chromium: opens the page, sends a
+// message, and waits for the reply the Rust test sends through the API.
+// Usage: node widget.mjs <page-url> <expected-reply>   (exit 0 on success)
+import { chromium } from "playwright-core";
+
+const [pageUrl, expectedReply] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu"],
+});
+const page = await browser.newPage();
+page.on("console", (m) => console.error(`[page] ${m.type()}: ${m.text()}`));
+try {
+  await page.goto(pageUrl);
+  await page.click("#parley-launcher");
+  await page.waitForSelector("#parley-state:text('online')", { timeout: 15000 });
+  await page.fill("#parley-input", "Hello from the browser");
+  await page.click("#parley-send");
+  // Stored by Parley: the widget marks the bubble delivered.
+  await page.waitForSelector("[data-testid=parley-message].inbound .meta:text('Delivered')", { timeout: 15000 });
+  console.log("SENT");
+  const reply = page.locator("[data-testid=parley-message].outbound", { hasText: expectedReply });
+  await reply.waitFor({ timeout: 30000 });
+  // The widget rendered the reply as text, not markup.
+  const html = await reply.evaluate((el) => el.innerHTML);
+  if (html.includes("<b>")) throw new Error(`reply rendered as HTML: ${html}`);
+  console.log("REPLY");
+  if (process.env.PARLEY_WIDGET_SCREENSHOT) await page.screenshot({ path: process.env.PARLEY_WIDGET_SCREENSHOT });
+  // Give the read receipt a moment to leave before closing.
+  await page.waitForTimeout(300);
+} catch (e) {
+  await page.screenshot({ path: "/tmp/parley-widget-failure.png" }).catch(() => {});
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
