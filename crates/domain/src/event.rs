@@ -21,6 +21,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "message.received",
     "message.sent",
     "message.delivered",
+    "message.read",
     "message.failed",
     "call.queued",
     "call.ringing",
@@ -31,6 +32,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "handoff.requested",
     "handoff.accepted",
     "handoff.completed",
+    "handoff.canceled",
     "balance.low",
     "webhook.test",
 ];

@@ -543,9 +543,5 @@ pub async fn receive_inbound(
     let value: Value =
         serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
     let inbound = crate::conversations::parse_inbound(value)?;
-    let mut tx = svc.db.begin().await?;
-    let received = crate::conversations::receive(&mut tx, svc, scope, &channel, inbound).await?;
-    tx.commit().await?;
-    svc.wake_outbox();
-    Ok(received)
+    crate::conversations::receive_committed(svc, crate::conversations::InboundJob { scope, channel, inbound }).await
 }

@@ -6,6 +6,7 @@
 //! or reopens a snoozed or resolved one), stores the message and emits the
 //! events, all in the caller's transaction.
 
+use futures::future::BoxFuture;
 use parley_domain::Scope;
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{
@@ -63,6 +64,31 @@ pub struct Received {
     pub message: Message,
     /// False when the provider id was seen before (nothing was written).
     pub new: bool,
+}
+
+/// An inbound message waiting for its group commit.
+#[derive(Clone)]
+pub struct InboundJob {
+    pub scope: Scope,
+    pub channel: ChannelRow,
+    pub inbound: Inbound,
+}
+
+/// [`receive`] as a group-commit job (see [`crate::group_commit`]).
+pub fn run_receive<'a>(tx: &'a mut Tx, svc: &'a Services, job: InboundJob) -> BoxFuture<'a, ServiceResult<Received>> {
+    Box::pin(async move { receive(tx, svc, job.scope, &job.channel, job.inbound).await })
+}
+
+/// Stores an inbound message in a group commit with others arriving at the
+/// same time; answers once it is committed. Wakes the dispatcher and the
+/// conversation's live views.
+pub async fn receive_committed(svc: &Services, job: InboundJob) -> ServiceResult<Received> {
+    let received = svc.inbound.submit(svc, job).await?;
+    if received.new {
+        svc.wake_outbox();
+        svc.conversation_changed(received.message.conversation_id);
+    }
+    Ok(received)
 }
 
 /// Stores an inbound message on `channel` (see the module comment).

@@ -15,6 +15,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod courier;
 mod error;
+pub mod group_commit;
 pub mod handoffs;
 pub mod identity;
 pub mod messages;
@@ -78,6 +79,8 @@ pub struct Services {
     /// views of this process (webchat sockets). Other instances' sockets
     /// catch up by polling.
     pub conversation_signals: tokio::sync::broadcast::Sender<i64>,
+    /// Inbound messages, committed in groups.
+    pub inbound: Arc<group_commit::GroupCommit<conversations::InboundJob, conversations::Received>>,
 }
 
 impl Services {
@@ -89,6 +92,7 @@ impl Services {
             keyring: Arc::new(identity::Keyring::new(secrets)),
             outbox: Arc::new(tokio::sync::watch::channel(0).0),
             conversation_signals: tokio::sync::broadcast::channel(1024).0,
+            inbound: Arc::new(group_commit::GroupCommit::new(conversations::run_receive)),
         }
     }
 }

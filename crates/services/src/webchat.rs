@@ -18,7 +18,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::conversations::receive;
+use crate::conversations::{InboundJob, receive_committed};
 use crate::{ServiceError, ServiceResult, Services, messages};
 
 /// Messages a socket shows: the latest of the conversation.
@@ -140,12 +140,8 @@ pub async fn say(
         "text": text,
         "external_id": client_id.unwrap_or_else(|| format!("wc_{}", ulid::Ulid::new())),
     }))?;
-    let mut tx = svc.db.begin().await?;
-    let received = receive(&mut tx, svc, chat.scope, &chat.channel, inbound).await?;
-    tx.commit().await?;
-    svc.wake_outbox();
-    svc.conversation_changed(received.message.conversation_id);
-    Ok(received.message)
+    let job = InboundJob { scope: chat.scope, channel: chat.channel.clone(), inbound };
+    Ok(receive_committed(svc, job).await?.message)
 }
 
 /// The visitor saw (`delivered`) or read (`read`) reply `message_id`.

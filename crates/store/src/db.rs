@@ -122,8 +122,8 @@ impl Db {
     /// takes the write lock up front and never fails half-way on upgrade.
     pub async fn begin(&self) -> StoreResult<Tx> {
         Ok(match self {
-            Db::Sqlite { write, .. } => Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
-            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            Db::Sqlite { write, .. } => Tx::new(TxInner::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?)),
+            Db::Postgres(pool) => Tx::new(TxInner::Postgres(pool.begin().await?)),
         })
     }
 
@@ -152,16 +152,48 @@ pub enum Conn {
 }
 
 /// A write transaction. Dropping it without `commit` rolls back.
-pub enum Tx {
+pub struct Tx {
+    inner: TxInner,
+    /// Change counters this transaction has already bumped (once is enough:
+    /// all its changes become visible together at commit).
+    bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
+}
+
+enum TxInner {
     Sqlite(Transaction<'static, Sqlite>),
     Postgres(Transaction<'static, Postgres>),
 }
 
 impl Tx {
+    /// Marks a point this transaction can roll back to (`name` is a fixed identifier).
+    pub async fn savepoint(&mut self, name: &'static str) -> StoreResult<()> {
+        self.run_raw(format!("SAVEPOINT {name}")).await
+    }
+
+    /// Forgets a savepoint, keeping what was done since.
+    pub async fn release(&mut self, name: &'static str) -> StoreResult<()> {
+        self.run_raw(format!("RELEASE SAVEPOINT {name}")).await
+    }
+
+    /// Undoes everything since the savepoint (which stays, released here).
+    pub async fn rollback_to(&mut self, name: &'static str) -> StoreResult<()> {
+        self.run_raw(format!("ROLLBACK TO SAVEPOINT {name}")).await?;
+        self.release(name).await
+    }
+
+    async fn run_raw(&mut self, sql: String) -> StoreResult<()> {
+        crate::execute!(self, sqlx::query(sqlx::AssertSqlSafe(sql)))?;
+        Ok(())
+    }
+
+    fn new(inner: TxInner) -> Self {
+        Tx { inner, bumped: Default::default() }
+    }
+
     pub async fn commit(self) -> StoreResult<()> {
-        match self {
-            Tx::Sqlite(t) => t.commit().await?,
-            Tx::Postgres(t) => t.commit().await?,
+        match self.inner {
+            TxInner::Sqlite(t) => t.commit().await?,
+            TxInner::Postgres(t) => t.commit().await?,
         }
         Ok(())
     }
@@ -176,6 +208,12 @@ pub enum Handle<'a> {
 /// Anything a repository can run queries on.
 pub trait AsHandle: Send {
     fn handle(&mut self) -> Handle<'_>;
+
+    /// Whether `resource`'s change counter in `scope` still needs bumping
+    /// here (false once a transaction has bumped it).
+    fn needs_bump(&mut self, _scope: parley_domain::Scope, _resource: &str) -> bool {
+        true
+    }
 }
 
 impl AsHandle for Conn {
@@ -189,9 +227,13 @@ impl AsHandle for Conn {
 
 impl AsHandle for Tx {
     fn handle(&mut self) -> Handle<'_> {
-        match self {
-            Tx::Sqlite(t) => Handle::Sqlite(t),
-            Tx::Postgres(t) => Handle::Postgres(t),
+        match &mut self.inner {
+            TxInner::Sqlite(t) => Handle::Sqlite(t),
+            TxInner::Postgres(t) => Handle::Postgres(t),
         }
+    }
+
+    fn needs_bump(&mut self, scope: parley_domain::Scope, resource: &str) -> bool {
+        self.bumped.insert((scope, resource.to_owned()))
     }
 }

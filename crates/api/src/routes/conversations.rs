@@ -2,17 +2,19 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::Uri;
+use axum::response::Response;
 use parley_domain::conversation::{Conversation, ConversationItem, Message};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::conversations;
 use parley_services::conversations::UpdateConversation;
-use parley_store::repo::conversations::ConversationFilter;
+use parley_store::repo::conversations::{ConversationFilter, VERSION_KEY};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{Items, PageParams};
+use super::{Items, PageParams, to_json};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
 use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery, transaction};
 use crate::state::AppState;
@@ -81,10 +83,18 @@ struct MessageListParams {
 async fn list_conversations(
     auth: Auth,
     State(s): State<AppState>,
+    uri: Uri,
     q: ListQuery<ConversationFilter>,
-) -> Result<Json<Items<ConversationItem>>, ApiError> {
-    let found = conversations::list(&s.services, auth.scope(), &q.filter, q.page).await?;
-    Ok(Json(Items::new(found, q.page)))
+) -> Result<Response, ApiError> {
+    let scope = auth.scope();
+    // An inbox is read far more often than it changes: pages are kept until
+    // any conversation of the scope changes (see `ListCache`).
+    s.lists
+        .respond(&auth.0.versions, scope, VERSION_KEY, uri.query().unwrap_or_default(), || async {
+            let found = conversations::list(&s.services, scope, &q.filter, q.page).await?;
+            to_json(&Items::new(found, q.page))
+        })
+        .await
 }
 
 /// Get a conversation (the full object).

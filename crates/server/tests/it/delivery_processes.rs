@@ -115,9 +115,9 @@ const MESSAGE_ENV: &[(&str, &str)] = &[
     ("PARLEY_RATE_LIMIT__BURST", "100000"),
 ];
 
-/// Sends `n` messages on an api channel of a server that is killed (-9) as
-/// soon as the last one is accepted, some mid-send and most still queued;
-/// after a restart every accepted message arrives, in order per conversation.
+// Sends messages on an api channel of a server that is killed (-9) as soon
+// as the last one is accepted, some mid-send and most still queued; after a
+// restart every accepted message arrives, in order per conversation.
 both_backends! {
     async fn messages_accepted_before_a_crash_are_all_sent_after_restart(backend) {
         let database = fresh_database(backend).await;

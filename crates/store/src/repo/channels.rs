@@ -205,20 +205,32 @@ pub async fn list(
 /// A channel by id in any workspace, with its scope: for inbound traffic,
 /// which proves its right to the channel by signature, not by API key.
 pub async fn find_for_inbound(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<(Scope, ChannelRow)>> {
-    let owner: Option<(i64, bool)> =
-        fetch_optional!(c, sqlx::query_as("SELECT workspace_id, livemode FROM channels WHERE id = $1").bind(id))?;
-    let Some((workspace_id, livemode)) = owner else { return Ok(None) };
-    let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
-    Ok(get(c, scope, id).await?.map(|row| (scope, row)))
+    owned_by(c, "id = $1", id).await
+}
+
+/// One channel found by a global key, with the scope that owns it.
+async fn owned_by<'q, T>(c: &mut impl AsHandle, condition: &str, key: T) -> StoreResult<Option<(Scope, ChannelRow)>>
+where
+    T: 'q
+        + Send
+        + sqlx::Encode<'q, sqlx::Sqlite>
+        + sqlx::Type<sqlx::Sqlite>
+        + sqlx::Encode<'q, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>,
+{
+    #[derive(sqlx::FromRow)]
+    struct Owned {
+        workspace_id: i64,
+        livemode: bool,
+        #[sqlx(flatten)]
+        row: ChannelRow,
+    }
+    let sql = sqlx::AssertSqlSafe(format!("SELECT workspace_id, livemode, {COLUMNS} FROM channels WHERE {condition}"));
+    let found: Option<Owned> = fetch_optional!(c, sqlx::query_as(sql).bind(key))?;
+    Ok(found.map(|o| (Scope::new(o.workspace_id, parley_domain::Mode::from_livemode(o.livemode)), o.row)))
 }
 
 /// A channel by its public id (webchat), in any workspace, with its scope.
 pub async fn find_by_public_id(c: &mut impl AsHandle, public_id: &str) -> StoreResult<Option<(Scope, ChannelRow)>> {
-    let owner: Option<(i64, bool, i64)> = fetch_optional!(
-        c,
-        sqlx::query_as("SELECT workspace_id, livemode, id FROM channels WHERE public_id = $1").bind(public_id)
-    )?;
-    let Some((workspace_id, livemode, id)) = owner else { return Ok(None) };
-    let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
-    Ok(get(c, scope, id).await?.map(|row| (scope, row)))
+    owned_by(c, "public_id = $1", public_id).await
 }

@@ -32,6 +32,9 @@ pub async fn snapshot(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Snapsh
 
 /// Records a change to `resource` in `scope`; call in the writing transaction.
 pub async fn bump(c: &mut impl AsHandle, scope: Scope, resource: &str) -> StoreResult<()> {
+    if !c.needs_bump(scope, resource) {
+        return Ok(());
+    }
     execute!(
         c,
         sqlx::query(
