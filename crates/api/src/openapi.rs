@@ -41,6 +41,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Messages", description = "Sending messages through the durable queue, and their delivery status"),
         (name = "Handoffs", description = "Handing conversations between agents and humans"),
         (name = "Webchat", description = "The visitor side of webchat channels: the widget and its WebSocket (no credential)"),
+        (name = "Files", description = "Downloads through signed, expiring links (no credential)"),
         (name = "Billing", description = "Balances in integer cents, the append-only ledger, owner credits and the test-mode reset"),
         (name = "Operations", description = "Health probes and this document"),
     ),

@@ -127,6 +127,25 @@ pub struct Author {
     pub id: Option<i64>,
 }
 
+/// A file sent with a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Attachment {
+    pub filename: String,
+    pub content_type: String,
+    /// Bytes.
+    pub size: i64,
+    /// Where storage keeps it; never shown.
+    #[serde(default, skip_serializing)]
+    #[schema(ignore)]
+    pub key: String,
+    /// A download link that works until `expires_at`.
+    #[serde(default, skip_deserializing)]
+    pub url: Option<String>,
+    #[serde(default, skip_deserializing)]
+    #[schema(value_type = Option<String>)]
+    pub expires_at: Option<Timestamp>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Message {
     pub id: i64,
@@ -134,8 +153,7 @@ pub struct Message {
     pub direction: Direction,
     pub author: Author,
     pub text: String,
-    #[schema(value_type = Vec<Object>)]
-    pub attachments: Vec<serde_json::Value>,
+    pub attachments: Vec<Attachment>,
     pub status: MessageStatus,
     pub error: Option<String>,
     /// The provider's (or your system's) id for the message.

@@ -12,6 +12,8 @@ use rand::RngCore;
 #[derive(Clone)]
 pub struct SecretBox {
     cipher: ChaCha20Poly1305,
+    /// Root of the keys derived for other purposes (never the master key itself).
+    derivation_root: [u8; 32],
 }
 
 impl std::fmt::Debug for SecretBox {
@@ -30,7 +32,20 @@ pub enum CryptoError {
 
 impl SecretBox {
     pub fn new(key: [u8; 32]) -> Self {
-        Self { cipher: ChaCha20Poly1305::new(&Key::from(key)) }
+        use hmac::{Hmac, Mac};
+        let mut root = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&key).expect("HMAC takes any key length");
+        root.update(b"parley key derivation v1");
+        Self { cipher: ChaCha20Poly1305::new(&Key::from(key)), derivation_root: root.finalize().into_bytes().into() }
+    }
+
+    /// A 32-byte key for `purpose` (e.g. signing download URLs), derived from
+    /// the master key: the same on every instance, independent per purpose.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        use hmac::{Hmac, Mac};
+        let mut mac =
+            <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.derivation_root).expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
     }
 
     /// Reads a base64 master key (standard or URL-safe alphabet).
@@ -88,5 +103,14 @@ mod tests {
         tampered.replace_range(10..11, if &sealed[10..11] == "A" { "B" } else { "A" });
         assert_eq!(k.open(&tampered), Err(CryptoError::CannotOpen));
         assert_eq!(SecretBox::from_base64("short").unwrap_err(), CryptoError::BadKey);
+    }
+
+    #[test]
+    fn derived_keys_depend_on_the_master_key_and_the_purpose() {
+        let a = SecretBox::new([1; 32]);
+        assert_eq!(a.derive_key("files"), SecretBox::new([1; 32]).derive_key("files"));
+        assert_ne!(a.derive_key("files"), a.derive_key("other"));
+        assert_ne!(a.derive_key("files"), SecretBox::new([2; 32]).derive_key("files"));
+        assert_ne!(a.derive_key("files"), [1; 32]);
     }
 }

@@ -28,6 +28,10 @@ pub struct Settings {
     pub billing: BillingSettings,
     pub contacts: ContactSettings,
     pub messages: MessageSettings,
+    pub storage: StorageSettings,
+    /// Where clients reach this server, for links Parley hands out (file
+    /// downloads); default `http://<listen>`.
+    pub public_url: Option<String>,
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
     /// Their options are read by the agent runtime.
     pub text_engines: BTreeMap<String, serde_json::Value>,
@@ -53,6 +57,8 @@ impl Default for Settings {
             billing: BillingSettings::default(),
             contacts: ContactSettings::default(),
             messages: MessageSettings::default(),
+            storage: StorageSettings::default(),
+            public_url: None,
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
@@ -205,6 +211,22 @@ impl WebhookSettings {
     }
 }
 
+/// Object storage for files (attachments, recordings).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageSettings {
+    /// Directory of the local store.
+    pub path: String,
+    /// How long a download link works.
+    pub url_ttl_seconds: u64,
+}
+
+impl Default for StorageSettings {
+    fn default() -> Self {
+        Self { path: "./data/objects".into(), url_ttl_seconds: 3600 }
+    }
+}
+
 /// Sending outbound messages (the courier).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -348,6 +370,8 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "billing",
     "contacts",
     "messages",
+    "storage",
+    "public_url",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -406,6 +430,19 @@ impl Settings {
                 auto_create: self.contacts.auto_create,
             },
             courier: self.messages.courier_config(),
+            storage: parley_services::storage::StorageConfig {
+                path: self.storage.path.clone().into(),
+                url_ttl: std::time::Duration::from_secs(self.storage.url_ttl_seconds.max(1)),
+                public_url: self.public_url(),
+            },
+        }
+    }
+
+    /// `public_url`, or this server's own address.
+    pub fn public_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => format!("http://{}", self.listen.replace("0.0.0.0", "127.0.0.1").replace("[::]", "[::1]")),
         }
     }
 

@@ -72,6 +72,12 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let mut settings = settings;
+    if settings.public_url.is_none() {
+        // The address actually bound (the configured port may be 0).
+        let bound = listener.local_addr().context("the listener has no address")?;
+        settings.public_url = Some(format!("http://{bound}").replace("0.0.0.0", "127.0.0.1"));
+    }
     let services = services(&settings, db.clone()).await?;
     let dispatcher = std::sync::Arc::new(parley_events::dispatcher::Dispatcher::new(
         db.clone(),

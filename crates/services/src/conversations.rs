@@ -124,6 +124,7 @@ pub async fn receive(
             text: &inbound.text,
             status: MessageStatus::Received,
             external_id: Some(&inbound.external_id),
+            attachments: &[],
         },
     )
     .await?;
@@ -296,5 +297,7 @@ pub async fn messages(
     if repo::get(&mut c, scope, id).await?.is_none() {
         return Err(not_found(id));
     }
-    Ok(repo::messages(&mut c, scope, id, newest_first, page).await?)
+    let (mut messages, total) = repo::messages(&mut c, scope, id, newest_first, page).await?;
+    messages.iter_mut().for_each(|m| svc.storage.present(m));
+    Ok((messages, total))
 }

@@ -104,7 +104,7 @@ async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> Ser
         let channel = channel_repo::get(&mut c, scope, due.channel_id).await?;
         (message, conversation, channel)
     };
-    let (Some(message), Some(conversation), Some(channel)) = (message, conversation, channel) else {
+    let (Some(mut message), Some(conversation), Some(channel)) = (message, conversation, channel) else {
         return finish(svc, &due, Delivered::Failed { error: "the message, conversation or channel is gone".into() })
             .await;
     };
@@ -114,6 +114,7 @@ async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> Ser
         outbound::remove(&mut tx, due.message_id).await?;
         return Ok(tx.commit().await?);
     }
+    svc.storage.present(&mut message);
     let kind = ChannelType::parse(&channel.kind).and_then(connector);
     let outcome = match kind {
         None => Delivered::Failed { error: format!("channel type {} cannot send in this version", channel.kind) },
@@ -151,8 +152,16 @@ async fn finish(svc: &Services, due: &DueSend, outcome: Delivered) -> ServiceRes
     let mut tx = svc.db.begin().await?;
     match outcome {
         Delivered::Sent { external_id } => {
-            messages::advance(&mut tx, scope, due.message_id, MessageStatus::Sent, external_id.as_deref(), None)
-                .await?;
+            messages::advance(
+                &mut tx,
+                &svc.storage,
+                scope,
+                due.message_id,
+                MessageStatus::Sent,
+                external_id.as_deref(),
+                None,
+            )
+            .await?;
             outbound::remove(&mut tx, due.message_id).await?;
         }
         Delivered::Retry { error, after } if (attempt as usize) <= RETRY_SCHEDULE_S.len() => {
@@ -165,7 +174,8 @@ async fn finish(svc: &Services, due: &DueSend, outcome: Delivered) -> ServiceRes
         }
         Delivered::Retry { error, .. } | Delivered::Failed { error } => {
             let error = format!("{error} (after {attempt} attempt{})", if attempt == 1 { "" } else { "s" });
-            messages::advance(&mut tx, scope, due.message_id, MessageStatus::Failed, None, Some(&error)).await?;
+            messages::advance(&mut tx, &svc.storage, scope, due.message_id, MessageStatus::Failed, None, Some(&error))
+                .await?;
             outbound::remove(&mut tx, due.message_id).await?;
         }
     }

@@ -21,6 +21,9 @@ pub enum ServiceError {
     BadRequest(String),
     #[error("{0}")]
     PaymentRequired(String),
+    /// A backend the request needs (object storage) cannot serve it now.
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -20,6 +20,7 @@ pub mod handoffs;
 pub mod identity;
 pub mod messages;
 pub mod prompt_blocks;
+pub mod storage;
 pub mod webchat;
 pub mod webhooks;
 pub mod workspaces;
@@ -40,6 +41,7 @@ pub struct ServicesConfig {
     pub billing: billing::BillingConfig,
     pub contacts: contacts::ContactsConfig,
     pub courier: courier::CourierConfig,
+    pub storage: storage::StorageConfig,
 }
 
 impl Default for ServicesConfig {
@@ -51,6 +53,7 @@ impl Default for ServicesConfig {
             billing: billing::BillingConfig::default(),
             contacts: contacts::ContactsConfig::default(),
             courier: courier::CourierConfig::default(),
+            storage: storage::StorageConfig::default(),
         }
     }
 }
@@ -79,6 +82,8 @@ pub struct Services {
     /// views of this process (webchat sockets). Other instances' sockets
     /// catch up by polling.
     pub conversation_signals: tokio::sync::broadcast::Sender<i64>,
+    /// Files: attachments (and later recordings).
+    pub storage: Arc<storage::Storage>,
     /// Inbound messages, committed in groups.
     pub inbound: Arc<group_commit::GroupCommit<conversations::InboundJob, conversations::Received>>,
 }
@@ -86,7 +91,9 @@ pub struct Services {
 impl Services {
     /// `secrets` seals secrets stored in the database (JWT signing keys).
     pub fn new(db: Db, config: ServicesConfig, secrets: parley_domain::crypto::SecretBox) -> Self {
+        let storage = storage::Storage::local(config.storage.clone(), secrets.derive_key("parley/files"));
         Self {
+            storage: Arc::new(storage),
             db,
             config: Arc::new(config.normalised()),
             keyring: Arc::new(identity::Keyring::new(secrets)),

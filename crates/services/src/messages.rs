@@ -8,7 +8,8 @@
 use parley_domain::Scope;
 use parley_domain::contact::{CHANNELS, Identity};
 use parley_domain::conversation::{
-    Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus, preview,
+    Attachment, Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus,
+    preview,
 };
 use parley_domain::validation::{FieldError, Parsed, integer, loc, one_of, parse_object, string};
 use parley_store::Tx;
@@ -53,8 +54,56 @@ pub struct SendMessage {
     pub channel: Option<String>,
     /// 1–10,000 characters.
     pub text: String,
+    /// Up to 10 files, kept in object storage and shown with download links.
+    pub attachments: Option<Vec<AttachmentInput>>,
     #[schema(ignore)]
     pub recipient: Recipient,
+}
+
+/// A file to send with a message.
+#[derive(Debug, Clone, ToSchema)]
+pub struct AttachmentInput {
+    /// 1–255 characters.
+    pub filename: String,
+    /// A MIME type such as `image/png`.
+    pub content_type: String,
+    /// The file's bytes, base64-encoded (the request body limit,
+    /// `limits.max_body_bytes`, bounds the total).
+    #[schema(value_type = String, format = Byte)]
+    pub data: Vec<u8>,
+}
+
+fn attachment(v: Value, at: &[parley_domain::validation::LocPart]) -> Parsed<AttachmentInput> {
+    parley_domain::validation::object(|r| {
+        let filename = r.required("filename", string(1, 255));
+        let content_type = r.required("content_type", string(3, 100)).and_then(|t| {
+            let t = t.trim().to_ascii_lowercase();
+            let token =
+                |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c));
+            match t.split_once('/') {
+                Some((a, b)) if token(a) && token(b) => Some(t),
+                _ => {
+                    r.push_error(FieldError::new(
+                        r.loc_of("content_type"),
+                        "value_error.content_type",
+                        "a MIME type such as image/png",
+                    ));
+                    None
+                }
+            }
+        });
+        let data = r.required("data", string(1, usize::MAX)).and_then(|d| {
+            use base64::Engine;
+            match base64::engine::general_purpose::STANDARD.decode(d.trim()) {
+                Ok(bytes) if !bytes.is_empty() => Some(bytes),
+                _ => {
+                    r.push_error(FieldError::new(r.loc_of("data"), "value_error.base64", "non-empty base64 data"));
+                    None
+                }
+            }
+        });
+        Some(AttachmentInput { filename: filename?, content_type: content_type?, data: data? })
+    })(v, at)
 }
 
 pub fn parse_send(body: Value) -> Parsed<SendMessage> {
@@ -65,6 +114,7 @@ pub fn parse_send(body: Value) -> Parsed<SendMessage> {
         let contact_id = r.optional("contact_id", integer(1, i64::MAX));
         let channel = r.optional("channel", one_of(CHANNELS));
         let text = r.required("text", string(1, 10_000));
+        let attachments = r.optional("attachments", parley_domain::validation::list_of(10, attachment));
         let recipient = match (conversation_id, channel_id, &to, contact_id, &channel) {
             (Some(id), None, None, None, None) => Some(Recipient::Conversation(id)),
             (None, Some(channel_id), Some(to), None, None) => {
@@ -85,7 +135,16 @@ pub fn parse_send(body: Value) -> Parsed<SendMessage> {
                 None
             }
         };
-        Some(SendMessage { conversation_id, channel_id, to, contact_id, channel, text: text?, recipient: recipient? })
+        Some(SendMessage {
+            conversation_id,
+            channel_id,
+            to,
+            contact_id,
+            channel,
+            text: text?,
+            attachments,
+            recipient: recipient?,
+        })
     })
 }
 
@@ -162,7 +221,8 @@ pub async fn send(
         Sender::User(user_id) => Author { kind: AuthorType::User, id: Some(user_id) },
         Sender::Agent => Author { kind: AuthorType::Agent, id: conversation.agent_id },
     };
-    let message = repo::insert_message(
+    let attachments = store_attachments(svc, scope, input.attachments.unwrap_or_default()).await?;
+    let mut message = repo::insert_message(
         tx,
         scope,
         &repo::NewMessage {
@@ -173,12 +233,51 @@ pub async fn send(
             text: &input.text,
             status: MessageStatus::Queued,
             external_id: None,
+            attachments: &attachments,
         },
     )
     .await?;
     repo::record_outbound(tx, scope, id, message.created_at, &preview(&message.text)).await?;
     outbound::enqueue(tx, scope, message.id, id, channel.id).await?;
+    svc.storage.present(&mut message);
     Ok(message)
+}
+
+/// Writes the files to object storage (before the message that names them
+/// is committed: a failed commit leaves an unreferenced file, never a
+/// message whose file is missing).
+async fn store_attachments(
+    svc: &Services,
+    scope: Scope,
+    files: Vec<AttachmentInput>,
+) -> ServiceResult<Vec<Attachment>> {
+    let mut stored = Vec::with_capacity(files.len());
+    for file in files {
+        // The key keeps a tame form of the name, for people browsing the store.
+        let tame: String = file
+            .filename
+            .chars()
+            .take(100)
+            .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+            .collect();
+        let key = format!(
+            "attachments/{}/{}/{}/{tame}",
+            scope.workspace_id,
+            if scope.livemode() { "live" } else { "test" },
+            ulid::Ulid::new()
+        );
+        let size = file.data.len() as i64;
+        svc.storage.put(&key, file.data.into()).await?;
+        stored.push(Attachment {
+            filename: file.filename,
+            content_type: file.content_type,
+            size,
+            key,
+            url: None,
+            expires_at: None,
+        });
+    }
+    Ok(stored)
 }
 
 async fn channel_of(tx: &mut Tx, scope: Scope, conversation: &Conversation) -> ServiceResult<ChannelRow> {
@@ -235,7 +334,9 @@ async fn to_contact(
 
 pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Message> {
     let mut c = svc.db.read().await?;
-    repo::get_message(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
+    let mut message = repo::get_message(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
+    svc.storage.present(&mut message);
+    Ok(message)
 }
 
 /// The event a status change emits.
@@ -254,6 +355,7 @@ fn status_event(status: MessageStatus) -> Option<&'static str> {
 /// Returns the message as it now is.
 pub async fn advance(
     tx: &mut Tx,
+    storage: &crate::storage::Storage,
     scope: Scope,
     id: i64,
     status: MessageStatus,
@@ -261,7 +363,8 @@ pub async fn advance(
     error: Option<&str>,
 ) -> ServiceResult<Message> {
     let moved = repo::advance_status(tx, scope, id, status, external_id, error).await?;
-    let message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    let mut message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    storage.present(&mut message);
     if moved && let Some(event) = status_event(status) {
         events::append(tx, scope, event, event_data(&message)).await?;
     }
@@ -311,7 +414,7 @@ pub async fn report_status(
             }
         })?;
     let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
-    let message = advance(&mut tx, scope, message.id, report.status, None, error).await?;
+    let message = advance(&mut tx, &svc.storage, scope, message.id, report.status, None, error).await?;
     tx.commit().await?;
     svc.wake_outbox();
     Ok(message)

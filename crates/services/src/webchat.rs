@@ -163,15 +163,23 @@ pub async fn receipt(
     if !theirs {
         return Err(ServiceError::not_found("Message", message_id));
     }
-    let message = messages::advance(&mut tx, chat.scope, message_id, status, None, None).await?;
+    let message = messages::advance(&mut tx, &svc.storage, chat.scope, message_id, status, None, None).await?;
     tx.commit().await?;
     svc.wake_outbox();
     Ok(message)
 }
 
 /// A message as a visitor sees it: no user or agent ids.
-pub fn for_visitor(m: &Message) -> Value {
+pub fn for_visitor(svc: &Services, m: &Message) -> Value {
+    let mut m = m.clone();
+    svc.storage.present(&mut m);
+    let attachments: Vec<Value> = m
+        .attachments
+        .iter()
+        .map(|a| json!({"filename": a.filename, "content_type": a.content_type, "size": a.size, "url": a.url}))
+        .collect();
     json!({
+        "attachments": attachments,
         "id": m.id,
         "direction": m.direction,
         "author": m.author.kind,

@@ -8,6 +8,7 @@ pub mod channels;
 pub mod contacts;
 pub mod conversations;
 pub mod docs;
+pub mod files;
 pub mod handoffs;
 pub mod health;
 pub mod messages;
@@ -37,6 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(handoffs::router())
         .merge(webchat::router())
+        .merge(files::router())
 }
 
 /// The items envelope of every list except agents.

@@ -36,6 +36,7 @@
     ".msg{max-width:80%;padding:8px 10px;border-radius:10px;white-space:pre-wrap;word-wrap:break-word}" +
     ".msg.inbound{align-self:flex-end;background:" + color + ";color:#fff}" +
     ".msg.outbound,.msg.system{align-self:flex-start;background:#fff;border:1px solid #e3e5e8}" +
+    ".msg a.file{display:block;color:inherit;margin-top:4px;text-decoration:underline}" +
     ".msg .meta{display:block;font-size:11px;opacity:.75;margin-top:2px;text-align:right}" +
     "form{display:flex;border-top:1px solid #e3e5e8}" +
     "textarea{flex:1;border:0;padding:10px;font:inherit;resize:none;height:44px;outline:none}" +
@@ -93,8 +94,19 @@
   }
 
   function show(m) {
+    var fresh = !bubbles[m.id];
     var el = bubble(m.id, m.direction, m.text);
     el.setAttribute("data-message-id", String(m.id));
+    if (fresh) (m.attachments || []).forEach(function (a) {
+      if (!a.url || !/^https?:/.test(a.url)) return;
+      var link = document.createElement("a");
+      link.href = a.url;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+      link.className = "file";
+      link.textContent = a.filename;
+      el.appendChild(link);
+    });
     if (m.direction === "inbound") {
       meta(el, m.read ? "Read" : "Delivered");
     } else if (m.status !== "read" && unreadReplies.indexOf(m.id) < 0) {

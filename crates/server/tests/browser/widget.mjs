@@ -24,6 +24,11 @@ try {
   // The widget rendered the reply as text, not markup.
   const html = await reply.evaluate((el) => el.innerHTML);
   if (html.includes("<b>")) throw new Error(`reply rendered as HTML: ${html}`);
+  // Its attachment is a link that downloads the file.
+  const link = reply.locator("a.file");
+  if ((await link.textContent()) !== "receipt.txt") throw new Error(`no attachment link in: ${html}`);
+  const file = await page.evaluate(async (href) => (await fetch(href)).text(), await link.getAttribute("href"));
+  if (file !== "Paid in full") throw new Error(`the attachment downloaded as: ${file}`);
   console.log("REPLY");
   if (process.env.PARLEY_WIDGET_SCREENSHOT) await page.screenshot({ path: process.env.PARLEY_WIDGET_SCREENSHOT });
   // Give the read receipt a moment to leave before closing.

@@ -250,3 +250,111 @@ both_backends! {
         assert_eq!(delivered[0].json()["data"]["author"], json!({"type": "user", "id": user}));
     }
 }
+
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n0123456789abcdef";
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+both_backends! {
+    async fn attachments_are_stored_and_served_through_signed_expiring_links(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let conv = conversation_with(&app, ch, &secret, "user-1").await;
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "Your invoice", "attachments": [
+            {"filename": "logo.png", "content_type": "image/png", "data": b64(PNG)},
+            {"filename": "../../page.html", "content_type": "Text/HTML", "data": b64(b"<script>alert(1)</script>")},
+        ]})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        let files = r.body["attachments"].as_array().unwrap().clone();
+        assert_eq!(files.len(), 2);
+        let mut keys: Vec<&str> = files[0].as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["content_type", "expires_at", "filename", "size", "url"], "no storage key is shown");
+        assert_eq!((files[0]["size"].clone(), files[1]["content_type"].clone(), files[1]["filename"].clone()), (json!(PNG.len()), json!("text/html"), json!("../../page.html")));
+
+        // The link serves the file, whole or in part, with no credential.
+        let png_url = files[0]["url"].as_str().unwrap().to_owned();
+        assert!(png_url.starts_with(&app.base), "{png_url}");
+        let got = app.client.get(&png_url).send().await.unwrap();
+        assert_eq!((got.status().as_u16(), got.headers()["content-type"].to_str().unwrap(), got.headers()["content-disposition"].to_str().unwrap()), (200, "image/png", "inline"));
+        assert_eq!(&got.bytes().await.unwrap()[..], PNG);
+        let part = app.client.get(&png_url).header("range", "bytes=2-5").send().await.unwrap();
+        assert_eq!((part.status().as_u16(), part.headers()["content-range"].to_str().unwrap().to_owned()), (206, format!("bytes 2-5/{}", PNG.len())));
+        assert_eq!(&part.bytes().await.unwrap()[..], &PNG[2..6]);
+        let tail = app.client.get(&png_url).header("range", "bytes=-4").send().await.unwrap();
+        assert_eq!(&tail.bytes().await.unwrap()[..], &PNG[PNG.len() - 4..]);
+        assert_eq!(app.client.get(&png_url).header("range", "bytes=999-").send().await.unwrap().status(), 416);
+        // Uploaded markup downloads, sandboxed; it never renders as a page of this origin.
+        let html = app.client.get(files[1]["url"].as_str().unwrap()).send().await.unwrap();
+        assert_eq!(html.headers()["content-disposition"], "attachment");
+        assert_eq!(html.headers()["content-security-policy"], "sandbox");
+        assert_eq!(html.headers()["x-content-type-options"], "nosniff");
+
+        // Links cannot be altered.
+        for (from, to) in [("signature=", "signature=0"), ("type=image%2Fpng", "type=text%2Fhtml"), ("expires=", "expires=9")] {
+            let forged = png_url.replacen(from, to, 1);
+            let r = app.client.get(&forged).send().await.unwrap();
+            assert_eq!(r.status(), 403, "{forged}");
+        }
+        let unsigned = png_url.split('?').next().unwrap().to_owned();
+        assert_eq!(app.client.get(&unsigned).send().await.unwrap().status(), 403);
+
+        // Readers of the message get fresh links; so does the receiving system.
+        let again = app.get(&ws.live, &format!("/api/v1/messages/{}", r.body["id"])).await.body;
+        assert_eq!(again["attachments"][0]["filename"], "logo.png");
+        assert!(again["attachments"][0]["url"].is_string());
+        let delivered = rx.wait_for(1, Duration::from_secs(10)).await;
+        let sent_url = delivered[0].json()["data"]["attachments"][0]["url"].as_str().unwrap().to_owned();
+        assert_eq!(&app.client.get(&sent_url).send().await.unwrap().bytes().await.unwrap()[..], PNG);
+
+        // Bad files are 422s, nothing queued.
+        for (attachments, kind) in [
+            (json!([{"filename": "a", "content_type": "image/png", "data": "***"}]), "value_error.base64"),
+            (json!([{"filename": "a", "content_type": "png", "data": b64(PNG)}]), "value_error.content_type"),
+            (json!([{"filename": "a", "content_type": "image/png"}]), "value_error.missing"),
+            (json!((0..11).map(|_| json!({"filename": "a", "content_type": "image/png", "data": b64(PNG)})).collect::<Vec<_>>()), "value_error.list.max_items"),
+        ] {
+            let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x", "attachments": attachments})).await;
+            assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!(kind)), "{}", r.text);
+        }
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}/messages")).await.body["total"], 2);
+    }
+
+    async fn download_links_expire_and_storage_outages_are_503s(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.storage.url_ttl_seconds = 1).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let conv = conversation_with(&app, ch, &secret, "user-1").await;
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x", "attachments": [{"filename": "a.png", "content_type": "image/png", "data": b64(PNG)}]})).await;
+        let url = r.body["attachments"][0]["url"].as_str().unwrap().to_owned();
+        assert_eq!(app.client.get(&url).send().await.unwrap().status(), 200);
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let expired = app.client.get(&url).send().await.unwrap();
+        assert_eq!(expired.status(), 403);
+        assert_eq!(expired.json::<Value>().await.unwrap()["detail"], "This link is not valid: the link has expired");
+        // A fresh read signs a fresh link.
+        let fresh = app.get(&ws.live, &format!("/api/v1/messages/{}", r.body["id"])).await.body["attachments"][0]["url"].as_str().unwrap().to_owned();
+        assert_eq!(app.client.get(&fresh).send().await.unwrap().status(), 200);
+        // The file is gone from storage: 404, not a dead link answered 200.
+        std::fs::remove_dir_all(&app.storage_path).unwrap();
+        assert_eq!(app.client.get(&fresh).send().await.unwrap().status(), 404);
+
+        // Storage that cannot be opened: sending a file is a 503, and nothing is stored.
+        let broken = TestApp::spawn_with(backend, |s| s.storage.path = "/proc/parley-no-such-store".into()).await;
+        let ws = broken.workspace("Acme").await;
+        let (ch, secret) = sending_channel(&broken, &ws.live, &rx.url).await;
+        let conv = conversation_with(&broken, ch, &secret, "user-1").await;
+        let r = broken.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x", "attachments": [{"filename": "a.png", "content_type": "image/png", "data": b64(PNG)}]})).await;
+        assert_eq!(r.status, 503, "{}", r.text);
+        assert!(r.body["detail"].as_str().unwrap().starts_with("Storage is unavailable"));
+        assert_eq!(broken.get(&ws.live, &format!("/api/v1/conversations/{conv}/messages")).await.body["total"], 1);
+        // Messages without files still go.
+        assert_eq!(broken.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x"})).await.status, 202);
+    }
+}

@@ -86,6 +86,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/handoffs/{handoff_id}/cancel"),
     ("GET", "/webchat/widget.js"),
     ("GET", "/webchat/{public_id}"),
+    ("GET", "/files/{key}"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

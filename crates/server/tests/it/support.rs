@@ -66,6 +66,9 @@ pub fn test_settings(database_url: &str) -> Settings {
     s.webhooks.poll_interval_ms = 50;
     s.messages.retry_scale = 0.001;
     s.messages.poll_interval_ms = 50;
+    // Each instance its own file store (siblings of one app share theirs).
+    s.storage.path =
+        std::env::temp_dir().join(format!("parley-test-objects-{}", ulid::Ulid::new())).display().to_string();
     s
 }
 
@@ -75,6 +78,8 @@ pub struct TestApp {
     pub db: Db,
     pub database_url: String,
     stop: Option<oneshot::Sender<()>>,
+    /// This instance's file store (removed with it).
+    pub storage_path: std::path::PathBuf,
     // Dropped last: the database outlives the server. `None` for a sibling
     // instance serving another app's database.
     _database: Option<TestDatabase>,
@@ -109,6 +114,7 @@ impl TestApp {
         }
         configure(&mut settings);
         let db = parley_server::open_database(&settings).await.expect("open test database");
+        let storage_path = std::path::PathBuf::from(&settings.storage.path);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -125,6 +131,7 @@ impl TestApp {
             db,
             database_url: url.to_owned(),
             stop: Some(stop),
+            storage_path,
             _database: None,
         }
     }
@@ -258,6 +265,7 @@ impl Drop for TestApp {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
+        let _ = std::fs::remove_dir_all(&self.storage_path);
         // After every test, on the database it owns: the books must balance.
         if self._database.is_some() && !std::thread::panicking() {
             let url = self.database_url.clone();

@@ -206,7 +206,18 @@ async fn the_widget_in_chromium_sends_and_shows_the_reply_sent_through_the_api()
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let reply = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": reply_text})).await;
+    let receipt = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode("Paid in full")
+    };
+    let reply = app
+        .post(
+            &ws.live,
+            "/api/v1/messages",
+            json!({"conversation_id": conv, "text": reply_text,
+            "attachments": [{"filename": "receipt.txt", "content_type": "text/plain", "data": receipt}]}),
+        )
+        .await;
     assert_eq!(reply.status, 202, "{}", reply.text);
     let output = tokio::time::timeout(Duration::from_secs(60), browser.wait_with_output())
         .await

@@ -1,8 +1,8 @@
 //! Conversations and their messages.
 
 use parley_domain::conversation::{
-    Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Handler,
-    Message, MessageStatus,
+    Attachment, Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction,
+    Handler, Message, MessageStatus,
 };
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
@@ -396,7 +396,7 @@ struct MessageRow {
     author_type: String,
     author_id: Option<i64>,
     text: String,
-    attachments: Json<Vec<Value>>,
+    attachments: Json<Vec<Attachment>>,
     status: String,
     error: Option<String>,
     external_id: Option<String>,
@@ -441,13 +441,26 @@ pub struct NewMessage<'a> {
     pub text: &'a str,
     pub status: MessageStatus,
     pub external_id: Option<&'a str>,
+    pub attachments: &'a [Attachment],
+}
+
+/// Attachments as stored: with their storage keys.
+fn stored_attachments(attachments: &[Attachment]) -> Value {
+    Value::Array(
+        attachments
+            .iter()
+            .map(|a| {
+                serde_json::json!({"filename": a.filename, "content_type": a.content_type, "size": a.size, "key": a.key})
+            })
+            .collect(),
+    )
 }
 
 pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<'_>) -> StoreResult<Message> {
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO messages (workspace_id, livemode, conversation_id, channel_id, direction, author_type, author_id,
-            text, status, external_id, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {MESSAGE_COLUMNS}"
+            text, status, external_id, created_at, attachments)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {MESSAGE_COLUMNS}"
     ));
     let row: MessageRow = fetch_one!(
         c,
@@ -463,6 +476,7 @@ pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<
             .bind(m.status.as_str())
             .bind(m.external_id)
             .bind(Timestamp::now())
+            .bind(Json(stored_attachments(m.attachments)))
     )?;
     row.try_into()
 }
