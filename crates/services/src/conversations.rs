@@ -99,7 +99,8 @@ pub async fn receive(
     channel: &ChannelRow,
     inbound: Inbound,
 ) -> ServiceResult<Received> {
-    if let Some(message) = repo::inbound_by_external_id(tx, scope, channel.id, &inbound.external_id).await? {
+    if let Some(message) = repo::by_external_id(tx, scope, channel.id, Direction::Inbound, &inbound.external_id).await?
+    {
         return Ok(Received { message, new: false });
     }
     let identity = Identity::parse(&channel.kind, &inbound.from, svc.config.contacts.default_region)

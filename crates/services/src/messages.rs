@@ -406,12 +406,11 @@ pub async fn report_status(
         serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
     let report = parse_status_report(value)?;
     let mut tx = svc.db.begin().await?;
-    let message =
-        repo::outbound_by_external_id(&mut tx, scope, channel.id, &report.external_id).await?.ok_or_else(|| {
-            ServiceError::NotFound {
-                kind: "Message with external_id",
-                id: format!("{} on channel {channel_id}", report.external_id),
-            }
+    let message = repo::by_external_id(&mut tx, scope, channel.id, Direction::Outbound, &report.external_id)
+        .await?
+        .ok_or_else(|| ServiceError::NotFound {
+            kind: "Message with external_id",
+            id: format!("{} on channel {channel_id}", report.external_id),
         })?;
     let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
     let message = advance(&mut tx, &svc.storage, scope, message.id, report.status, None, error).await?;

@@ -481,20 +481,28 @@ pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<
     row.try_into()
 }
 
-/// The inbound message a channel already stored under this provider id.
-pub async fn inbound_by_external_id(
+/// The message a channel knows by the provider's id, in one direction (the
+/// newest, should a provider reuse ids). Inbound ids are unique per channel.
+pub async fn by_external_id(
     c: &mut impl AsHandle,
     scope: Scope,
     channel_id: i64,
+    direction: Direction,
     external_id: &str,
 ) -> StoreResult<Option<Message>> {
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = 'inbound'"
+         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = $5
+         ORDER BY id DESC LIMIT 1"
     ));
     let row: Option<MessageRow> = fetch_optional!(
         c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(external_id)
+        sqlx::query_as(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(channel_id)
+            .bind(external_id)
+            .bind(direction.as_str())
     )?;
     row.map(Message::try_from).transpose()
 }
@@ -539,26 +547,6 @@ pub async fn get_message(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreR
     ));
     let row: Option<MessageRow> =
         fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
-    row.map(Message::try_from).transpose()
-}
-
-/// The outbound message a provider knows by `external_id` on this channel
-/// (the newest, should a provider reuse ids).
-pub async fn outbound_by_external_id(
-    c: &mut impl AsHandle,
-    scope: Scope,
-    channel_id: i64,
-    external_id: &str,
-) -> StoreResult<Option<Message>> {
-    let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = 'outbound'
-         ORDER BY id DESC LIMIT 1"
-    ));
-    let row: Option<MessageRow> = fetch_optional!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(external_id)
-    )?;
     row.map(Message::try_from).transpose()
 }
 
