@@ -157,7 +157,12 @@ pub struct Tx {
     /// Change counters this transaction has already bumped (once is enough:
     /// all its changes become visible together at commit).
     bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
+    /// Webhook endpoints subscribed to each event type, as this transaction found them.
+    subscribers: SubscriberMemo,
 }
+
+/// Endpoint ids by (scope, event type).
+pub type SubscriberMemo = std::collections::HashMap<(parley_domain::Scope, String), Vec<i64>>;
 
 enum TxInner {
     Sqlite(Transaction<'static, Sqlite>),
@@ -187,7 +192,7 @@ impl Tx {
     }
 
     fn new(inner: TxInner) -> Self {
-        Tx { inner, bumped: Default::default() }
+        Tx { inner, bumped: Default::default(), subscribers: Default::default() }
     }
 
     pub async fn commit(self) -> StoreResult<()> {
@@ -214,6 +219,11 @@ pub trait AsHandle: Send {
     fn needs_bump(&mut self, _scope: parley_domain::Scope, _resource: &str) -> bool {
         true
     }
+
+    /// Where a transaction remembers webhook subscribers (none outside one).
+    fn subscriber_memo(&mut self) -> Option<&mut SubscriberMemo> {
+        None
+    }
 }
 
 impl AsHandle for Conn {
@@ -235,5 +245,9 @@ impl AsHandle for Tx {
 
     fn needs_bump(&mut self, scope: parley_domain::Scope, resource: &str) -> bool {
         self.bumped.insert((scope, resource.to_owned()))
+    }
+
+    fn subscriber_memo(&mut self) -> Option<&mut SubscriberMemo> {
+        Some(&mut self.subscribers)
     }
 }

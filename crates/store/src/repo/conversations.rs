@@ -490,19 +490,17 @@ pub async fn by_external_id(
     direction: Direction,
     external_id: &str,
 ) -> StoreResult<Option<Message>> {
+    // The direction is written into the SQL, not bound: only then can the
+    // planner use the partial indexes (`WHERE direction = 'inbound'`, …).
+    let direction = direction.as_str();
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = $5
+         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = '{direction}'
          ORDER BY id DESC LIMIT 1"
     ));
     let row: Option<MessageRow> = fetch_optional!(
         c,
-        sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(channel_id)
-            .bind(external_id)
-            .bind(direction.as_str())
+        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(external_id)
     )?;
     row.map(Message::try_from).transpose()
 }

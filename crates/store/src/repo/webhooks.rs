@@ -74,6 +74,7 @@ pub async fn insert_endpoint(
     description: Option<&str>,
     sealed_secret: &str,
 ) -> StoreResult<EndpointRow> {
+    forget_subscribers(c);
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO webhook_endpoints (workspace_id, livemode, url, description, events, status, sealed_secret, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $7) RETURNING {COLUMNS}"
@@ -131,6 +132,7 @@ pub async fn update_endpoint(
     id: i64,
     ch: &EndpointChanges<'_>,
 ) -> StoreResult<Option<EndpointRow>> {
+    forget_subscribers(c);
     // Re-enabling forgets the failure streak.
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE webhook_endpoints SET url = $4, events = $5, description = $6, status = $7, disabled_reason = $8,
@@ -178,6 +180,7 @@ pub async fn rotate_secret(
 }
 
 pub async fn delete_endpoint(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<bool> {
+    forget_subscribers(c);
     for table in ["webhook_attempts", "webhook_deliveries"] {
         let sql = sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE workspace_id = $1 AND livemode = $2 AND endpoint_id = $3"
@@ -203,27 +206,43 @@ pub(crate) async fn fan_out(
     kind: &str,
     now: Timestamp,
 ) -> StoreResult<u64> {
-    // JSON membership is where the dialects differ.
-    let sql = match c.handle() {
-        Handle::Sqlite(_) => {
-            "INSERT INTO webhook_deliveries (workspace_id, livemode, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at)
-             SELECT e.workspace_id, e.livemode, e.id, $3, $4, 'pending', 0, $5, $5 FROM webhook_endpoints e
-             WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active'
-               AND EXISTS (SELECT 1 FROM json_each(e.events) j WHERE j.value = $4 OR j.value = '*')
-             ORDER BY e.id"
-        }
-        Handle::Postgres(_) => {
-            "INSERT INTO webhook_deliveries (workspace_id, livemode, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at)
-             SELECT e.workspace_id, e.livemode, e.id, $3, $4, 'pending', 0, $5, $5 FROM webhook_endpoints e
-             WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active'
-               AND (e.events @> jsonb_build_array($4::text) OR e.events @> '[\"*\"]'::jsonb)
-             ORDER BY e.id"
-        }
+    fan_out_many(c, scope, std::slice::from_ref(&event_id.to_owned()), kind, now).await
+}
+
+/// The active endpoints of the scope subscribed to `kind` (or to `*`). A
+/// transaction asks the database once per type: a burst of events (a group
+/// commit, an import) then queues with one statement each, or none when
+/// nobody listens. Endpoint writes forget what it learnt.
+async fn subscribers(c: &mut impl AsHandle, scope: Scope, kind: &str) -> StoreResult<Vec<i64>> {
+    if let Some(known) = c.subscriber_memo().and_then(|m| m.get(&(scope, kind.to_owned())).cloned()) {
+        return Ok(known);
+    }
+    let subscribed = match c.handle() {
+        Handle::Postgres(_) => "(e.events @> jsonb_build_array(CAST($3 AS TEXT)) OR e.events @> '[\"*\"]'::jsonb)",
+        Handle::Sqlite(_) => "EXISTS (SELECT 1 FROM json_each(e.events) j WHERE j.value = $3 OR j.value = '*')",
     };
-    Ok(execute!(
+    let rows: Vec<(i64,)> = fetch_all!(
         c,
-        sqlx::query(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(event_id).bind(kind).bind(now)
-    )?)
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT e.id FROM webhook_endpoints e
+             WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active' AND {subscribed} ORDER BY e.id"
+        )))
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(kind)
+    )?;
+    let ids: Vec<i64> = rows.into_iter().map(|(id,)| id).collect();
+    if let Some(memo) = c.subscriber_memo() {
+        memo.insert((scope, kind.to_owned()), ids.clone());
+    }
+    Ok(ids)
+}
+
+/// Forgets the subscribers a transaction has looked up (endpoints changed).
+fn forget_subscribers(c: &mut impl AsHandle) {
+    if let Some(memo) = c.subscriber_memo() {
+        memo.clear();
+    }
 }
 
 /// `fan_out` for several events of one type, created at `now`, queued in
@@ -235,27 +254,12 @@ pub(crate) async fn fan_out_many(
     kind: &str,
     now: Timestamp,
 ) -> StoreResult<u64> {
-    let pg = matches!(c.handle(), Handle::Postgres(_));
-    let subscribed = if pg {
-        "(e.events @> jsonb_build_array(CAST($3 AS TEXT)) OR e.events @> '[\"*\"]'::jsonb)"
-    } else {
-        "EXISTS (SELECT 1 FROM json_each(e.events) j WHERE j.value = $3 OR j.value = '*')"
-    };
-    let endpoints: Vec<(i64,)> = fetch_all!(
-        c,
-        sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT e.id FROM webhook_endpoints e
-             WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active' AND {subscribed} ORDER BY e.id"
-        )))
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
-        .bind(kind)
-    )?;
+    let endpoints = subscribers(c, scope, kind).await?;
     if endpoints.is_empty() {
         return Ok(0);
     }
     let pairs: Vec<(&str, i64)> =
-        event_ids.iter().flat_map(|ev| endpoints.iter().map(move |(ep,)| (ev.as_str(), *ep))).collect();
+        event_ids.iter().flat_map(|ev| endpoints.iter().map(move |ep| (ev.as_str(), *ep))).collect();
     let mut queued = 0;
     for chunk in pairs.chunks(500) {
         queued += crate::dispatch!(c, conn => {
@@ -566,6 +570,7 @@ pub async fn record_attempts(
         )?;
     }
     if let Some(reason) = disable {
+        forget_subscribers(c);
         execute!(
             c,
             sqlx::query(
