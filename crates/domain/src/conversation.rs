@@ -13,27 +13,6 @@ pub fn preview(text: &str) -> String {
     text.chars().take(PREVIEW_CHARS).collect()
 }
 
-macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-        #[serde(rename_all = "lowercase")]
-        pub enum $name { $($variant),+ }
-
-        impl $name {
-            pub const ALL: &'static [&'static str] = &[$($s),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $s),+ }
-            }
-
-            pub fn parse(s: &str) -> Option<Self> {
-                match s { $($s => Some($name::$variant),)+ _ => None }
-            }
-        }
-    };
-}
-
 string_enum!(
     /// open → pending|snoozed|resolved → … ; closed is final.
     ConversationStatus { Open = "open", Pending = "pending", Snoozed = "snoozed", Resolved = "resolved", Closed = "closed" }

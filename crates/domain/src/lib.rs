@@ -5,9 +5,32 @@
 //! which moves are allowed, and `validation` turns untrusted JSON into typed
 //! input while collecting every fault in the SPEC's 422 shape.
 
+/// A closed set of lower-case string values: the enum, its `ALL` list for
+/// 422 messages, and `as_str`/`parse`.
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize, ::utoipa::ToSchema)]
+        pub enum $name { $(#[serde(rename = $s)] $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [&'static str] = &[$($s),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $s),+ }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
 pub mod agent;
 pub mod api_key;
 pub mod billing;
+pub mod call;
 pub mod channel;
 pub mod contact;
 pub mod conversation;

@@ -1,0 +1,142 @@
+//! Voice calls: their states, why they ended, and the call as the API shows it.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::Timestamp;
+
+string_enum!(
+    /// queued → ringing → in_progress → completed, or busy | no_answer | failed | canceled.
+    CallStatus {
+        Queued = "queued",
+        Ringing = "ringing",
+        InProgress = "in_progress",
+        Completed = "completed",
+        Busy = "busy",
+        NoAnswer = "no_answer",
+        Failed = "failed",
+        Canceled = "canceled",
+    }
+);
+
+impl CallStatus {
+    /// Terminal states never change.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            CallStatus::Completed | CallStatus::Busy | CallStatus::NoAnswer | CallStatus::Failed | CallStatus::Canceled
+        )
+    }
+
+    /// Whether a call may move from `self` to `to`: forward along
+    /// queued → ringing → in_progress, and from any live state to an end
+    /// (`completed` only once answered; `busy` and `no_answer` only before).
+    pub fn can_move_to(self, to: CallStatus) -> bool {
+        use CallStatus::*;
+        match (self, to) {
+            (s, _) if s.is_terminal() => false,
+            (Queued, Ringing) | (Queued | Ringing, InProgress) => true,
+            (InProgress, Completed) => true,
+            (Queued | Ringing, Busy | NoAnswer) => true,
+            (_, Failed | Canceled) => true,
+            _ => false,
+        }
+    }
+}
+
+string_enum!(
+    /// Why a call ended.
+    EndedReason {
+        CallerHangup = "caller_hangup",
+        AgentHangup = "agent_hangup",
+        Transferred = "transferred",
+        MaxDuration = "max_duration",
+        NoAnswer = "no_answer",
+        Busy = "busy",
+        DialFailed = "dial_failed",
+        Canceled = "canceled",
+        Error = "error",
+    }
+);
+
+string_enum!(CallDirection { Outbound = "outbound", Inbound = "inbound" });
+
+string_enum!(
+    /// absent → processing → available (→ deleted).
+    RecordingStatus { Absent = "absent", Processing = "processing", Available = "available", Deleted = "deleted" }
+);
+
+string_enum!(Speaker { Agent = "agent", Caller = "caller", Human = "human" });
+
+/// The recording part of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct CallRecording {
+    pub status: RecordingStatus,
+    pub duration_ms: Option<i64>,
+    /// `wav` (stereo: caller left, agent right).
+    pub format: Option<String>,
+}
+
+/// A call as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Call {
+    /// `call_<ulid>`.
+    pub id: String,
+    pub agent_id: i64,
+    pub conversation_id: Option<i64>,
+    pub contact_id: Option<i64>,
+    pub direction: CallDirection,
+    pub from: Option<String>,
+    pub to: String,
+    pub status: CallStatus,
+    pub ended_reason: Option<EndedReason>,
+    pub created_at: Timestamp,
+    pub ringing_at: Option<Timestamp>,
+    pub answered_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub duration_ms: Option<i64>,
+    pub cost_cents: Option<i64>,
+    pub recording: CallRecording,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    pub provider: String,
+    pub provider_call_id: Option<String>,
+}
+
+/// One finished piece of speech.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct TranscriptSegment {
+    pub index: i64,
+    pub speaker: Speaker,
+    pub text: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// The other side started speaking before this one finished.
+    pub interrupted: bool,
+}
+
+/// A new call id: `call_` and a ULID.
+pub fn new_call_id() -> String {
+    format!("call_{}", ulid::Ulid::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_never_change_and_moves_go_forward() {
+        use CallStatus::*;
+        for s in [Completed, Busy, NoAnswer, Failed, Canceled] {
+            for to in [Queued, Ringing, InProgress, Completed, Failed, Canceled] {
+                assert!(!s.can_move_to(to), "{s:?} -> {to:?}");
+            }
+        }
+        assert!(Queued.can_move_to(Ringing) && Ringing.can_move_to(InProgress) && InProgress.can_move_to(Completed));
+        assert!(!Ringing.can_move_to(Queued) && !InProgress.can_move_to(Ringing) && !Queued.can_move_to(Completed));
+        assert!(!InProgress.can_move_to(Busy) && Ringing.can_move_to(NoAnswer) && InProgress.can_move_to(Failed));
+        assert_eq!(serde_json::to_value(InProgress).unwrap(), "in_progress");
+        assert_eq!(CallStatus::parse("no_answer"), Some(NoAnswer));
+    }
+}

@@ -1,0 +1,266 @@
+//! Runs one call from dial to end: follows the provider's events, lets the
+//! agent speak, writes the transcript as speech finishes, records both
+//! sides, and stops at the caller's hangup, the owner's hangup or the
+//! maximum duration.
+
+use std::time::Duration;
+
+use parley_domain::call::{CallStatus, EndedReason, Speaker};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::audio::{Recorder, Recording, Voice, duration_ms, speak};
+use crate::provider::{Command, FarEnd, Placed, ProviderEvent};
+use crate::runtime::AgentTurns;
+
+/// One finished piece of speech, timed from the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub index: i64,
+    pub speaker: Speaker,
+    pub text: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub interrupted: bool,
+}
+
+/// What the engine reports while a call runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    Ringing,
+    Answered,
+    /// Reported when the speech has finished (or, for the agent, is queued).
+    Segment(Segment),
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: CallStatus,
+    pub reason: EndedReason,
+    /// From answer to end; 0 if never answered.
+    pub duration_ms: i64,
+    pub recording: Option<Recording>,
+    pub segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub max_duration: Duration,
+    pub record: bool,
+}
+
+struct Run {
+    agent: Box<dyn AgentTurns>,
+    commands: mpsc::Sender<Command>,
+    progress: mpsc::Sender<Progress>,
+    recorder: Recorder,
+    segments: Vec<Segment>,
+    answered: Option<Instant>,
+    /// When the agent's queued speech ends (ms from the answer).
+    agent_until_ms: i64,
+}
+
+impl Run {
+    fn now_ms(&self) -> i64 {
+        self.answered.map_or(0, |t| t.elapsed().as_millis() as i64)
+    }
+
+    async fn segment(&mut self, speaker: Speaker, text: String, start_ms: i64, end_ms: i64) {
+        let s = Segment { index: self.segments.len() as i64, speaker, text, start_ms, end_ms, interrupted: false };
+        self.segments.push(s.clone());
+        let _ = self.progress.send(Progress::Segment(s)).await;
+    }
+
+    /// The agent says `text`: played to the caller after what it is already saying.
+    async fn say(&mut self, text: String) {
+        let pcm = speak(&text, Voice::Agent);
+        let start = self.now_ms().max(self.agent_until_ms);
+        let end = start + duration_ms(pcm.len());
+        self.recorder.put(Voice::Agent, start, &pcm);
+        self.agent_until_ms = end;
+        let _ = self.commands.send(Command::Play(pcm)).await;
+        self.segment(Speaker::Agent, text, start, end).await;
+    }
+
+    async fn heard(&mut self, audio: Vec<i16>, text: Option<String>) {
+        let end = self.now_ms();
+        let start = (end - duration_ms(audio.len())).max(0);
+        self.recorder.put(Voice::Caller, start, &audio);
+        // The caller spoke over the agent: the agent's last words were cut off.
+        if start < self.agent_until_ms
+            && let Some(last) = self.segments.iter_mut().rev().find(|s| s.speaker == Speaker::Agent)
+        {
+            last.interrupted = true;
+        }
+        // Without a recognition (a real line), speech-to-text would run here.
+        let text = text.unwrap_or_else(|| "[inaudible]".to_owned());
+        self.segment(Speaker::Caller, text.clone(), start, end).await;
+        if let Some(reply) = self.agent.reply(&text) {
+            self.say(reply).await;
+        }
+    }
+}
+
+/// Runs a placed call until it ends. `hangup` ends it from Parley's side.
+pub async fn run(
+    placed: Placed,
+    agent: Box<dyn AgentTurns>,
+    options: Options,
+    progress: mpsc::Sender<Progress>,
+    mut hangup: oneshot::Receiver<()>,
+) -> Outcome {
+    let Placed { mut events, commands, .. } = placed;
+    let mut run = Run {
+        agent,
+        commands,
+        progress,
+        recorder: Recorder::default(),
+        segments: Vec::new(),
+        answered: None,
+        agent_until_ms: 0,
+    };
+    let far_off = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+    let mut deadline = far_off;
+    let (status, reason) = loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(ProviderEvent::Ringing) => { let _ = run.progress.send(Progress::Ringing).await; }
+                Some(ProviderEvent::Answered) => {
+                    run.answered = Some(Instant::now());
+                    deadline = Instant::now() + options.max_duration;
+                    let _ = run.progress.send(Progress::Answered).await;
+                    if let Some(greeting) = run.agent.greeting() {
+                        run.say(greeting).await;
+                    }
+                }
+                Some(ProviderEvent::Heard { audio, text }) => run.heard(audio, text).await,
+                Some(ProviderEvent::Dtmf(_)) => {}
+                Some(ProviderEvent::Ended(end)) => break match (end, run.answered.is_some()) {
+                    (FarEnd::HungUp, true) => (CallStatus::Completed, EndedReason::CallerHangup),
+                    (FarEnd::HungUp, false) => (CallStatus::Canceled, EndedReason::Canceled),
+                    (FarEnd::Busy, _) => (CallStatus::Busy, EndedReason::Busy),
+                    (FarEnd::NoAnswer, _) => (CallStatus::NoAnswer, EndedReason::NoAnswer),
+                    (FarEnd::Failed, _) => (CallStatus::Failed, EndedReason::Error),
+                },
+                // The provider went away without ending the call.
+                None => break (CallStatus::Failed, EndedReason::Error),
+            },
+            _ = &mut hangup => {
+                let _ = run.commands.send(Command::Hangup).await;
+                break if run.answered.is_some() {
+                    (CallStatus::Completed, EndedReason::AgentHangup)
+                } else {
+                    (CallStatus::Canceled, EndedReason::Canceled)
+                };
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let _ = run.commands.send(Command::Hangup).await;
+                break (CallStatus::Completed, EndedReason::MaxDuration);
+            }
+        }
+    };
+    let duration_ms = run.now_ms();
+    let recording =
+        (options.record && run.answered.is_some()).then(|| std::mem::take(&mut run.recorder).finish(duration_ms));
+    Outcome { status, reason, duration_ms, recording, segments: run.segments }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{Dial, Provider};
+    use crate::runtime::BuiltinAgent;
+    use crate::simulated::{self, Simulated};
+
+    async fn call(to: &str, hang_up_after: Option<Duration>) -> (Vec<Progress>, Outcome) {
+        let provider = Simulated::default();
+        let placed = provider
+            .dial(Dial {
+                call_id: "call_x".into(),
+                from: None,
+                to: to.into(),
+                ring_timeout: Duration::from_millis(800),
+            })
+            .await
+            .unwrap();
+        let (tx, mut rx) = mpsc::channel(64);
+        let (hang, hangup) = oneshot::channel();
+        if let Some(after) = hang_up_after {
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = hang.send(());
+            });
+        } else {
+            std::mem::forget(hang);
+        }
+        let agent = Box::new(BuiltinAgent { name: "Ava".into(), first_message: Some("Hi, Ava here.".into()) });
+        let options = Options { max_duration: Duration::from_secs(30), record: true };
+        let outcome = run(placed, agent, options, tx, hangup).await;
+        let mut seen = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            seen.push(p);
+        }
+        (seen, outcome)
+    }
+
+    #[tokio::test]
+    async fn an_answered_call_has_a_dialogue_a_transcript_and_a_recording() {
+        let (progress, outcome) = call("+14155550100", None).await;
+        assert_eq!((outcome.status, outcome.reason), (CallStatus::Completed, EndedReason::CallerHangup));
+        assert_eq!(&progress[..2], &[Progress::Ringing, Progress::Answered]);
+        let said: Vec<(Speaker, &str)> = outcome.segments.iter().map(|s| (s.speaker, s.text.as_str())).collect();
+        assert_eq!(
+            said,
+            [
+                (Speaker::Agent, "Hi, Ava here."),
+                (Speaker::Caller, simulated::CALLER_LINES[0]),
+                (Speaker::Agent, "I understand: Hi, I am calling about my order."),
+                (Speaker::Caller, simulated::CALLER_LINES[1]),
+                (Speaker::Agent, "Thank you for calling. Goodbye."),
+            ]
+        );
+        for s in &outcome.segments {
+            assert!(0 <= s.start_ms && s.start_ms < s.end_ms, "{s:?}");
+        }
+        // Each caller line follows the agent's previous turn.
+        assert!(outcome.segments[1].start_ms >= outcome.segments[0].start_ms);
+        assert!(outcome.segments[3].start_ms >= outcome.segments[2].start_ms);
+        let recording = outcome.recording.unwrap();
+        assert_eq!(recording.duration_ms, outcome.duration_ms);
+        assert!(outcome.duration_ms >= outcome.segments.last().unwrap().end_ms);
+    }
+
+    #[tokio::test]
+    async fn magic_numbers_choose_the_outcome() {
+        assert!(
+            Simulated::default()
+                .dial(Dial {
+                    call_id: "c".into(),
+                    from: None,
+                    to: simulated::FAILS_TO_DIAL.into(),
+                    ring_timeout: Duration::from_secs(1)
+                })
+                .await
+                .is_err()
+        );
+        for (to, status, reason) in [
+            (simulated::BUSY, CallStatus::Busy, EndedReason::Busy),
+            (simulated::NO_ANSWER, CallStatus::NoAnswer, EndedReason::NoAnswer),
+            (simulated::FAILS_AFTER_RINGING, CallStatus::Failed, EndedReason::Error),
+        ] {
+            let (_, outcome) = call(to, None).await;
+            assert_eq!((outcome.status, outcome.reason, outcome.duration_ms), (status, reason, 0), "{to}");
+            assert!(outcome.recording.is_none() && outcome.segments.is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn hanging_up_ends_the_call_from_our_side() {
+        let (_, outcome) = call("+14155550100", Some(Duration::from_millis(1500))).await;
+        assert_eq!((outcome.status, outcome.reason), (CallStatus::Completed, EndedReason::AgentHangup));
+        assert!(outcome.duration_ms < 1500);
+        let (_, early) = call("+14155550100", Some(Duration::from_millis(300))).await;
+        assert_eq!((early.status, early.reason), (CallStatus::Canceled, EndedReason::Canceled));
+    }
+}

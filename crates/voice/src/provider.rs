@@ -1,0 +1,84 @@
+//! The telephony-provider interface.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+
+/// Audio: 16-bit mono PCM samples at [`SAMPLE_RATE`].
+pub type Pcm = Vec<i16>;
+
+/// Telephone audio: 8 kHz (G.711's rate).
+pub const SAMPLE_RATE: u32 = 8000;
+
+/// A call to place.
+#[derive(Debug, Clone)]
+pub struct Dial {
+    /// Parley's id of the call.
+    pub call_id: String,
+    pub from: Option<String>,
+    /// E.164 number or `sip:` URI.
+    pub to: String,
+    /// How long to let it ring before giving up.
+    pub ring_timeout: Duration,
+}
+
+/// How the far end ended a call (or why it never started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FarEnd {
+    /// The callee hung up.
+    HungUp,
+    Busy,
+    NoAnswer,
+    /// The network or the provider failed the call.
+    Failed,
+}
+
+/// What the provider reports about a call, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderEvent {
+    Ringing,
+    Answered,
+    /// Speech from the far end. `text` is the provider's recognition of it
+    /// when it has one (the simulated caller knows what it said; a SIP
+    /// provider sends audio only and speech-to-text runs in the engine).
+    Heard {
+        audio: Pcm,
+        text: Option<String>,
+    },
+    Dtmf(char),
+    /// The call is over; no event follows.
+    Ended(FarEnd),
+}
+
+/// What Parley asks of a live call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Play audio to the far end (the agent speaking).
+    Play(Pcm),
+    SendDtmf(String),
+    /// Hand the call to another number or SIP URI.
+    Transfer(String),
+    Hangup,
+}
+
+/// A placed call: its events, and a line to command it.
+pub struct Placed {
+    pub provider_call_id: String,
+    pub events: mpsc::Receiver<ProviderEvent>,
+    pub commands: mpsc::Sender<Command>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct DialError(pub String);
+
+/// A telephony provider.
+pub trait Provider: Send + Sync {
+    /// Its name, shown on calls (`simulated`, `sip`, …).
+    fn name(&self) -> &'static str;
+
+    /// Places a call. `Err` when the provider refuses or fails before the
+    /// call exists (the API answers 502).
+    fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>>;
+}
