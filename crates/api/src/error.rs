@@ -98,6 +98,7 @@ impl IntoResponse for ApiError {
                 ServiceError::BadRequest(d) => detail(StatusCode::BAD_REQUEST, d),
                 ServiceError::PaymentRequired(d) => detail(StatusCode::PAYMENT_REQUIRED, d),
                 ServiceError::Unavailable(d) => detail(StatusCode::SERVICE_UNAVAILABLE, d),
+                ServiceError::TooManyRequests(d) => detail(StatusCode::TOO_MANY_REQUESTS, d),
                 ServiceError::Store(e) => ApiError::Internal(e.to_string()).into_response(),
             },
             ApiError::Status(status, d) => detail(status, d),

@@ -39,6 +39,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Channels", description = "Channel connections (api, webchat); secret settings are write-only"),
         (name = "Conversations", description = "Conversations per channel and address, and their messages"),
         (name = "Messages", description = "Sending messages through the durable queue, and their delivery status"),
+        (name = "Calls", description = "Voice calls: placing, following, hanging up, transcripts and recordings"),
         (name = "Handoffs", description = "Handing conversations between agents and humans"),
         (name = "Webchat", description = "The visitor side of webchat channels: the widget and its WebSocket (no credential)"),
         (name = "Files", description = "Downloads through signed, expiring links (no credential)"),

@@ -29,6 +29,8 @@ pub struct Settings {
     pub contacts: ContactSettings,
     pub messages: MessageSettings,
     pub storage: StorageSettings,
+    pub voice: VoiceSettings,
+    pub telephony: TelephonySettings,
     /// Where clients reach this server, for links Parley hands out (file
     /// downloads); default `http://<listen>`.
     pub public_url: Option<String>,
@@ -58,6 +60,8 @@ impl Default for Settings {
             contacts: ContactSettings::default(),
             messages: MessageSettings::default(),
             storage: StorageSettings::default(),
+            voice: VoiceSettings::default(),
+            telephony: TelephonySettings::default(),
             public_url: None,
             text_engines: BTreeMap::new(),
             log: LogSettings::default(),
@@ -208,6 +212,39 @@ impl WebhookSettings {
             batch: 50,
             allow_private_targets: self.allow_private_targets,
         }
+    }
+}
+
+/// Voice calls.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VoiceSettings {
+    /// Calls not yet ended per workspace and mode; more answer 429.
+    pub max_concurrent_calls: i64,
+    /// How long an outbound call rings before `no_answer`.
+    pub ring_timeout_seconds: u64,
+    /// A call whose instance stops renewing it for this long (a crash) is
+    /// ended as `failed`/`error` and charged for the time it ran.
+    pub lease_seconds: u64,
+}
+
+impl Default for VoiceSettings {
+    fn default() -> Self {
+        Self { max_concurrent_calls: 10, ring_timeout_seconds: 30, lease_seconds: 30 }
+    }
+}
+
+/// The telephony provider for live calls (test-mode calls always use the simulated one).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelephonySettings {
+    /// `simulated` (SIP comes in a later version).
+    pub provider: String,
+}
+
+impl Default for TelephonySettings {
+    fn default() -> Self {
+        Self { provider: "simulated".into() }
     }
 }
 
@@ -372,6 +409,8 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "messages",
     "storage",
     "public_url",
+    "voice",
+    "telephony",
     "text_engines",
     "log",
     "shutdown_grace_seconds",
@@ -404,6 +443,12 @@ impl Settings {
             .default_region
             .parse::<parley_domain::contact::Region>()
             .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
+        if settings.telephony.provider != "simulated" {
+            anyhow::bail!(
+                "telephony.provider: `{}` is not available; this version has `simulated`",
+                settings.telephony.provider
+            );
+        }
         Ok(settings)
     }
 
@@ -434,6 +479,11 @@ impl Settings {
                 path: self.storage.path.clone().into(),
                 url_ttl: std::time::Duration::from_secs(self.storage.url_ttl_seconds.max(1)),
                 public_url: self.public_url(),
+            },
+            calls: parley_services::calls::CallsConfig {
+                max_concurrent_calls: self.voice.max_concurrent_calls.max(1),
+                ring_timeout: std::time::Duration::from_secs(self.voice.ring_timeout_seconds.max(1)),
+                lease: std::time::Duration::from_secs(self.voice.lease_seconds.max(1)),
             },
         }
     }

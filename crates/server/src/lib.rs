@@ -92,7 +92,8 @@ pub async fn serve(
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let dispatching = tokio::spawn(dispatcher.run(stop_rx.clone()));
-    let sending = tokio::spawn(parley_services::courier::run(services, stop_rx.clone()));
+    let sending = tokio::spawn(parley_services::courier::run(services.clone(), stop_rx.clone()));
+    let calls = tokio::spawn(parley_services::calls::watch_abandoned(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
@@ -114,6 +115,7 @@ pub async fn serve(
     // The dispatcher saw the same stop signal; let it finish and release its leases.
     let _ = dispatching.await;
     let _ = sending.await;
+    let _ = calls.await;
     db.close().await;
     result
 }

@@ -443,6 +443,27 @@ pub async fn update(
     Ok(repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?.to_api()?)
 }
 
+/// The scope's voice channel connection (calls' conversations run on it),
+/// created on first use.
+pub async fn voice_channel(tx: &mut Tx, scope: Scope) -> ServiceResult<ChannelRow> {
+    if let Some(row) = repo::first_active_of_type(tx, scope, ChannelType::Voice.as_str()).await? {
+        return Ok(row);
+    }
+    let id = public_id("voice");
+    let fields = ChannelFields {
+        kind: ChannelType::Voice,
+        name: "Voice".to_owned(),
+        address: id.clone(),
+        public_id: id,
+        status: ChannelStatus::Active,
+        secret_names: Vec::new(),
+        sealed_secrets: None,
+        config: Map::new(),
+        sealed_signing_secret: None,
+    };
+    Ok(repo::insert(tx, scope, &fields).await?)
+}
+
 /// Deletes a channel that carries no conversation (409 otherwise: their
 /// history must keep its channel; disable the channel instead).
 pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {

@@ -21,6 +21,9 @@ pub enum ServiceError {
     BadRequest(String),
     #[error("{0}")]
     PaymentRequired(String),
+    /// A limit on things at once (concurrent calls) is reached.
+    #[error("{0}")]
+    TooManyRequests(String),
     /// A backend the request needs (object storage) cannot serve it now.
     #[error("{0}")]
     Unavailable(String),

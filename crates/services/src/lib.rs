@@ -9,6 +9,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod calls;
 pub mod channels;
 pub mod contact_import;
 pub mod contacts;
@@ -42,6 +43,7 @@ pub struct ServicesConfig {
     pub contacts: contacts::ContactsConfig,
     pub courier: courier::CourierConfig,
     pub storage: storage::StorageConfig,
+    pub calls: calls::CallsConfig,
 }
 
 impl Default for ServicesConfig {
@@ -54,6 +56,7 @@ impl Default for ServicesConfig {
             contacts: contacts::ContactsConfig::default(),
             courier: courier::CourierConfig::default(),
             storage: storage::StorageConfig::default(),
+            calls: calls::CallsConfig::default(),
         }
     }
 }
@@ -84,6 +87,8 @@ pub struct Services {
     pub conversation_signals: tokio::sync::broadcast::Sender<i64>,
     /// Files: attachments (and later recordings).
     pub storage: Arc<storage::Storage>,
+    /// This instance's live calls and its telephony providers.
+    pub calls: Arc<calls::CallRuntime>,
     /// Inbound messages, committed in groups.
     pub inbound: Arc<group_commit::GroupCommit<conversations::InboundJob, conversations::Received>>,
 }
@@ -94,6 +99,7 @@ impl Services {
         let storage = storage::Storage::local(config.storage.clone(), secrets.derive_key("parley/files"));
         Self {
             storage: Arc::new(storage),
+            calls: Arc::new(calls::CallRuntime::default()),
             db,
             config: Arc::new(config.normalised()),
             keyring: Arc::new(identity::Keyring::new(secrets)),

@@ -78,16 +78,40 @@ pub async fn write<T, F>(
     run: F,
 ) -> Result<Response, ApiError>
 where
-    T: Serialize,
-    F: for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, ServiceResult<T>>,
+    T: Serialize + Send + 'static,
+    F: for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, ServiceResult<T>> + Send + 'static,
+{
+    write_answer(state, scope, idem, canonical_body, move |tx| {
+        Box::pin(async move {
+            let value = run(tx).await?;
+            let body = serde_json::to_string(&value)
+                .map_err(|e| parley_store::StoreError::Corrupt(format!("could not serialise a response: {e}")))?;
+            Ok((status, body))
+        })
+    })
+    .await
+}
+
+/// [`write`] for a write whose status depends on its outcome: `run` answers
+/// the status and the JSON body, both kept for replays (a call whose
+/// provider failed answers 502 on every replay, as the first time).
+pub async fn write_answer<F>(
+    state: &AppState,
+    scope: Scope,
+    idem: Idempotency,
+    canonical_body: &[u8],
+    run: F,
+) -> Result<Response, ApiError>
+where
+    F: for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, ServiceResult<(StatusCode, String)>>,
 {
     let db = &state.services.db;
     let Some(key) = idem.key else {
         let mut tx = db.begin().await?;
-        let value = run(&mut tx).await?;
+        let (status, body) = run(&mut tx).await?;
         tx.commit().await?;
         state.services.wake_outbox();
-        return Ok((status, axum::Json(value)).into_response());
+        return Ok(json_response(status, body.into_bytes()));
     };
     let key = key.as_str();
     let fp = fingerprint(&idem.method, &idem.path, canonical_body);
@@ -112,18 +136,17 @@ where
         }
         Claim::InProgress => return Err(ApiError::InProgress),
     }
-    let outcome: Result<Vec<u8>, ApiError> = async {
+    let outcome: Result<(StatusCode, Vec<u8>), ApiError> = async {
         let mut tx = db.begin().await?;
-        let value = run(&mut tx).await?;
-        let body = serde_json::to_string(&value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let (status, body) = run(&mut tx).await?;
         repo::complete(&mut tx, scope, key, status.as_u16(), &body).await?;
         tx.commit().await?;
         state.services.wake_outbox();
-        Ok(body.into_bytes())
+        Ok((status, body.into_bytes()))
     }
     .await;
     match outcome {
-        Ok(body) => Ok(json_response(status, body)),
+        Ok((status, body)) => Ok(json_response(status, body)),
         Err(e) => {
             let released = async {
                 let mut tx = db.begin().await?;

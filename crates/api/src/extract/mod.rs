@@ -10,6 +10,6 @@ mod query;
 pub(crate) use auth::count_failure;
 pub use auth::{Auth, ClientIp};
 pub use body::{FromBody, JsonBody};
-pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write};
+pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write, write_answer};
 pub use path::Ids;
-pub use query::{FromQuery, ListQuery, NoFilter};
+pub use query::{FromQuery, ListQuery, NoFilter, Params};

@@ -39,3 +39,20 @@ impl<F: FromQuery + Send> FromRequestParts<AppState> for ListQuery<F> {
         Ok(ListQuery { page, filter })
     }
 }
+
+/// Query parameters of a route that is not a list (no `limit`/`offset`).
+pub struct Params<F>(pub F);
+
+impl<F: FromQuery + Send> FromRequestParts<AppState> for Params<F> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Self::Rejection> {
+        let raw = parts.uri.query().unwrap_or("");
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
+            .map_err(|_| ApiError::bad_request("The query string is not valid URL encoding"))?;
+        let mut q = QueryReader::new(pairs);
+        let params = F::from_query(&mut q);
+        q.finish()?;
+        Ok(Params(params))
+    }
+}

@@ -4,6 +4,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod auth;
 pub mod billing;
+pub mod calls;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
@@ -39,6 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(handoffs::router())
         .merge(webchat::router())
         .merge(files::router())
+        .merge(calls::router())
 }
 
 /// The items envelope of every list except agents.

@@ -8,6 +8,7 @@ mod receiver;
 mod agents;
 mod auth;
 mod billing;
+mod calls;
 mod channels;
 mod cli;
 mod contacts;

@@ -87,6 +87,12 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/webchat/widget.js"),
     ("GET", "/webchat/{public_id}"),
     ("GET", "/files/{key}"),
+    ("GET", "/api/v1/calls"),
+    ("POST", "/api/v1/calls"),
+    ("GET", "/api/v1/calls/{call_id}"),
+    ("POST", "/api/v1/calls/{call_id}/hangup"),
+    ("GET", "/api/v1/calls/{call_id}/transcript"),
+    ("GET", "/api/v1/calls/{call_id}/recording"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

@@ -23,6 +23,9 @@ CREATE TABLE calls (
     provider_call_id      TEXT,
     -- The instance running the call while it is live.
     owner                 TEXT,
+    -- Renewed while the owner runs the call; a call not seen for a lease
+    -- period lost its owner (a crash) and is ended as failed.
+    last_seen_at          TIMESTAMPTZ,
     created_at            TIMESTAMPTZ NOT NULL,
     ringing_at            TIMESTAMPTZ,
     answered_at           TIMESTAMPTZ,
@@ -49,3 +52,8 @@ CREATE TABLE call_segments (
     interrupted  BOOLEAN NOT NULL
 );
 CREATE UNIQUE INDEX call_segments_order ON call_segments (call_id, idx);
+
+-- A call's conversation is its own (one per call), so calls are left out of
+-- the one-open-conversation-per-address rule.
+DROP INDEX conversations_open;
+CREATE UNIQUE INDEX conversations_open ON conversations (workspace_id, livemode, channel_id, channel_ref) WHERE status <> 'closed' AND kind <> 'call';

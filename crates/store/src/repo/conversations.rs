@@ -113,7 +113,8 @@ pub async fn find_open(
 ) -> StoreResult<Option<Conversation>> {
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM conversations
-         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND channel_ref = $4 AND status <> 'closed'"
+         WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND channel_ref = $4 AND status <> 'closed'
+           AND kind <> 'call'"
     ));
     let row: Option<Row> = fetch_optional!(
         c,

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod billing;
+pub mod calls;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;

@@ -1,0 +1,224 @@
+//! Voice calls on the simulated provider: the lifecycle, magic numbers,
+//! refusals, transcript, recording, billing and isolation.
+
+use std::time::{Duration, Instant};
+
+use parley_domain::Mode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// POSTs a call with a fresh Idempotency-Key.
+pub(crate) async fn place(app: &TestApp, key: &str, body: Value) -> Resp {
+    app.post_idem(key, "/api/v1/calls", &uuid(), body).await
+}
+
+/// Waits until the call reaches a terminal state (or `status`), up to 40 s.
+pub(crate) async fn wait_for(app: &TestApp, key: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let call = app.get(key, &format!("/api/v1/calls/{id}")).await.body;
+        if done(&call) {
+            return call;
+        }
+        assert!(Instant::now() < deadline, "call {id} never got there: {call}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ended(call: &Value) -> bool {
+    matches!(call["status"].as_str(), Some("completed" | "busy" | "no_answer" | "failed" | "canceled"))
+}
+
+/// (channels, sample rate, bits, frames) of a WAV file.
+fn wav_shape(bytes: &[u8]) -> (u16, u32, u16, usize) {
+    assert_eq!((&bytes[0..4], &bytes[8..12]), (&b"RIFF"[..], &b"WAVE"[..]));
+    let channels = u16::from_le_bytes([bytes[22], bytes[23]]);
+    let rate = u32::from_le_bytes([bytes[24], bytes[25], bytes[26], bytes[27]]);
+    let bits = u16::from_le_bytes([bytes[34], bytes[35]]);
+    let data = bytes.windows(4).position(|w| w == b"data").unwrap();
+    let len = u32::from_le_bytes([bytes[data + 4], bytes[data + 5], bytes[data + 6], bytes[data + 7]]) as usize;
+    (channels, rate, bits, len / (channels as usize * bits as usize / 8))
+}
+
+both_backends! {
+    async fn an_answered_call_runs_to_its_end_with_transcript_recording_and_one_charge(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "first_message": "Hi, Ava here."})).await["id"].as_i64().unwrap();
+        let body = json!({"agent_id": agent, "to": "(415) 555-0100", "metadata": {"order": "A-1"}});
+        let r = app.post_idem(&ws.live, "/api/v1/calls", "call-1", body.clone()).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_str().unwrap().to_owned();
+        assert!(id.starts_with("call_") && id.len() == 31, "{id}");
+        assert_eq!((r.body["status"].clone(), r.body["to"].clone(), r.body["direction"].clone(), r.body["provider"].clone()), (json!("queued"), json!("+14155550100"), json!("outbound"), json!("simulated")));
+        assert!(r.body["contact_id"].is_i64() && r.body["conversation_id"].is_i64());
+        // Replays answer the same call; another body under the key is a 409.
+        let again = app.post_idem(&ws.live, "/api/v1/calls", "call-1", body).await;
+        assert_eq!((again.status, again.body["id"].clone()), (201, json!(id)));
+        assert_eq!(app.post_idem(&ws.live, "/api/v1/calls", "call-1", json!({"agent_id": agent, "to": "+14155550199"})).await.status, 409);
+
+        let call = wait_for(&app, &ws.live, &id, ended).await;
+        assert_eq!((call["status"].clone(), call["ended_reason"].clone()), (json!("completed"), json!("caller_hangup")));
+        for field in ["ringing_at", "answered_at", "ended_at"] {
+            assert!(call[field].is_string(), "{field}: {call}");
+        }
+        let duration = call["duration_ms"].as_i64().unwrap();
+        assert!(duration > 2000, "{call}");
+        let cost = parley_domain::billing::call_cost_cents(duration, 5);
+        assert_eq!(call["cost_cents"], cost);
+        assert_eq!(call["recording"], json!({"status": "available", "duration_ms": duration, "format": "wav"}));
+        assert_eq!(call["metadata"], json!({"order": "A-1"}));
+
+        // The transcript, and the same words as messages of the call's conversation.
+        let t = app.get(&ws.live, &format!("/api/v1/calls/{id}/transcript")).await.body;
+        assert_eq!(t["call_id"], json!(id));
+        let segments = t["segments"].as_array().unwrap();
+        let speakers: Vec<&str> = segments.iter().map(|s| s["speaker"].as_str().unwrap()).collect();
+        assert_eq!(speakers, ["agent", "caller", "agent", "caller", "agent"]);
+        assert_eq!(segments[0]["text"], "Hi, Ava here.");
+        for (i, s) in segments.iter().enumerate() {
+            let mut keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+            keys.sort();
+            assert_eq!(keys, ["end_ms", "index", "interrupted", "speaker", "start_ms", "text"]);
+            assert_eq!(s["index"], i);
+            assert!(s["start_ms"].as_i64().unwrap() < s["end_ms"].as_i64().unwrap());
+        }
+        let conv = call["conversation_id"].as_i64().unwrap();
+        let c = app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body;
+        assert_eq!((c["kind"].clone(), c["channel"].clone(), c["status"].clone(), c["channel_ref"].clone()), (json!("call"), json!("voice"), json!("closed"), json!("voice:+14155550100")));
+        let messages = app.get(&ws.live, &format!("/api/v1/conversations/{conv}/messages")).await.body;
+        let texts: Vec<Value> = messages["items"].as_array().unwrap().iter().map(|m| m["text"].clone()).collect();
+        let said: Vec<Value> = segments.iter().map(|s| s["text"].clone()).collect();
+        assert_eq!(texts, said);
+
+        // Charged once, and nothing left held.
+        let charges = app.get(&ws.live, "/api/v1/billing/transactions?type=charge").await.body;
+        let for_call: Vec<&Value> = charges["items"].as_array().unwrap().iter().filter(|e| e["resource_id"] == json!(id)).collect();
+        assert_eq!(for_call.len(), usize::from(cost > 0), "{charges}");
+        assert_eq!(app.get(&ws.live, "/api/v1/billing/balance").await.body["held_cents"], 0);
+        for kind in ["call.queued", "call.ringing", "call.started", "call.completed", "call.transcript.ready", "call.recording.ready"] {
+            assert_eq!(app.events(ws.id, Mode::Live, kind).await.len(), 1, "{kind}");
+        }
+        let completed = &app.events(ws.id, Mode::Live, "call.completed").await[0];
+        assert_eq!((completed.data["status"].clone(), completed.data["ended_reason"].clone()), (json!("completed"), json!("caller_hangup")));
+
+        // The recording: a 307 to a signed link, or JSON; a stereo WAV as long as the call.
+        let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let r = no_redirects.get(app.url(&format!("/api/v1/calls/{id}/recording"))).header("X-API-Key", &ws.live).send().await.unwrap();
+        assert_eq!(r.status(), 307);
+        let location = r.headers()["location"].to_str().unwrap().to_owned();
+        let wav = app.client.get(&location).send().await.unwrap();
+        assert_eq!(wav.headers()["content-type"], "audio/wav");
+        let bytes = wav.bytes().await.unwrap();
+        let (channels, rate, bits, frames) = wav_shape(&bytes);
+        assert_eq!((channels, rate, bits), (2, 8000, 16));
+        assert_eq!(frames as i64 * 1000 / 8000, duration);
+        let j = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording?redirect=true")).await;
+        assert_eq!(j.status, 200);
+        assert_eq!((j.body["content_type"].clone(), j.body["duration_ms"].clone()), (json!("audio/wav"), json!(duration)));
+        assert!(j.body["url"].as_str().unwrap().contains("/files/") && j.body["expires_at"].is_string());
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}/recording?redirect=maybe")).await.status, 422);
+
+        // Ended calls stay ended.
+        let r = app.post(&ws.live, &format!("/api/v1/calls/{id}/hangup"), json!({})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Call {id} has already ended (completed)"))));
+        let list = app.get(&ws.live, &format!("/api/v1/calls?status=completed&agent_id={agent}&direction=outbound")).await.body;
+        assert_eq!((list["total"].clone(), list["items"][0]["id"].clone()), (json!(1), json!(id)));
+        assert_eq!(app.get(&ws.live, "/api/v1/calls?status=busy").await.body["total"], 0);
+    }
+
+    async fn magic_numbers_choose_each_outcome(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.voice.ring_timeout_seconds = 1).await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        let balance = app.get(&ws.live, "/api/v1/billing/balance").await.body["balance_cents"].clone();
+
+        // The provider fails: 502, the call stored as failed, nothing charged; replays say the same.
+        let body = json!({"agent_id": agent, "to": "+15005550001"});
+        let r = app.post_idem(&ws.live, "/api/v1/calls", "fail-1", body.clone()).await;
+        assert_eq!(r.status, 502, "{}", r.text);
+        let detail = r.body["detail"].as_str().unwrap().to_owned();
+        assert!(detail.starts_with("The telephony provider could not place call call_"), "{detail}");
+        let again = app.post_idem(&ws.live, "/api/v1/calls", "fail-1", body).await;
+        assert_eq!((again.status, again.body["detail"].clone()), (502, json!(detail)));
+        let failed = app.get(&ws.live, "/api/v1/calls?status=failed").await.body;
+        assert_eq!(failed["total"], 1);
+        assert_eq!((failed["items"][0]["ended_reason"].clone(), failed["items"][0]["cost_cents"].clone()), (json!("dial_failed"), json!(0)));
+
+        let mut ids = Vec::new();
+        for to in ["+15005550002", "+15005550003", "+15005550004"] {
+            let r = place(&app, &ws.live, json!({"agent_id": agent, "to": to})).await;
+            assert_eq!(r.status, 201, "{to}: {}", r.text);
+            ids.push(r.body["id"].as_str().unwrap().to_owned());
+        }
+        let mut outcomes = Vec::new();
+        for id in &ids {
+            let call = wait_for(&app, &ws.live, id, ended).await;
+            assert_eq!((call["duration_ms"].clone(), call["recording"]["status"].clone()), (json!(0), json!("absent")), "{call}");
+            let r = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording")).await;
+            assert_eq!((r.status, r.body["detail"].clone()), (404, json!(format!("Recording of call {id} not found"))));
+            outcomes.push((call["status"].clone(), call["ended_reason"].clone(), call["ringing_at"].is_string()));
+        }
+        assert_eq!(outcomes, [
+            (json!("busy"), json!("busy"), false),
+            (json!("no_answer"), json!("no_answer"), true),
+            (json!("failed"), json!("error"), true),
+        ]);
+        // None of them cost anything or left money held.
+        let now = app.get(&ws.live, "/api/v1/billing/balance").await.body;
+        assert_eq!((now["balance_cents"].clone(), now["held_cents"].clone()), (balance, json!(0)));
+    }
+
+    async fn call_creation_refuses_what_it_must(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.voice.max_concurrent_calls = 1).await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        // No key: 400.
+        let r = app.post(&ws.live, "/api/v1/calls", json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!(r.status, 400);
+        // Bad input: 422 naming each field.
+        for (body, loc, kind) in [
+            (json!({"to": "+14155550100"}), json!(["body", "agent_id"]), "value_error.missing"),
+            (json!({"agent_id": agent, "to": "not a number"}), json!(["body", "to"]), "value_error.phone"),
+            (json!({"agent_id": agent, "to": "+14155550100", "max_duration_s": 9000}), json!(["body", "max_duration_s"]), "value_error.number.not_le"),
+            (json!({"agent_id": 999999, "to": "+14155550100"}), json!(["body", "agent_id"]), "value_error.not_found"),
+            (json!({"agent_id": agent, "to": "+14155550100", "contact_id": 999999}), json!(["body", "contact_id"]), "value_error.not_found"),
+        ] {
+            let r = place(&app, &ws.live, body.clone()).await;
+            assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, loc, json!(kind)), "{body}: {}", r.text);
+        }
+        // At the concurrency limit: 429; once the call ends, calls go again.
+        let first = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!(first.status, 201);
+        let first_id = first.body["id"].as_str().unwrap().to_owned();
+        let r = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550101"})).await;
+        assert_eq!(r.status, 429, "{}", r.text);
+        wait_for(&app, &ws.live, &first_id, |c| c["status"] == "in_progress").await;
+        let hung = app.post(&ws.live, &format!("/api/v1/calls/{first_id}/hangup"), json!({})).await;
+        assert_eq!((hung.status, hung.body["status"].clone(), hung.body["ended_reason"].clone()), (200, json!("completed"), json!("agent_hangup")), "{}", hung.text);
+        assert_eq!(place(&app, &ws.live, json!({"agent_id": agent, "to": "sip:ana@example.com"})).await.status, 201);
+
+        // Below a minute of balance: 402, nothing stored. (52 cents: the
+        // agent costs 50, leaving 2, under a minute at 5 cents.)
+        let poor = app.workspace_with_credit("Poor", 52).await;
+        let poor_agent = app.create_agent(&poor.live, json!({"name": "Bo"})).await["id"].as_i64().unwrap();
+        let r = place(&app, &poor.live, json!({"agent_id": poor_agent, "to": "+14155550100"})).await;
+        assert_eq!(r.status, 402, "{}", r.text);
+        assert_eq!(app.get(&poor.live, "/api/v1/calls").await.body["total"], 0);
+        assert_eq!(app.get(&poor.live, "/api/v1/conversations").await.body["total"], 0);
+        assert_eq!(app.get(&poor.live, "/api/v1/billing/balance").await.body["held_cents"], 0);
+
+        // Voice disabled: 403.
+        let quiet = {
+            let mut tx = app.db.begin().await.unwrap();
+            let created = parley_services::workspaces::create_workspace(&mut tx, "Quiet", false, &parley_services::billing::BillingConfig::default(), 10_000).await.unwrap();
+            tx.commit().await.unwrap();
+            created
+        };
+        let key = quiet.live_key.key.expose().to_owned();
+        let agent = app.create_agent(&key, json!({"name": "Q"})).await["id"].as_i64().unwrap();
+        let r = place(&app, &key, json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (403, json!(format!("Voice is not enabled for workspace {}", quiet.workspace.id))));
+    }
+}

@@ -1,0 +1,632 @@
+//! Voice calls: placing them, following them to their end, and what they
+//! leave behind (transcript, recording, charge, events).
+//!
+//! [`create`] runs in the request's transaction: it checks voice, funds
+//! (one minute held) and the concurrency limit, links the contact and a
+//! conversation of its own, stores the call `queued` and dials. A provider
+//! failure stores the call `failed` (`dial_failed`, nothing charged) and
+//! answers 502. After commit, [`start`] runs the call engine in a task of
+//! this instance (the owner), which writes each state change, transcript
+//! segment (also a message in the call's conversation) and, at the end, the
+//! recording, the per-second charge and the events. The owner renews the
+//! call's `last_seen_at`; a call whose owner vanished (a crash) is ended as
+//! `failed`/`error` by any instance, charged for the time it ran.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use parley_domain::Scope;
+use parley_domain::Timestamp;
+use parley_domain::call::{CallDirection, CallStatus, EndedReason, Speaker, TranscriptSegment};
+use parley_domain::contact::Identity;
+use parley_domain::conversation::{
+    Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus, preview,
+};
+use parley_domain::validation::{
+    FieldError, LocPart, Page, Parsed, QueryReader, boolean, integer, json_object, loc, parse_object, string,
+};
+use parley_store::Tx;
+use parley_store::repo::calls::{self as repo, CallFilter, CallRow, Ending, NewCall};
+use parley_store::repo::conversations::{self as conversation_repo, NewConversation, NewMessage};
+use parley_store::repo::events;
+use parley_voice::engine::{self, Outcome, Progress};
+use parley_voice::provider::{Dial, Placed, Provider};
+use parley_voice::runtime::BuiltinAgent;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services, billing, contacts, event_data};
+
+#[derive(Debug, Clone)]
+pub struct CallsConfig {
+    /// Calls not yet ended, per workspace and mode.
+    pub max_concurrent_calls: i64,
+    /// How long an outbound call rings before `no_answer`.
+    pub ring_timeout: Duration,
+    /// A call whose owner has not renewed it for this long is ended as failed.
+    pub lease: Duration,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        Self { max_concurrent_calls: 10, ring_timeout: Duration::from_secs(30), lease: Duration::from_secs(30) }
+    }
+}
+
+/// This instance's live calls and the providers it dials with.
+pub struct CallRuntime {
+    /// Used for test-mode calls always, and for live calls with
+    /// `telephony.provider = "simulated"`.
+    simulated: Arc<dyn Provider>,
+    live: Arc<dyn Provider>,
+    /// Names this instance as the owner of the calls it runs; new at every start.
+    pub instance: String,
+    hangups: Mutex<HashMap<String, oneshot::Sender<()>>>,
+}
+
+impl CallRuntime {
+    pub fn new(simulated: Arc<dyn Provider>, live: Arc<dyn Provider>) -> Self {
+        Self { simulated, live, instance: format!("calls-{}", ulid::Ulid::new()), hangups: Mutex::default() }
+    }
+
+    fn provider(&self, scope: Scope) -> &Arc<dyn Provider> {
+        if scope.livemode() { &self.live } else { &self.simulated }
+    }
+
+    fn hangups(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
+        self.hangups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Default for CallRuntime {
+    fn default() -> Self {
+        let simulated: Arc<dyn Provider> = Arc::new(parley_voice::simulated::Simulated::default());
+        Self::new(simulated.clone(), simulated)
+    }
+}
+
+/// `POST /api/v1/calls`.
+#[derive(Debug, Clone, ToSchema)]
+pub struct CreateCall {
+    pub agent_id: i64,
+    /// E.164 number (normalised with the default region) or a `sip:` URI.
+    pub to: String,
+    pub from: Option<String>,
+    /// The contact called; found or created from `to` when absent.
+    pub contact_id: Option<i64>,
+    /// What the agent says first (default: the agent's `first_message`).
+    pub first_message: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Map<String, Value>>,
+    /// 10–7200 seconds (default 600).
+    pub max_duration_s: Option<i64>,
+    /// Record the call (default true).
+    pub record: Option<bool>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+fn address(region: parley_domain::contact::Region) -> impl Fn(Value, &[LocPart]) -> Parsed<String> {
+    move |v, at| {
+        let raw = string(1, 255)(v, at)?;
+        if raw.trim().to_ascii_lowercase().starts_with("sip:") {
+            let uri = raw.trim();
+            return if uri.len() > 4 && !uri.chars().any(char::is_whitespace) {
+                Ok(uri.to_owned())
+            } else {
+                Err(vec![FieldError::new(at.to_vec(), "value_error.sip_uri", "a SIP URI such as sip:ana@example.com")])
+            };
+        }
+        parley_domain::contact::Phone::parse(&raw, region)
+            .map(|p| p.as_str().to_owned())
+            .map_err(|m| vec![FieldError::new(at.to_vec(), "value_error.phone", m)])
+    }
+}
+
+pub fn parse_create(body: Value, region: parley_domain::contact::Region) -> Parsed<CreateCall> {
+    parse_object(body, loc(&["body"]), |r| {
+        let agent_id = r.required("agent_id", integer(1, i64::MAX));
+        let to = r.required("to", address(region));
+        let from = r.optional("from", address(region));
+        let contact_id = r.optional("contact_id", integer(1, i64::MAX));
+        let first_message = r.optional("first_message", string(1, 2000));
+        let variables = r.optional("variables", json_object(16 * 1024));
+        let max_duration_s = r.optional("max_duration_s", integer(10, 7200));
+        let record = r.optional("record", boolean());
+        let metadata = r.optional("metadata", json_object(16 * 1024));
+        Some(CreateCall {
+            agent_id: agent_id?,
+            to: to?,
+            from,
+            contact_id,
+            first_message,
+            variables,
+            max_duration_s,
+            record,
+            metadata,
+        })
+    })
+}
+
+pub fn parse_filter(q: &mut QueryReader) -> CallFilter {
+    CallFilter {
+        status: q.one_of("status", CallStatus::ALL).and_then(|s| CallStatus::parse(&s)),
+        agent_id: q.integer("agent_id", 1, i64::MAX),
+        direction: q.one_of("direction", CallDirection::ALL).and_then(|d| CallDirection::parse(&d)),
+        created_after: q.timestamp("created_after"),
+        created_before: q.timestamp("created_before"),
+    }
+}
+
+fn not_found(id: &str) -> ServiceError {
+    ServiceError::not_found("Call", id)
+}
+
+/// What `create` leaves for after the commit: the placed call to run.
+pub struct Dialed {
+    pub scope: Scope,
+    pub call: CallRow,
+    pub placed: Placed,
+    pub agent: BuiltinAgent,
+}
+
+/// How the request ends: the call (201), or the provider's failure (502;
+/// the call is stored `failed`).
+pub enum Created {
+    Placed(parley_domain::call::Call),
+    DialFailed { call: parley_domain::call::Call, detail: String },
+}
+
+/// Places a call (see the module comment). `dialed` receives the placed
+/// call to [`start`] once the transaction has committed.
+pub async fn create(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    input: CreateCall,
+    dialed: &Mutex<Option<Dialed>>,
+) -> ServiceResult<Created> {
+    let workspace = parley_store::repo::workspaces::get(tx, scope.workspace_id)
+        .await?
+        .ok_or_else(|| parley_store::StoreError::Corrupt(format!("workspace {} is gone", scope.workspace_id)))?;
+    if !workspace.voice_enabled {
+        return Err(ServiceError::Forbidden(format!("Voice is not enabled for workspace {}", workspace.id)));
+    }
+    let agent = parley_store::repo::agents::get(tx, scope, input.agent_id, false).await?.ok_or_else(|| {
+        ServiceError::Validation(vec![FieldError::not_found(
+            loc(&["body", "agent_id"]),
+            &format!("Agent {}", input.agent_id),
+        )])
+    })?;
+    let limit = svc.config.calls.max_concurrent_calls;
+    if repo::count_live(tx, scope).await? >= limit {
+        return Err(ServiceError::TooManyRequests(format!(
+            "The workspace has {limit} calls in progress, its limit (voice.max_concurrent_calls); try again when one ends"
+        )));
+    }
+    let call_id = parley_domain::call::new_call_id();
+    billing::hold_for_call(tx, scope, &svc.config.billing, &call_id).await?;
+
+    let contact_id = match input.contact_id {
+        Some(id) => {
+            parley_store::repo::contacts::get(tx, scope, id, false).await?.ok_or_else(|| {
+                ServiceError::Validation(vec![FieldError::not_found(
+                    loc(&["body", "contact_id"]),
+                    &format!("Contact {id}"),
+                )])
+            })?;
+            Some(id)
+        }
+        None if input.to.starts_with('+') => {
+            let identity = Identity { channel: "voice".into(), address: input.to.clone() };
+            contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, None).await?.map(|c| c.id)
+        }
+        None => None,
+    };
+    let channel = crate::channels::voice_channel(tx, scope).await?;
+    let channel_ref = format!("voice:{}", input.to);
+    let conversation = conversation_repo::insert(
+        tx,
+        scope,
+        &NewConversation {
+            channel_id: channel.id,
+            channel: "voice",
+            kind: ConversationKind::Call,
+            channel_ref: &channel_ref,
+            title: &format!("Call to {}", input.to),
+            contact_id,
+            sender_name: None,
+        },
+    )
+    .await?;
+    events::append(tx, scope, "conversation.created", event_data(&conversation)).await?;
+
+    let provider = svc.calls.provider(scope).clone();
+    let first_message = input.first_message.clone().or(agent.first_message.clone());
+    let empty = Map::new();
+    let row = repo::insert(
+        tx,
+        scope,
+        &NewCall {
+            public_id: &call_id,
+            agent_id: agent.id,
+            contact_id,
+            conversation_id: Some(conversation.item.id),
+            from: input.from.as_deref(),
+            to: &input.to,
+            first_message: first_message.as_deref(),
+            variables: input.variables.as_ref().unwrap_or(&empty),
+            max_duration_s: input.max_duration_s.unwrap_or(600),
+            record: input.record.unwrap_or(true),
+            metadata: input.metadata.as_ref().unwrap_or(&empty),
+            provider: provider.name(),
+            owner: &svc.calls.instance,
+        },
+    )
+    .await?;
+    events::append(tx, scope, "call.queued", event_data(&row.to_api()?)).await?;
+
+    let dial =
+        Dial { call_id: call_id.clone(), from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
+    match provider.dial(dial).await {
+        Ok(placed) => {
+            repo::set_provider_call_id(tx, row.id, &placed.provider_call_id).await?;
+            let call = repo::get(tx, scope, &call_id).await?.ok_or_else(|| not_found(&call_id))?;
+            let api = call.to_api()?;
+            let agent = BuiltinAgent { name: agent.name, first_message };
+            *dialed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Dialed { scope, call, placed, agent });
+            Ok(Created::Placed(api))
+        }
+        Err(e) => {
+            tracing::info!(call = %call_id, error = %e, "the provider failed to place a call");
+            billing::release_call_hold(tx, scope, &call_id).await?;
+            let ending = Ending {
+                status: CallStatus::Failed,
+                reason: EndedReason::DialFailed,
+                ended_at: Timestamp::now(),
+                duration_ms: 0,
+                cost_cents: 0,
+                recording: None,
+            };
+            repo::finish(tx, scope, row.id, &ending).await?;
+            conversation_repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Closed).await?;
+            let call = repo::get(tx, scope, &call_id).await?.ok_or_else(|| not_found(&call_id))?.to_api()?;
+            events::append(tx, scope, "call.completed", event_data(&call)).await?;
+            let detail = format!("The telephony provider could not place call {call_id}: {e}");
+            Ok(Created::DialFailed { call, detail })
+        }
+    }
+}
+
+/// Runs a placed call in a task of this instance until it ends.
+pub fn start(svc: &Services, dialed: Dialed) {
+    let (hang, hangup) = oneshot::channel();
+    svc.calls.hangups().insert(dialed.call.public_id.clone(), hang);
+    let svc = svc.clone();
+    tokio::spawn(async move {
+        let call_id = dialed.call.public_id.clone();
+        if let Err(e) = supervise(&svc, dialed, hangup).await {
+            tracing::error!(call = %call_id, error = %e, "a call could not be recorded; it will be ended as failed");
+        }
+        svc.calls.hangups().remove(&call_id);
+    });
+}
+
+async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>) -> ServiceResult<()> {
+    let Dialed { scope, call, placed, agent } = dialed;
+    let (progress_tx, mut progress) = mpsc::channel(64);
+    let options =
+        engine::Options { max_duration: Duration::from_secs(call.max_duration_s as u64), record: call.record };
+    let running = tokio::spawn(engine::run(placed, Box::new(agent), options, progress_tx, hangup));
+    let heartbeat = tokio::spawn(keep_alive(svc.clone()));
+    while let Some(p) = progress.recv().await {
+        record_progress(svc, scope, &call, p).await?;
+    }
+    heartbeat.abort();
+    let outcome =
+        running.await.map_err(|e| parley_store::StoreError::Corrupt(format!("the call engine failed: {e}")))?;
+    conclude(svc, scope, &call, outcome).await
+}
+
+/// Renews this instance's hold on its live calls while they run.
+async fn keep_alive(svc: Services) {
+    let every = (svc.config.calls.lease / 3).max(Duration::from_millis(200));
+    loop {
+        tokio::time::sleep(every).await;
+        let renewed = async {
+            let mut tx = svc.db.begin().await?;
+            repo::heartbeat(&mut tx, &svc.calls.instance).await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = renewed {
+            tracing::warn!(error = %e, "could not renew this instance's calls");
+        }
+    }
+}
+
+async fn emit_call(tx: &mut Tx, scope: Scope, call: &CallRow, kind: &str, extra: Option<Value>) -> ServiceResult<()> {
+    let now = repo::get(tx, scope, &call.public_id).await?.ok_or_else(|| not_found(&call.public_id))?;
+    let mut data = event_data(&now.to_api()?);
+    if let (Some(Value::Object(extra)), Value::Object(map)) = (extra, &mut data) {
+        map.extend(extra);
+    }
+    events::append(tx, scope, kind, data).await?;
+    Ok(())
+}
+
+async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progress) -> ServiceResult<()> {
+    let mut tx = svc.db.begin().await?;
+    match p {
+        Progress::Ringing => {
+            if repo::advance(&mut tx, scope, call.id, CallStatus::Ringing, Some("ringing_at")).await? {
+                emit_call(&mut tx, scope, call, "call.ringing", None).await?;
+            }
+        }
+        Progress::Answered => {
+            if repo::advance(&mut tx, scope, call.id, CallStatus::InProgress, Some("answered_at")).await? {
+                emit_call(&mut tx, scope, call, "call.started", None).await?;
+            }
+        }
+        Progress::Segment(s) => {
+            let segment = TranscriptSegment {
+                index: s.index,
+                speaker: s.speaker,
+                text: s.text,
+                start_ms: s.start_ms,
+                end_ms: s.end_ms,
+                interrupted: s.interrupted,
+            };
+            repo::add_segment(&mut tx, call.id, &segment).await?;
+            if let Some(conversation_id) = call.conversation_id {
+                let (direction, author, status) = match segment.speaker {
+                    Speaker::Caller => (
+                        Direction::Inbound,
+                        Author { kind: AuthorType::Contact, id: call.contact_id },
+                        MessageStatus::Received,
+                    ),
+                    Speaker::Agent => (
+                        Direction::Outbound,
+                        Author { kind: AuthorType::Agent, id: Some(call.agent_id) },
+                        MessageStatus::Sent,
+                    ),
+                    Speaker::Human => {
+                        (Direction::Outbound, Author { kind: AuthorType::User, id: None }, MessageStatus::Sent)
+                    }
+                };
+                let channel_id = channel_id_of(&mut tx, scope, conversation_id).await?;
+                let message = conversation_repo::insert_message(
+                    &mut tx,
+                    scope,
+                    &NewMessage {
+                        conversation_id,
+                        channel_id,
+                        direction,
+                        author,
+                        text: &segment.text,
+                        status,
+                        external_id: None,
+                        attachments: &[],
+                    },
+                )
+                .await?;
+                let text = preview(&segment.text);
+                if direction == Direction::Inbound {
+                    conversation_repo::record_inbound(&mut tx, scope, conversation_id, message.created_at, &text)
+                        .await?;
+                } else {
+                    conversation_repo::record_outbound(&mut tx, scope, conversation_id, message.created_at, &text)
+                        .await?;
+                }
+            }
+        }
+    }
+    tx.commit().await?;
+    svc.wake_outbox();
+    Ok(())
+}
+
+async fn channel_id_of(tx: &mut Tx, scope: Scope, conversation_id: i64) -> ServiceResult<i64> {
+    Ok(conversation_repo::get(tx, scope, conversation_id)
+        .await?
+        .map(|c| c.channel_id)
+        .ok_or_else(|| ServiceError::not_found("Conversation", conversation_id))?)
+}
+
+/// Writes the end of a call: recording, charge, state, events.
+async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome) -> ServiceResult<()> {
+    let mut recording = None;
+    if let Some(r) = outcome.recording {
+        let key = format!(
+            "recordings/{}/{}/{}.wav",
+            scope.workspace_id,
+            if scope.livemode() { "live" } else { "test" },
+            call.public_id
+        );
+        match svc.storage.put(&key, r.wav.into()).await {
+            Ok(()) => recording = Some((key, r.duration_ms)),
+            Err(e) => tracing::error!(call = %call.public_id, error = %e, "could not store a call's recording"),
+        }
+    }
+    let mut tx = svc.db.begin().await?;
+    let charged =
+        billing::charge_call(&mut tx, scope, &svc.config.billing, &call.public_id, outcome.duration_ms).await?;
+    let ending = Ending {
+        status: outcome.status,
+        reason: outcome.reason,
+        ended_at: Timestamp::now(),
+        duration_ms: outcome.duration_ms,
+        cost_cents: charged.map_or(0, |e| -e.amount_cents),
+        recording: recording.clone(),
+    };
+    if !repo::finish(&mut tx, scope, call.id, &ending).await? {
+        // Ended meanwhile (an instance thought it abandoned): keep that end.
+        return Ok(());
+    }
+    for s in outcome.segments.iter().filter(|s| s.interrupted) {
+        repo::mark_interrupted(&mut tx, call.id, s.index).await?;
+    }
+    if let Some(conversation_id) = call.conversation_id {
+        conversation_repo::set_status(&mut tx, scope, conversation_id, ConversationStatus::Closed).await?;
+    }
+    let extra = json!({"status": outcome.status, "ended_reason": outcome.reason});
+    emit_call(&mut tx, scope, call, "call.completed", Some(extra)).await?;
+    if !outcome.segments.is_empty() {
+        let segments = repo::segments(&mut tx, call.id).await?;
+        events::append(
+            &mut tx,
+            scope,
+            "call.transcript.ready",
+            json!({"call_id": call.public_id, "segments": segments}),
+        )
+        .await?;
+    }
+    if recording.is_some() {
+        emit_call(&mut tx, scope, call, "call.recording.ready", None).await?;
+    }
+    tx.commit().await?;
+    svc.wake_outbox();
+    Ok(())
+}
+
+/// Ends calls whose owner stopped renewing them (it crashed): `failed`,
+/// `error`, charged for the time they ran before the owner vanished.
+pub async fn end_abandoned(svc: &Services) -> ServiceResult<usize> {
+    let before = Timestamp::from_datetime(Timestamp::now().as_datetime() - svc.config.calls.lease);
+    let abandoned = {
+        let mut c = svc.db.read().await?;
+        repo::abandoned(&mut c, before).await?
+    };
+    let mut ended = 0;
+    for call in abandoned {
+        let scope = call.scope();
+        let last_seen = call.last_seen_at.unwrap_or(call.created_at);
+        let duration_ms = call.answered_at.map_or(0, |a| (last_seen.unix_micros() - a.unix_micros()).max(0) / 1000);
+        let mut tx = svc.db.begin().await?;
+        let charged = billing::charge_call(&mut tx, scope, &svc.config.billing, &call.public_id, duration_ms).await?;
+        let ending = Ending {
+            status: CallStatus::Failed,
+            reason: EndedReason::Error,
+            ended_at: Timestamp::now(),
+            duration_ms,
+            cost_cents: charged.map_or(0, |e| -e.amount_cents),
+            recording: None,
+        };
+        if repo::finish(&mut tx, scope, call.id, &ending).await? {
+            if let Some(conversation_id) = call.conversation_id {
+                conversation_repo::set_status(&mut tx, scope, conversation_id, ConversationStatus::Closed).await?;
+            }
+            let extra = json!({"status": CallStatus::Failed, "ended_reason": EndedReason::Error});
+            emit_call(&mut tx, scope, &call, "call.completed", Some(extra)).await?;
+            tx.commit().await?;
+            ended += 1;
+        }
+    }
+    if ended > 0 {
+        svc.wake_outbox();
+    }
+    Ok(ended)
+}
+
+/// Watches for abandoned calls while the server runs.
+pub async fn watch_abandoned(svc: Services, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let every = (svc.config.calls.lease / 2).max(Duration::from_millis(200));
+    loop {
+        match end_abandoned(&svc).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(calls = n, "ended calls whose instance stopped running them"),
+            Err(e) => tracing::warn!(error = %e, "could not look for abandoned calls"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: &str) -> ServiceResult<parley_domain::call::Call> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?.to_api()?)
+}
+
+pub async fn list(
+    svc: &Services,
+    scope: Scope,
+    filter: &CallFilter,
+    page: Page,
+) -> ServiceResult<(Vec<parley_domain::call::Call>, i64)> {
+    let mut c = svc.db.read().await?;
+    let (rows, total) = repo::list(&mut c, scope, filter, page).await?;
+    Ok((rows.iter().map(CallRow::to_api).collect::<Result<_, _>>()?, total))
+}
+
+/// `GET /api/v1/calls/{id}/transcript`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Transcript {
+    pub call_id: String,
+    pub segments: Vec<TranscriptSegment>,
+}
+
+pub async fn transcript(svc: &Services, scope: Scope, id: &str) -> ServiceResult<Transcript> {
+    let mut c = svc.db.read().await?;
+    let call = repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
+    Ok(Transcript { call_id: call.public_id, segments: repo::segments(&mut c, call.id).await? })
+}
+
+/// Ends a live call from Parley's side (`agent_hangup`); 409 once it has ended.
+pub async fn hangup(svc: &Services, scope: Scope, id: &str) -> ServiceResult<parley_domain::call::Call> {
+    let call = get(svc, scope, id).await?;
+    if call.status.is_terminal() {
+        return Err(ServiceError::Conflict(format!("Call {id} has already ended ({})", call.status.as_str())));
+    }
+    let Some(signal) = svc.calls.hangups().remove(id) else {
+        return Err(ServiceError::Conflict(format!("Call {id} is run by another instance; hang up there")));
+    };
+    let _ = signal.send(());
+    // Answer with the ended call: the engine records the end promptly.
+    for _ in 0..100 {
+        let now = get(svc, scope, id).await?;
+        if now.status.is_terminal() {
+            return Ok(now);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    get(svc, scope, id).await
+}
+
+/// A recording link, for `GET /api/v1/calls/{id}/recording`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecordingLink {
+    pub url: String,
+    #[schema(value_type = String)]
+    pub expires_at: Timestamp,
+    pub content_type: String,
+    pub duration_ms: Option<i64>,
+}
+
+/// A signed link to the call's recording: 404 without one, 503 when
+/// storage cannot serve it (the file is checked, so a link is never dead).
+pub async fn recording(svc: &Services, scope: Scope, id: &str) -> ServiceResult<RecordingLink> {
+    let call = {
+        let mut c = svc.db.read().await?;
+        repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?
+    };
+    let Some(key) = call.recording_key.as_deref() else {
+        return Err(ServiceError::NotFound { kind: "Recording of call", id: id.to_owned() });
+    };
+    svc.storage
+        .size(key)
+        .await
+        .map_err(|e| ServiceError::Unavailable(format!("Recording storage cannot produce a URL for call {id}: {e}")))?;
+    let content_type = "audio/wav";
+    let signed = svc.storage.signed_url(key, content_type);
+    Ok(RecordingLink {
+        url: signed.url,
+        expires_at: signed.expires_at,
+        content_type: content_type.to_owned(),
+        duration_ms: call.recording_duration_ms,
+    })
+}

@@ -1,0 +1,363 @@
+//! Voice calls and their transcript segments.
+
+use parley_domain::call::{
+    Call, CallDirection, CallRecording, CallStatus, EndedReason, RecordingStatus, Speaker, TranscriptSegment,
+};
+use parley_domain::validation::Page;
+use parley_domain::{Mode, Scope, Timestamp};
+use serde_json::{Map, Value};
+use sqlx::types::Json;
+
+use super::{Arg, Where, bind_args, corrupt, versions};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+
+pub const VERSION_KEY: &str = "calls";
+
+const COLUMNS: &str = "id, public_id, workspace_id, livemode, agent_id, contact_id, conversation_id, direction, \
+    from_address, to_address, status, ended_reason, first_message, max_duration_s, record, metadata, provider, \
+    provider_call_id, owner, last_seen_at, created_at, ringing_at, answered_at, ended_at, duration_ms, cost_cents, \
+    recording_status, recording_key, recording_duration_ms";
+
+/// A stored call, with what only the services need (owner, recording key).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CallRow {
+    pub id: i64,
+    pub public_id: String,
+    pub workspace_id: i64,
+    pub livemode: bool,
+    pub agent_id: i64,
+    pub contact_id: Option<i64>,
+    pub conversation_id: Option<i64>,
+    pub direction: String,
+    pub from_address: Option<String>,
+    pub to_address: String,
+    pub status: String,
+    pub ended_reason: Option<String>,
+    pub first_message: Option<String>,
+    pub max_duration_s: i64,
+    pub record: bool,
+    pub metadata: Json<Map<String, Value>>,
+    pub provider: String,
+    pub provider_call_id: Option<String>,
+    pub owner: Option<String>,
+    pub last_seen_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub ringing_at: Option<Timestamp>,
+    pub answered_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub duration_ms: Option<i64>,
+    pub cost_cents: Option<i64>,
+    pub recording_status: String,
+    pub recording_key: Option<String>,
+    pub recording_duration_ms: Option<i64>,
+}
+
+impl CallRow {
+    pub fn scope(&self) -> Scope {
+        Scope::new(self.workspace_id, Mode::from_livemode(self.livemode))
+    }
+
+    pub fn status(&self) -> StoreResult<CallStatus> {
+        CallStatus::parse(&self.status).ok_or_else(|| corrupt("call status", &self.status))
+    }
+
+    pub fn to_api(&self) -> StoreResult<Call> {
+        let recording_status = RecordingStatus::parse(&self.recording_status)
+            .ok_or_else(|| corrupt("recording status", &self.recording_status))?;
+        Ok(Call {
+            id: self.public_id.clone(),
+            agent_id: self.agent_id,
+            conversation_id: self.conversation_id,
+            contact_id: self.contact_id,
+            direction: CallDirection::parse(&self.direction)
+                .ok_or_else(|| corrupt("call direction", &self.direction))?,
+            from: self.from_address.clone(),
+            to: self.to_address.clone(),
+            status: self.status()?,
+            ended_reason: self
+                .ended_reason
+                .as_deref()
+                .map(|r| EndedReason::parse(r).ok_or_else(|| corrupt("ended reason", r)))
+                .transpose()?,
+            created_at: self.created_at,
+            ringing_at: self.ringing_at,
+            answered_at: self.answered_at,
+            ended_at: self.ended_at,
+            duration_ms: self.duration_ms,
+            cost_cents: self.cost_cents,
+            recording: CallRecording {
+                status: recording_status,
+                duration_ms: self.recording_duration_ms,
+                format: (recording_status == RecordingStatus::Available).then(|| "wav".to_owned()),
+            },
+            metadata: self.metadata.0.clone(),
+            provider: self.provider.clone(),
+            provider_call_id: self.provider_call_id.clone(),
+        })
+    }
+}
+
+/// A call to record as `queued`.
+#[derive(Debug, Clone)]
+pub struct NewCall<'a> {
+    pub public_id: &'a str,
+    pub agent_id: i64,
+    pub contact_id: Option<i64>,
+    pub conversation_id: Option<i64>,
+    pub from: Option<&'a str>,
+    pub to: &'a str,
+    pub first_message: Option<&'a str>,
+    pub variables: &'a Map<String, Value>,
+    pub max_duration_s: i64,
+    pub record: bool,
+    pub metadata: &'a Map<String, Value>,
+    pub provider: &'a str,
+    pub owner: &'a str,
+}
+
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewCall<'_>) -> StoreResult<CallRow> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "INSERT INTO calls (public_id, workspace_id, livemode, agent_id, contact_id, conversation_id, direction,
+            from_address, to_address, status, first_message, variables, max_duration_s, record, metadata, provider,
+            owner, last_seen_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 'outbound', $7, $8, 'queued', $9, $10, $11, $12, $13, $14, $15, $16, $16, $16)
+         RETURNING {COLUMNS}"
+    ));
+    let row: CallRow = fetch_one!(
+        c,
+        sqlx::query_as(sql)
+            .bind(n.public_id)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(n.agent_id)
+            .bind(n.contact_id)
+            .bind(n.conversation_id)
+            .bind(n.from)
+            .bind(n.to)
+            .bind(n.first_message)
+            .bind(Json(n.variables))
+            .bind(n.max_duration_s)
+            .bind(n.record)
+            .bind(Json(n.metadata))
+            .bind(n.provider)
+            .bind(n.owner)
+            .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(row)
+}
+
+pub async fn get(c: &mut impl AsHandle, scope: Scope, public_id: &str) -> StoreResult<Option<CallRow>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM calls WHERE workspace_id = $1 AND livemode = $2 AND public_id = $3"
+    ));
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(public_id))?)
+}
+
+/// Calls of the scope that have not ended.
+pub async fn count_live(c: &mut impl AsHandle, scope: Scope) -> StoreResult<i64> {
+    let (n,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT COUNT(*) FROM calls WHERE workspace_id = $1 AND livemode = $2
+               AND status IN ('queued', 'ringing', 'in_progress')"
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+    )?;
+    Ok(n)
+}
+
+/// Moves a live call to `to` (only from a state that may move there),
+/// stamping `stamp` (`ringing_at`, `answered_at`) with now; false when it
+/// could not move (it had ended, or already moved on).
+pub async fn advance(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    to: CallStatus,
+    stamp: Option<&'static str>,
+) -> StoreResult<bool> {
+    let from: Vec<String> = CallStatus::ALL
+        .iter()
+        .filter_map(|s| CallStatus::parse(s))
+        .filter(|s| s.can_move_to(to))
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    if from.is_empty() {
+        return Ok(false);
+    }
+    let set_stamp = stamp.map(|col| format!(", {col} = $5")).unwrap_or_default();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE calls SET status = $4, updated_at = $5{set_stamp}
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ({})",
+        from.join(", ")
+    ));
+    let n = execute!(
+        c,
+        sqlx::query(sql)
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+            .bind(to.as_str())
+            .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(n > 0)
+}
+
+pub async fn set_provider_call_id(c: &mut impl AsHandle, id: i64, provider_call_id: &str) -> StoreResult<()> {
+    execute!(c, sqlx::query("UPDATE calls SET provider_call_id = $2 WHERE id = $1").bind(id).bind(provider_call_id))?;
+    Ok(())
+}
+
+/// How a call ended.
+#[derive(Debug, Clone)]
+pub struct Ending {
+    pub status: CallStatus,
+    pub reason: EndedReason,
+    pub ended_at: Timestamp,
+    pub duration_ms: i64,
+    pub cost_cents: i64,
+    pub recording: Option<(String, i64)>,
+}
+
+/// Ends a live call; false if it had already ended (terminal states never change).
+pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) -> StoreResult<bool> {
+    let (key, recording_ms) = e.recording.clone().unzip();
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE calls SET status = $4, ended_reason = $5, ended_at = $6, duration_ms = $7, cost_cents = $8,
+                recording_status = $9, recording_key = $10, recording_duration_ms = $11, owner = NULL, updated_at = $6
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'ringing', 'in_progress')",
+        )
+        .bind(scope.workspace_id)
+        .bind(scope.livemode())
+        .bind(id)
+        .bind(e.status.as_str())
+        .bind(e.reason.as_str())
+        .bind(e.ended_at)
+        .bind(e.duration_ms)
+        .bind(e.cost_cents)
+        .bind(if key.is_some() { RecordingStatus::Available.as_str() } else { RecordingStatus::Absent.as_str() })
+        .bind(key)
+        .bind(recording_ms)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(n > 0)
+}
+
+/// Notes that `owner` still runs its live calls.
+pub async fn heartbeat(c: &mut impl AsHandle, owner: &str) -> StoreResult<u64> {
+    Ok(execute!(
+        c,
+        sqlx::query(
+            "UPDATE calls SET last_seen_at = $2 WHERE owner = $1 AND status IN ('queued', 'ringing', 'in_progress')"
+        )
+        .bind(owner)
+        .bind(Timestamp::now())
+    )?)
+}
+
+/// Live calls (any workspace) whose owner has not been seen since `before`.
+pub async fn abandoned(c: &mut impl AsHandle, before: Timestamp) -> StoreResult<Vec<CallRow>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM calls WHERE status IN ('queued', 'ringing', 'in_progress') AND last_seen_at < $1
+         ORDER BY id LIMIT 100"
+    ));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind(before))?)
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CallFilter {
+    pub status: Option<CallStatus>,
+    pub agent_id: Option<i64>,
+    pub direction: Option<CallDirection>,
+    pub created_after: Option<Timestamp>,
+    pub created_before: Option<Timestamp>,
+}
+
+/// Calls newest first, and how many match.
+pub async fn list(c: &mut impl AsHandle, scope: Scope, f: &CallFilter, page: Page) -> StoreResult<(Vec<CallRow>, i64)> {
+    let mut w = Where::scoped(scope, "c");
+    if let Some(s) = f.status {
+        w.and("c.status = ?", [Arg::Text(s.as_str().to_owned())]);
+    }
+    if let Some(a) = f.agent_id {
+        w.and("c.agent_id = ?", [Arg::I64(a)]);
+    }
+    if let Some(d) = f.direction {
+        w.and("c.direction = ?", [Arg::Text(d.as_str().to_owned())]);
+    }
+    if let Some(t) = f.created_after {
+        w.and("c.created_at >= ?", [Arg::Time(t)]);
+    }
+    if let Some(t) = f.created_before {
+        w.and("c.created_at < ?", [Arg::Time(t)]);
+    }
+    let n = w.next_placeholder();
+    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM calls c{}", w.sql()));
+    let page_sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM calls c{} ORDER BY c.created_at DESC, c.id DESC LIMIT ${} OFFSET ${}",
+        w.sql(),
+        n,
+        n + 1
+    ));
+    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
+    let rows: Vec<CallRow> =
+        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    Ok((rows, total))
+}
+
+pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegment) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "INSERT INTO call_segments (call_id, idx, speaker, text, start_ms, end_ms, interrupted)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(call_id)
+        .bind(s.index)
+        .bind(s.speaker.as_str())
+        .bind(&s.text)
+        .bind(s.start_ms)
+        .bind(s.end_ms)
+        .bind(s.interrupted)
+    )?;
+    Ok(())
+}
+
+pub async fn segments(c: &mut impl AsHandle, call_id: i64) -> StoreResult<Vec<TranscriptSegment>> {
+    let rows: Vec<(i64, String, String, i64, i64, bool)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT idx, speaker, text, start_ms, end_ms, interrupted FROM call_segments WHERE call_id = $1 ORDER BY idx"
+        )
+        .bind(call_id)
+    )?;
+    rows.into_iter()
+        .map(|(index, speaker, text, start_ms, end_ms, interrupted)| {
+            Ok(TranscriptSegment {
+                index,
+                speaker: Speaker::parse(&speaker).ok_or_else(|| corrupt("speaker", &speaker))?,
+                text,
+                start_ms,
+                end_ms,
+                interrupted,
+            })
+        })
+        .collect()
+}
+
+/// Marks a segment interrupted (the caller spoke over it).
+pub async fn mark_interrupted(c: &mut impl AsHandle, call_id: i64, index: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query("UPDATE call_segments SET interrupted = $3 WHERE call_id = $1 AND idx = $2")
+            .bind(call_id)
+            .bind(index)
+            .bind(true)
+    )?;
+    Ok(())
+}
