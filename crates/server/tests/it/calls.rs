@@ -222,3 +222,70 @@ both_backends! {
         assert_eq!((r.status, r.body["detail"].clone()), (403, json!(format!("Voice is not enabled for workspace {}", quiet.workspace.id))));
     }
 }
+
+both_backends! {
+    async fn recording_links_expire_and_lost_storage_is_a_503(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.storage.url_ttl_seconds = 1).await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.test, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        // A test-mode call: the simulated provider, the test balance.
+        let r = place(&app, &ws.test, json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_str().unwrap().to_owned();
+        wait_for(&app, &ws.test, &id, |c| c["status"] == "in_progress").await;
+        let hung = app.post(&ws.test, &format!("/api/v1/calls/{id}/hangup"), json!({})).await;
+        assert_eq!(hung.body["ended_reason"], "agent_hangup");
+        let call = wait_for(&app, &ws.test, &id, |c| c["recording"]["status"] == "available").await;
+        assert!(call["duration_ms"].as_i64().unwrap() > 0);
+
+        let link = app.get(&ws.test, &format!("/api/v1/calls/{id}/recording?redirect=true")).await.body;
+        let url = link["url"].as_str().unwrap().to_owned();
+        let got = app.client.get(&url).header("range", "bytes=0-43").send().await.unwrap();
+        assert_eq!(got.status(), 206, "the link serves ranges");
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert_eq!(app.client.get(&url).send().await.unwrap().status(), 403, "the link expired");
+
+        // The storage directory goes away: no dead link, a 503 with detail.
+        let moved = app.storage_path.with_extension("moved");
+        std::fs::rename(&app.storage_path, &moved).unwrap();
+        for path in [format!("/api/v1/calls/{id}/recording"), format!("/api/v1/calls/{id}/recording?redirect=true")] {
+            let r = app.get(&ws.test, &path).await;
+            assert_eq!(r.status, 503, "{path}: {}", r.text);
+            assert!(r.body["detail"].as_str().unwrap().starts_with(&format!("Recording storage cannot produce a URL for call {id}")));
+        }
+        std::fs::rename(&moved, &app.storage_path).unwrap();
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/calls/{id}/recording?redirect=true")).await.status, 200);
+
+        // Hanging up before the answer cancels the call; nothing is charged.
+        let r = place(&app, &ws.test, json!({"agent_id": agent, "to": "+14155550101"})).await;
+        let early = r.body["id"].as_str().unwrap().to_owned();
+        let hung = app.post(&ws.test, &format!("/api/v1/calls/{early}/hangup"), json!({})).await;
+        assert_eq!((hung.body["status"].clone(), hung.body["ended_reason"].clone(), hung.body["cost_cents"].clone()), (json!("canceled"), json!("canceled"), json!(0)), "{}", hung.text);
+    }
+
+    async fn calls_of_another_workspace_or_mode_answer_404_naming_the_call(backend) {
+        let app = TestApp::spawn(backend).await;
+        let owner = app.workspace("Owner").await;
+        let stranger = app.workspace("Stranger").await;
+        let agent = app.create_agent(&owner.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        let id = place(&app, &owner.live, json!({"agent_id": agent, "to": "+15005550002"})).await.body["id"].as_str().unwrap().to_owned();
+        wait_for(&app, &owner.live, &id, ended).await;
+        for key in [&stranger.live, &owner.test] {
+            for (method, path) in [
+                (reqwest::Method::GET, format!("/api/v1/calls/{id}")),
+                (reqwest::Method::POST, format!("/api/v1/calls/{id}/hangup")),
+                (reqwest::Method::GET, format!("/api/v1/calls/{id}/transcript")),
+                (reqwest::Method::GET, format!("/api/v1/calls/{id}/recording")),
+            ] {
+                let r = app.send(method.clone(), &path, Some(key), None, &[]).await;
+                assert_eq!((r.status, r.body.clone()), (404, json!({"detail": format!("Call {id} not found")})), "{method} {path}");
+            }
+            assert_eq!(app.get(key, "/api/v1/calls").await.body["total"], 0);
+        }
+        let missing = "call_01JD00000000000000000000AA";
+        assert_eq!(app.get(&owner.live, &format!("/api/v1/calls/{missing}")).await.body, json!({"detail": format!("Call {missing} not found")}));
+        // A stranger's agent cannot be used either.
+        let r = place(&app, &stranger.live, json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "agent_id"])));
+    }
+}

@@ -171,3 +171,49 @@ both_backends! {
         }
     }
 }
+
+// A server killed (-9) mid-call: after a restart, the call it ran is ended
+// as failed/error and charged for the time it ran, never left in progress.
+both_backends! {
+    async fn a_call_whose_server_died_ends_failed_and_charged(backend) {
+        let database = fresh_database(backend).await;
+        let env: &[(&str, &str)] = &[("PARLEY_VOICE__LEASE_SECONDS", "1"), ("PARLEY_RATE_LIMIT__PER_SECOND", "100000"), ("PARLEY_RATE_LIMIT__BURST", "100000")];
+        let url = database.url.clone();
+        let mut first = tokio::task::spawn_blocking(move || start_server_with(&url, env)).await.unwrap();
+        let key = key_in(&first.banner, "live").unwrap();
+        let client = reqwest::Client::new();
+        let agent = post(&client, format!("{}/api/v1/agents", base(&first)), &key, json!({"name": "Ava"})).await;
+        let call = post(&client, format!("{}/api/v1/calls", base(&first)), &key, json!({"agent_id": agent["id"], "to": "+14155550100"})).await;
+        let id = call["id"].as_str().unwrap().to_owned();
+        let get = |base: String| {
+            let (client, key, id) = (client.clone(), key.clone(), id.clone());
+            async move {
+                client.get(format!("{base}/api/v1/calls/{id}")).header("X-API-Key", key).send().await.unwrap().json::<serde_json::Value>().await.unwrap()
+            }
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while get(base(&first)).await["status"] != "in_progress" {
+            assert!(std::time::Instant::now() < deadline, "never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
+        let _ = first.child.wait();
+
+        let url = database.url.clone();
+        let second = tokio::task::spawn_blocking(move || start_server_with(&url, env)).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let ended = loop {
+            let now = get(base(&second)).await;
+            if now["status"] != "in_progress" { break now; }
+            assert!(std::time::Instant::now() < deadline, "left in progress: {now}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!((ended["status"].clone(), ended["ended_reason"].clone()), (json!("failed"), json!("error")), "{ended}");
+        let duration = ended["duration_ms"].as_i64().unwrap();
+        assert!(duration >= 1000, "charged for the time it ran: {ended}");
+        assert_eq!(ended["cost_cents"], parley_domain::billing::call_cost_cents(duration, 5));
+        let balance = client.get(format!("{}/api/v1/billing/balance", base(&second))).header("X-API-Key", &key).send().await.unwrap().json::<serde_json::Value>().await.unwrap();
+        assert_eq!(balance["held_cents"], 0, "the hold is released");
+    }
+}
