@@ -353,6 +353,7 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
         return Err(not_found(id));
     }
     conversations::clear_contact(tx, scope, id).await?;
+    parley_store::repo::calls::clear_contact(tx, scope, id).await?;
     Ok(())
 }
 
@@ -410,6 +411,10 @@ pub async fn discover(tx: &mut Tx, scope: Scope, config: &ContactsConfig, create
                 resolve_address(tx, scope, &always, &identity, item.display_name_guess.as_deref()).await?
             {
                 conversations::link_address(tx, scope, &seen.channel_ref, contact.id).await?;
+                // A call's conversation is `voice:<number>`; the call names the number.
+                if let Some(number) = seen.channel_ref.strip_prefix("voice:") {
+                    parley_store::repo::calls::link_address(tx, scope, number, contact.id).await?;
+                }
                 item.contact_id = Some(contact.id);
             }
         }
@@ -440,6 +445,7 @@ pub async fn merge(tx: &mut Tx, scope: Scope, input: MergeContacts) -> ServiceRe
     // when their table arrives.)
     repo::move_identities(tx, scope, duplicate.id, primary.id).await?;
     conversations::move_contact(tx, scope, duplicate.id, primary.id).await?;
+    parley_store::repo::calls::move_contact(tx, scope, duplicate.id, primary.id).await?;
     // Deleting first frees the duplicate's phone and email for the primary.
     repo::delete(tx, scope, duplicate.id).await?;
     repo::update(tx, scope, primary.id, &fields).await?;

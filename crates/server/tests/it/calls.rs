@@ -289,3 +289,29 @@ both_backends! {
         assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "agent_id"])));
     }
 }
+
+both_backends! {
+    async fn calls_join_contact_discovery_and_merges(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.contacts.auto_create = false).await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        let id = place(&app, &ws.live, json!({"agent_id": agent, "to": "+15005550002"})).await.body["id"].as_str().unwrap().to_owned();
+        let call = wait_for(&app, &ws.live, &id, ended).await;
+        assert_eq!(call["contact_id"], Value::Null);
+
+        let found = app.post(&ws.live, "/api/v1/contacts/discover", json!({"create": false})).await.body;
+        let items = found["items"].as_array().unwrap();
+        assert!(items.iter().any(|i| i["channel"] == "voice" && i["address"] == "+15005550002"), "{found}");
+        let created = app.post(&ws.live, "/api/v1/contacts/discover", json!({"create": true})).await.body;
+        let contact = created["items"].as_array().unwrap().iter().find(|i| i["address"] == "+15005550002").unwrap()["contact_id"].as_i64().unwrap();
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["contact_id"], contact);
+
+        // A merge moves the call to the primary contact; deleting it detaches the call.
+        let primary = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Ana"})).await.body["id"].as_i64().unwrap();
+        let r = app.post(&ws.live, "/api/v1/contacts/merge", json!({"primary_id": primary, "duplicate_id": contact})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["contact_id"], primary);
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/contacts/{primary}")).await.status, 204);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["contact_id"], Value::Null);
+    }
+}
