@@ -252,15 +252,50 @@ impl Default for TelephonySettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageSettings {
+    /// `local` (a directory) or `s3` (builds with the `s3` feature).
+    pub backend: String,
     /// Directory of the local store.
     pub path: String,
     /// How long a download link works.
     pub url_ttl_seconds: u64,
+    /// S3: the bucket; credentials come from the `AWS_*` environment variables.
+    pub s3_bucket: Option<String>,
+    pub s3_region: String,
+    /// S3-compatible stores (MinIO, R2, …): their endpoint URL.
+    pub s3_endpoint: Option<String>,
+    pub s3_allow_http: bool,
 }
 
 impl Default for StorageSettings {
     fn default() -> Self {
-        Self { path: "./data/objects".into(), url_ttl_seconds: 3600 }
+        Self {
+            backend: "local".into(),
+            path: "./data/objects".into(),
+            url_ttl_seconds: 3600,
+            s3_bucket: None,
+            s3_region: "us-east-1".into(),
+            s3_endpoint: None,
+            s3_allow_http: false,
+        }
+    }
+}
+
+impl StorageSettings {
+    fn backend(&self) -> anyhow::Result<parley_services::storage::Backend> {
+        use parley_services::storage::Backend;
+        match self.backend.as_str() {
+            "local" => Ok(Backend::Local),
+            "s3" => Ok(Backend::S3 {
+                bucket: self
+                    .s3_bucket
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("storage.s3_bucket is required with storage.backend = \"s3\""))?,
+                region: self.s3_region.clone(),
+                endpoint: self.s3_endpoint.clone(),
+                allow_http: self.s3_allow_http,
+            }),
+            other => anyhow::bail!("storage.backend: `{other}` is not one of local, s3"),
+        }
     }
 }
 
@@ -443,6 +478,10 @@ impl Settings {
             .default_region
             .parse::<parley_domain::contact::Region>()
             .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
+        settings.storage.backend()?;
+        if settings.storage.backend == "s3" && !cfg!(feature = "s3") {
+            anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (cargo build --features s3)");
+        }
         if settings.telephony.provider != "simulated" {
             anyhow::bail!(
                 "telephony.provider: `{}` is not available; this version has `simulated`",
@@ -476,6 +515,8 @@ impl Settings {
             },
             courier: self.messages.courier_config(),
             storage: parley_services::storage::StorageConfig {
+                // Checked when the settings are loaded.
+                backend: self.storage.backend().unwrap_or(parley_services::storage::Backend::Local),
                 path: self.storage.path.clone().into(),
                 url_ttl: std::time::Duration::from_secs(self.storage.url_ttl_seconds.max(1)),
                 public_url: self.public_url(),

@@ -446,7 +446,7 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
             if scope.livemode() { "live" } else { "test" },
             call.public_id
         );
-        match svc.storage.put(&key, r.wav.into()).await {
+        match svc.storage.put(&key, r.wav.into(), "audio/wav").await {
             Ok(()) => recording = Some((key, r.duration_ms)),
             Err(e) => tracing::error!(call = %call.public_id, error = %e, "could not store a call's recording"),
         }
@@ -622,7 +622,10 @@ pub async fn recording(svc: &Services, scope: Scope, id: &str) -> ServiceResult<
         .await
         .map_err(|e| ServiceError::Unavailable(format!("Recording storage cannot produce a URL for call {id}: {e}")))?;
     let content_type = "audio/wav";
-    let signed = svc.storage.signed_url(key, content_type);
+    let signed =
+        svc.storage.link(key, content_type).await.map_err(|e| {
+            ServiceError::Unavailable(format!("Recording storage cannot produce a URL for call {id}: {e}"))
+        })?;
     Ok(RecordingLink {
         url: signed.url,
         expires_at: signed.expires_at,

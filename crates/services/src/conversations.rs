@@ -299,6 +299,8 @@ pub async fn messages(
         return Err(not_found(id));
     }
     let (mut messages, total) = repo::messages(&mut c, scope, id, newest_first, page).await?;
-    messages.iter_mut().for_each(|m| svc.storage.present(m));
+    for m in &mut messages {
+        svc.storage.present(m).await;
+    }
     Ok((messages, total))
 }

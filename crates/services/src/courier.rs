@@ -114,7 +114,7 @@ async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> Ser
         outbound::remove(&mut tx, due.message_id).await?;
         return Ok(tx.commit().await?);
     }
-    svc.storage.present(&mut message);
+    svc.storage.present(&mut message).await;
     let kind = ChannelType::parse(&channel.kind).and_then(connector);
     let outcome = match kind {
         None => Delivered::Failed { error: format!("channel type {} cannot send in this version", channel.kind) },

@@ -96,7 +96,7 @@ pub struct Services {
 impl Services {
     /// `secrets` seals secrets stored in the database (JWT signing keys).
     pub fn new(db: Db, config: ServicesConfig, secrets: parley_domain::crypto::SecretBox) -> Self {
-        let storage = storage::Storage::local(config.storage.clone(), secrets.derive_key("parley/files"));
+        let storage = storage::Storage::open(config.storage.clone(), secrets.derive_key("parley/files"));
         Self {
             storage: Arc::new(storage),
             calls: Arc::new(calls::CallRuntime::default()),

@@ -239,7 +239,7 @@ pub async fn send(
     .await?;
     repo::record_outbound(tx, scope, id, message.created_at, &preview(&message.text)).await?;
     outbound::enqueue(tx, scope, message.id, id, channel.id).await?;
-    svc.storage.present(&mut message);
+    svc.storage.present(&mut message).await;
     Ok(message)
 }
 
@@ -267,7 +267,7 @@ async fn store_attachments(
             ulid::Ulid::new()
         );
         let size = file.data.len() as i64;
-        svc.storage.put(&key, file.data.into()).await?;
+        svc.storage.put(&key, file.data.into(), &file.content_type).await?;
         stored.push(Attachment {
             filename: file.filename,
             content_type: file.content_type,
@@ -335,7 +335,7 @@ async fn to_contact(
 pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Message> {
     let mut c = svc.db.read().await?;
     let mut message = repo::get_message(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
-    svc.storage.present(&mut message);
+    svc.storage.present(&mut message).await;
     Ok(message)
 }
 
@@ -364,7 +364,7 @@ pub async fn advance(
 ) -> ServiceResult<Message> {
     let moved = repo::advance_status(tx, scope, id, status, external_id, error).await?;
     let mut message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
-    storage.present(&mut message);
+    storage.present(&mut message).await;
     if moved && let Some(event) = status_event(status) {
         events::append(tx, scope, event, event_data(&message)).await?;
     }

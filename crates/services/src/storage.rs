@@ -1,10 +1,11 @@
-//! Object storage for files (message attachments, later call recordings),
-//! through `object_store`: the local filesystem by default.
+//! Object storage for files (message attachments, call recordings), through
+//! `object_store`: the local filesystem by default, S3 with the `s3` feature.
 //!
 //! Files are never public. A reader gets a URL that expires: on local
 //! storage it points at this server's download route (`/files/{key}`),
 //! signed with an HMAC of the key, the content type and the expiry under a
-//! key derived from the master key, so it cannot be altered or extended.
+//! key derived from the master key, so it cannot be altered or extended; on
+//! S3 it is a presigned URL.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,8 +19,19 @@ use object_store::{GetOptions, GetRange, ObjectStore, PutPayload};
 use parley_domain::Timestamp;
 use sha2::Sha256;
 
+/// Where files are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// A directory of this server (`path`).
+    Local,
+    /// An S3 bucket (or an S3-compatible store at `endpoint`); credentials
+    /// from the standard `AWS_*` environment variables.
+    S3 { bucket: String, region: String, endpoint: Option<String>, allow_http: bool },
+}
+
 #[derive(Debug, Clone)]
 pub struct StorageConfig {
+    pub backend: Backend,
     /// Directory of the local store.
     pub path: PathBuf,
     /// How long a download URL works.
@@ -31,6 +43,7 @@ pub struct StorageConfig {
 impl Default for StorageConfig {
     fn default() -> Self {
         Self {
+            backend: Backend::Local,
             path: PathBuf::from("./data/objects"),
             url_ttl: Duration::from_secs(3600),
             public_url: "http://127.0.0.1:8080".into(),
@@ -86,6 +99,9 @@ pub struct Storage {
     /// `Err` when the store could not be opened: every use is then
     /// `Unavailable` (a 503), never a panic at start.
     store: Result<Arc<dyn ObjectStore>, String>,
+    /// The S3 store again, as a URL signer (S3 only).
+    #[cfg(feature = "s3")]
+    s3: Option<Arc<object_store::aws::AmazonS3>>,
     signing_key: [u8; 32],
     config: StorageConfig,
 }
@@ -117,6 +133,36 @@ fn encode_segment(s: &str) -> String {
 impl Storage {
     /// Storage under `config.path` (created on first write); URLs are signed
     /// with `signing_key`.
+    /// Opens the configured backend (see [`Storage::local`] for the local one).
+    pub fn open(config: StorageConfig, signing_key: [u8; 32]) -> Self {
+        match &config.backend {
+            Backend::Local => Self::local(config, signing_key),
+            #[cfg(feature = "s3")]
+            Backend::S3 { bucket, region, endpoint, allow_http } => {
+                let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_region(region)
+                    .with_allow_http(*allow_http);
+                if let Some(endpoint) = endpoint {
+                    builder = builder.with_endpoint(endpoint);
+                }
+                let s3 = builder.build().map(Arc::new).map_err(|e| format!("s3://{bucket}: {e}"));
+                if let Err(e) = &s3 {
+                    tracing::error!(error = %e, "object storage is unavailable");
+                }
+                Self { store: s3.clone().map(|s| s as Arc<dyn ObjectStore>), s3: s3.ok(), signing_key, config }
+            }
+            #[cfg(not(feature = "s3"))]
+            Backend::S3 { .. } => Self {
+                store: Err("this build has no S3 support (build with --features s3)".into()),
+                signing_key,
+                config,
+            },
+        }
+    }
+
+    /// Storage under `config.path` (created if missing); URLs are signed
+    /// with `signing_key`.
     pub fn local(config: StorageConfig, signing_key: [u8; 32]) -> Self {
         let store = std::fs::create_dir_all(&config.path)
             .map_err(|e| e.to_string())
@@ -126,7 +172,13 @@ impl Storage {
         if let Err(e) = &store {
             tracing::error!(error = %e, "object storage is unavailable");
         }
-        Self { store, signing_key, config }
+        Self {
+            store,
+            #[cfg(feature = "s3")]
+            s3: None,
+            signing_key,
+            config,
+        }
     }
 
     fn store(&self) -> Result<&Arc<dyn ObjectStore>, StorageError> {
@@ -137,8 +189,14 @@ impl Storage {
         self.config.url_ttl
     }
 
-    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StorageError> {
-        self.store()?.put(&ObjectPath::from(key), PutPayload::from_bytes(bytes)).await?;
+    pub async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> Result<(), StorageError> {
+        let mut options = object_store::PutOptions::default();
+        // S3 serves the type with presigned downloads; the local store has no
+        // attributes (its links carry the type instead).
+        if self.config.backend != Backend::Local {
+            options.attributes.insert(object_store::Attribute::ContentType, content_type.to_owned().into());
+        }
+        self.store()?.put_opts(&ObjectPath::from(key), PutPayload::from_bytes(bytes), options).await?;
         Ok(())
     }
 
@@ -147,7 +205,21 @@ impl Storage {
         Ok(self.store()?.head(&ObjectPath::from(key)).await?.size)
     }
 
-    /// A URL for `key` that works until now + the configured lifetime.
+    /// A download link for `key` that works until now + the configured
+    /// lifetime: this server's signed route, or an S3 presigned URL.
+    pub async fn link(&self, key: &str, content_type: &str) -> Result<SignedUrl, StorageError> {
+        #[cfg(feature = "s3")]
+        if let Some(s3) = &self.s3 {
+            use object_store::signer::Signer;
+            let url = s3.signed_url(http::Method::GET, &ObjectPath::from(key), self.config.url_ttl).await?;
+            let expires_at = Timestamp::now().plus_seconds(self.config.url_ttl.as_secs() as i64);
+            return Ok(SignedUrl { url: url.to_string(), expires_at });
+        }
+        self.store()?;
+        Ok(self.signed_url(key, content_type))
+    }
+
+    /// A link to this server's download route for `key`.
     pub fn signed_url(&self, key: &str, content_type: &str) -> SignedUrl {
         let expires_at = Timestamp::now().plus_seconds(self.config.url_ttl.as_secs() as i64);
         let expires = expires_at.unix_micros() / 1_000_000;
@@ -177,12 +249,17 @@ impl Storage {
         Ok(())
     }
 
-    /// Fills in the download links of a message's attachments.
-    pub fn present(&self, message: &mut parley_domain::conversation::Message) {
+    /// Fills in the download links of a message's attachments (none when
+    /// storage cannot produce them: the message still reads).
+    pub async fn present(&self, message: &mut parley_domain::conversation::Message) {
         for a in &mut message.attachments {
-            let signed = self.signed_url(&a.key, &a.content_type);
-            a.url = Some(signed.url);
-            a.expires_at = Some(signed.expires_at);
+            match self.link(&a.key, &a.content_type).await {
+                Ok(signed) => {
+                    a.url = Some(signed.url);
+                    a.expires_at = Some(signed.expires_at);
+                }
+                Err(e) => tracing::warn!(error = %e, "no link for an attachment"),
+            }
         }
     }
 
@@ -194,5 +271,37 @@ impl Storage {
         let served = result.range.clone();
         let bytes = result.bytes().await?;
         Ok(Download { bytes, range: served, size })
+    }
+}
+
+#[cfg(all(test, feature = "s3"))]
+mod s3_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn s3_links_are_presigned_and_expire() {
+        // Signing needs no network: an endpoint nobody listens on will do.
+        unsafe {
+            std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+        }
+        let config = StorageConfig {
+            backend: Backend::S3 {
+                bucket: "recordings".into(),
+                region: "us-east-1".into(),
+                endpoint: Some("http://127.0.0.1:9".into()),
+                allow_http: true,
+            },
+            url_ttl: Duration::from_secs(600),
+            ..StorageConfig::default()
+        };
+        let storage = Storage::open(config, [7; 32]);
+        let link = storage.link("recordings/1/live/call_x.wav", "audio/wav").await.unwrap();
+        assert!(link.url.starts_with("http://127.0.0.1:9/recordings/recordings/1/live/call_x.wav?"), "{}", link.url);
+        for part in ["X-Amz-Algorithm=AWS4-HMAC-SHA256", "X-Amz-Expires=600", "X-Amz-Signature="] {
+            assert!(link.url.contains(part), "{part} in {}", link.url);
+        }
+        let in_ten = Timestamp::now().plus_seconds(600).unix_micros();
+        assert!((link.expires_at.unix_micros() - in_ten).abs() < 5_000_000);
     }
 }

@@ -170,9 +170,9 @@ pub async fn receipt(
 }
 
 /// A message as a visitor sees it: no user or agent ids.
-pub fn for_visitor(svc: &Services, m: &Message) -> Value {
+pub async fn for_visitor(svc: &Services, m: &Message) -> Value {
     let mut m = m.clone();
-    svc.storage.present(&mut m);
+    svc.storage.present(&mut m).await;
     let attachments: Vec<Value> = m
         .attachments
         .iter()

@@ -209,7 +209,7 @@ impl Session {
                         self.conversation_id = Some(message.conversation_id);
                         self.shown.insert(message.id);
                         Ok(vec![
-                            json!({"type": "ack", "client_id": client_id, "message": webchat::for_visitor(services, &message)}),
+                            json!({"type": "ack", "client_id": client_id, "message": webchat::for_visitor(services, &message).await}),
                         ])
                     }
                     Err(e) => Ok(vec![json!({"type": "error", "client_id": client_id, "detail": detail(e)})]),
@@ -244,7 +244,7 @@ impl Session {
         let mut out = Vec::new();
         for m in &messages {
             if webchat::visible(m) && self.shown.insert(m.id) {
-                out.push(json!({"type": "message", "message": webchat::for_visitor(services, m)}));
+                out.push(json!({"type": "message", "message": webchat::for_visitor(services, m).await}));
             }
             if m.direction == Direction::Inbound && m.read_at.is_some() && self.receipts.insert(m.id) {
                 out.push(json!({"type": "receipt", "message_id": m.id, "status": "read"}));
