@@ -201,14 +201,16 @@ pub async fn create(
             &format!("Agent {}", input.agent_id),
         )])
     })?;
+    let call_id = parley_domain::call::new_call_id();
+    // The hold locks the scope's billing account until commit, so concurrent
+    // creations count each other's calls: the limit holds on PostgreSQL too.
+    billing::hold_for_call(tx, scope, &svc.config.billing, &call_id).await?;
     let limit = svc.config.calls.max_concurrent_calls;
     if repo::count_live(tx, scope).await? >= limit {
         return Err(ServiceError::TooManyRequests(format!(
             "The workspace has {limit} calls in progress, its limit (voice.max_concurrent_calls); try again when one ends"
         )));
     }
-    let call_id = parley_domain::call::new_call_id();
-    billing::hold_for_call(tx, scope, &svc.config.billing, &call_id).await?;
 
     let contact_id = match input.contact_id {
         Some(id) => {
@@ -430,10 +432,10 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
 }
 
 async fn channel_id_of(tx: &mut Tx, scope: Scope, conversation_id: i64) -> ServiceResult<i64> {
-    Ok(conversation_repo::get(tx, scope, conversation_id)
+    conversation_repo::get(tx, scope, conversation_id)
         .await?
         .map(|c| c.channel_id)
-        .ok_or_else(|| ServiceError::not_found("Conversation", conversation_id))?)
+        .ok_or_else(|| ServiceError::not_found("Conversation", conversation_id))
 }
 
 /// Writes the end of a call: recording, charge, state, events.

@@ -165,6 +165,10 @@ both_backends! {
             (json!("no_answer"), json!("no_answer"), true),
             (json!("failed"), json!("error"), true),
         ]);
+        // Date filters.
+        assert_eq!(app.get(&ws.live, "/api/v1/calls?created_after=2100-01-01T00:00:00Z").await.body["total"], 0);
+        assert_eq!(app.get(&ws.live, "/api/v1/calls?created_before=2100-01-01T00:00:00Z").await.body["total"], 4);
+        assert_eq!(app.get(&ws.live, "/api/v1/calls?created_before=yesterday").await.status, 422);
         // None of them cost anything or left money held.
         let now = app.get(&ws.live, "/api/v1/billing/balance").await.body;
         assert_eq!((now["balance_cents"].clone(), now["held_cents"].clone()), (balance, json!(0)));
