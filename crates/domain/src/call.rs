@@ -105,7 +105,7 @@ pub struct Call {
 }
 
 /// One finished piece of speech.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct TranscriptSegment {
     pub index: i64,
     pub speaker: Speaker,

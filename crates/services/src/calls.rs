@@ -373,15 +373,7 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
                 emit_call(&mut tx, scope, call, "call.started", None).await?;
             }
         }
-        Progress::Segment(s) => {
-            let segment = TranscriptSegment {
-                index: s.index,
-                speaker: s.speaker,
-                text: s.text,
-                start_ms: s.start_ms,
-                end_ms: s.end_ms,
-                interrupted: s.interrupted,
-            };
+        Progress::Segment(segment) => {
             repo::add_segment(&mut tx, call.id, &segment).await?;
             if let Some(conversation_id) = call.conversation_id {
                 let (direction, author, status) = match segment.speaker {

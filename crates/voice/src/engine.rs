@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use parley_domain::call::{CallStatus, EndedReason, Speaker};
+use parley_domain::call::{CallStatus, EndedReason, Speaker, TranscriptSegment};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -14,15 +14,7 @@ use crate::provider::{Command, FarEnd, Placed, ProviderEvent};
 use crate::runtime::AgentTurns;
 
 /// One finished piece of speech, timed from the answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Segment {
-    pub index: i64,
-    pub speaker: Speaker,
-    pub text: String,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub interrupted: bool,
-}
+pub type Segment = TranscriptSegment;
 
 /// What the engine reports while a call runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

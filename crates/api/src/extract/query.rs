@@ -19,6 +19,14 @@ impl FromQuery for NoFilter {
     }
 }
 
+/// The request's query string, decoded.
+fn reader(parts: &Parts) -> Result<QueryReader, ApiError> {
+    let raw = parts.uri.query().unwrap_or("");
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
+        .map_err(|_| ApiError::bad_request("The query string is not valid URL encoding"))?;
+    Ok(QueryReader::new(pairs))
+}
+
 /// `limit`, `offset` and the filters `F`, every fault reported at once.
 pub struct ListQuery<F> {
     pub page: Page,
@@ -29,10 +37,7 @@ impl<F: FromQuery + Send> FromRequestParts<AppState> for ListQuery<F> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Self::Rejection> {
-        let raw = parts.uri.query().unwrap_or("");
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
-            .map_err(|_| ApiError::bad_request("The query string is not valid URL encoding"))?;
-        let mut q = QueryReader::new(pairs);
+        let mut q = reader(parts)?;
         let page = Page::read(&mut q);
         let filter = F::from_query(&mut q);
         q.finish()?;
@@ -47,10 +52,7 @@ impl<F: FromQuery + Send> FromRequestParts<AppState> for Params<F> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Self::Rejection> {
-        let raw = parts.uri.query().unwrap_or("");
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
-            .map_err(|_| ApiError::bad_request("The query string is not valid URL encoding"))?;
-        let mut q = QueryReader::new(pairs);
+        let mut q = reader(parts)?;
         let params = F::from_query(&mut q);
         q.finish()?;
         Ok(Params(params))
