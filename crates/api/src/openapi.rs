@@ -40,6 +40,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Conversations", description = "Conversations per channel and address, and their messages"),
         (name = "Messages", description = "Sending messages through the durable queue, and their delivery status"),
         (name = "Calls", description = "Voice calls: placing, following, hanging up, transcripts and recordings"),
+        (name = "Search", description = "Full-text search over messages: ranked, highlighted, scoped"),
         (name = "Handoffs", description = "Handing conversations between agents and humans"),
         (name = "Webchat", description = "The visitor side of webchat channels: the widget and its WebSocket (no credential)"),
         (name = "Files", description = "Downloads through signed, expiring links (no credential)"),

@@ -41,6 +41,7 @@ pub mod idempotency;
 pub mod jwt;
 pub mod prompt;
 pub mod scope;
+pub mod search;
 pub mod slug;
 pub mod time;
 pub mod user;

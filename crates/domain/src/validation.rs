@@ -421,6 +421,11 @@ impl QueryReader {
         loc(&["query", name])
     }
 
+    /// Whether the parameter was sent (even empty).
+    pub fn has(&self, name: &str) -> bool {
+        self.raw(name).is_some()
+    }
+
     pub fn push_error(&mut self, e: FieldError) {
         self.errors.push(e);
     }

@@ -21,6 +21,7 @@ pub mod handoffs;
 pub mod identity;
 pub mod messages;
 pub mod prompt_blocks;
+pub mod search;
 pub mod storage;
 pub mod webchat;
 pub mod webhooks;

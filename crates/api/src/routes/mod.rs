@@ -14,6 +14,7 @@ pub mod handoffs;
 pub mod health;
 pub mod messages;
 pub mod prompt_blocks;
+pub mod search;
 pub mod webchat;
 pub mod webhooks;
 
@@ -41,6 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())
+        .merge(search::router())
 }
 
 /// The items envelope of every list except agents.

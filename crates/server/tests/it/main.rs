@@ -22,5 +22,6 @@ mod isolation;
 mod messages;
 mod operations;
 mod prompt_blocks;
+mod search;
 mod webchat;
 mod webhooks;

@@ -93,6 +93,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/calls/{call_id}/hangup"),
     ("GET", "/api/v1/calls/{call_id}/transcript"),
     ("GET", "/api/v1/calls/{call_id}/recording"),
+    ("GET", "/api/v1/search"),
 ];
 
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {

@@ -12,6 +12,7 @@ pub mod handoffs;
 pub mod idempotency;
 pub mod outbound;
 pub mod prompt_blocks;
+pub mod search;
 pub mod sessions;
 pub mod settings;
 pub mod triggers;

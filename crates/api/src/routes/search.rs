@@ -1,0 +1,67 @@
+//! `GET /api/v1/search`.
+
+use axum::Json;
+use axum::extract::State;
+use parley_domain::validation::QueryReader;
+use parley_services::search::{self, Hit, SearchRequest};
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{Items, PageParams};
+use crate::error::{ApiError, ValidationErrorBody};
+use crate::extract::{Auth, FromQuery, ListQuery};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(search_all))
+}
+
+/// The parsed request, or `None` when the query reader holds its 422s.
+pub struct Search(Option<SearchRequest>);
+
+impl FromQuery for Search {
+    fn from_query(q: &mut QueryReader) -> Self {
+        Search(search::parse(q))
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `search::parse`
+struct SearchParams {
+    /// Words (all must match), `"exact phrase"`, `-exclude`, `prefix*`;
+    /// case- and accent-insensitive. Malformed (an unclosed quote, only
+    /// exclusions, a lone `*`) is a 422.
+    q: String,
+    /// `messages` or `all` (default; this version searches messages).
+    #[param(rename = "type")]
+    kind: Option<String>,
+    /// `sms|whatsapp|email|webchat|telegram|voice|api`.
+    channel: Option<String>,
+    conversation_id: Option<i64>,
+    contact_id: Option<i64>,
+    /// RFC 3339: messages created at or after it.
+    after: Option<String>,
+    /// RFC 3339: messages created before it.
+    before: Option<String>,
+}
+
+/// Search messages: ranked best first, with snippets.
+///
+/// Each item is `{type: "message", id, conversation_id, title, snippet,
+/// score, created_at}`; the snippet is HTML-escaped with matches in
+/// `<mark>…</mark>`. A message is searchable as soon as the response that
+/// stored it was sent. Only the workspace and mode of the key are searched,
+/// `total` included.
+#[utoipa::path(
+    get, path = "/api/v1/search", tag = "Search",
+    params(PageParams, SearchParams),
+    responses((status = 200, body = Items<Hit>), (status = 422, body = ValidationErrorBody))
+)]
+async fn search_all(auth: Auth, State(s): State<AppState>, q: ListQuery<Search>) -> Result<Json<Items<Hit>>, ApiError> {
+    // The reader reported why the request is missing; this cannot be reached without it.
+    let Some(request) = q.filter.0 else { return Err(ApiError::bad_request("Invalid search query")) };
+    let found = search::search(&s.services, auth.scope(), &request, q.page).await?;
+    Ok(Json(Items::new(found, q.page)))
+}
