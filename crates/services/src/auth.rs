@@ -34,6 +34,14 @@ pub enum Credential {
 }
 
 impl Principal {
+    /// The signed-in user behind a session; `None` for an API key.
+    pub fn user_id(&self) -> Option<i64> {
+        match self.credential {
+            Credential::User { user_id, .. } => Some(user_id),
+            Credential::ApiKey { .. } => None,
+        }
+    }
+
     /// For operations only owners and admins may perform with a dashboard
     /// session (managing keys and webhooks): API keys and members get 403.
     pub fn require_administrator(&self, what: &str) -> Result<(i64, Role), ServiceError> {

@@ -275,7 +275,7 @@ pub async fn create(
         Dial { call_id: call_id.clone(), from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
     match provider.dial(dial).await {
         Ok(placed) => {
-            repo::set_provider_call_id(tx, row.id, &placed.provider_call_id).await?;
+            repo::set_provider_call_id(tx, scope, row.id, &placed.provider_call_id).await?;
             let call = repo::get(tx, scope, &call_id).await?.ok_or_else(|| not_found(&call_id))?;
             let api = call.to_api()?;
             let agent = BuiltinAgent { name: agent.name, first_message };

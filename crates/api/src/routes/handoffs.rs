@@ -7,7 +7,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parley_domain::conversation::{Author, AuthorType, Handoff};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::auth::Credential;
 use parley_services::handoffs::{self, AcceptHandoff, CompleteHandoff, CreateHandoff};
 use parley_store::repo::handoffs::HandoffFilter;
 use serde_json::Value;
@@ -63,14 +62,6 @@ struct HandoffListParams {
     conversation_id: Option<i64>,
 }
 
-/// The signed-in user, if the caller is one.
-fn signed_in_user(auth: &Auth) -> Option<i64> {
-    match auth.0.credential {
-        Credential::User { user_id, .. } => Some(user_id),
-        Credential::ApiKey { .. } => None,
-    }
-}
-
 /// Hand a conversation to a human or an agent.
 ///
 /// `to: human` waits for a user to accept (meanwhile `handler` is `none` and
@@ -96,7 +87,7 @@ async fn request_handoff(
 ) -> Result<Response, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    let requested_by = match signed_in_user(&auth) {
+    let requested_by = match auth.0.user_id() {
         Some(user) => Author { kind: AuthorType::User, id: Some(user) },
         None => Author { kind: AuthorType::System, id: None },
     };
@@ -151,7 +142,7 @@ async fn accept_handoff(
     body: JsonBody<AcceptHandoff>,
 ) -> Result<Json<Handoff>, ApiError> {
     let [id] = path.0;
-    let (scope, user, input) = (auth.scope(), signed_in_user(&auth), body.value);
+    let (scope, user, input) = (auth.scope(), auth.0.user_id(), body.value);
     Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::accept(tx, scope, id, user, input))).await?))
 }
 

@@ -6,7 +6,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::conversation::Message;
 use parley_domain::validation::Parsed;
-use parley_services::auth::Credential;
 use parley_services::messages::{self, SendMessage, Sender};
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
@@ -57,10 +56,7 @@ async fn send_message(
     body: JsonBody<SendMessage>,
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
-    let sender = match auth.0.credential {
-        Credential::User { user_id, .. } => Sender::User(user_id),
-        Credential::ApiKey { .. } => Sender::Agent,
-    };
+    let sender = auth.0.user_id().map_or(Sender::Agent, Sender::User);
     let JsonBody { value, canonical } = body;
     let services = s.services.clone();
     write(&s, scope, idem, &canonical, StatusCode::ACCEPTED, move |tx| {

@@ -8,7 +8,7 @@ use parley_domain::{Mode, Scope, Timestamp};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{Arg, Where, bind_args, corrupt, versions};
+use super::{Arg, Where, corrupt, versions};
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "calls";
@@ -206,8 +206,20 @@ pub async fn advance(
     Ok(n > 0)
 }
 
-pub async fn set_provider_call_id(c: &mut impl AsHandle, id: i64, provider_call_id: &str) -> StoreResult<()> {
-    execute!(c, sqlx::query("UPDATE calls SET provider_call_id = $2 WHERE id = $1").bind(id).bind(provider_call_id))?;
+pub async fn set_provider_call_id(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    provider_call_id: &str,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query("UPDATE calls SET provider_call_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
+            .bind(scope.workspace_id)
+            .bind(scope.livemode())
+            .bind(id)
+            .bind(provider_call_id)
+    )?;
     Ok(())
 }
 
@@ -296,18 +308,7 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, f: &CallFilter, page: Pag
     if let Some(t) = f.created_before {
         w.and("c.created_at < ?", [Arg::Time(t)]);
     }
-    let n = w.next_placeholder();
-    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM calls c{}", w.sql()));
-    let page_sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM calls c{} ORDER BY c.created_at DESC, c.id DESC LIMIT ${} OFFSET ${}",
-        w.sql(),
-        n,
-        n + 1
-    ));
-    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
-    let rows: Vec<CallRow> =
-        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
-    Ok((rows, total))
+    super::newest_page(c, "calls c", COLUMNS, &w, page).await
 }
 
 pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegment) -> StoreResult<()> {

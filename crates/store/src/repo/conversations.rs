@@ -9,7 +9,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{Arg, Where, bind_args, corrupt, versions};
+use super::{Arg, Where, corrupt, versions};
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "conversations";
@@ -214,17 +214,7 @@ pub async fn list(
     if let Some(t) = filter.updated_since {
         w.and("c.updated_at >= ?", [Arg::Time(t)]);
     }
-    let n = w.next_placeholder();
-    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM conversations c{}", w.sql()));
-    let page_sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM conversations c{} ORDER BY c.created_at DESC, c.id DESC LIMIT ${} OFFSET ${}",
-        w.sql(),
-        n,
-        n + 1
-    ));
-    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
-    let rows: Vec<Row> =
-        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    let (rows, total): (Vec<Row>, i64) = super::newest_page(c, "conversations c", COLUMNS, &w, page).await?;
     let items = rows.into_iter().map(|r| Conversation::try_from(r).map(|c| c.item)).collect::<Result<_, _>>()?;
     Ok((items, total))
 }

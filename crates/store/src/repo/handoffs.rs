@@ -4,8 +4,8 @@ use parley_domain::conversation::{Author, AuthorType, Handoff, HandoffStatus, Ha
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 
-use super::{Arg, Where, bind_args, corrupt};
-use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+use super::{Arg, Where, corrupt};
+use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, conversation_id, target, agent_id, user_id, reason, note, status, requested_by, \
     requested_by_id, created_at, accepted_at, completed_at, canceled_at, updated_at";
@@ -167,16 +167,6 @@ pub async fn list(
     if let Some(id) = filter.conversation_id {
         w.and("h.conversation_id = ?", [Arg::I64(id)]);
     }
-    let n = w.next_placeholder();
-    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM handoffs h{}", w.sql()));
-    let page_sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM handoffs h{} ORDER BY h.created_at DESC, h.id DESC LIMIT ${} OFFSET ${}",
-        w.sql(),
-        n,
-        n + 1
-    ));
-    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
-    let rows: Vec<Row> =
-        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    let (rows, total): (Vec<Row>, i64) = super::newest_page(c, "handoffs h", COLUMNS, &w, page).await?;
     Ok((rows.into_iter().map(Handoff::try_from).collect::<Result<_, _>>()?, total))
 }

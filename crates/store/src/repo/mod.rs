@@ -97,6 +97,34 @@ macro_rules! bind_args {
 }
 pub(crate) use bind_args;
 
+/// One newest-first page of `from` (`"<table> <alias>"`) rows matching `w`,
+/// and how many match in all: the count and the page share the filters.
+pub(crate) async fn newest_page<R>(
+    c: &mut impl crate::AsHandle,
+    from: &str,
+    columns: &str,
+    w: &Where,
+    page: parley_domain::validation::Page,
+) -> crate::StoreResult<(Vec<R>, i64)>
+where
+    R: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    R: Send + Unpin,
+{
+    let alias = from.rsplit(' ').next().unwrap_or(from);
+    let n = w.next_placeholder();
+    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {from}{}", w.sql()));
+    let page_sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {columns} FROM {from}{} ORDER BY {alias}.created_at DESC, {alias}.id DESC LIMIT ${} OFFSET ${}",
+        w.sql(),
+        n,
+        n + 1
+    ));
+    let (total,): (i64,) = crate::fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
+    let rows: Vec<R> =
+        crate::fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    Ok((rows, total))
+}
+
 /// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
 pub(crate) fn like_contains(term: &str) -> String {
     let mut out = String::with_capacity(term.len() + 2);
