@@ -2,13 +2,14 @@
 
 use axum::Json;
 use axum::extract::State;
-use parley_domain::validation::QueryReader;
-use parley_services::search::{self, Hit, SearchRequest};
-use utoipa::IntoParams;
+use parley_domain::validation::{FieldError, QueryReader, loc};
+use parley_services::search::{self, Hit, MAX_RESULTS, SearchRequest, TotalRelation};
+use serde::Serialize;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{Items, PageParams};
+use super::PageParams;
 use crate::error::{ApiError, ValidationErrorBody};
 use crate::extract::{Auth, FromQuery, ListQuery};
 use crate::state::AppState;
@@ -47,6 +48,19 @@ struct SearchParams {
     before: Option<String>,
 }
 
+/// The items envelope, with how `total` relates to the number of matches.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchResults {
+    /// Best match first.
+    pub items: Vec<Hit>,
+    /// Matches of the query in the key's workspace and mode, counted up to 10,000.
+    pub total: i64,
+    /// `eq`: `total` is exact; `gte`: more than 10,000 match.
+    pub total_relation: TotalRelation,
+    pub limit: i64,
+    pub offset: i64,
+}
+
 /// Search messages: ranked best first, with snippets.
 ///
 /// Each item is `{type: "message", id, conversation_id, title, snippet,
@@ -54,14 +68,36 @@ struct SearchParams {
 /// `<mark>…</mark>`. A message is searchable as soon as the response that
 /// stored it was sent. Only the workspace and mode of the key are searched,
 /// `total` included.
+///
+/// Ranking is BM25. When more than 1,000 messages match, the newest 1,000
+/// matches are ranked and the rest follow newest first. Matches are counted
+/// up to 10,000 (`total_relation: gte` beyond), and `offset + limit` may not
+/// pass 10,000 (422): narrow the query or add filters.
 #[utoipa::path(
     get, path = "/api/v1/search", tag = "Search",
     params(PageParams, SearchParams),
-    responses((status = 200, body = Items<Hit>), (status = 422, body = ValidationErrorBody))
+    responses((status = 200, body = SearchResults), (status = 422, body = ValidationErrorBody))
 )]
-async fn search_all(auth: Auth, State(s): State<AppState>, q: ListQuery<Search>) -> Result<Json<Items<Hit>>, ApiError> {
+async fn search_all(
+    auth: Auth,
+    State(s): State<AppState>,
+    q: ListQuery<Search>,
+) -> Result<Json<SearchResults>, ApiError> {
     // The reader reported why the request is missing; this cannot be reached without it.
     let Some(request) = q.filter.0 else { return Err(ApiError::bad_request("Invalid search query")) };
+    if q.page.offset + q.page.limit > MAX_RESULTS {
+        return Err(ApiError::Validation(vec![FieldError::new(
+            loc(&["query", "offset"]),
+            "value_error.number.not_le",
+            format!("search results stop at {MAX_RESULTS}: offset + limit may not pass it; narrow the query"),
+        )]));
+    }
     let found = search::search(&s.services, auth.scope(), &request, q.page).await?;
-    Ok(Json(Items::new(found, q.page)))
+    Ok(Json(SearchResults {
+        items: found.hits,
+        total: found.total,
+        total_relation: found.relation,
+        limit: q.page.limit,
+        offset: q.page.offset,
+    }))
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-async fn import(app: &TestApp, key: &str, csv: String) -> Resp {
+pub(crate) async fn import(app: &TestApp, key: &str, csv: String) -> Resp {
     let r = app
         .client
         .post(app.url("/api/v1/contacts/import"))

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use crate::contacts::import;
 use crate::conversations::{api_channel, inbound};
 use crate::support::*;
 
@@ -15,7 +16,7 @@ const CORPUS: [(&str, &str); 5] = [
 
 /// The texts of the hits for `q` (with extra query), in result order.
 async fn texts(app: &TestApp, key: &str, q: &str, extra: &str) -> Vec<usize> {
-    let r = app.get(key, &format!("/api/v1/search?q={}{extra}", urlencode(q))).await;
+    let r = app.get(key, &format!("/api/v1/search?q={}&type=messages{extra}", urlencode(q))).await;
     assert_eq!(r.status, 200, "{q}: {}", r.text);
     let ids: Vec<i64> = r.body["items"].as_array().unwrap().iter().map(|h| h["id"].as_i64().unwrap()).collect();
     assert_eq!(r.body["total"], ids.len(), "{q}");
@@ -76,15 +77,21 @@ both_backends! {
         assert_eq!(texts(&app, &ws.live, "order", "&channel=api").await.len(), 4);
         assert!(texts(&app, &ws.live, "order", "&channel=sms").await.is_empty());
         assert!(texts(&app, &ws.live, "order", "&after=2100-01-01T00:00:00Z").await.is_empty());
-        assert_eq!(texts(&app, &ws.live, "order", "&before=2100-01-01T00:00:00Z&type=messages").await.len(), 4);
+        assert_eq!(texts(&app, &ws.live, "order", "&before=2100-01-01T00:00:00Z").await.len(), 4);
+        assert!(texts(&app, &ws.live, "order", "&before=2000-01-01T00:00:00Z").await.is_empty());
+        let this_month = parley_domain::Timestamp::now().to_rfc3339()[..8].to_owned() + "01T00:00:00Z";
+        assert_eq!(texts(&app, &ws.live, "order", &format!("&after={this_month}")).await.len(), 4);
+        assert_eq!(texts(&app, &ws.live, "order", &format!("&after=2000-01-01T00:00:00Z&before={this_month}")).await.len(), 0);
         let page = app.get(&ws.live, "/api/v1/search?q=order&limit=2&offset=1").await.body;
         assert_eq!((page["total"].clone(), page["items"].as_array().unwrap().len(), page["limit"].clone(), page["offset"].clone()), (json!(4), 2, json!(2), json!(1)));
+        assert_eq!(page["total_relation"], "eq");
 
         // The hit's shape, and a snippet that cannot inject markup.
         let hit = app.get(&ws.live, "/api/v1/search?q=script").await.body["items"][0].clone();
         let mut keys: Vec<&str> = hit.as_object().unwrap().keys().map(String::as_str).collect();
         keys.sort();
         assert_eq!(keys, ["conversation_id", "created_at", "id", "score", "snippet", "title", "type"]);
+        assert_eq!(hit["conversation_id"], conversation_of[3]);
         assert_eq!(hit["type"], "message");
         assert_eq!(hit["snippet"], "&lt;<mark>script</mark>&gt;alert(&#39;x&#39;)&lt;/<mark>script</mark>&gt; order now");
         assert!(hit["score"].as_f64().unwrap() > 0.0);
@@ -116,5 +123,96 @@ both_backends! {
         }
         assert_eq!(app.get(&b.live, "/api/v1/search?q=zebra").await.body["total"], 1);
         assert_eq!(app.get(&a.live, "/api/v1/search?q=zebra%20OR%20horse").await.body["total"], 0, "OR is a word, not an operator");
+    }
+
+    async fn search_finds_conversations_and_contacts_and_ranks_all_together(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let other = app.workspace("Other").await;
+        let elodie = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Élodie Martin", "email": "elodie@example.com"})).await.body;
+        let elodie_id = elodie["id"].as_i64().unwrap();
+        app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Bruno Diaz", "phone": "+14155550123"})).await;
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        let r = inbound(&app, ch, &secret, json!({"from": "visitor-9", "text": "Elodie asked about her refund", "external_id": "e1"})).await;
+        let (conversation, message) = (r.body["conversation_id"].as_i64().unwrap(), r.body["id"].as_i64().unwrap());
+        let r = app.patch(&ws.live, &format!("/api/v1/conversations/{conversation}"), json!({"title": "Refund for Élodie"})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+
+        // Contacts by name, email and phone; the snippet shows what matched.
+        let r = app.get(&ws.live, "/api/v1/search?q=elodie&type=contacts").await.body;
+        assert_eq!(r["total"], 1, "{r}");
+        let hit = &r["items"][0];
+        assert_eq!((hit["type"].clone(), hit["id"].clone(), hit["conversation_id"].clone(), hit["title"].clone()), (json!("contact"), json!(elodie_id), json!(null), json!("Élodie Martin")));
+        assert_eq!(hit["snippet"], "<mark>Élodie</mark> Martin · <mark>elodie</mark>@example.com");
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=example&type=contacts").await.body["total"], 1);
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=14155550123&type=contacts").await.body["items"][0]["title"], "Bruno Diaz");
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=bru*&type=contacts").await.body["total"], 1);
+
+        // Conversations by title (and address); a new title replaces the old in the index.
+        let r = app.get(&ws.live, "/api/v1/search?q=refund&type=conversations").await.body;
+        let hit = &r["items"][0];
+        assert_eq!((r["total"].clone(), hit["type"].clone(), hit["id"].clone(), hit["conversation_id"].clone()), (json!(1), json!("conversation"), json!(conversation), json!(conversation)));
+        assert_eq!(hit["snippet"], "<mark>Refund</mark> for Élodie · api:visitor-9");
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=visitor&type=conversations").await.body["total"], 1);
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=refund&type=conversations&channel=sms").await.body["total"], 0);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/search?q=refund&type=conversations&contact_id={elodie_id}")).await.body["total"], 0);
+
+        // `all` (the default) ranks the three kinds together; `total` counts them all.
+        let r = app.get(&ws.live, "/api/v1/search?q=elodie").await.body;
+        assert_eq!(r["total"], 3, "{r}");
+        let mut found: Vec<(String, i64)> = r["items"].as_array().unwrap().iter().map(|h| (h["type"].as_str().unwrap().to_owned(), h["id"].as_i64().unwrap())).collect();
+        found.sort();
+        assert_eq!(found, [("contact".to_owned(), elodie_id), ("conversation".to_owned(), conversation), ("message".to_owned(), message)]);
+        let scores: Vec<f64> = r["items"].as_array().unwrap().iter().map(|h| h["score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
+        let second = app.get(&ws.live, "/api/v1/search?q=elodie&limit=1&offset=1").await.body;
+        assert_eq!(second["items"][0], r["items"][1]);
+
+        let r = app.patch(&ws.live, &format!("/api/v1/conversations/{conversation}"), json!({"title": "Billing question"})).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=refund&type=conversations").await.body["total"], 0);
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=billing&type=conversations").await.body["total"], 1);
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/contacts/{elodie_id}")).await.status, 204);
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=martin&type=contacts").await.body["total"], 0);
+
+        // Nothing of this workspace is found from another, or in test mode.
+        for key in [&other.live, &ws.test] {
+            for q in ["bruno", "billing", "elodie", "visitor"] {
+                assert_eq!(app.get(key, &format!("/api/v1/search?q={q}")).await.body["total"], 0, "{q}");
+            }
+        }
+    }
+
+    async fn search_counts_to_ten_thousand_and_ranks_the_newest_thousand(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        // 10,050 contacts named Zed; the oldest and the 1,001st newest say it
+        // twice, the newest three times.
+        let mut csv = String::from("display_name,email\n");
+        for i in 0..10_050 {
+            let name = match i {
+                0 | 9_049 => "Zed Zed Old".to_owned(),
+                10_049 => "Zed Zed Zed".to_owned(),
+                _ => format!("Zed Person {i}"),
+            };
+            csv.push_str(&format!("{name},zed{i}@example.com\n"));
+        }
+        assert_eq!(import(&app, &ws.live, csv).await.status, 200);
+        let r = app.get(&ws.live, "/api/v1/search?q=zed&type=contacts&limit=200").await.body;
+        assert_eq!((r["total"].clone(), r["total_relation"].clone()), (json!(10_000), json!("gte")));
+        let names: Vec<&str> = r["items"].as_array().unwrap().iter().map(|h| h["title"].as_str().unwrap()).collect();
+        assert_eq!(names[0], "Zed Zed Zed", "the best of the newest 1,000 comes first");
+        assert!(!names.contains(&"Zed Zed Old"), "older matches are not ranked");
+        // Past the ranked window, matches follow newest first.
+        let tail = app.get(&ws.live, "/api/v1/search?q=zed&type=contacts&limit=3&offset=1000").await.body;
+        let tail: Vec<&str> = tail["items"].as_array().unwrap().iter().map(|h| h["title"].as_str().unwrap()).collect();
+        assert_eq!(tail, ["Zed Zed Old", "Zed Person 9048", "Zed Person 9047"]);
+        let last = app.get(&ws.live, "/api/v1/search?q=zed&type=contacts&limit=50&offset=9950").await;
+        assert_eq!((last.status, last.body["items"].as_array().map(Vec::len)), (200, Some(50)));
+        let r = app.get(&ws.live, "/api/v1/search?q=zed&limit=50&offset=9951").await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["query", "offset"])), "{}", r.text);
+        // A narrower query is counted exactly.
+        let r = app.get(&ws.live, "/api/v1/search?q=%22zed%20zed%22&type=contacts").await.body;
+        assert_eq!((r["total"].clone(), r["total_relation"].clone()), (json!(3), json!("eq")));
     }
 }

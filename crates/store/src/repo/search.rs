@@ -1,7 +1,16 @@
-//! Full-text search over messages, scoped, ranked, filtered.
+//! Full-text search over messages, conversations and contacts: scoped,
+//! filtered, counted up to a cap and read newest first (the service ranks
+//! what it reads).
+//!
+//! SQLite: FTS5 holds each message's words and, in a second column, tokens
+//! for its scope, conversation, channel and month (migration 0013). The scope
+//! and the filters become part of the MATCH expression, so FTS5 intersects
+//! them with the words and never walks matches of other workspaces.
+//! Conversations (title, address) and contacts (name, email, phone) have
+//! indexes of their own (0014) and take the filters in SQL.
+//! PostgreSQL: GIN-indexed tsvectors with the scope and filters in SQL.
 
 use parley_domain::search::Query;
-use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 
 use super::{Arg, Where, bind_args};
@@ -16,70 +25,330 @@ pub struct SearchFilter {
     pub before: Option<Timestamp>,
 }
 
-/// A matching message, with its conversation's title and its rank (higher is better).
+/// What is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Messages,
+    Conversations,
+    Contacts,
+}
+
+/// A match: its conversation (none for a contact), title and searched text.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct MessageHit {
+pub struct Match {
     pub id: i64,
-    pub conversation_id: i64,
+    pub conversation_id: Option<i64>,
     pub title: String,
     pub text: String,
     pub created_at: Timestamp,
-    pub score: f64,
 }
 
-/// Messages of the scope matching `query`, best first, and how many match.
-pub async fn messages(
-    c: &mut impl AsHandle,
+/// A contact with more conversations than this is filtered through a join
+/// rather than by listing its conversations in the MATCH expression.
+const MAX_LISTED_CONVERSATIONS: usize = 500;
+/// A date range over more months than this is checked row by row only.
+const MAX_LISTED_MONTHS: i32 = 36;
+
+/// The scope and filters of a search, resolved once for the queries that
+/// count and read its matches.
+#[derive(Debug, Clone)]
+pub struct Resolved {
     scope: Scope,
-    query: &Query,
-    filter: &SearchFilter,
-    page: Page,
-) -> StoreResult<(Vec<MessageHit>, i64)> {
-    let pg = matches!(c.handle(), Handle::Postgres(_));
-    let mut w = Where::scoped(scope, "m");
+    filter: SearchFilter,
+    /// SQLite: the message MATCH expression's `search_tags` part.
+    tags: String,
+    /// The message contact filter could not be listed as conversations.
+    join_contact: bool,
+    /// The filters exclude every message (a channel type the scope has no
+    /// channel of, a contact without conversations, an empty date range).
+    no_messages: bool,
+}
+
+/// Resolves the filters, for messages on SQLite into index tokens.
+pub async fn resolve(c: &mut impl AsHandle, scope: Scope, filter: &SearchFilter) -> StoreResult<Resolved> {
+    let mut resolved = Resolved {
+        scope,
+        filter: filter.clone(),
+        tags: format!("\"s{}x{}\"", scope.workspace_id, scope.livemode() as i64),
+        join_contact: false,
+        no_messages: false,
+    };
+    if !matches!(c.handle(), Handle::Postgres(_)) {
+        resolved.no_messages = !resolve_message_tags(c, &mut resolved).await?;
+    }
+    Ok(resolved)
+}
+
+/// Adds the message filters to `r.tags`; false when they exclude every message.
+async fn resolve_message_tags(c: &mut impl AsHandle, r: &mut Resolved) -> StoreResult<bool> {
+    let (scope, filter) = (r.scope, r.filter.clone());
+    let mut conversations: Option<Vec<i64>> = filter.conversation_id.map(|id| vec![id]);
+    if let Some(contact) = filter.contact_id {
+        let mut w = Where::scoped(scope, "c");
+        w.and("c.contact_id = ?", [Arg::I64(contact)]);
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT c.id FROM conversations c{} LIMIT {}",
+            w.sql(),
+            MAX_LISTED_CONVERSATIONS + 1
+        ));
+        let ids: Vec<(i64,)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+        if ids.len() > MAX_LISTED_CONVERSATIONS {
+            r.join_contact = true;
+        } else {
+            let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
+            conversations = Some(match conversations {
+                Some(given) => given.into_iter().filter(|id| ids.contains(id)).collect(),
+                None => ids,
+            });
+        }
+    }
+    if let Some(ids) = conversations {
+        if ids.is_empty() {
+            return Ok(false);
+        }
+        r.tags.push_str(&any_of('c', &ids));
+    }
+    if let Some(kind) = &filter.channel {
+        let mut w = Where::scoped(scope, "ch");
+        w.and("ch.type = ?", [Arg::Text(kind.clone())]);
+        let sql = sqlx::AssertSqlSafe(format!("SELECT ch.id FROM channels ch{}", w.sql()));
+        let ids: Vec<(i64,)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+        if ids.is_empty() {
+            return Ok(false);
+        }
+        r.tags.push_str(&any_of('h', &ids.into_iter().map(|(id,)| id).collect::<Vec<_>>()));
+    }
+    if let Some(months) = months(filter.after, filter.before) {
+        if months.is_empty() {
+            return Ok(false);
+        }
+        r.tags.push_str(&any_of('t', &months));
+    }
+    Ok(true)
+}
+
+/// ` AND ("c1" OR "c2")`: one of the tokens.
+fn any_of(prefix: char, values: &[impl std::fmt::Display]) -> String {
+    let tokens: Vec<String> = values.iter().map(|v| format!("\"{prefix}{v}\"")).collect();
+    format!(" AND ({})", tokens.join(" OR "))
+}
+
+/// The months (`yyyymm`) a date range touches, when it is short enough to
+/// list. Messages are stamped when stored, so none is dated after now.
+fn months(after: Option<Timestamp>, before: Option<Timestamp>) -> Option<Vec<i32>> {
+    let after = after?;
+    let latest = Timestamp::now().plus_seconds(86_400);
+    let last = match before {
+        Some(b) if b.unix_micros() < latest.unix_micros() => Timestamp::from_unix_micros(b.unix_micros() - 1)?,
+        _ => latest,
+    };
+    let month = |t: Timestamp| {
+        let d = t.as_datetime();
+        d.year() * 12 + (u8::from(d.month()) as i32 - 1)
+    };
+    let (from, to) = (month(after), month(last));
+    if to - from >= MAX_LISTED_MONTHS {
+        return None;
+    }
+    Some((from..=to).map(|m| (m / 12) * 100 + m % 12 + 1).collect())
+}
+
+/// How a target is read: FROM, columns and the newest-first order, per backend.
+struct Shape {
+    from: &'static str,
+    columns: &'static str,
+    newest: &'static str,
+}
+
+fn shape(target: Target, pg: bool) -> Shape {
+    match (target, pg) {
+        (Target::Messages, true) => Shape {
+            from: "messages m JOIN conversations c ON c.id = m.conversation_id",
+            columns: "m.id, m.conversation_id, c.title, m.text, m.created_at",
+            newest: "m.id",
+        },
+        // The index drives the join and yields rowids newest first, so the
+        // order costs no sort; the rest checks each match.
+        (Target::Messages, false) => Shape {
+            from: "messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid \
+                   JOIN conversations c ON c.id = m.conversation_id",
+            columns: "m.id, m.conversation_id, c.title, m.text, m.created_at",
+            newest: "messages_fts.rowid",
+        },
+        (Target::Conversations, pg) => Shape {
+            from: if pg {
+                "conversations c"
+            } else {
+                "conversations_fts CROSS JOIN conversations c ON c.id = conversations_fts.rowid"
+            },
+            columns: "c.id, c.id AS conversation_id, c.title, c.title || ' · ' || c.channel_ref AS text, c.created_at",
+            newest: if pg { "c.id" } else { "conversations_fts.rowid" },
+        },
+        (Target::Contacts, pg) => Shape {
+            from: if pg { "contacts k" } else { "contacts_fts CROSS JOIN contacts k ON k.id = contacts_fts.rowid" },
+            columns: "k.id, CAST(NULL AS BIGINT) AS conversation_id, k.display_name AS title, \
+                      k.display_name || coalesce(' · ' || k.normalized_email, '') || coalesce(' · ' || k.normalized_phone, '') \
+                      AS text, k.created_at",
+            newest: if pg { "k.id" } else { "contacts_fts.rowid" },
+        },
+    }
+}
+
+/// The WHERE of the matches of `query` among `target` in `r`.
+fn matches(target: Target, pg: bool, r: &Resolved, query: &Query) -> Where {
+    let f = &r.filter;
+    let scope_token = format!("\"s{}x{}\"", r.scope.workspace_id, r.scope.livemode() as i64);
+    match target {
+        Target::Messages => message_matches(pg, r, query),
+        Target::Conversations => {
+            let mut w = Where::scoped(r.scope, "c");
+            if pg {
+                w.and("c.search @@ to_tsquery('simple', ?)", [Arg::Text(query.to_tsquery())]);
+            } else {
+                let expr = format!("search_tags : {scope_token} AND {{title channel_ref}} : ({})", query.to_fts5());
+                w.and("conversations_fts MATCH ?", [Arg::Text(expr)]);
+            }
+            if let Some(ch) = &f.channel {
+                w.and("c.channel = ?", [Arg::Text(ch.clone())]);
+            }
+            if let Some(id) = f.conversation_id {
+                w.and("c.id = ?", [Arg::I64(id)]);
+            }
+            if let Some(id) = f.contact_id {
+                w.and("c.contact_id = ?", [Arg::I64(id)]);
+            }
+            created_between(&mut w, "c", f);
+            w
+        }
+        Target::Contacts => {
+            let mut w = Where::scoped(r.scope, "k");
+            if pg {
+                w.and("k.search @@ to_tsquery('simple', ?)", [Arg::Text(query.to_tsquery())]);
+            } else {
+                let expr = format!(
+                    "search_tags : {scope_token} AND {{display_name normalized_email normalized_phone}} : ({})",
+                    query.to_fts5()
+                );
+                w.and("contacts_fts MATCH ?", [Arg::Text(expr)]);
+            }
+            if let Some(ch) = &f.channel {
+                w.and(
+                    "EXISTS (SELECT 1 FROM contact_identities ci WHERE ci.contact_id = k.id AND ci.channel = ?)",
+                    [Arg::Text(ch.clone())],
+                );
+            }
+            if let Some(id) = f.conversation_id {
+                // k is in scope, so a conversation of another scope names no contact here.
+                w.and("k.id IN (SELECT cv.contact_id FROM conversations cv WHERE cv.id = ?)", [Arg::I64(id)]);
+            }
+            if let Some(id) = f.contact_id {
+                w.and("k.id = ?", [Arg::I64(id)]);
+            }
+            created_between(&mut w, "k", f);
+            w
+        }
+    }
+}
+
+fn created_between(w: &mut Where, alias: &'static str, f: &SearchFilter) {
+    let (after, before) = match alias {
+        "m" => ("m.created_at >= ?", "m.created_at < ?"),
+        "c" => ("c.created_at >= ?", "c.created_at < ?"),
+        _ => ("k.created_at >= ?", "k.created_at < ?"),
+    };
+    if let Some(t) = f.after {
+        w.and(after, [Arg::Time(t)]);
+    }
+    if let Some(t) = f.before {
+        w.and(before, [Arg::Time(t)]);
+    }
+}
+
+/// The MATCH expression for messages on SQLite. Only the text column holds
+/// the user's words; the tags column holds the scope and the listed filters.
+fn message_fts_expr(r: &Resolved, query: &Query) -> String {
+    format!("search_tags : ({}) AND text : ({})", r.tags, query.to_fts5())
+}
+
+/// Whether the listed tokens say all the filters do (no row needs reading).
+fn tokens_suffice(r: &Resolved) -> bool {
+    r.filter.after.is_none() && r.filter.before.is_none() && !r.join_contact
+}
+
+fn message_matches(pg: bool, r: &Resolved, query: &Query) -> Where {
+    let mut w = Where::scoped(r.scope, "m");
     if pg {
         w.and("m.search @@ to_tsquery('simple', ?)", [Arg::Text(query.to_tsquery())]);
+        if let Some(id) = r.filter.conversation_id {
+            w.and("m.conversation_id = ?", [Arg::I64(id)]);
+        }
+        if let Some(ch) = &r.filter.channel {
+            w.and("c.channel = ?", [Arg::Text(ch.clone())]);
+        }
+        if let Some(id) = r.filter.contact_id {
+            w.and("c.contact_id = ?", [Arg::I64(id)]);
+        }
     } else {
-        w.and("messages_fts MATCH ?", [Arg::Text(query.to_fts5())]);
+        w.and("messages_fts MATCH ?", [Arg::Text(message_fts_expr(r, query))]);
+        if r.join_contact {
+            w.and("c.contact_id = ?", [Arg::I64(r.filter.contact_id.unwrap_or_default())]);
+        }
     }
-    if let Some(ch) = &filter.channel {
-        w.and("c.channel = ?", [Arg::Text(ch.clone())]);
+    created_between(&mut w, "m", &r.filter);
+    w
+}
+
+/// How many of `target` match, counting no further than `cap`.
+pub async fn count(c: &mut impl AsHandle, target: Target, r: &Resolved, query: &Query, cap: i64) -> StoreResult<i64> {
+    if target == Target::Messages && r.no_messages {
+        return Ok(0);
     }
-    if let Some(id) = filter.conversation_id {
-        w.and("m.conversation_id = ?", [Arg::I64(id)]);
+    let pg = matches!(c.handle(), Handle::Postgres(_));
+    if target == Target::Messages && !pg && tokens_suffice(r) {
+        // Counted inside FTS5 without reading a row: the scope token is
+        // derived from each message's own workspace and mode (a generated
+        // column), so the MATCH alone is as scoped as the join would be.
+        let (n,): (i64,) = fetch_one!(
+            c,
+            sqlx::query_as("SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH $1 LIMIT $2) capped")
+                .bind(message_fts_expr(r, query))
+                .bind(cap)
+        )?;
+        return Ok(n);
     }
-    if let Some(id) = filter.contact_id {
-        w.and("c.contact_id = ?", [Arg::I64(id)]);
-    }
-    if let Some(t) = filter.after {
-        w.and("m.created_at >= ?", [Arg::Time(t)]);
-    }
-    if let Some(t) = filter.before {
-        w.and("m.created_at < ?", [Arg::Time(t)]);
-    }
-    // The index drives the join; the scope and filters check each match.
-    let (from, score) = if pg {
-        (
-            "messages m JOIN conversations c ON c.id = m.conversation_id",
-            "ts_rank_cd(m.search, to_tsquery('simple', $3))",
-        )
-    } else {
-        (
-            "messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid JOIN conversations c ON c.id = m.conversation_id",
-            "-bm25(messages_fts)",
-        )
-    };
-    let n = w.next_placeholder();
-    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {from}{}", w.sql()));
-    let page_sql = sqlx::AssertSqlSafe(format!(
-        "SELECT m.id, m.conversation_id, c.title, m.text, m.created_at, CAST({score} AS DOUBLE PRECISION) AS score
-         FROM {from}{} ORDER BY score DESC, m.id DESC LIMIT ${} OFFSET ${}",
+    let (shape, w) = (shape(target, pg), matches(target, pg, r, query));
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM {}{} LIMIT ${}) capped",
+        shape.from,
         w.sql(),
-        n,
-        n + 1
+        w.next_placeholder()
     ));
-    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
-    let hits: Vec<MessageHit> =
-        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
-    Ok((hits, total))
+    let (n,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(sql), w.args.clone()).bind(cap))?;
+    Ok(n)
+}
+
+/// The matches of `target` newest first, `offset` of them skipped.
+pub async fn newest(
+    c: &mut impl AsHandle,
+    target: Target,
+    r: &Resolved,
+    query: &Query,
+    offset: i64,
+    limit: i64,
+) -> StoreResult<Vec<Match>> {
+    if target == Target::Messages && r.no_messages {
+        return Ok(Vec::new());
+    }
+    let pg = matches!(c.handle(), Handle::Postgres(_));
+    let (shape, w) = (shape(target, pg), matches(target, pg, r, query));
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {} FROM {}{} ORDER BY {} DESC LIMIT ${} OFFSET ${}",
+        shape.columns,
+        shape.from,
+        w.sql(),
+        shape.newest,
+        w.next_placeholder(),
+        w.next_placeholder() + 1
+    ));
+    Ok(fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()).bind(limit).bind(offset))?)
 }
