@@ -95,40 +95,45 @@ pub struct Found {
     pub relation: TotalRelation,
 }
 
+/// The page of results, in this order: every target's ranked window merged
+/// by score (best first), then the matches past the windows, newest first,
+/// messages before conversations before contacts. Each page reads only its
+/// own rows past the windows.
 pub async fn search(svc: &Services, scope: Scope, request: &SearchRequest, page: Page) -> ServiceResult<Found> {
+    let query = &request.query;
     let mut c = svc.db.read().await?;
     let resolved = repo::resolve(&mut c, scope, &request.filter).await?;
-    // Each target's best `offset + limit`, merged by score, hold the page.
-    let wanted = page.offset + page.limit;
-    let (mut scored, mut counted, mut skipped) = (Vec::new(), 0, 0);
-    // One target can skip the rows past its window that precede the page;
-    // merged targets need all of them to place the page.
-    let skip_tail = if request.targets.len() == 1 { (page.offset - RANKED_WINDOW).max(0) } else { 0 };
+    let mut windows = Vec::with_capacity(request.targets.len());
     for &target in &request.targets {
-        let (hits, n, s) = rank(&mut c, target, &resolved, &request.query, wanted, skip_tail).await?;
-        scored.extend(hits);
-        counted += n.min(MAX_RESULTS + 1);
-        skipped += s;
+        windows.push(rank_window(&mut c, target, &resolved, query).await?);
+    }
+    // Stable: equal scores keep the targets' order, and each window's.
+    let mut ranked: Vec<Scored> = windows.iter_mut().flat_map(|w| std::mem::take(&mut w.scored)).collect();
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let ranked_len = ranked.len() as i64;
+    let mut hits: Vec<Scored> = ranked.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+    // Past the windows: the tails, one target after another.
+    let mut need = page.limit - hits.len() as i64;
+    let mut skip = (page.offset - ranked_len).max(0);
+    for w in &windows {
+        if need == 0 {
+            break;
+        }
+        let tail = w.counted.min(MAX_RESULTS) - w.len;
+        if skip >= tail {
+            skip -= tail;
+            continue;
+        }
+        let rows = repo::newest(&mut c, w.target, &resolved, query, w.len + skip, need.min(tail - skip)).await?;
+        need -= rows.len() as i64;
+        skip = 0;
+        hits.extend(rows.into_iter().map(|row| w.score(query, row)));
     }
     drop(c);
-    if request.targets.len() > 1 {
-        // Ranked matches by score, then the matches past a ranked window
-        // newest first: the same order whatever page is asked for.
-        scored.sort_by(|a, b| {
-            a.past_window.cmp(&b.past_window).then_with(|| {
-                if a.past_window {
-                    (b.row.created_at, b.row.id).cmp(&(a.row.created_at, a.row.id))
-                } else {
-                    b.score.total_cmp(&a.score)
-                }
-            })
-        });
-    }
-    let hits = scored
+    let counted: i64 = windows.iter().map(|w| w.counted).sum();
+    let hits = hits
         .into_iter()
-        .skip((page.offset - skipped) as usize)
-        .take(page.limit as usize)
-        .map(|Scored { score, target, row: r, .. }| Hit {
+        .map(|Scored { score, target, row: r }| Hit {
             kind: match target {
                 Target::Messages => "message",
                 Target::Conversations => "conversation",
@@ -137,7 +142,7 @@ pub async fn search(svc: &Services, scope: Scope, request: &SearchRequest, page:
             id: r.id,
             conversation_id: r.conversation_id,
             title: r.title,
-            snippet: search::snippet(&r.text, &request.query, SNIPPET_CHARS),
+            snippet: search::snippet(&r.text, query, SNIPPET_CHARS),
             score: (score * 1e6).round() / 1e6,
             created_at: r.created_at,
         })
@@ -148,45 +153,45 @@ pub async fn search(svc: &Services, scope: Scope, request: &SearchRequest, page:
 struct Scored {
     score: f64,
     target: Target,
-    /// Past the ranked window: ordered newest first, not by score.
-    past_window: bool,
     row: repo::Match,
 }
 
-/// The first `wanted` matches of `target` in result order but for
-/// `skip_tail` past the ranked window (left unread, and returned as the
-/// third value), scored; and how many match (counted up to `MAX_RESULTS + 1`).
-///
-/// Every match is ranked when there are at most `RANKED_WINDOW`; otherwise
-/// the newest window is, and the matches past it follow newest first.
-async fn rank(
+/// One target's ranked window and what scores the rows past it.
+struct Window {
+    target: Target,
+    /// Best first (ties: newest first); emptied when merged.
+    scored: Vec<Scored>,
+    /// The window's length.
+    len: i64,
+    /// Matches, counted up to `MAX_RESULTS + 1`.
+    counted: i64,
+    bm25: Bm25,
+}
+
+impl Window {
+    fn score(&self, query: &Query, row: repo::Match) -> Scored {
+        let (tf, len) = query.term_frequencies(&row.text);
+        Scored { score: self.bm25.score(&tf, len), target: self.target, row }
+    }
+}
+
+/// The newest `RANKED_WINDOW` matches of `target`, ranked by BM25 (every
+/// match, when there are no more).
+async fn rank_window(
     c: &mut parley_store::Conn,
     target: Target,
     resolved: &repo::Resolved,
     query: &Query,
-    wanted: i64,
-    skip_tail: i64,
-) -> ServiceResult<(Vec<Scored>, i64, i64)> {
-    let mut rows = repo::newest(c, target, resolved, query, 0, RANKED_WINDOW).await?;
+) -> ServiceResult<Window> {
+    let rows = repo::newest(c, target, resolved, query, 0, RANKED_WINDOW).await?;
+    let len = rows.len() as i64;
     // A short window holds every match: its length is the count.
-    let counted = if (rows.len() as i64) < RANKED_WINDOW {
-        rows.len() as i64
-    } else {
-        repo::count(c, target, resolved, query, MAX_RESULTS + 1).await?
-    };
-    if counted == 0 {
-        return Ok((Vec::new(), 0, 0));
-    }
-    let ranked = rows.len();
-    if wanted > RANKED_WINDOW {
-        // Past the window only the rows asked for are read.
-        let from = RANKED_WINDOW + skip_tail;
-        rows.extend(repo::newest(c, target, resolved, query, from, wanted - from).await?);
-    }
+    let counted =
+        if len < RANKED_WINDOW { len } else { repo::count(c, target, resolved, query, MAX_RESULTS + 1).await? };
     // Per-term document counts weigh the terms against each other; with
     // one term the query's own count is that term's.
-    let doc_freqs = if query.include.len() == 1 {
-        vec![counted]
+    let doc_freqs = if query.include.len() == 1 || counted == 0 {
+        vec![counted; query.include.len()]
     } else {
         let mut freqs = Vec::with_capacity(query.include.len());
         for term in &query.include {
@@ -196,16 +201,15 @@ async fn rank(
         freqs
     };
     let measured: Vec<(Vec<u32>, u32)> = rows.iter().map(|r| query.term_frequencies(&r.text)).collect();
-    let avg_len = measured[..ranked].iter().map(|(_, len)| *len as f64).sum::<f64>() / ranked.max(1) as f64;
+    let avg_len = measured.iter().map(|(_, len)| *len as f64).sum::<f64>() / measured.len().max(1) as f64;
     let bm25 = Bm25::new(&doc_freqs, MAX_RESULTS, avg_len);
     let mut scored: Vec<Scored> = measured
         .iter()
         .zip(rows)
-        .enumerate()
-        .map(|(i, ((tf, len), row))| Scored { score: bm25.score(tf, *len), target, past_window: i >= ranked, row })
+        .map(|((tf, len), row)| Scored { score: bm25.score(tf, *len), target, row })
         .collect();
-    scored[..ranked].sort_by(|a, b| b.score.total_cmp(&a.score).then(b.row.id.cmp(&a.row.id)));
-    Ok((scored, counted, skip_tail))
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.row.id.cmp(&a.row.id)));
+    Ok(Window { target, scored, len, counted, bm25 })
 }
 
 fn relation(counted: i64) -> TotalRelation {

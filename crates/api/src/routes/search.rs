@@ -35,16 +35,17 @@ struct SearchParams {
     /// case- and accent-insensitive. Malformed (an unclosed quote, only
     /// exclusions, a lone `*`) is a 422.
     q: String,
-    /// `messages` or `all` (default; this version searches messages).
+    /// `messages`, `conversations`, `contacts` or `all` (default: the three
+    /// ranked together).
     #[param(rename = "type")]
     kind: Option<String>,
-    /// `sms|whatsapp|email|webchat|telegram|voice|api`.
+    /// `sms|whatsapp|email|webchat|telegram|voice|api`: the conversation's channel (for contacts, an identity on it).
     channel: Option<String>,
     conversation_id: Option<i64>,
     contact_id: Option<i64>,
-    /// RFC 3339: messages created at or after it.
+    /// RFC 3339: created at or after it.
     after: Option<String>,
-    /// RFC 3339: messages created before it.
+    /// RFC 3339: created before it.
     before: Option<String>,
 }
 
@@ -61,16 +62,17 @@ pub struct SearchResults {
     pub offset: i64,
 }
 
-/// Search messages: ranked best first, with snippets.
+/// Search messages, conversations and contacts: ranked best first, with snippets.
 ///
-/// Each item is `{type: "message", id, conversation_id, title, snippet,
-/// score, created_at}`; the snippet is HTML-escaped with matches in
-/// `<mark>…</mark>`. A message is searchable as soon as the response that
-/// stored it was sent. Only the workspace and mode of the key are searched,
-/// `total` included.
+/// Each item is `{type: "message"|"conversation"|"contact", id,
+/// conversation_id, title, snippet, score, created_at}`; the snippet is
+/// HTML-escaped with matches in `<mark>…</mark>`. A write is searchable as
+/// soon as its response was sent. Only the workspace and mode of the key are
+/// searched, `total` included.
 ///
-/// Ranking is BM25. When more than 1,000 messages match, the newest 1,000
-/// matches are ranked and the rest follow newest first. Matches are counted
+/// Ranking is BM25. When more than 1,000 of a kind match, its newest 1,000
+/// are ranked; all ranked results come first, then the other matches newest
+/// first (messages, conversations, contacts). Matches are counted
 /// up to 10,000 (`total_relation: gte` beyond), and `offset + limit` may not
 /// pass 10,000 (422): narrow the query or add filters.
 #[utoipa::path(

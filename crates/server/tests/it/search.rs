@@ -209,6 +209,17 @@ both_backends! {
         assert_eq!(tail, ["Zed Zed Old", "Zed Person 9048", "Zed Person 9047"]);
         let last = app.get(&ws.live, "/api/v1/search?q=zed&type=contacts&limit=50&offset=9950").await;
         assert_eq!((last.status, last.body["items"].as_array().map(Vec::len)), (200, Some(50)));
+        // With `all`, every kind's ranked window comes first, then the matches past them.
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        for i in 0..2 {
+            inbound(&app, ch, &secret, json!({"from": "visitor", "text": format!("zed message {i}"), "external_id": format!("z{i}")})).await;
+        }
+        let r = app.get(&ws.live, "/api/v1/search?q=zed&limit=3&offset=1002").await.body;
+        let tail: Vec<(&str, &str)> = r["items"].as_array().unwrap().iter().map(|h| (h["type"].as_str().unwrap(), h["title"].as_str().unwrap())).collect();
+        assert_eq!(tail, [("contact", "Zed Zed Old"), ("contact", "Zed Person 9048"), ("contact", "Zed Person 9047")]);
+        let ranked = app.get(&ws.live, "/api/v1/search?q=zed&limit=200").await.body;
+        let messages = ranked["items"].as_array().unwrap().iter().filter(|h| h["type"] == "message").count();
+        assert_eq!((messages, ranked["total"].clone()), (2, json!(10_000)));
         let r = app.get(&ws.live, "/api/v1/search?q=zed&limit=50&offset=9951").await;
         assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["query", "offset"])), "{}", r.text);
         // A narrower query is counted exactly.

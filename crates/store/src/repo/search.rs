@@ -340,6 +340,26 @@ pub async fn newest(
         return Ok(Vec::new());
     }
     let pg = matches!(c.handle(), Handle::Postgres(_));
+    if target == Target::Messages && !pg && tokens_suffice(r) {
+        // The page's rowids come from FTS5 alone, so rows skipped by
+        // `offset` are never read; only the page's rows are.
+        let w = Where::scoped(r.scope, "m");
+        let n = w.next_placeholder();
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT m.id, m.conversation_id, c.title, m.text, m.created_at
+             FROM (SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ${n}
+                   ORDER BY rowid DESC LIMIT ${} OFFSET ${}) page
+             JOIN messages m ON m.id = page.id JOIN conversations c ON c.id = m.conversation_id{}
+             ORDER BY m.id DESC",
+            n + 1,
+            n + 2,
+            w.sql()
+        ));
+        return Ok(fetch_all!(
+            c,
+            bind_args!(sqlx::query_as(sql), w.args.clone()).bind(message_fts_expr(r, query)).bind(limit).bind(offset)
+        )?);
+    }
     let (shape, w) = (shape(target, pg), matches(target, pg, r, query));
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {} FROM {}{} ORDER BY {} DESC LIMIT ${} OFFSET ${}",
