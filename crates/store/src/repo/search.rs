@@ -55,6 +55,8 @@ const MAX_LISTED_MONTHS: i32 = 36;
 pub struct Resolved {
     scope: Scope,
     filter: SearchFilter,
+    /// SQLite: `"s<workspace>x<livemode>"`, the scope's token.
+    scope_token: String,
     /// SQLite: the message MATCH expression's `search_tags` part.
     tags: String,
     /// The message contact filter could not be listed as conversations.
@@ -66,10 +68,12 @@ pub struct Resolved {
 
 /// Resolves the filters, for messages on SQLite into index tokens.
 pub async fn resolve(c: &mut impl AsHandle, scope: Scope, filter: &SearchFilter) -> StoreResult<Resolved> {
+    let scope_token = format!("\"s{}x{}\"", scope.workspace_id, scope.livemode() as i64);
     let mut resolved = Resolved {
         scope,
         filter: filter.clone(),
-        tags: format!("\"s{}x{}\"", scope.workspace_id, scope.livemode() as i64),
+        tags: scope_token.clone(),
+        scope_token,
         join_contact: false,
         no_messages: false,
     };
@@ -197,7 +201,7 @@ fn shape(target: Target, pg: bool) -> Shape {
 /// The WHERE of the matches of `query` among `target` in `r`.
 fn matches(target: Target, pg: bool, r: &Resolved, query: &Query) -> Where {
     let f = &r.filter;
-    let scope_token = format!("\"s{}x{}\"", r.scope.workspace_id, r.scope.livemode() as i64);
+    let scope_token = &r.scope_token;
     match target {
         Target::Messages => message_matches(pg, r, query),
         Target::Conversations => {
