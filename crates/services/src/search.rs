@@ -203,11 +203,8 @@ async fn rank_window(
     let measured: Vec<(Vec<u32>, u32)> = rows.iter().map(|r| query.term_frequencies(&r.text)).collect();
     let avg_len = measured.iter().map(|(_, len)| *len as f64).sum::<f64>() / measured.len().max(1) as f64;
     let bm25 = Bm25::new(&doc_freqs, MAX_RESULTS, avg_len);
-    let mut scored: Vec<Scored> = measured
-        .iter()
-        .zip(rows)
-        .map(|((tf, len), row)| Scored { score: bm25.score(tf, *len), target, row })
-        .collect();
+    let mut scored: Vec<Scored> =
+        measured.iter().zip(rows).map(|((tf, len), row)| Scored { score: bm25.score(tf, *len), target, row }).collect();
     scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.row.id.cmp(&a.row.id)));
     Ok(Window { target, scored, len, counted, bm25 })
 }

@@ -314,9 +314,11 @@ pub async fn count(c: &mut impl AsHandle, target: Target, r: &Resolved, query: &
         // column), so the MATCH alone is as scoped as the join would be.
         let (n,): (i64,) = fetch_one!(
             c,
-            sqlx::query_as("SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH $1 LIMIT $2) capped")
-                .bind(message_fts_expr(r, query))
-                .bind(cap)
+            sqlx::query_as(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH $1 LIMIT $2) capped"
+            )
+            .bind(message_fts_expr(r, query))
+            .bind(cap)
         )?;
         return Ok(n);
     }
