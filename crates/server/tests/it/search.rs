@@ -148,6 +148,24 @@ both_backends! {
         assert_eq!(app.get(&ws.live, "/api/v1/search?q=14155550123&type=contacts").await.body["items"][0]["title"], "Bruno Diaz");
         assert_eq!(app.get(&ws.live, "/api/v1/search?q=bru*&type=contacts").await.body["total"], 1);
 
+        // Contact filters: the contact itself, its conversations, its identities' channels, its creation time.
+        let of = |q: &str| format!("/api/v1/search?q=elodie&type=contacts{q}");
+        for (filter, total) in [
+            (format!("&contact_id={elodie_id}"), 1),
+            (format!("&contact_id={}", elodie_id + 1), 0),
+            (format!("&conversation_id={conversation}"), 0),
+            ("&after=2100-01-01T00:00:00Z".to_owned(), 0),
+            ("&before=2100-01-01T00:00:00Z".to_owned(), 1),
+        ] {
+            assert_eq!(app.get(&ws.live, &of(&filter)).await.body["total"], total, "{filter}");
+        }
+        let visitor = app.get(&ws.live, &format!("/api/v1/conversations/{conversation}")).await.body["contact_id"].clone();
+        let name = app.get(&ws.live, &format!("/api/v1/contacts/{visitor}")).await.body["display_name"].as_str().unwrap().to_owned();
+        let by_name = |extra: String| format!("/api/v1/search?q={}&type=contacts{extra}", urlencode(&name));
+        assert_eq!(app.get(&ws.live, &by_name(format!("&conversation_id={conversation}"))).await.body["items"][0]["id"], visitor);
+        assert_eq!(app.get(&ws.live, &by_name("&channel=api".into())).await.body["total"], 1);
+        assert_eq!(app.get(&ws.live, &by_name("&channel=sms".into())).await.body["total"], 0);
+
         // Conversations by title (and address); a new title replaces the old in the index.
         let r = app.get(&ws.live, "/api/v1/search?q=refund&type=conversations").await.body;
         let hit = &r["items"][0];

@@ -221,7 +221,7 @@ fn matches(target: Target, pg: bool, r: &Resolved, query: &Query) -> Where {
             if let Some(id) = f.contact_id {
                 w.and("c.contact_id = ?", [Arg::I64(id)]);
             }
-            created_between(&mut w, "c", f);
+            created_between(&mut w, ("c.created_at >= ?", "c.created_at < ?"), f);
             w
         }
         Target::Contacts => {
@@ -248,23 +248,20 @@ fn matches(target: Target, pg: bool, r: &Resolved, query: &Query) -> Where {
             if let Some(id) = f.contact_id {
                 w.and("k.id = ?", [Arg::I64(id)]);
             }
-            created_between(&mut w, "k", f);
+            created_between(&mut w, ("k.created_at >= ?", "k.created_at < ?"), f);
             w
         }
     }
 }
 
-fn created_between(w: &mut Where, alias: &'static str, f: &SearchFilter) {
-    let (after, before) = match alias {
-        "m" => ("m.created_at >= ?", "m.created_at < ?"),
-        "c" => ("c.created_at >= ?", "c.created_at < ?"),
-        _ => ("k.created_at >= ?", "k.created_at < ?"),
-    };
+/// `after`/`before` on a table's `created_at`: the two clauses, spelled out
+/// per table because `Where` takes only static SQL.
+fn created_between(w: &mut Where, clauses: (&'static str, &'static str), f: &SearchFilter) {
     if let Some(t) = f.after {
-        w.and(after, [Arg::Time(t)]);
+        w.and(clauses.0, [Arg::Time(t)]);
     }
     if let Some(t) = f.before {
-        w.and(before, [Arg::Time(t)]);
+        w.and(clauses.1, [Arg::Time(t)]);
     }
 }
 
@@ -298,7 +295,7 @@ fn message_matches(pg: bool, r: &Resolved, query: &Query) -> Where {
             w.and("c.contact_id = ?", [Arg::I64(r.filter.contact_id.unwrap_or_default())]);
         }
     }
-    created_between(&mut w, "m", &r.filter);
+    created_between(&mut w, ("m.created_at >= ?", "m.created_at < ?"), &r.filter);
     w
 }
 
