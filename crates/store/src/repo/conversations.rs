@@ -297,31 +297,14 @@ pub async fn exist_on_channel(c: &mut impl AsHandle, scope: Scope, channel_id: i
 
 /// Gives `from`'s conversations to `to` (a contact merge).
 pub async fn move_contact(c: &mut impl AsHandle, scope: Scope, from: i64, to: i64) -> StoreResult<()> {
-    execute!(
-        c,
-        sqlx::query(
-            "UPDATE conversations SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3"
-        )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
-        .bind(from)
-        .bind(to)
-    )?;
+    super::repoint_contact(c, scope, "conversations", from, Some(to)).await?;
     versions::bump(c, scope, VERSION_KEY).await
 }
 
 /// Detaches a deleted contact from its conversations (they become
 /// discoverable again).
 pub async fn clear_contact(c: &mut impl AsHandle, scope: Scope, contact_id: i64) -> StoreResult<()> {
-    execute!(
-        c,
-        sqlx::query(
-            "UPDATE conversations SET contact_id = NULL WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3"
-        )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
-        .bind(contact_id)
-    )?;
+    super::repoint_contact(c, scope, "conversations", contact_id, None).await?;
     versions::bump(c, scope, VERSION_KEY).await
 }
 

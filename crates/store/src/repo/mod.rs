@@ -125,6 +125,22 @@ where
     Ok((rows, total))
 }
 
+/// Points the rows of `table` (conversations, calls) that name contact
+/// `from` at `to`: another contact (a merge) or none (a deletion).
+pub(crate) async fn repoint_contact(
+    c: &mut impl crate::AsHandle,
+    scope: parley_domain::Scope,
+    table: &'static str,
+    from: i64,
+    to: Option<i64>,
+) -> crate::StoreResult<()> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE {table} SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3"
+    ));
+    crate::execute!(c, sqlx::query(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(from).bind(to))?;
+    Ok(())
+}
+
 /// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
 pub(crate) fn like_contains(term: &str) -> String {
     let mut out = String::with_capacity(term.len() + 2);
