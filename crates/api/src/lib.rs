@@ -34,7 +34,7 @@ pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
         .layer(axum::Extension(routes::docs::OpenApiJson(json.into())))
         .fallback(middleware::not_found)
         .method_not_allowed_fallback(middleware::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::rate_limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::admit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
         .layer(axum::middleware::from_fn(middleware::request_context))
         .with_state(state);

@@ -1,17 +1,19 @@
 //! Layers every request passes through: request id and logging span, panic
-//! capture, rate limiting, and JSON answers for unknown routes.
+//! capture, identification and rate limiting, and JSON answers for unknown
+//! routes.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 use crate::error::{ApiError, InternalErrorBody, detail};
+use crate::extract::ClientIp;
+use crate::extract::auth::{Identity, identify};
 use crate::state::AppState;
 
 pub(crate) static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -70,35 +72,48 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
 
-/// The key a request is counted under: its credential if it shows one (the
-/// credential itself is checked later; a bogus one also counts against the
-/// failed-authentication limit of its IP), otherwise its IP address.
-fn rate_limit_key(req: &Request) -> String {
-    let h = req.headers();
-    if let Some(k) = h.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        return format!("key:{k}");
-    }
-    if let Some(a) = h.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        return format!("auth:{a}");
-    }
-    format!("ip:{}", client_ip(req).map(|ip| ip.to_string()).unwrap_or_default())
+/// Routes whose callers present API credentials. Elsewhere (webchat,
+/// files, provider webhooks under `/hooks/`) credential headers mean
+/// nothing, and requests are counted per IP whatever they carry.
+fn takes_credentials(path: &str) -> bool {
+    path.starts_with("/api/") || path == "/mcp" || path.starts_with("/mcp/")
 }
 
-pub(crate) fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
-    req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
-}
-
-/// GCRA per credential, with `RateLimit-Policy` and `RateLimit` headers on
-/// every response and a 429 with `Retry-After` past the limit.
-pub async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let limiter = &state.requests;
-    let decision = limiter.check(&rate_limit_key(&req));
-    let mut response = if decision.allowed {
-        next.run(req).await
+/// Admission: identifies the caller once, then counts the request against
+/// its quota — per principal (API key or user) when the credential is
+/// valid, per client IP otherwise — and adds `RateLimit-Policy` and
+/// `RateLimit` to every response, with a 429 and `Retry-After` past the
+/// limit. A refused credential also counts against its IP's failed
+/// authentication quota; past that, the answer is a 429 rather than a 401.
+pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let ip = ClientIp::of(req.extensions());
+    let identity = if takes_credentials(req.uri().path()) {
+        match identify(&state, req.headers()).await {
+            Ok(identity) => identity,
+            Err(e) => return e.into_response(),
+        }
     } else {
-        ApiError::RateLimited { retry_after_s: decision.retry_after_s }.into_response()
+        Identity::Anonymous
     };
-    let policy = format!("\"default\";q={};w={}", limiter.burst(), limiter.window_s());
+    if let Identity::Authenticated(p) = &identity {
+        tracing::Span::current().record("workspace_id", p.scope.workspace_id);
+    }
+    let limits = &state.limits;
+    let failed = if matches!(identity, Identity::Refused(_)) {
+        Some(limits.auth_failures.check(&ip.bucket()).await).filter(|d| !d.allowed)
+    } else {
+        None
+    };
+    let bucket = identity.principal_bucket().unwrap_or_else(|| ip.bucket());
+    let decision = limits.requests.check(&bucket).await;
+    req.extensions_mut().insert(identity);
+    let mut response = match failed {
+        Some(d) => ApiError::RateLimited { retry_after_s: d.retry_after_s }.into_response(),
+        None if !decision.allowed => ApiError::RateLimited { retry_after_s: decision.retry_after_s }.into_response(),
+        None => next.run(req).await,
+    };
+    let quota = limits.requests.quota();
+    let policy = format!("\"default\";q={};w={}", quota.burst(), quota.window_s());
     let current = format!("\"default\";r={};t={}", decision.remaining, decision.reset_s);
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&policy) {

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use parley_services::Services;
 
 use crate::cache::ListCache;
-use crate::ratelimit::Gcra;
+use crate::ratelimit::{Limiter, Quota, SharedState};
 
 /// HTTP-level settings.
 #[derive(Debug, Clone)]
@@ -41,14 +41,36 @@ pub struct RateLimitConfig {
     pub per_second: f64,
     /// Requests that may arrive at once.
     pub burst: u32,
-    /// Failed authentications allowed per IP per minute (with that burst).
+    /// Failed authentications (bad keys, tokens or passwords) allowed per IP
+    /// per minute (with that burst).
     pub auth_failures_per_minute: u32,
+    /// Failed sign-ins allowed per account (email) per hour (with that burst).
+    pub account_failures_per_hour: u32,
+    /// Keep the limiter state in this Redis (`redis://host:port/db`), shared
+    /// by every instance; without it, each instance counts on its own.
+    pub redis_url: Option<String>,
 }
 
 impl Default for RateLimitConfig {
     fn default() -> Self {
-        Self { per_second: 20.0, burst: 100, auth_failures_per_minute: 30 }
+        Self {
+            per_second: 20.0,
+            burst: 100,
+            auth_failures_per_minute: 30,
+            account_failures_per_hour: 20,
+            redis_url: None,
+        }
     }
+}
+
+/// The quotas every request is counted against.
+pub(crate) struct Limits {
+    /// Requests per principal (API key, user), or per IP without a valid credential.
+    pub requests: Limiter,
+    /// Failed authentications per client IP.
+    pub auth_failures: Limiter,
+    /// Failed sign-ins per account.
+    pub account_failures: Limiter,
 }
 
 /// Everything a handler can reach.
@@ -56,24 +78,38 @@ impl Default for RateLimitConfig {
 pub struct AppState {
     pub services: Services,
     pub config: Arc<ApiConfig>,
-    pub(crate) requests: Arc<Gcra>,
-    pub(crate) auth_failures: Arc<Gcra>,
+    pub(crate) limits: Arc<Limits>,
     pub(crate) lists: Arc<ListCache>,
 }
 
 impl AppState {
-    pub fn new(services: Services, config: ApiConfig) -> Self {
+    /// Fails only on an unusable `rate_limit.redis_url`.
+    pub fn new(services: Services, config: ApiConfig) -> Result<Self, String> {
         let rl = &config.rate_limit;
-        let requests = Arc::new(Gcra::new(rl.per_second, rl.burst));
-        let failures_per_second = f64::from(rl.auth_failures_per_minute.max(1)) / 60.0;
-        let auth_failures = Arc::new(Gcra::new(failures_per_second, rl.auth_failures_per_minute.max(1)));
+        let shared = rl.redis_url.as_deref().map(SharedState::new).transpose()?.map(Arc::new);
+        let per_minute = rl.auth_failures_per_minute.max(1);
+        let per_hour = rl.account_failures_per_hour.max(1);
+        let limits = Limits {
+            requests: Limiter::new("requests", Quota::new(rl.per_second, rl.burst), shared.clone()),
+            auth_failures: Limiter::new(
+                "auth_failures",
+                Quota::new(f64::from(per_minute) / 60.0, per_minute),
+                shared.clone(),
+            ),
+            account_failures: Limiter::new(
+                "account_failures",
+                Quota::new(f64::from(per_hour) / 3600.0, per_hour),
+                shared,
+            ),
+        };
         let lists = Arc::new(ListCache::new(config.list_cache_entries));
-        Self { services, config: Arc::new(config), requests, auth_failures, lists }
+        Ok(Self { services, config: Arc::new(config), limits: Arc::new(limits), lists })
     }
 
-    /// Forgets idle rate-limit entries; call periodically.
+    /// Forgets idle in-process rate-limit entries; call periodically.
     pub fn prune_rate_limits(&self) {
-        self.requests.prune();
-        self.auth_failures.prune();
+        self.limits.requests.prune();
+        self.limits.auth_failures.prune();
+        self.limits.account_failures.prune();
     }
 }

@@ -29,6 +29,9 @@ pub struct Claims {
     pub iat: i64,
     pub exp: i64,
     pub jti: String,
+    /// The session (refresh-token family) that issued the token: revoking
+    /// the session stops its access tokens on their next request.
+    pub sid: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -112,6 +115,7 @@ mod tests {
             iat: 100,
             exp,
             jti: "j".into(),
+            sid: "s".into(),
         }
     }
 

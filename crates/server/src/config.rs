@@ -103,15 +103,28 @@ impl Default for LimitSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateLimitSettings {
+    /// Sustained requests per second per API key or user (per IP without a valid credential).
     pub per_second: f64,
+    /// Requests that may arrive at once.
     pub burst: u32,
+    /// Failed authentications (keys, tokens, passwords) per client IP per minute.
     pub auth_failures_per_minute: u32,
+    /// Failed sign-ins per account per hour.
+    pub account_failures_per_hour: u32,
+    /// Shared limiter state for several instances, e.g. `redis://127.0.0.1:6379/0`.
+    pub redis_url: Option<String>,
 }
 
 impl Default for RateLimitSettings {
     fn default() -> Self {
         let d = parley_api::RateLimitConfig::default();
-        Self { per_second: d.per_second, burst: d.burst, auth_failures_per_minute: d.auth_failures_per_minute }
+        Self {
+            per_second: d.per_second,
+            burst: d.burst,
+            auth_failures_per_minute: d.auth_failures_per_minute,
+            account_failures_per_hour: d.account_failures_per_hour,
+            redis_url: d.redis_url,
+        }
     }
 }
 
@@ -545,6 +558,8 @@ impl Settings {
                 per_second: self.rate_limit.per_second,
                 burst: self.rate_limit.burst,
                 auth_failures_per_minute: self.rate_limit.auth_failures_per_minute,
+                account_failures_per_hour: self.rate_limit.account_failures_per_hour,
+                redis_url: self.rate_limit.redis_url.clone(),
             },
             idempotency_lease_s: self.idempotency.lease_seconds,
             list_cache_entries: self.cache.list_entries,

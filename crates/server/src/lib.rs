@@ -85,7 +85,7 @@ pub async fn serve(
         settings.webhooks.dispatcher_config(),
         services.outbox.subscribe(),
     ));
-    let state = AppState::new(services.clone(), settings.api_config());
+    let state = AppState::new(services.clone(), settings.api_config()).map_err(anyhow::Error::msg)?;
     let (router, _) = parley_api::app(state.clone());
     let maintenance =
         tokio::spawn(maintain(state, settings.idempotency.retention_hours, settings.webhooks.retention_days));

@@ -265,6 +265,7 @@ async fn issue(
     let cfg = &svc.config.auth;
     let now = Timestamp::now();
     let (kid, secret) = svc.keyring.signing_key(&svc.db).await?;
+    let family = family.map(str::to_owned).unwrap_or_else(|| ulid::Ulid::new().to_string());
     let claims = Claims {
         sub: user_id.to_string(),
         wid: scope.workspace_id,
@@ -274,10 +275,10 @@ async fn issue(
         iat: now.unix_micros() / 1_000_000,
         exp: now.unix_micros() / 1_000_000 + cfg.access_token_ttl_s,
         jti: ulid::Ulid::new().to_string(),
+        sid: family.clone(),
     };
     let access_token = jwt::sign(&claims, &kid, &secret);
     let refresh_token = new_refresh_token();
-    let family = family.map(str::to_owned).unwrap_or_else(|| ulid::Ulid::new().to_string());
     sessions::insert_refresh_token(
         c,
         &hash_token(&refresh_token),
@@ -295,6 +296,12 @@ async fn issue(
         refresh_token,
         refresh_expires_in: cfg.refresh_token_ttl_s,
     })
+}
+
+/// The name an account's failed sign-ins are counted under: the normalised
+/// email, or the text as sent when it is not an email (it matches no user).
+pub fn account_key(email: &str) -> String {
+    Email::parse(email).map(|e| e.as_str().to_owned()).unwrap_or_else(|_| email.trim().to_lowercase())
 }
 
 /// Signs a user in to their first workspace (live mode). Every failure is
@@ -404,7 +411,10 @@ pub async fn me(svc: &Services, user_id: i64, scope: Scope) -> ServiceResult<Me>
 }
 
 /// Verifies an access token and reads the user's current role in the
-/// token's workspace (so removing a member takes effect at once).
+/// token's workspace (so removing a member takes effect at once). A token
+/// whose session was revoked (logout, refresh-token reuse, workspace
+/// switch) is refused on its next request, on every instance: the check is
+/// part of the same query.
 pub async fn authenticate_jwt(
     svc: &Services,
     token: &str,
@@ -415,6 +425,8 @@ pub async fn authenticate_jwt(
     let Ok(user_id) = claims.sub.parse::<i64>() else { return Ok(None) };
     let scope = Scope::new(claims.wid, claims.mode);
     let mut c = svc.db.read().await?;
-    let Some((role, versions)) = users::role_and_versions(&mut c, user_id, scope).await? else { return Ok(None) };
+    let Some((role, versions)) = users::session_role_and_versions(&mut c, user_id, scope, &claims.sid).await? else {
+        return Ok(None);
+    };
     Ok(Some((user_id, role, scope, versions)))
 }

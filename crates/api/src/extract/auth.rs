@@ -1,3 +1,8 @@
+//! Who is calling. The admission layer (`middleware::admit`) reads the
+//! credential once per request, before the rate limiter, so that quotas are
+//! counted per principal rather than per header spelling; handlers take
+//! the outcome with the [`Auth`] extractor.
+
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
@@ -18,6 +23,32 @@ impl Auth {
     }
 }
 
+/// What a request's credentials proved, decided once by the admission layer.
+#[derive(Debug, Clone)]
+pub(crate) enum Identity {
+    /// No credential was sent.
+    Anonymous,
+    Authenticated(Principal),
+    /// A credential was sent and refused (the 401 text says which kind).
+    Refused(&'static str),
+    /// The credential headers themselves are unusable (a 400).
+    Malformed(&'static str),
+}
+
+impl Identity {
+    /// The rate-limit bucket of an authenticated caller: the key or the user,
+    /// however the credential was spelled.
+    pub fn principal_bucket(&self) -> Option<String> {
+        match self {
+            Identity::Authenticated(p) => Some(match p.credential {
+                auth::Credential::ApiKey { key_id, .. } => format!("key:{key_id}"),
+                auth::Credential::User { user_id, .. } => format!("user:{user_id}"),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// What a request presents: an API key (in `X-API-Key`, or as
 /// `Authorization: Bearer parley_…`, which MCP clients send) or a dashboard
 /// access token (`Authorization: Bearer <JWT>`).
@@ -26,20 +57,18 @@ enum Presented {
     AccessToken(String),
 }
 
-fn presented(headers: &HeaderMap) -> Result<Option<Presented>, ApiError> {
-    Ok(presented_key(headers)?.map(|(raw, via_bearer)| {
-        if via_bearer && !raw.starts_with("parley_") { Presented::AccessToken(raw) } else { Presented::ApiKey(raw) }
-    }))
-}
-
-fn presented_key(headers: &HeaderMap) -> Result<Option<(String, bool)>, ApiError> {
-    let api_key = headers.get("x-api-key");
-    let bearer = headers.get(header::AUTHORIZATION);
+fn presented(headers: &HeaderMap) -> Result<Option<Presented>, &'static str> {
+    let mut api_keys = headers.get_all("x-api-key").iter();
+    let mut bearers = headers.get_all(header::AUTHORIZATION).iter();
+    let (api_key, bearer) = (api_keys.next(), bearers.next());
+    if api_keys.next().is_some() || bearers.next().is_some() {
+        return Err("Send one credential header, once: X-API-Key or Authorization appears twice");
+    }
     if api_key.is_some() && bearer.is_some() {
-        return Err(ApiError::bad_request("Send either X-API-Key or Authorization, not both"));
+        return Err("Send either X-API-Key or Authorization, not both");
     }
     if let Some(v) = api_key {
-        return Ok(Some((v.to_str().unwrap_or_default().trim().to_owned(), false)));
+        return Ok(Some(Presented::ApiKey(v.to_str().unwrap_or_default().trim().to_owned())));
     }
     if let Some(v) = bearer {
         let v = v.to_str().unwrap_or_default().trim();
@@ -48,53 +77,63 @@ fn presented_key(headers: &HeaderMap) -> Result<Option<(String, bool)>, ApiError
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, t)| t.trim().to_owned())
             .unwrap_or_default();
-        return Ok(Some((token, true)));
+        return Ok(Some(if token.starts_with("parley_") {
+            Presented::ApiKey(token)
+        } else {
+            Presented::AccessToken(token)
+        }));
     }
     Ok(None)
 }
 
-impl FromRequestParts<AppState> for Auth {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let Some(presented) = presented(&parts.headers)? else {
-            return Err(ApiError::unauthorized("Missing API key"));
-        };
-        let outcome = match &presented {
-            Presented::ApiKey(raw) => auth::authenticate_api_key(&state.services.db, raw).await?.ok(),
-            Presented::AccessToken(token) => auth::authenticate_bearer(&state.services, token).await?,
-        };
-        if let Some(principal) = outcome {
-            tracing::Span::current().record("workspace_id", principal.scope.workspace_id);
-            return Ok(Auth(principal));
-        }
-        count_failure(state, &ClientIp::of(parts))?;
-        Err(ApiError::unauthorized(match presented {
-            Presented::ApiKey(_) => "Invalid or revoked API key",
-            Presented::AccessToken(_) => "Invalid or expired access token",
-        }))
-    }
+/// Checks the request's credential, if any. Only a failing database is an error.
+pub(crate) async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Identity, ApiError> {
+    let presented = match presented(headers) {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(Identity::Anonymous),
+        Err(why) => return Ok(Identity::Malformed(why)),
+    };
+    let outcome = match &presented {
+        Presented::ApiKey(raw) => auth::authenticate_api_key(&state.services.db, raw).await?.ok(),
+        Presented::AccessToken(token) => auth::authenticate_bearer(&state.services, token).await?,
+    };
+    Ok(match (outcome, presented) {
+        (Some(principal), _) => Identity::Authenticated(principal),
+        (None, Presented::ApiKey(_)) => Identity::Refused("Invalid or revoked API key"),
+        (None, Presented::AccessToken(_)) => Identity::Refused("Invalid or expired access token"),
+    })
 }
 
-/// Counts a failed authentication against the caller's IP; past the limit
-/// the answer is a 429 instead.
-pub(crate) fn count_failure(state: &AppState, ip: &ClientIp) -> Result<(), ApiError> {
-    let d = state.auth_failures.check(&ip.0);
-    if d.allowed { Ok(()) } else { Err(ApiError::RateLimited { retry_after_s: d.retry_after_s }) }
+impl<S: Send + Sync> FromRequestParts<S> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<Identity>() {
+            Some(Identity::Authenticated(p)) => Ok(Auth(p.clone())),
+            Some(Identity::Anonymous) => Err(ApiError::unauthorized("Missing API key")),
+            Some(Identity::Refused(why)) => Err(ApiError::unauthorized(*why)),
+            Some(Identity::Malformed(why)) => Err(ApiError::bad_request(*why)),
+            None => Err(ApiError::Internal("the admission layer did not identify the request".into())),
+        }
+    }
 }
 
 /// The peer's IP address (empty if unknown), for per-IP limits.
 pub struct ClientIp(pub String);
 
 impl ClientIp {
-    fn of(parts: &Parts) -> ClientIp {
+    pub(crate) fn of(extensions: &axum::http::Extensions) -> ClientIp {
         ClientIp(
-            parts
-                .extensions
+            extensions
                 .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
                 .map(|c| c.0.ip().to_string())
                 .unwrap_or_default(),
         )
+    }
+
+    /// The bucket of per-IP quotas.
+    pub(crate) fn bucket(&self) -> String {
+        format!("ip:{}", self.0)
     }
 }
 
@@ -102,6 +141,6 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(ClientIp::of(parts))
+        Ok(ClientIp::of(&parts.extensions))
     }
 }

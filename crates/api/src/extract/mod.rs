@@ -1,13 +1,12 @@
 //! Extractors: each parses one part of the request into a typed value, or
 //! rejects the request with the SPEC's error shape.
 
-mod auth;
+pub(crate) mod auth;
 mod body;
 mod idempotency;
 mod path;
 mod query;
 
-pub(crate) use auth::count_failure;
 pub use auth::{Auth, ClientIp};
 pub use body::{FromBody, JsonBody};
 pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write, write_answer};

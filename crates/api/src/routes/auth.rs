@@ -96,7 +96,10 @@ fn session_response(state: &AppState, session: &Session) -> Response {
 /// Sign in with email and password.
 ///
 /// Wrong credentials get the same 401 whether or not the email exists.
-/// Failed attempts are rate-limited per IP.
+/// Failed attempts are limited per client IP (`rate_limit.auth_failures_per_minute`)
+/// and per account (`rate_limit.account_failures_per_hour`); the limits are
+/// checked before the password, so a locked-out IP or account gets a 429
+/// whatever the password.
 #[utoipa::path(
     post, path = "/api/v1/auth/login", tag = "Authentication",
     request_body = LoginRequest,
@@ -104,18 +107,30 @@ fn session_response(state: &AppState, session: &Session) -> Response {
         (status = 200, body = TokenResponse, description = "Signed in; `Set-Cookie` carries the refresh token"),
         (status = 401, body = ErrorBody, example = json!({"detail": "Invalid email or password"})),
         (status = 403, body = ErrorBody, description = "The user belongs to no workspace"),
+        (status = 429, body = ErrorBody, description = "Too many failed sign-ins from this IP or for this account; see Retry-After"),
     )
 )]
 async fn login(State(s): State<AppState>, ip: ClientIp, body: JsonBody<LoginRequest>) -> Result<Response, ApiError> {
     let LoginRequest { email, password } = body.value;
-    match identity::login(&s.services, &email, &password).await {
-        Ok(session) => Ok(session_response(&s, &session)),
-        Err(e @ parley_services::ServiceError::Unauthorized(_)) => {
-            crate::extract::count_failure(&s, &ip)?;
-            Err(e.into())
-        }
-        Err(e) => Err(e.into()),
+    // Each attempt reserves a failure from both quotas before the password
+    // is looked at; a success gives them back.
+    let limits = &s.limits;
+    let (ip_bucket, account_bucket) = (ip.bucket(), format!("account:{}", identity::account_key(&email)));
+    let by_ip = limits.auth_failures.check(&ip_bucket).await;
+    if !by_ip.allowed {
+        return Err(ApiError::RateLimited { retry_after_s: by_ip.retry_after_s });
     }
+    let by_account = limits.account_failures.check(&account_bucket).await;
+    if !by_account.allowed {
+        limits.auth_failures.refund(&ip_bucket).await;
+        return Err(ApiError::RateLimited { retry_after_s: by_account.retry_after_s });
+    }
+    let outcome = identity::login(&s.services, &email, &password).await;
+    if !matches!(outcome, Err(parley_services::ServiceError::Unauthorized(_))) {
+        limits.auth_failures.refund(&ip_bucket).await;
+        limits.account_failures.refund(&account_bucket).await;
+    }
+    Ok(session_response(&s, &outcome?))
 }
 
 /// Exchange the refresh-token cookie for a new access token.

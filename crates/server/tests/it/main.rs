@@ -16,6 +16,7 @@ mod conversations;
 mod delivery_processes;
 mod errors;
 mod handoffs;
+mod hardening;
 mod idempotency;
 mod identity;
 mod isolation;

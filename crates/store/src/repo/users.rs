@@ -101,22 +101,26 @@ pub async fn count(c: &mut impl AsHandle) -> StoreResult<i64> {
 }
 
 /// The user's role in the scope's workspace and the scope's change counters,
-/// in one round trip; `None` if they do not belong to the workspace.
-pub async fn role_and_versions(
+/// in one round trip; `None` if they do not belong to the workspace or the
+/// session `session_id` (a refresh-token family) was revoked.
+pub async fn session_role_and_versions(
     c: &mut impl AsHandle,
     user_id: i64,
     scope: parley_domain::Scope,
+    session_id: &str,
 ) -> StoreResult<Option<(Role, super::versions::Snapshot)>> {
     let rows: Vec<(String, Option<String>, Option<i64>)> = fetch_all!(
         c,
         sqlx::query_as(
             "SELECT m.role, v.resource, v.version FROM memberships m
              LEFT JOIN scope_versions v ON v.workspace_id = m.workspace_id AND v.livemode = $3
-             WHERE m.user_id = $1 AND m.workspace_id = $2",
+             WHERE m.user_id = $1 AND m.workspace_id = $2
+               AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family_id = $4 AND r.revoked_at IS NOT NULL)",
         )
         .bind(user_id)
         .bind(scope.workspace_id)
         .bind(scope.livemode())
+        .bind(session_id)
     )?;
     let Some((role, _, _)) = rows.first() else { return Ok(None) };
     let role = Role::parse(role).ok_or_else(|| corrupt("membership role", role))?;
