@@ -9,6 +9,7 @@
 mod cache;
 mod error;
 pub mod extract;
+pub mod listener;
 mod middleware;
 mod openapi;
 pub mod ratelimit;

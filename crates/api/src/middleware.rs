@@ -2,6 +2,8 @@
 //! capture, identification and rate limiting, and JSON answers for unknown
 //! routes.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -45,6 +47,7 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
         workspace_id = tracing::field::Empty,
     );
     let started = Instant::now();
+    let body_read = track_body(&mut req);
     let mut response = next.run(req).instrument(span.clone()).await;
     let status = response.status();
     span.in_scope(|| {
@@ -60,10 +63,86 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
             }
         }
     }
+    if body_read.is_some_and(|read| !read.load(Ordering::Acquire)) {
+        // The answer came before the body was read (a 413, a 401 on a
+        // POST…): the rest of it would be taken for the next request, so
+        // the connection cannot be reused.
+        response.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    if (status.is_client_error() || status.is_server_error()) && !is_json(&response) {
+        response = as_json_error(response).await;
+    }
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID.clone(), v);
     }
     response
+}
+
+/// Wraps a request body that is not empty so that its end is noticed;
+/// returns the flag that says whether it was read to the end.
+fn track_body(req: &mut Request) -> Option<Arc<AtomicBool>> {
+    use http_body::Body as _;
+    if req.body().is_end_stream() {
+        return None;
+    }
+    let read = Arc::new(AtomicBool::new(false));
+    let body = std::mem::take(req.body_mut());
+    *req.body_mut() = Body::new(TrackedBody { inner: body, read: read.clone() });
+    Some(read)
+}
+
+/// A request body that records when it has been read to the end.
+struct TrackedBody {
+    inner: Body,
+    read: Arc<AtomicBool>,
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"))
+}
+
+/// Rewrites an error a framework layer answered in plain text (an
+/// extractor's rejection, say) into the SPEC's `{"detail": …}`, keeping its
+/// status and headers. Our own errors are JSON already; this is the net
+/// under everything else.
+async fn as_json_error(response: Response) -> Response {
+    use http_body_util::BodyExt;
+    let (mut parts, body) = response.into_parts();
+    let limited = http_body_util::Limited::new(body, 4096).collect().await;
+    let text = limited.map(|b| String::from_utf8_lossy(&b.to_bytes()).trim().to_owned()).unwrap_or_default();
+    let detail = if text.is_empty() { parts.status.canonical_reason().unwrap_or("Error").to_owned() } else { text };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let body = serde_json::to_vec(&crate::error::ErrorBody { detail }).unwrap_or_default();
+    Response::from_parts(parts, Body::from(body))
 }
 
 /// A panic in a handler becomes a plain 500; `request_context` adds the body.

@@ -270,6 +270,24 @@ pub fn string(min: usize, max: usize) -> impl FnOnce(Value, &[LocPart]) -> Parse
     }
 }
 
+/// A string sent as an HTTP header value: `min..=max` characters of visible
+/// ASCII or spaces (CR, LF and other control characters would break the
+/// header, so the value could never be sent).
+pub fn header_value(min: usize, max: usize) -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    move |v, l| {
+        let s = string(min, max)(v, l)?;
+        if s.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+            Ok(s)
+        } else {
+            Err(vec![FieldError::new(
+                l.to_vec(),
+                "value_error.header",
+                "must be printable ASCII without control characters such as CR or LF",
+            )])
+        }
+    }
+}
+
 /// NUL cannot be stored (PostgreSQL's text and jsonb refuse it), so it is
 /// refused at the edge, wherever a string comes from.
 fn nul_char(l: &[LocPart]) -> FieldError {

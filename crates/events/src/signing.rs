@@ -67,6 +67,45 @@ pub enum VerifyError {
     NoMatch,
 }
 
+/// The signature headers of an inbound message, present and fresh; what
+/// can be checked before knowing (or revealing) which secret applies.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedHeaders<'a> {
+    msg_id: &'a str,
+    timestamp: i64,
+    signatures: &'a str,
+}
+
+impl<'a> SignedHeaders<'a> {
+    /// Refuses missing headers and timestamps more than `tolerance_s` away from `now`.
+    pub fn check(
+        msg_id: Option<&'a str>,
+        timestamp: Option<&'a str>,
+        signatures: Option<&'a str>,
+        now: i64,
+        tolerance_s: i64,
+    ) -> Result<Self, VerifyError> {
+        let (Some(msg_id), Some(ts), Some(signatures)) = (msg_id, timestamp, signatures) else {
+            return Err(VerifyError::MissingHeaders);
+        };
+        let timestamp: i64 = ts.trim().parse().map_err(|_| VerifyError::Stale)?;
+        if now.saturating_sub(timestamp).abs() > tolerance_s {
+            return Err(VerifyError::Stale);
+        }
+        Ok(Self { msg_id, timestamp, signatures })
+    }
+
+    /// Whether one of the signatures is `secret`'s over `body`; constant-time.
+    pub fn matches(&self, secret: &WebhookSecret, body: &[u8]) -> bool {
+        let expected = secret.sign(self.msg_id, self.timestamp, body);
+        let expected = expected.as_bytes();
+        self.signatures.split_whitespace().any(|candidate| {
+            let c = candidate.as_bytes();
+            c.len() == expected.len() && c.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        })
+    }
+}
+
 /// Verifies an inbound message signed with `secret`, refusing timestamps more
 /// than `tolerance_s` away from `now`. Comparison is constant-time.
 pub fn verify(
@@ -78,20 +117,8 @@ pub fn verify(
     now: i64,
     tolerance_s: i64,
 ) -> Result<(), VerifyError> {
-    let (Some(id), Some(ts), Some(sigs)) = (msg_id, timestamp, signatures) else {
-        return Err(VerifyError::MissingHeaders);
-    };
-    let ts: i64 = ts.trim().parse().map_err(|_| VerifyError::Stale)?;
-    if (now - ts).abs() > tolerance_s {
-        return Err(VerifyError::Stale);
-    }
-    let expected = secret.sign(id, ts, body);
-    let expected = expected.as_bytes();
-    let matches = sigs.split_whitespace().any(|candidate| {
-        let c = candidate.as_bytes();
-        c.len() == expected.len() && c.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-    });
-    if matches { Ok(()) } else { Err(VerifyError::NoMatch) }
+    let signed = SignedHeaders::check(msg_id, timestamp, signatures, now, tolerance_s)?;
+    if signed.matches(secret, body) { Ok(()) } else { Err(VerifyError::NoMatch) }
 }
 
 #[cfg(test)]

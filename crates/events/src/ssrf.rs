@@ -24,6 +24,8 @@ pub fn is_public(ip: IpAddr) -> bool {
             }
             let s = v6.segments();
             !(v6.is_unspecified()
+                || (s[0] == 0x0064 && s[1] == 0xff9b && s[2] == 0x0001) // NAT64 local-use 64:ff9b:1::/48
+                || (s[0] == 0x2001 && s[1] == 0x0000) // Teredo 2001::/32 (tunnels to embedded IPv4)
                 || v6.is_loopback()
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
@@ -60,11 +62,14 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = v6.to_ipv4_mapped() {
         return Some(v4);
     }
+    if s[..5] == [0, 0, 0, 0, 0xffff] && s[5] == 0 {
+        return Some(tail()); // ::ffff:0:a.b.c.d (SIIT, IPv4-translated)
+    }
     if s[..6] == [0, 0, 0, 0, 0, 0] && !(s[6] == 0 && s[7] <= 1) {
         return Some(tail()); // ::a.b.c.d (deprecated IPv4-compatible)
     }
-    if s[0] == 0x0064 && s[1] == 0xff9b {
-        return Some(tail()); // NAT64 64:ff9b::/96 and 64:ff9b:1::/48
+    if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
+        return Some(tail()); // NAT64 64:ff9b::/96
     }
     if s[0] == 0x2002 {
         return Some(Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8)); // 6to4
@@ -164,10 +169,13 @@ impl Resolve for GuardedResolver {
     }
 }
 
-/// The shared outbound client: no redirects, guarded DNS, bounded timeouts.
+/// The shared outbound client: no redirects, guarded DNS, bounded timeouts,
+/// and no proxy: a proxy would resolve the target's name itself, out of
+/// the guard's reach, so `HTTP_PROXY`/`HTTPS_PROXY` are ignored here.
 pub fn http_client(allow_private: bool, timeout: std::time::Duration) -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver { allow_private }))
         .timeout(timeout)
         .connect_timeout(timeout.min(std::time::Duration::from_secs(10)))
@@ -211,12 +219,27 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::7f00:1",
+            "64:ff9b::a00:1",
+            "64:ff9b::c0a8:101",
+            "64:ff9b:1::a00:1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:a00:1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "2002:7f00:1::",
             "2001:db8::1",
         ] {
             assert!(!public(ip), "{ip} must not be public");
         }
-        for ip in ["93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "100.128.0.1"] {
+        for ip in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "::ffff:8.8.8.8",
+            "::ffff:0:808:808",
+            "64:ff9b::808:808",
+            "100.128.0.1",
+        ] {
             assert!(public(ip), "{ip} is public");
         }
     }
@@ -230,8 +253,10 @@ mod tests {
         let u = parse_target("http://2130706433/hook").unwrap();
         assert_eq!(check_literal_host(&u, false), Err(TargetError::Private("127.0.0.1".parse().unwrap())));
         assert_eq!(check_literal_host(&u, true), Ok(()));
-        let u = parse_target("http://[::ffff:127.0.0.1]/").unwrap();
-        assert!(check_literal_host(&u, false).is_err());
+        for literal in ["http://[::ffff:127.0.0.1]/", "http://[::ffff:0:7f00:1]/", "http://[64:ff9b::a00:1]/"] {
+            let u = parse_target(literal).unwrap();
+            assert!(check_literal_host(&u, false).is_err(), "{literal}");
+        }
     }
 
     #[tokio::test]
@@ -245,5 +270,39 @@ mod tests {
         // Not resolvable yet: accepted now, checked again at every delivery.
         let u = parse_target("http://no-such-host.invalid/").unwrap();
         assert_eq!(check_target(&u, false).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn the_guarded_client_ignores_proxy_settings() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let target = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target_addr = target.local_addr().unwrap();
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+        // Proxies are read from the environment when a client is built. No
+        // other test in this binary builds an HTTP client.
+        // SAFETY: set and removed around one builder call; tests here read no proxy variables.
+        unsafe {
+            std::env::set_var("HTTP_PROXY", &proxy_url);
+            std::env::set_var("http_proxy", &proxy_url);
+        }
+        let client = http_client(true, std::time::Duration::from_secs(5));
+        unsafe {
+            std::env::remove_var("HTTP_PROXY");
+            std::env::remove_var("http_proxy");
+        }
+        let serve = tokio::spawn(async move {
+            let (mut socket, _) = target.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf).await.unwrap();
+            socket.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").await.unwrap();
+        });
+        let url = format!("http://{target_addr}/hook");
+        let r = client.get(&url).send().await.expect("sent straight to the target");
+        assert_eq!(r.status(), 204);
+        serve.await.unwrap();
+        // The proxy never saw a connection.
+        let idle = tokio::time::timeout(std::time::Duration::from_millis(100), proxy.accept()).await;
+        assert!(idle.is_err(), "the request went through the proxy");
     }
 }

@@ -589,7 +589,7 @@ impl Settings {
             return SecretBox::from_base64(&existing).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()));
         }
         if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            parley_store::files::create_private_dir(dir)?;
         }
         write_private(&file, &SecretBox::generate_key())?;
         // Read back: if another process created the file first, its key wins.

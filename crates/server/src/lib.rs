@@ -5,7 +5,6 @@
 pub mod config;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -95,7 +94,8 @@ pub async fn serve(
     let sending = tokio::spawn(parley_services::courier::run(services.clone(), stop_rx.clone()));
     let calls = tokio::spawn(parley_services::calls::watch_abandoned(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
-    let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+    let listener = parley_api::listener::Listener(listener);
+    let server = axum::serve(listener, router.into_make_service_with_connect_info::<parley_api::listener::PeerAddr>())
         .with_graceful_shutdown(async move {
             shutdown.await;
             let _ = stop_tx.send(true);

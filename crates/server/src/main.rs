@@ -174,6 +174,13 @@ impl From<ModeArg> for Mode {
 }
 
 fn main() {
+    // Everything Parley writes (the database and its journal, recordings,
+    // attachments, keys) is for the user running it alone.
+    #[cfg(unix)]
+    // SAFETY: umask only sets this process's file-creation mask; no threads exist yet.
+    unsafe {
+        libc::umask(0o077);
+    }
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     if let Err(e) = runtime.block_on(run(cli)) {

@@ -15,7 +15,7 @@ use parley_domain::validation::{
 };
 use parley_store::repo::agents::{self as repo, AgentFields, AgentFilter};
 use parley_store::repo::triggers::{self as trigger_repo, TriggerFields};
-use parley_store::repo::{events, prompt_blocks};
+use parley_store::repo::{events, prompt_blocks, users};
 use parley_store::{AsHandle, StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -247,7 +247,15 @@ fn apply(f: &mut AgentFields, c: AgentChanges) {
 }
 
 /// Ids in the body must name resources of the caller's scope (422 otherwise).
-async fn check_references(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> ServiceResult<()> {
+/// A handoff target user named in the request must be a member of the
+/// workspace (checked only when sent: a stored one who has since left does
+/// not block unrelated changes).
+async fn check_references(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    f: &AgentFields,
+    target_user_sent: Option<i64>,
+) -> ServiceResult<()> {
     let found = prompt_blocks::get_many(c, scope, &f.prompt_block_ids).await?;
     let mut errors = Vec::new();
     for (i, id) in f.prompt_block_ids.iter().enumerate() {
@@ -262,6 +270,11 @@ async fn check_references(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) 
         let mut l = loc(&["body", "knowledge_collection_ids"]);
         l.push(LocPart::Index(i));
         errors.push(FieldError::not_found(l, &format!("Knowledge collection {id}")));
+    }
+    if let Some(user_id) = target_user_sent
+        && users::role_in(c, user_id, scope.workspace_id).await?.is_none()
+    {
+        errors.push(FieldError::not_found(loc(&["body", "handoff", "target_user_id"]), &format!("User {user_id}")));
     }
     if errors.is_empty() { Ok(()) } else { Err(ServiceError::Validation(errors)) }
 }
@@ -289,8 +302,9 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
         None => defaults(),
     };
     fields.name = input.name;
+    let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
     apply(&mut fields, input.changes);
-    check_references(tx, scope, &fields).await?;
+    check_references(tx, scope, &fields, target_user_sent).await?;
 
     let base = slugify(&fields.name);
     // On PostgreSQL a concurrent create may take the slug between our read and
@@ -330,6 +344,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> S
     }
     let before = AgentFields::from(&current);
     let mut fields = before.clone();
+    let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
     apply(&mut fields, input.changes);
     if let Some(name) = input.name
         && name != current.name
@@ -342,7 +357,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> S
     if fields == before {
         return Ok(current);
     }
-    check_references(tx, scope, &fields).await?;
+    check_references(tx, scope, &fields, target_user_sent).await?;
     let agent = match repo::update(tx, scope, id, &fields).await {
         Ok(a) => a.ok_or_else(|| not_found(id))?,
         Err(StoreError::UniqueViolation) => {

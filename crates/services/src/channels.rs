@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use parley_domain::Scope;
 use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
 use parley_domain::validation::{
-    FieldError, LocPart, Page, Parsed, QueryReader, list_of, loc, one_of, parse_object, string,
+    FieldError, LocPart, Page, Parsed, QueryReader, header_value, list_of, loc, one_of, parse_object, string,
 };
 use parley_events::signing::WebhookSecret;
 use parley_store::Tx;
@@ -96,7 +96,7 @@ impl Connector for ApiConnector {
                     .map_err(|e| vec![FieldError::new(at.to_vec(), "value_error.url", e.to_string())])
             }),
             // Sent as the Authorization header of outbound requests.
-            "authorization" => string(1, 1000)(value, at).map(Value::String),
+            "authorization" => header_value(1, 1000)(value, at).map(Value::String),
             _ => return None,
         })
     }
@@ -498,32 +498,38 @@ pub struct SignatureHeaders<'a> {
 
 /// Checks that a request for api channel `id` is signed with the channel's
 /// `whsec_` secret within five minutes of now (401 otherwise) and that the
-/// channel is active (403); returns its scope and row.
+/// channel is active (403); returns its scope and row. Until the signature
+/// matches, every answer is the same whatever the id names — a missing
+/// channel, another type's, another workspace's — so unsigned requests
+/// learn nothing about which channels exist.
 pub async fn verified_api_channel(
     svc: &Services,
     id: i64,
     headers: SignatureHeaders<'_>,
     body: &[u8],
 ) -> ServiceResult<(Scope, ChannelRow)> {
-    let (scope, channel) = {
-        let mut c = svc.db.read().await?;
-        repo::find_for_inbound(&mut c, id).await?.ok_or_else(|| not_found(id))?
-    };
-    if channel.kind != ChannelType::Api.as_str() {
-        return Err(ServiceError::Conflict(format!("Channel {id} is not an api channel")));
-    }
-    let secret = signing_secret(svc, &channel)?;
+    let refused =
+        |e: parley_events::signing::VerifyError| ServiceError::Unauthorized(format!("Invalid signature: {e}"));
     let now = parley_domain::Timestamp::now().unix_micros() / 1_000_000;
-    parley_events::signing::verify(
-        &secret,
+    let signed = parley_events::signing::SignedHeaders::check(
         headers.id,
         headers.timestamp,
         headers.signature,
-        body,
         now,
         INBOUND_TOLERANCE_S,
     )
-    .map_err(|e| ServiceError::Unauthorized(format!("Invalid signature: {e}")))?;
+    .map_err(refused)?;
+    let found = {
+        let mut c = svc.db.read().await?;
+        repo::find_for_inbound(&mut c, id).await?
+    };
+    let verified = match found {
+        Some((scope, channel)) if channel.kind == ChannelType::Api.as_str() => {
+            signed.matches(&signing_secret(svc, &channel)?, body).then_some((scope, channel))
+        }
+        _ => None,
+    };
+    let (scope, channel) = verified.ok_or_else(|| refused(parley_events::signing::VerifyError::NoMatch))?;
     if channel.status != ChannelStatus::Active.as_str() {
         return Err(ServiceError::Forbidden(format!("Channel {id} is {}", channel.status)));
     }

@@ -26,9 +26,52 @@ use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// The most rows one import takes.
 pub const MAX_ROWS: usize = 50_000;
-/// Errors reported at most; past this the import stops reading.
-const MAX_ERRORS: usize = 1_000;
+/// Faults listed at most (header and rows together); the rest are counted.
+pub const MAX_REPORTED_FAULTS: usize = 100;
+/// The widest header accepted (the importer knows five columns).
+pub const MAX_COLUMNS: usize = 50;
 const COLUMNS: &[&str] = &["display_name", "phone", "email", "notes", "tags"];
+
+/// The faults of one import: the first [`MAX_REPORTED_FAULTS`] in full,
+/// and how many more there were, so a hostile file cannot make the answer
+/// (or the memory behind it) grow with its size.
+#[derive(Default)]
+struct Faults {
+    listed: Vec<FieldError>,
+    unlisted: usize,
+}
+
+impl Faults {
+    fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    /// Takes the faults a row or the header recorded in `found`.
+    fn take(&mut self, found: &mut Vec<FieldError>) {
+        for e in found.drain(..) {
+            if self.listed.len() < MAX_REPORTED_FAULTS {
+                self.listed.push(e);
+            } else {
+                self.unlisted += 1;
+            }
+        }
+    }
+
+    fn into_error(mut self) -> ServiceError {
+        if self.unlisted > 0 {
+            let n = self.unlisted;
+            self.listed.push(
+                FieldError::new(
+                    loc(&["body"]),
+                    "value_error.too_many_errors",
+                    format!("{n} more faults are not listed; fix these and import again"),
+                )
+                .with_ctx(serde_json::json!({ "count": n })),
+            );
+        }
+        ServiceError::Validation(self.listed)
+    }
+}
 
 /// `POST /api/v1/contacts/import`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
@@ -65,6 +108,17 @@ struct Columns {
 impl Columns {
     fn read(headers: &csv_async::StringRecord, errors: &mut Vec<FieldError>) -> Columns {
         let mut cols = Columns::default();
+        if headers.len() > MAX_COLUMNS {
+            errors.push(
+                FieldError::new(
+                    loc(&["body", "header"]),
+                    "value_error.csv.too_many_columns",
+                    format!("the header has {} columns; at most {MAX_COLUMNS}", headers.len()),
+                )
+                .with_ctx(serde_json::json!({ "limit_value": MAX_COLUMNS })),
+            );
+            return cols;
+        }
         for (i, name) in headers.iter().enumerate() {
             let name = name.trim().trim_start_matches('\u{feff}').to_ascii_lowercase();
             let at = || vec![LocPart::from("body"), LocPart::from("header"), LocPart::from(name.as_str())];
@@ -162,10 +216,12 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(
 ) -> ServiceResult<()> {
     let mut reader = csv_async::AsyncReaderBuilder::new().has_headers(true).flexible(false).create_reader(input);
     let mut errors = Vec::new();
+    let mut faults = Faults::default();
     let headers = reader.headers().await.map_err(unreadable)?.clone();
     let cols = Columns::read(&headers, &mut errors);
-    if !errors.is_empty() {
-        return Err(ServiceError::Validation(errors));
+    faults.take(&mut errors);
+    if !faults.is_empty() {
+        return Err(faults.into_error());
     }
     let mut rows = Vec::with_capacity(CHUNK);
     let mut record = csv_async::StringRecord::new();
@@ -196,11 +252,10 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(
             }
             Err(e) => return Err(unreadable(e)),
         }
-        if errors.len() >= MAX_ERRORS {
-            break;
-        }
-        // Once a row has failed nothing will be written: keep only checking.
-        if !errors.is_empty() {
+        faults.take(&mut errors);
+        // Once a row has failed nothing will be written: keep only checking
+        // (and counting faults).
+        if !faults.is_empty() {
             rows.clear();
         } else if rows.len() == CHUNK {
             let full = std::mem::replace(&mut rows, Vec::with_capacity(CHUNK));
@@ -209,8 +264,8 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(
             }
         }
     }
-    if !errors.is_empty() {
-        return Err(ServiceError::Validation(errors));
+    if !faults.is_empty() {
+        return Err(faults.into_error());
     }
     if !rows.is_empty() {
         let _ = out.send(rows).await;

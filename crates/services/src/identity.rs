@@ -193,14 +193,27 @@ impl Keyring {
             .ok_or_else(|| internal("no active JWT signing key".into()))
     }
 
+    /// The key `kid` names. An unknown kid (another instance rotated, or
+    /// started at the same moment) reloads the keys — at most once a
+    /// second, so made-up kids cannot hammer the database; a request that
+    /// comes too soon waits for the next reload rather than failing.
     async fn verification_key(&self, db: &Db, kid: &str) -> ServiceResult<Option<Vec<u8>>> {
         let lookup = |c: &KeyCache| c.keys.iter().find(|(k, _, _)| k == kid).map(|(_, s, _)| s.clone());
-        let (found, can_reload) = {
+        let look = || {
             let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
-            (lookup(&cache), cache.loaded.elapsed() >= KEY_RELOAD_MIN_INTERVAL)
+            (lookup(&cache), KEY_RELOAD_MIN_INTERVAL.saturating_sub(cache.loaded.elapsed()))
         };
-        if found.is_some() || !can_reload {
+        let (found, wait) = look();
+        if found.is_some() {
             return Ok(found);
+        }
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+            let (found, wait) = look();
+            if found.is_some() || !wait.is_zero() {
+                // Found, or another request reloaded meanwhile without it.
+                return Ok(found);
+            }
         }
         self.reload(db).await?;
         Ok(lookup(&self.cache.read().unwrap_or_else(|p| p.into_inner())))

@@ -164,7 +164,7 @@ impl Storage {
     /// Storage under `config.path` (created if missing); URLs are signed
     /// with `signing_key`.
     pub fn local(config: StorageConfig, signing_key: [u8; 32]) -> Self {
-        let store = std::fs::create_dir_all(&config.path)
+        let store = parley_store::files::create_private_dir(&config.path)
             .map_err(|e| e.to_string())
             .and_then(|()| LocalFileSystem::new_with_prefix(&config.path).map_err(|e| e.to_string()))
             .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
@@ -197,6 +197,27 @@ impl Storage {
             options.attributes.insert(object_store::Attribute::ContentType, content_type.to_owned().into());
         }
         self.store()?.put_opts(&ObjectPath::from(key), PutPayload::from_bytes(bytes), options).await?;
+        if self.config.backend == Backend::Local {
+            self.make_private(key).map_err(|e| StorageError::Unavailable(format!("{key}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Gives a stored file mode 0600 and the directories object_store made
+    /// for it mode 0700 (it creates them with the process's defaults).
+    fn make_private(&self, key: &str) -> std::io::Result<()> {
+        let root = &self.config.path;
+        let file = root.join(key);
+        parley_store::files::make_private(&file)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mut dir = file.parent();
+            while let Some(d) = dir.filter(|d| d.starts_with(root) && *d != root.as_path()) {
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+                dir = d.parent();
+            }
+        }
         Ok(())
     }
 

@@ -74,10 +74,13 @@ impl Db {
             .pragma("cache_size", "-16384")
             .pragma("mmap_size", "268435456")
             .foreign_keys(true);
-        if let Some(dir) = Path::new(base.get_filename()).parent()
-            && !dir.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(dir)?;
+        let file = Path::new(base.get_filename());
+        if file.as_os_str() != ":memory:" && !file.as_os_str().is_empty() {
+            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                crate::files::create_private_dir(dir)?;
+            }
+            // SQLite gives its -wal and -shm files the database file's mode.
+            crate::files::create_private_file(file)?;
         }
         // One writer: SQLite allows one write transaction at a time anyway, and
         // queueing in the pool is fairer and cheaper than busy-waiting.

@@ -10,6 +10,7 @@
 
 mod db;
 mod error;
+pub mod files;
 pub mod repo;
 pub mod testing;
 

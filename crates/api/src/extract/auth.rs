@@ -125,8 +125,8 @@ impl ClientIp {
     pub(crate) fn of(extensions: &axum::http::Extensions) -> ClientIp {
         ClientIp(
             extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0.ip().to_string())
+                .get::<axum::extract::ConnectInfo<crate::listener::PeerAddr>>()
+                .map(|c| c.0.0.ip().to_string())
                 .unwrap_or_default(),
         )
     }

@@ -10,5 +10,5 @@ mod query;
 pub use auth::{Auth, ClientIp};
 pub use body::{FromBody, JsonBody};
 pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write, write_answer};
-pub use path::Ids;
+pub use path::{Ids, PathText};
 pub use query::{FromQuery, ListQuery, NoFilter, Params};

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use parley_domain::call::Call;
@@ -18,7 +18,9 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, JsonBody, ListQuery, Params, RequiredIdempotency, write_answer};
+use crate::extract::{
+    Auth, FromBody, FromQuery, JsonBody, ListQuery, Params, PathText, RequiredIdempotency, write_answer,
+};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -166,7 +168,7 @@ async fn list_calls(
     params(("call_id" = String, Path, description = "`call_…`")),
     responses((status = 200, body = Call), (status = 404, body = ErrorBody, example = json!({"detail": "Call call_01J… not found"})))
 )]
-async fn get_call(auth: Auth, State(s): State<AppState>, Path(id): Path<String>) -> Result<Json<Call>, ApiError> {
+async fn get_call(auth: Auth, State(s): State<AppState>, PathText(id): PathText) -> Result<Json<Call>, ApiError> {
     Ok(Json(calls::get(&s.services, auth.scope(), &id).await?))
 }
 
@@ -181,7 +183,7 @@ async fn get_call(auth: Auth, State(s): State<AppState>, Path(id): Path<String>)
         (status = 409, body = ErrorBody, description = "The call has already ended"),
     )
 )]
-async fn hangup_call(auth: Auth, State(s): State<AppState>, Path(id): Path<String>) -> Result<Json<Call>, ApiError> {
+async fn hangup_call(auth: Auth, State(s): State<AppState>, PathText(id): PathText) -> Result<Json<Call>, ApiError> {
     Ok(Json(calls::hangup(&s.services, auth.scope(), &id).await?))
 }
 
@@ -194,7 +196,7 @@ async fn hangup_call(auth: Auth, State(s): State<AppState>, Path(id): Path<Strin
 async fn get_transcript(
     auth: Auth,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    PathText(id): PathText,
 ) -> Result<Json<Transcript>, ApiError> {
     Ok(Json(calls::transcript(&s.services, auth.scope(), &id).await?))
 }
@@ -219,7 +221,7 @@ async fn get_transcript(
 async fn get_recording(
     auth: Auth,
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    PathText(id): PathText,
     Params(params): Params<RecordingParams>,
 ) -> Result<Response, ApiError> {
     let link = calls::recording(&s.services, auth.scope(), &id).await?;

@@ -1,7 +1,7 @@
 //! `/api/v1/channels`: channel connections.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -34,10 +34,6 @@ fn signature_headers(headers: &HeaderMap) -> channels::SignatureHeaders<'_> {
         timestamp: header("webhook-timestamp"),
         signature: header("webhook-signature"),
     }
-}
-
-fn channel_path_id(id: &str) -> Result<i64, ApiError> {
-    id.parse().map_err(|_| ApiError::Status(StatusCode::NOT_FOUND, format!("Channel {id} not found")))
 }
 
 impl FromBody for CreateChannel {
@@ -179,20 +175,18 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
     responses(
         (status = 200, body = parley_domain::conversation::Message, description = "Seen before: the first message"),
         (status = 201, body = parley_domain::conversation::Message),
-        (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature"),
+        (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature — also when no api channel has this id, so the answer reveals nothing"),
         (status = 403, body = ErrorBody, description = "The channel is disabled"),
-        (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "Not an api channel"),
         (status = 422, body = ValidationErrorBody),
     )
 )]
 async fn receive_inbound(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    path: Ids<1>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let id = channel_path_id(&id)?;
+    let [id] = path.0;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
     let received = channels::receive_inbound(&s.services, id, signature_headers(&headers), &bytes).await?;
     let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
@@ -213,20 +207,19 @@ async fn receive_inbound(
     request_body = parley_services::messages::StatusReport,
     responses(
         (status = 200, body = parley_domain::conversation::Message),
-        (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature"),
+        (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature — also when no api channel has this id, so the answer reveals nothing"),
         (status = 403, body = ErrorBody, description = "The channel is disabled"),
-        (status = 404, body = ErrorBody, description = "No such channel, or no outbound message with that external_id on it"),
-        (status = 409, body = ErrorBody, description = "Not an api channel"),
+        (status = 404, body = ErrorBody, description = "No outbound message with that external_id on this channel"),
         (status = 422, body = ValidationErrorBody),
     )
 )]
 async fn receive_status(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    path: Ids<1>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
-    let id = channel_path_id(&id)?;
+    let [id] = path.0;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
     let message =
         parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?;

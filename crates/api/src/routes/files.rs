@@ -2,16 +2,18 @@
 //! `Storage::signed_url` hands out). No credential: the signature is the
 //! permission. Supports one HTTP byte range.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use parley_domain::validation::QueryReader;
 use parley_services::storage::StorageError;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
+use crate::extract::{FromQuery, Params, PathText};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -23,10 +25,22 @@ pub fn router() -> OpenApiRouter<AppState> {
 struct Signed {
     /// The file's content type, as signed.
     #[serde(rename = "type")]
+    #[param(max_length = 255)]
     kind: Option<String>,
     /// Unix seconds after which the link stops working.
     expires: Option<i64>,
+    #[param(max_length = 255)]
     signature: Option<String>,
+}
+
+impl FromQuery for Signed {
+    fn from_query(q: &mut QueryReader) -> Self {
+        Signed {
+            kind: q.string("type", 0, 255),
+            expires: q.integer("expires", i64::MIN, i64::MAX),
+            signature: q.string("signature", 0, 255),
+        }
+    }
 }
 
 /// Types a browser may show in place; anything else downloads, so a file
@@ -75,13 +89,14 @@ fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<std::ops::Range<
         (status = 403, body = ErrorBody, description = "Missing or wrong signature, or the link has expired"),
         (status = 404, body = ErrorBody, description = "No such file"),
         (status = 416, body = ErrorBody, description = "The range is outside the file"),
+        (status = 422, body = ValidationErrorBody, description = "A malformed key or query parameter"),
         (status = 503, body = ErrorBody, description = "Storage is unavailable"),
     )
 )]
 async fn download(
     State(s): State<AppState>,
-    Path(key): Path<String>,
-    Query(signed): Query<Signed>,
+    PathText(key): PathText,
+    Params(signed): Params<Signed>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let storage = &s.services.storage;

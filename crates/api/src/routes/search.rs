@@ -87,7 +87,7 @@ async fn search_all(
 ) -> Result<Json<SearchResults>, ApiError> {
     // The reader reported why the request is missing; this cannot be reached without it.
     let Some(request) = q.filter.0 else { return Err(ApiError::bad_request("Invalid search query")) };
-    if q.page.offset + q.page.limit > MAX_RESULTS {
+    if q.page.offset.saturating_add(q.page.limit) > MAX_RESULTS {
         return Err(ApiError::Validation(vec![FieldError::new(
             loc(&["query", "offset"]),
             "value_error.number.not_le",

@@ -17,8 +17,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use axum::extract::State;
 use axum::extract::ws::{Message as Frame, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
@@ -31,6 +31,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody};
+use crate::extract::PathText;
 use crate::state::AppState;
 
 /// The widget: plain JavaScript, no dependencies.
@@ -82,7 +83,7 @@ async fn widget() -> Response {
 )]
 async fn connect(
     State(s): State<AppState>,
-    Path(public_id): Path<String>,
+    PathText(public_id): PathText,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {

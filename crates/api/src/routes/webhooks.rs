@@ -2,7 +2,7 @@
 //! log, and the event log they deliver from.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::event::Event;
@@ -16,7 +16,9 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, transaction, write};
+use crate::extract::{
+    Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, PathText, transaction, write,
+};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -238,7 +240,7 @@ async fn list_events(
 async fn get_event(
     auth: Auth,
     State(s): State<AppState>,
-    Path(event_id): Path<String>,
+    PathText(event_id): PathText,
 ) -> Result<Json<Event>, ApiError> {
     Ok(Json(webhooks::get_event(&s.services, auth.scope(), &event_id).await?))
 }

@@ -147,4 +147,239 @@ both_backends! {
             assert!(r.body["detail"].as_str().is_some());
         }
     }
+
+    async fn csv_import_faults_are_capped_and_wide_headers_refused(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        // 700,000 unknown columns: one fault, not 700,000.
+        let mut header = String::from("display_name");
+        for i in 0..700_000 {
+            header.push_str(&format!(",c{i}"));
+        }
+        let r = crate::contacts::import(&app, &ws.live, format!("{header}\nAna\n")).await;
+        assert_eq!(r.status, 422);
+        assert!(r.text.len() < 1_000, "{} bytes", r.text.len());
+        assert_eq!(r.faults(), [(r#"["body","header"]"#.to_owned(), "value_error.csv.too_many_columns".to_owned())]);
+        // 40 unknown columns and 3,000 bad rows: 100 listed, the rest counted.
+        let mut csv = String::from("phone");
+        for i in 0..40 {
+            csv.push_str(&format!(",x{i}"));
+        }
+        csv.push('\n');
+        let r = crate::contacts::import(&app, &ws.live, csv).await;
+        assert_eq!(r.status, 422);
+        assert_eq!(r.body["detail"].as_array().unwrap().len(), 40);
+        let mut csv = String::from("phone\n");
+        for _ in 0..3_000 {
+            csv.push_str("not a phone\n");
+        }
+        let r = crate::contacts::import(&app, &ws.live, csv).await;
+        assert_eq!(r.status, 422);
+        let detail = r.body["detail"].as_array().unwrap();
+        assert_eq!(detail.len(), 101);
+        assert_eq!(detail[99]["loc"], json!(["body", "rows", 100, "phone"]));
+        assert_eq!(detail[100]["type"], "value_error.too_many_errors");
+        assert_eq!(detail[100]["ctx"]["count"], 2_900);
+        assert_eq!(app.get(&ws.live, "/api/v1/contacts").await.body["total"], 0);
+    }
+
+    async fn undecodable_path_ids_are_422_json_never_500(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        for (path, name) in [
+            ("/api/v1/agents/%FF", "agent_id"),
+            ("/api/v1/agents/%C3%28/triggers", "agent_id"),
+            ("/api/v1/agents/1/triggers/%FF", "trigger_id"),
+            ("/api/v1/calls/%FF", "call_id"),
+            ("/api/v1/events/%FF", "event_id"),
+            ("/api/v1/calls/%FF/transcript", "call_id"),
+        ] {
+            let r = app.get(&ws.live, path).await;
+            assert_eq!(r.status, 422, "{path}: {}", r.text);
+            assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+            assert!(r.header("x-request-id").is_some());
+            assert_eq!(r.body["detail"][0]["loc"], json!(["path", name]), "{path}");
+        }
+        // Routes without credentials too.
+        for (path, name) in [("/files/%FF", "key"), ("/webchat/%FF", "public_id")] {
+            let r = app.send(Method::GET, path, None, None, &[]).await;
+            assert_eq!(r.status, 422, "{path}: {}", r.text);
+            assert_eq!(r.body["detail"][0]["loc"], json!(["path", name]), "{path}");
+        }
+    }
+
+    async fn every_error_is_json_with_a_request_id(backend) {
+        let app = TestApp::spawn(backend).await;
+        let r = app.send(Method::GET, "/files/x?expires=abc&type=text/plain&signature=s", None, None, &[]).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.body["detail"][0]["loc"], json!(["query", "expires"]));
+        // A header hyper itself cannot parse (DEL) gets the same JSON shape.
+        for raw in [
+            &b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Foo: a\x7fb\r\n\r\n"[..],
+            b"GET /api/v1/agents HTTP/1.1\r\nHost: x\r\nX-API-Key: a\x01b\r\n\r\n",
+        ] {
+            let answer = raw_request(&app, raw).await;
+            let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with("HTTP/1.1 400 "), "{answer}");
+            let head = head.to_ascii_lowercase();
+            assert!(head.contains("content-type: application/json"), "{head}");
+            assert!(head.contains("x-request-id: "), "{head}");
+            let v: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert!(v["detail"].as_str().unwrap().contains("header"), "{body}");
+        }
+    }
+
+    async fn a_search_offset_near_the_integer_limit_is_refused(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        for query in ["offset=9223372036854775708&limit=200", "offset=9223372036854775807", "offset=9999&limit=2"] {
+            let r = app.get(&ws.live, &format!("/api/v1/search?q=hello&{query}")).await;
+            assert_eq!(r.status, 422, "{query}: {}", r.text);
+            assert_eq!(r.body["detail"][0]["loc"], json!(["query", "offset"]));
+        }
+        assert_eq!(app.get(&ws.live, "/api/v1/search?q=hello&offset=9800&limit=200").await.status, 200);
+    }
+
+    async fn a_handoff_target_must_be_a_member_of_the_workspace(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let other = app.workspace("B").await;
+        let member = app.user("ana@example.com", PW, ws.id, Role::Member).await;
+        let outsider = app.user("bo@example.com", PW, other.id, Role::Owner).await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        let path = format!("/api/v1/agents/{agent}");
+        for user in [outsider, 999_999] {
+            let r = app.patch(&ws.live, &path, json!({"handoff": {"target_user_id": user}})).await;
+            assert_eq!(r.status, 422, "{}", r.text);
+            assert_eq!(r.faults(), [(r#"["body","handoff","target_user_id"]"#.to_owned(), "value_error.not_found".to_owned())]);
+        }
+        let r = app.post_idem(&ws.live, "/api/v1/agents", &uuid(), json!({"name": "Bo", "handoff": {"target_user_id": outsider}})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        assert_eq!(app.get(&ws.live, &path).await.body["handoff"]["target_user_id"], json!(null));
+        let r = app.patch(&ws.live, &path, json!({"handoff": {"target_user_id": member}})).await;
+        assert_eq!((r.status, r.body["handoff"]["target_user_id"].clone()), (200, json!(member)));
+    }
+
+    async fn unsigned_inbound_requests_learn_nothing_about_channels(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let other = app.workspace("B").await;
+        let (api, _) = crate::conversations::api_channel(&app, &ws.live).await;
+        let (webchat, _) = crate::webchat::webchat_channel(&app, &other.live, json!({})).await;
+        let missing = api + webchat + 1000;
+        let mut answers = Vec::new();
+        for id in [api, webchat, missing] {
+            for signed in [false, true] {
+                let mut rb = app.client.post(app.url(&format!("/api/v1/channels/{id}/inbound"))).json(&json!({"from": "x", "text": "hi"}));
+                if signed {
+                    let now = crate::conversations::now_s().to_string();
+                    rb = rb.header("webhook-id", "msg_1").header("webhook-timestamp", now).header("webhook-signature", "v1,Zm9yZ2Vk");
+                }
+                let r = Resp::from(rb.send().await.unwrap()).await;
+                answers.push((signed, r.status, r.text));
+            }
+            let r = Resp::from(app.client.post(app.url(&format!("/api/v1/channels/{id}/status"))).json(&json!({})).send().await.unwrap()).await;
+            answers.push((false, r.status, r.text));
+        }
+        for (signed, status, text) in &answers {
+            assert_eq!(*status, 401, "{text}");
+            let same = answers.iter().find(|(s, _, _)| s == signed).unwrap();
+            assert_eq!(text, &same.2, "the answer depends on what the id names");
+        }
+    }
+
+    async fn header_bound_channel_settings_refuse_control_characters(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        for bad in ["Bearer a\r\nX-Evil: 1", "Bearer a\nb", "Bearer \u{7f}"] {
+            let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "B", "config": {"authorization": bad}})).await;
+            assert_eq!(r.status, 422, "{}", r.text);
+            assert_eq!(r.faults(), [(r#"["body","config","authorization"]"#.to_owned(), "value_error.header".to_owned())]);
+        }
+        let (id, _) = crate::conversations::api_channel(&app, &ws.live).await;
+        let r = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"authorization": "Bearer x\r\n"}})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        let r = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"authorization": "Bearer abc.def"}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+
+    async fn a_413_closes_the_connection_and_the_client_carries_on(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.limits.max_body_bytes = 1024).await;
+        let ws = app.workspace("A").await;
+        let big = json!({"name": "x".repeat(200_000)});
+        for _ in 0..5 {
+            let r = app.post_idem(&ws.live, "/api/v1/agents", &uuid(), big.clone()).await;
+            assert_eq!(r.status, 413, "{}", r.text);
+            assert_eq!(r.header("connection"), Some("close"));
+            assert!(r.header("x-request-id").is_some());
+            // The same client (its pool) goes on working.
+            assert_eq!(app.get(&ws.live, "/api/v1/agents").await.status, 200);
+        }
+        // A body that is read keeps the connection.
+        let r = app.post_idem(&ws.live, "/api/v1/agents", &uuid(), json!({"name": "Ava"})).await;
+        assert_eq!(r.status, 201);
+        assert_eq!(r.header("connection"), None);
+        // An early 401 leaves the body unread: close.
+        let r = app.send(Method::POST, "/api/v1/agents", None, Some(json!({"name": "Ava"})), &[]).await;
+        assert_eq!((r.status, r.header("connection")), (401, Some("close")));
+    }
+
+    async fn data_files_are_private_to_the_server_user(backend) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        // Stored objects: an attachment.
+        let rx = crate::receiver::Receiver::start().await;
+        let (ch, secret) = crate::messages::sending_channel(&app, &ws.live, &rx.url).await;
+        let conv = crate::messages::conversation_with(&app, ch, &secret, "user-1").await;
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x", "attachments": [
+            {"filename": "a.txt", "content_type": "text/plain", "data": "aGk="}]})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(mode(&app.storage_path), 0o700);
+        let mut files = Vec::new();
+        let mut dirs = vec![app.storage_path.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() { dirs.push(p) } else { files.push(p) }
+            }
+        }
+        assert!(!files.is_empty());
+        for f in &files {
+            assert_eq!(mode(f), 0o600, "{}", f.display());
+            let mut d = f.parent();
+            while let Some(dir) = d.filter(|d| d.starts_with(&app.storage_path)) {
+                assert_eq!(mode(dir), 0o700, "{}", dir.display());
+                d = dir.parent();
+            }
+        }
+        // The SQLite database, in a directory that did not exist.
+        let dir = std::env::temp_dir().join(format!("parley-private-{}", uuid()));
+        let url = format!("sqlite://{}/data/parley.db", dir.display());
+        let db = parley_store::Db::connect(&url, &parley_store::DbOptions::default()).await.unwrap();
+        db.migrate().await.unwrap();
+        db.close().await;
+        assert_eq!(mode(&dir.join("data")), 0o700);
+        for f in ["parley.db", "parley.db-wal", "parley.db-shm"] {
+            let p = dir.join("data").join(f);
+            if p.exists() {
+                assert_eq!(mode(&p), 0o600, "{f}");
+            }
+        }
+        assert!(dir.join("data/parley.db").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Sends raw bytes on a new connection and returns everything answered.
+async fn raw_request(app: &TestApp, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(5), socket.read_to_end(&mut out)).await.unwrap().unwrap();
+    String::from_utf8_lossy(&out).into_owned()
 }

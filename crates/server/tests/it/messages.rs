@@ -34,7 +34,7 @@ pub(crate) async fn wait_for_status(app: &TestApp, key: &str, id: i64, status: &
 }
 
 /// A conversation on `channel` with `from` (an inbound message opens it).
-async fn conversation_with(app: &TestApp, channel: i64, secret: &WebhookSecret, from: &str) -> i64 {
+pub(crate) async fn conversation_with(app: &TestApp, channel: i64, secret: &WebhookSecret, from: &str) -> i64 {
     let r = inbound(app, channel, secret, json!({"from": from, "text": "Hi", "external_id": uuid()})).await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body["conversation_id"].as_i64().unwrap()
