@@ -574,17 +574,14 @@ impl Settings {
         if let Some(k) = &self.secrets.master_key {
             return SecretBox::from_base64(k).map_err(|e| anyhow::anyhow!("secrets.master_key: {e}"));
         }
-        let Some(path) =
-            self.database_url.strip_prefix("sqlite://").or_else(|| self.database_url.strip_prefix("sqlite:"))
-        else {
+        if !self.database_url.starts_with("sqlite:") {
             anyhow::bail!(
                 "secrets.master_key (PARLEY_SECRETS__MASTER_KEY) is required with PostgreSQL: every instance must \
                  share it. Generate one with: head -c 32 /dev/urandom | base64"
             );
-        };
-        let path = path.split('?').next().unwrap_or(path);
-        anyhow::ensure!(path != ":memory:" && !path.is_empty(), "an in-memory database needs secrets.master_key");
-        let file = Path::new(path).with_file_name("master.key");
+        }
+        let Some(path) = self.sqlite_path() else { anyhow::bail!("an in-memory database needs secrets.master_key") };
+        let file = path.with_file_name("master.key");
         if let Ok(existing) = std::fs::read_to_string(&file) {
             return SecretBox::from_base64(&existing).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()));
         }
@@ -595,6 +592,18 @@ impl Settings {
         // Read back: if another process created the file first, its key wins.
         let stored = std::fs::read_to_string(&file)?;
         SecretBox::from_base64(&stored).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+    }
+
+    /// The SQLite database file, made absolute (`None` for PostgreSQL or
+    /// an in-memory database).
+    pub fn sqlite_path(&self) -> Option<std::path::PathBuf> {
+        let url = &self.database_url;
+        let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+        let path = path.split('?').next().unwrap_or(path);
+        if path.is_empty() || path == ":memory:" {
+            return None;
+        }
+        std::path::absolute(path).ok()
     }
 
     pub fn db_options(&self) -> parley_store::DbOptions {

@@ -20,9 +20,34 @@ pub use config::Settings;
 pub async fn open_database(settings: &Settings) -> anyhow::Result<Db> {
     let db = Db::connect(&settings.database_url, &settings.db_options())
         .await
-        .with_context(|| format!("could not open the database at {}", redact(&settings.database_url)))?;
+        .with_context(|| format!("could not open the database at {}", describe_database(settings)))?;
     db.migrate().await.context("could not apply database migrations")?;
     Ok(db)
+}
+
+/// For administration commands: refuses to go on when the SQLite database
+/// does not exist, since opening it would create an empty one — the usual
+/// cause is running the command from another directory than the server.
+pub fn require_existing_database(settings: &Settings) -> anyhow::Result<()> {
+    if let Some(path) = settings.sqlite_path()
+        && !path.exists()
+    {
+        anyhow::bail!(
+            "there is no database at {}; run the command where `parley serve` keeps its data, name the database \
+             with --database-url (or PARLEY_DATABASE_URL), or add --create to make a new one",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The database, for logs and messages: a SQLite path made absolute, a
+/// PostgreSQL URL without its password.
+pub fn describe_database(settings: &Settings) -> String {
+    match settings.sqlite_path() {
+        Some(path) => format!("sqlite://{}", path.display()),
+        None => redact(&settings.database_url),
+    }
 }
 
 /// Hides a password in a database URL before it is printed.

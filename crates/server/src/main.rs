@@ -21,6 +21,10 @@ struct Cli {
     /// Database URL: sqlite://PATH or postgres://… (overrides the configuration).
     #[arg(long, global = true)]
     database_url: Option<String>,
+    /// Create the SQLite database if it does not exist. Administration
+    /// commands refuse a missing one otherwise (`serve` always creates it).
+    #[arg(long, global = true)]
+    create: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -194,6 +198,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(url) = cli.database_url {
         settings.database_url = url;
     }
+    let serving = matches!(cli.command, Command::Serve { .. } | Command::Openapi);
+    if !serving && !cli.create {
+        parley_server::require_existing_database(&settings)?;
+    }
     match cli.command {
         Command::Serve { listen } => {
             if let Some(l) = listen {
@@ -209,7 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(&settings.listen)
                 .await
                 .with_context(|| format!("could not listen on {}", settings.listen))?;
-            tracing::info!(address = %listener.local_addr()?, database = %parley_server::redact(&settings.database_url), "Parley is listening");
+            tracing::info!(address = %listener.local_addr()?, database = %parley_server::describe_database(&settings), "Parley is listening");
             serve(settings, db, listener, shutdown_signal()).await
         }
         Command::Migrate => {

@@ -100,7 +100,7 @@ both_backends! {
     async fn workspace_and_key_commands_print_the_documented_json(backend) {
         let database = fresh_database(backend).await;
         let url = database.url.clone();
-        let (code, ws, err) = tokio::task::spawn_blocking({ let url = url.clone(); move || parley(&["workspace", "create", "--name", "Acme", "--voice"], &url) }).await.unwrap();
+        let (code, ws, err) = tokio::task::spawn_blocking({ let url = url.clone(); move || parley(&["workspace", "create", "--name", "Acme", "--voice", "--create"], &url) }).await.unwrap();
         assert_eq!(code, 0, "{err}");
         assert_eq!(keys_of(&ws), vec!["api_key", "workspace"]);
         assert_eq!(keys_of(&ws["workspace"]), vec!["created_at", "id", "name", "voice_enabled"]);
@@ -139,7 +139,7 @@ both_backends! {
         let url = database.url.clone();
         for _ in 0..2 {
             let url = url.clone();
-            let (code, out, err) = tokio::task::spawn_blocking(move || parley(&["migrate"], &url)).await.unwrap();
+            let (code, out, err) = tokio::task::spawn_blocking(move || parley(&["migrate", "--create"], &url)).await.unwrap();
             assert_eq!(code, 0, "{err}");
             assert_eq!(out, json!({"migrated": true}));
         }
@@ -182,9 +182,43 @@ both_backends! {
 }
 
 #[test]
+fn commands_refuse_a_missing_sqlite_database_without_create() {
+    let dir = std::env::temp_dir().join(format!("parley-cli-{}", uuid()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A relative path, as in the default `sqlite://./data/parley.db`.
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_parley"))
+            .args(args)
+            .args(["--database-url", "sqlite://./data/parley.db"])
+            .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for args in [&["workspace", "create", "--name", "Acme"][..], &["key", "revoke", "1"], &["migrate"], &["billing", "verify"]] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, Some(1), "{args:?}");
+        let err: Value = serde_json::from_str(err.trim()).unwrap();
+        let absolute = dir.join("data/parley.db").canonicalize().unwrap_or(dir.join("./data/parley.db"));
+        let message = err["error"].as_str().unwrap();
+        assert!(message.contains("there is no database at /"), "{message}");
+        assert!(message.contains("parley.db") && message.contains("--create"), "{message}");
+        assert!(!absolute.exists(), "{args:?} created the database");
+    }
+    let (code, out, err) = run(&["workspace", "create", "--name", "Acme", "--create"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("parley_live_"));
+    assert!(dir.join("data/parley.db").exists());
+    let (code, _, err) = run(&["billing", "verify"]);
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn user_create_reads_the_password_from_stdin_and_prints_json() {
     let database = TestDatabase::sqlite();
-    let (_, ws, _) = parley(&["workspace", "create", "--name", "Acme"], &database.url);
+    let (_, ws, _) = parley(&["workspace", "create", "--name", "Acme", "--create"], &database.url);
     let wid = ws["workspace"]["id"].to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args([
