@@ -21,15 +21,15 @@ pub use error::ApiError;
 pub use middleware::RequestId;
 pub use state::{ApiConfig, AppState, RateLimitConfig};
 
-/// The OpenAPI document alone (what `/openapi.json` serves).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    openapi::finish(routes::router().split_for_parts().1)
+/// The OpenAPI document alone: what `/openapi.json` serves with these text engines.
+pub fn openapi(text_engines: &[String]) -> utoipa::openapi::OpenApi {
+    openapi::with_text_engines(openapi::finish(routes::router().split_for_parts().1), text_engines)
 }
 
 /// Builds the whole HTTP application and its OpenAPI document.
 pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
-    let (api, doc) = routes::router().split_for_parts();
-    let doc = openapi::finish(doc);
+    let (api, _) = routes::router().split_for_parts();
+    let doc = openapi(&state.services.config.text_engines);
     let json = serde_json::to_string(&doc).expect("the OpenAPI document serialises");
     let router = api
         .layer(axum::Extension(routes::docs::OpenApiJson(json.into())))

@@ -6,7 +6,7 @@ use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr, ResponseBuilder, Schema};
 
 use crate::error::{ErrorBody, InternalErrorBody, ValidationErrorBody};
 
@@ -55,15 +55,24 @@ pub fn base() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
-/// Routes under /api/ that take no credential (they establish one).
-/// Routes without an API key or session: sign-in, and inbound channel
-/// traffic (authenticated by the channel's own signature).
+/// Routes under /api/ that take no credential (they establish one) or that
+/// are authenticated by a channel's own signature.
 const UNAUTHENTICATED: &[&str] = &[
     "/api/v1/auth/login",
     "/api/v1/auth/refresh",
     "/api/v1/auth/logout",
     "/api/v1/channels/{channel_id}/inbound",
     "/api/v1/channels/{channel_id}/status",
+];
+
+/// Routes that need a signed-in user's session (a Bearer access token): an
+/// API key gets a 403 there, so only the `bearer` scheme is listed.
+const SESSION_ONLY: &[&str] = &[
+    "/api/v1/api-keys",
+    "/api/v1/api-keys/{key_id}",
+    "/api/v1/auth/me",
+    "/api/v1/auth/workspace",
+    "/api/v1/billing/credits",
 ];
 
 fn error_response(description: &str, schema: &str) -> RefOr<utoipa::openapi::Response> {
@@ -83,6 +92,7 @@ fn shared(name: &str) -> RefOr<utoipa::openapi::Response> {
 /// where there is a body, 500 everywhere; and the common response headers.
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     let components = doc.components.get_or_insert_with(Default::default);
+    flatten_all_of(&mut components.schemas);
     components.add_security_scheme(
         "api_key",
         SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
@@ -107,9 +117,21 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     );
     r.insert(
         "BadRequest".into(),
-        error_response("Malformed request, e.g. both X-API-Key and Authorization sent", "ErrorBody"),
+        error_response(
+            "Malformed request: a header the server cannot parse (control characters), or credentials sent \
+             twice (two X-API-Key or Authorization headers, or both)",
+            "ErrorBody",
+        ),
     );
     r.insert("RateLimited".into(), error_response("Rate limit exceeded; see Retry-After", "ErrorBody"));
+    r.insert(
+        "IdempotencyConflict".into(),
+        error_response(
+            "The Idempotency-Key was used with another request, or its first request is still running (with \
+             Retry-After: 1)",
+            "ErrorBody",
+        ),
+    );
     r.insert(
         "PayloadTooLarge".into(),
         error_response("Request body above the size limit (default 1 MiB)", "ErrorBody"),
@@ -117,6 +139,7 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     r.insert("ValidationError".into(), error_response("Invalid input; every fault is listed", "ValidationErrorBody"));
     r.insert("InternalError".into(), error_response("Unexpected failure; quote the request id", "InternalErrorBody"));
 
+    let schemas = components.schemas.clone();
     let string = || utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::String).build();
     let common_headers = [
         ("X-Request-Id", "Identifies this request in the server's logs"),
@@ -126,22 +149,44 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
 
     for (path, item) in doc.paths.paths.iter_mut() {
         let authenticated = path.starts_with("/api/") && !UNAUTHENTICATED.contains(&path.as_str());
+        let session_only = SESSION_ONLY.contains(&path.as_str());
         let ops: [&mut Option<Operation>; 5] =
             [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
         for op in ops.into_iter().flatten() {
+            for parameter in op.parameters.iter_mut().flatten() {
+                if let RefOr::T(parameter) = parameter
+                    && parameter.name == "Idempotency-Key"
+                {
+                    parameter.schema = Some(idempotency_key_schema());
+                }
+            }
             let responses = &mut op.responses.responses;
             if authenticated {
-                op.security = Some(vec![
-                    SecurityRequirement::new("api_key", Vec::<String>::new()),
-                    SecurityRequirement::new("bearer", Vec::<String>::new()),
-                ]);
-                responses.entry("400".into()).or_insert_with(|| shared("BadRequest"));
+                let bearer = SecurityRequirement::new("bearer", Vec::<String>::new());
+                op.security = Some(if session_only {
+                    vec![bearer]
+                } else {
+                    vec![SecurityRequirement::new("api_key", Vec::<String>::new()), bearer]
+                });
                 responses.entry("401".into()).or_insert_with(|| shared("Unauthorized"));
-                responses.entry("429".into()).or_insert_with(|| shared("RateLimited"));
             }
-            if op.request_body.is_some() {
+            // Every route: unparseable headers, and the per-IP quota.
+            responses.entry("400".into()).or_insert_with(|| shared("BadRequest"));
+            responses.entry("429".into()).or_insert_with(|| shared("RateLimited"));
+            let takes_idempotency_key = op.parameters.iter().flatten().any(|p| match p {
+                RefOr::T(p) => p.name == "Idempotency-Key",
+                RefOr::Ref(_) => false,
+            });
+            if takes_idempotency_key {
+                responses.entry("409".into()).or_insert_with(|| shared("IdempotencyConflict"));
+            }
+            if let Some(RefOr::T(body)) = op.request_body.as_mut() {
                 responses.entry("413".into()).or_insert_with(|| shared("PayloadTooLarge"));
                 responses.entry("422".into()).or_insert_with(|| shared("ValidationError"));
+                // An empty body is read as `{}`: where no field is required, it may be left out.
+                if json_body_requires_nothing(body, &schemas) {
+                    body.required = Some(utoipa::openapi::Required::False);
+                }
             }
             if op.parameters.as_ref().is_some_and(|p| !p.is_empty()) {
                 responses.entry("422".into()).or_insert_with(|| shared("ValidationError"));
@@ -156,6 +201,94 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
                     }
                 }
             }
+        }
+    }
+    doc
+}
+
+/// Whether a JSON request body's schema is an object with no required field.
+fn json_body_requires_nothing(
+    body: &utoipa::openapi::request_body::RequestBody,
+    schemas: &std::collections::BTreeMap<String, RefOr<Schema>>,
+) -> bool {
+    let Some(RefOr::T(content)) = body.content.get("application/json") else { return false };
+    let Some(schema) = content.schema.as_ref() else { return false };
+    let resolved = match schema {
+        RefOr::Ref(r) => schemas.get(r.ref_location.trim_start_matches("#/components/schemas/")),
+        inline => Some(inline),
+    };
+    matches!(resolved, Some(RefOr::T(Schema::Object(o))) if o.required.is_empty())
+}
+
+/// `Idempotency-Key`: 1–255 printable ASCII characters (surrounding
+/// whitespace is not part of the key; RFC 8941 quotes around it are
+/// stripped).
+fn idempotency_key_schema() -> RefOr<Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .min_length(Some(1))
+        .max_length(Some(255))
+        .pattern(Some("^[!-~]([ -~]*[!-~])?$"))
+        .into()
+}
+
+/// Merges `allOf` schemas (what `#[serde(flatten)]` produces) into one
+/// object: with `additionalProperties: false` on its parts, an `allOf`
+/// would refuse every body, since each part forbids the others' fields.
+fn flatten_all_of(schemas: &mut std::collections::BTreeMap<String, RefOr<Schema>>) {
+    let names: Vec<String> = schemas.keys().cloned().collect();
+    for name in names {
+        let Some(RefOr::T(Schema::AllOf(all_of))) = schemas.get(&name) else { continue };
+        let mut merged = utoipa::openapi::schema::Object::new();
+        merged.description = all_of.description.clone();
+        let mut closed = false;
+        let mut mergeable = true;
+        for part in &all_of.items {
+            let object = match part {
+                RefOr::T(Schema::Object(o)) => Some(o.clone()),
+                RefOr::Ref(r) => match schemas.get(r.ref_location.trim_start_matches("#/components/schemas/")) {
+                    Some(RefOr::T(Schema::Object(o))) => Some(o.clone()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let Some(object) = object else {
+                mergeable = false;
+                break;
+            };
+            closed |= matches!(
+                object.additional_properties.as_deref(),
+                Some(utoipa::openapi::schema::AdditionalProperties::FreeForm(false))
+            );
+            for (k, v) in object.properties {
+                merged.properties.insert(k, v);
+            }
+            for r in object.required {
+                if !merged.required.contains(&r) {
+                    merged.required.push(r);
+                }
+            }
+        }
+        if !mergeable {
+            continue;
+        }
+        merged.schema_type = utoipa::openapi::schema::SchemaType::Type(utoipa::openapi::schema::Type::Object);
+        if closed {
+            merged.additional_properties =
+                Some(Box::new(utoipa::openapi::schema::AdditionalProperties::FreeForm(false)));
+        }
+        schemas.insert(name, RefOr::T(Schema::Object(merged)));
+    }
+}
+
+/// Lists the configured text engines as the values `text_engine` takes.
+pub fn with_text_engines(mut doc: utoipa::openapi::OpenApi, engines: &[String]) -> utoipa::openapi::OpenApi {
+    let Some(components) = doc.components.as_mut() else { return doc };
+    for name in ["AgentChanges", "CreateAgent", "UpdateAgent"] {
+        if let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(name)
+            && let Some(RefOr::T(Schema::Object(field))) = o.properties.get_mut("text_engine")
+        {
+            field.enum_values = Some(engines.iter().map(|e| serde_json::Value::String(e.clone())).collect());
         }
     }
     doc

@@ -17,6 +17,8 @@ pub enum AgentStatus {
 
 impl AgentStatus {
     pub const ALL: &'static [&'static str] = &["active", "paused", "archived"];
+    /// The statuses an agent may be created with.
+    pub const INITIAL: &'static [&'static str] = &["active", "paused"];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,12 +51,20 @@ impl AgentStatus {
 
 /// When an agent hands a conversation to a human on its own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HandoffPolicy {
-    /// Inbound words that make the agent request a handoff.
+    /// Inbound words that make the agent request a handoff (at most 50, each
+    /// 1–100 characters). Default none.
+    #[serde(default)]
+    #[schema(schema_with = crate::schema::handoff_keywords)]
     pub keywords: Vec<String>,
-    /// Hand off after this many agent turns; `null` for never.
+    /// Hand off after this many agent turns (1–1000); `null` for never.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_turns: Option<i64>,
-    /// The user who should receive handoffs, if any.
+    /// The member of the workspace who should receive handoffs, if any.
+    #[serde(default)]
+    #[schema(minimum = 1)]
     pub target_user_id: Option<i64>,
 }
 

@@ -130,14 +130,47 @@ impl Origin {
 pub const CHANNELS: &[&str] = &["sms", "whatsapp", "email", "webchat", "telegram", "voice", "api"];
 
 /// A contact's address on one channel, e.g. `sms` `+14155550100`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+///
+/// `address` is normalised for the channel: E.164 for sms, whatsapp and
+/// voice (a phone number in any common format is accepted); an email
+/// address for email, normalised; as given (trimmed) otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Identity {
     /// One of `sms`, `whatsapp`, `email`, `webchat`, `telegram`, `voice`, `api`.
     pub channel: String,
-    /// Normalised for the channel: E.164 for sms, whatsapp and voice; a
-    /// normalised address for email; as given (trimmed) otherwise.
     pub address: String,
 }
+
+impl utoipa::PartialSchema for Identity {
+    /// One shape per kind of address, so that the document says what each
+    /// channel's address must be.
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use crate::schema::{string, string_enum};
+        use utoipa::openapi::SchemaFormat;
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
+        let shape = |channels: &[&str], address: ObjectBuilder| {
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("channel", string_enum(channels))
+                .required("channel")
+                .property("address", address)
+                .required("address")
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        OneOfBuilder::new()
+            .description(Some("A contact's address on one channel."))
+            .item(shape(
+                &["sms", "whatsapp", "voice"],
+                string(1, 255).format(Some(SchemaFormat::Custom("phone".into()))),
+            ))
+            .item(shape(&["email"], string(1, 255).format(Some(SchemaFormat::Custom("email".into())))))
+            .item(shape(&["webchat", "telegram", "api"], string(1, 255).pattern(Some(r"\S"))))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Identity {}
 
 impl Identity {
     /// Normalises `address` for `channel`; the error says what is wrong

@@ -9,7 +9,9 @@ pub struct IdempotencyKey(String);
 impl IdempotencyKey {
     pub fn parse(raw: &str) -> Option<Self> {
         let trimmed = raw.trim();
-        let unquoted = trimmed.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(trimmed);
+        // `""` is not an empty key in quotes but the two characters themselves.
+        let unquoted =
+            trimmed.strip_prefix('"').and_then(|s| s.strip_suffix('"')).filter(|s| !s.is_empty()).unwrap_or(trimmed);
         let ok = (1..=255).contains(&unquoted.len()) && unquoted.bytes().all(|b| (0x20..=0x7e).contains(&b));
         ok.then(|| Self(unquoted.to_owned()))
     }
@@ -57,7 +59,8 @@ mod tests {
         assert_eq!(IdempotencyKey::parse("\"abc\"").unwrap().as_str(), "abc");
         assert_eq!(IdempotencyKey::parse("order 42").unwrap().as_str(), "order 42");
         assert!(IdempotencyKey::parse("").is_none());
-        assert!(IdempotencyKey::parse("\"\"").is_none());
+        // `""` is the two characters, not an empty key in quotes.
+        assert_eq!(IdempotencyKey::parse("\"\"").unwrap().as_str(), "\"\"");
         assert!(IdempotencyKey::parse(&"x".repeat(256)).is_none());
         assert!(IdempotencyKey::parse("caf\u{e9}").is_none());
     }

@@ -6,9 +6,12 @@
 //! input while collecting every fault in the SPEC's 422 shape.
 
 /// A closed set of lower-case string values: the enum, its `ALL` list for
-/// 422 messages, and `as_str`/`parse`.
+/// 422 messages, and `as_str`/`parse`. The values are `tt`, not `literal`:
+/// a `literal` fragment reaches derive macros wrapped in an invisible group,
+/// which utoipa does not read as a rename (the document then showed the
+/// variant names instead of the values).
 macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $s:tt),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize, ::utoipa::ToSchema)]
         pub enum $name { $(#[serde(rename = $s)] $variant),+ }
@@ -40,6 +43,7 @@ pub mod event;
 pub mod idempotency;
 pub mod jwt;
 pub mod prompt;
+pub mod schema;
 pub mod scope;
 pub mod search;
 pub mod slug;

@@ -318,10 +318,11 @@ fn check_len(s: String, l: &[LocPart], min: usize, max: usize) -> Parsed<String>
     }
 }
 
-/// A JSON integer in `min..=max` (floats and numeric strings are refused).
+/// A JSON integer in `min..=max`. As in JSON Schema, a number with a zero
+/// fraction (`5.0`) is an integer; other floats and numeric strings are refused.
 pub fn integer(min: i64, max: i64) -> impl FnOnce(Value, &[LocPart]) -> Parsed<i64> {
-    move |v, l| match v.as_i64() {
-        Some(n) if v.is_i64() || v.is_u64() => {
+    move |v, l| match integral(&v) {
+        Some(n) => {
             if n < min {
                 Err(vec![FieldError::not_ge(l.to_vec(), min)])
             } else if n > max {
@@ -332,6 +333,17 @@ pub fn integer(min: i64, max: i64) -> impl FnOnce(Value, &[LocPart]) -> Parsed<i
         }
         _ => Err(vec![FieldError::wrong_type(l.to_vec(), "integer")]),
     }
+}
+
+/// The integer a JSON number denotes: an integer, or a float with no
+/// fractional part within the range of i64.
+fn integral(v: &Value) -> Option<i64> {
+    if let Some(n) = v.as_i64() {
+        return Some(n);
+    }
+    let f = v.as_f64()?;
+    // 2^63 is exactly representable; anything at or past it does not fit.
+    (f.fract() == 0.0 && f >= -9_223_372_036_854_775_808.0 && f < 9_223_372_036_854_775_808.0).then(|| f as i64)
 }
 
 pub fn boolean() -> impl FnOnce(Value, &[LocPart]) -> Parsed<bool> {
@@ -478,12 +490,12 @@ impl QueryReader {
         }
     }
 
-    /// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`, as FastAPI accepts).
+    /// `true`/`false` (also `1`/`0`); any other value is a 422.
     pub fn boolean(&mut self, name: &str) -> Option<bool> {
-        let raw = self.raw(name)?.to_ascii_lowercase();
-        match raw.as_str() {
-            "true" | "1" | "yes" | "on" => Some(true),
-            "false" | "0" | "no" | "off" => Some(false),
+        let raw = self.raw(name)?;
+        match raw {
+            "true" | "1" => Some(true),
+            "false" | "0" => Some(false),
             _ => {
                 self.fail(FieldError::new(Self::loc(name), "type_error.bool", "value could not be parsed to a boolean"))
             }
@@ -585,6 +597,16 @@ mod tests {
         assert_eq!(errs[1].msg, "value is not a valid integer");
         let errs = read(json!([1])).unwrap_err();
         assert_eq!(errs[0].kind, "type_error.dict");
+    }
+
+    #[test]
+    fn integral_floats_are_integers_as_in_json_schema() {
+        assert_eq!(integer(0, 10)(json!(5.0), &[]), Ok(5));
+        assert_eq!(integer(0, 10)(json!(-0.0), &[]), Ok(0));
+        assert!(integer(0, 10)(json!(5.5), &[]).is_err());
+        assert!(integer(0, 10)(json!("5"), &[]).is_err());
+        assert!(integer(i64::MIN, i64::MAX)(json!(1e19), &[]).is_err());
+        assert_eq!(integer(0, 10)(json!(11.0), &[]).unwrap_err()[0].kind, "value_error.number.not_le");
     }
 
     #[test]

@@ -128,17 +128,25 @@ pub fn check_literal_host(url: &Url, allow_private: bool) -> Result<(), TargetEr
     if allow_private || is_public(ip) { Ok(()) } else { Err(TargetError::Private(ip)) }
 }
 
+/// How long saving a URL waits for its name to resolve.
+const SAVE_CHECK_DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn resolve(url: &Url) -> Result<Vec<IpAddr>, TargetError> {
     match url.host() {
         Some(Host::Ipv4(v4)) => Ok(vec![IpAddr::V4(v4)]),
         Some(Host::Ipv6(v6)) => Ok(vec![IpAddr::V6(v6)]),
         Some(Host::Domain(name)) => {
             let port = url.port_or_known_default().unwrap_or(443);
-            let found: Vec<IpAddr> = tokio::net::lookup_host((name, port))
-                .await
-                .map_err(|_| TargetError::Unresolvable(name.to_owned()))?
-                .map(|sa| sa.ip())
-                .collect();
+            // A saved URL is checked again at every delivery, so a resolver
+            // that does not answer in time only defers the check; the
+            // request that saves it must not wait on it.
+            let found: Vec<IpAddr> =
+                tokio::time::timeout(SAVE_CHECK_DNS_TIMEOUT, tokio::net::lookup_host((name, port)))
+                    .await
+                    .map_err(|_| TargetError::Unresolvable(name.to_owned()))?
+                    .map_err(|_| TargetError::Unresolvable(name.to_owned()))?
+                    .map(|sa| sa.ip())
+                    .collect();
             if found.is_empty() { Err(TargetError::Unresolvable(name.to_owned())) } else { Ok(found) }
         }
         None => Err(TargetError::NotHttp),

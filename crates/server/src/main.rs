@@ -338,7 +338,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Openapi => {
-            print_json(&serde_json::to_value(parley_api::openapi())?);
+            print_json(&serde_json::to_value(parley_api::openapi(&settings.services_config().text_engines))?);
             Ok(())
         }
     }

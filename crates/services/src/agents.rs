@@ -31,58 +31,77 @@ const METADATA_MAX_BYTES: usize = 4_096;
 const MAX_LIST_IDS: usize = 50;
 
 /// Fields shared by create and update; each is optional. In an update, a
-/// field that is absent stays as it is, and `null` clears a nullable field.
+/// field that is absent stays as it is, and `null` clears a nullable field;
+/// `null` for a field that cannot be empty is a 422.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentChanges {
     /// Up to 2,000 characters, or null.
-    #[schema(value_type = Option<String>, nullable)]
+    #[schema(value_type = Option<String>, nullable, max_length = 2000)]
     pub description: Option<Option<String>>,
-    /// A configured text engine. Default `builtin`.
+    /// A configured text engine (`GET /api/v1/text-engines`). Default `builtin`.
+    #[schema(nullable = false)]
     pub text_engine: Option<String>,
-    /// `active` or `paused` at creation. Updates follow the status machine:
-    /// active↔paused, active|paused→archived, archived→paused.
-    pub status: Option<AgentStatus>,
     /// 0–1000. When several agents match traffic, the highest wins. Default 0.
+    #[schema(nullable = false, minimum = 0, maximum = 1000)]
     pub priority: Option<i64>,
-    /// Whether other agents can be created from this one with `template_id`.
+    /// Whether other agents can be created from this one with `template_id`. Default false.
+    #[schema(nullable = false)]
     pub is_template: Option<bool>,
     /// Up to 100,000 characters, used literally after the prompt blocks.
+    #[schema(nullable = false, max_length = 100000)]
     pub system_prompt: Option<String>,
-    /// What the agent says first on a call; up to 2,000 characters, or null.
-    #[schema(value_type = Option<String>, nullable)]
+    /// What the agent says first on a call; 1–2,000 characters, or null.
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 2000)]
     pub first_message: Option<Option<String>>,
-    /// A BCP 47 tag. Default `en-US`.
+    /// A BCP 47 tag such as `en-US`. Default `en-US`.
+    #[schema(nullable = false, min_length = 2, max_length = 35, pattern = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")]
     pub language: Option<String>,
-    /// A text-to-speech voice id, or null.
-    #[schema(value_type = Option<String>, nullable)]
+    /// A text-to-speech voice id (1–100 characters), or null.
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 100)]
     pub voice: Option<Option<String>>,
     /// Prompt blocks of this workspace and mode, in render order (at most 50, no repeats).
+    #[schema(schema_with = parley_domain::schema::unique_ids_50)]
     pub prompt_block_ids: Option<Vec<i64>>,
-    /// Knowledge collections of this workspace and mode (at most 50).
+    /// Knowledge collections of this workspace and mode (at most 50, no repeats).
+    #[schema(schema_with = parley_domain::schema::unique_ids_50)]
     pub knowledge_collection_ids: Option<Vec<i64>>,
     /// Replaces the whole handoff policy.
+    #[schema(nullable = false)]
     pub handoff: Option<HandoffPolicy>,
-    /// Free-form JSON object of at most 4 KiB. Replaces the whole object.
-    #[schema(value_type = Option<Object>)]
+    /// Free-form JSON object of at most 4 KiB serialised. Replaces the whole object.
+    #[schema(value_type = Option<Object>, nullable = false)]
     pub metadata: Option<Map<String, Value>>,
 }
 
 /// `POST /api/v1/agents`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateAgent {
     /// Copy every field of this template agent, then apply the fields given here.
+    #[schema(nullable = false, minimum = 1)]
     pub template_id: Option<i64>,
     /// 1–200 characters. The slug is derived from it.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
+    /// `active` (default) or `paused`.
+    #[schema(schema_with = parley_domain::schema::initial_agent_status)]
+    pub status: Option<AgentStatus>,
     #[serde(flatten)]
     pub changes: AgentChanges,
 }
 
 /// `PATCH /api/v1/agents/{agent_id}`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateAgent {
     /// 1–200 characters. Changing it re-derives the slug.
+    #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub name: Option<String>,
+    /// Moves follow the status machine: active↔paused, active|paused→archived,
+    /// archived→paused; any other move is a 409.
+    #[schema(nullable = false)]
+    pub status: Option<AgentStatus>,
     #[serde(flatten)]
     pub changes: AgentChanges,
 }
@@ -91,18 +110,19 @@ pub fn parse_create(body: Value, engines: &[String]) -> Parsed<CreateAgent> {
     parse_object(body, loc(&["body"]), |r| {
         let template_id = r.optional("template_id", integer(1, i64::MAX));
         let name = r.required("name", string(1, NAME_MAX));
+        let status = r.optional("status", |v, l| {
+            one_of(AgentStatus::INITIAL)(v, l).map(|s| AgentStatus::parse(&s).expect("checked by one_of"))
+        });
         let changes = read_changes(r, engines);
-        if changes.status == Some(AgentStatus::Archived) {
-            r.push_error(FieldError::not_enum(r.loc_of("status"), &["active", "paused"]));
-        }
-        Some(CreateAgent { template_id, name: name?, changes })
+        Some(CreateAgent { template_id, name: name?, status, changes })
     })
 }
 
 pub fn parse_update(body: Value, engines: &[String]) -> Parsed<UpdateAgent> {
     parse_object(body, loc(&["body"]), |r| {
         let name = r.optional("name", string(1, NAME_MAX));
-        Some(UpdateAgent { name, changes: read_changes(r, engines) })
+        let status = r.optional("status", status());
+        Some(UpdateAgent { name, status, changes: read_changes(r, engines) })
     })
 }
 
@@ -110,7 +130,6 @@ fn read_changes(r: &mut ObjectReader<'_>, engines: &[String]) -> AgentChanges {
     AgentChanges {
         description: r.nullable("description", string(0, TEXT_MAX)),
         text_engine: r.optional("text_engine", text_engine(engines)),
-        status: r.optional("status", status()),
         priority: r.optional("priority", integer(0, 1000)),
         is_template: r.optional("is_template", boolean()),
         system_prompt: r.optional("system_prompt", string(0, PROMPT_MAX)),
@@ -211,9 +230,6 @@ fn apply(f: &mut AgentFields, c: AgentChanges) {
     if let Some(v) = c.text_engine {
         f.text_engine = v;
     }
-    if let Some(v) = c.status {
-        f.status = v;
-    }
     if let Some(v) = c.priority {
         f.priority = v;
     }
@@ -302,6 +318,9 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
         None => defaults(),
     };
     fields.name = input.name;
+    if let Some(status) = input.status {
+        fields.status = status;
+    }
     let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
     apply(&mut fields, input.changes);
     check_references(tx, scope, &fields, target_user_sent).await?;
@@ -333,7 +352,7 @@ pub async fn list(svc: &Services, scope: Scope, filter: &AgentFilter, page: Page
 
 pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> ServiceResult<Agent> {
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
-    if let Some(next) = input.changes.status
+    if let Some(next) = input.status
         && !current.status.can_move_to(next)
     {
         return Err(ServiceError::Conflict(format!(
@@ -344,6 +363,9 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> S
     }
     let before = AgentFields::from(&current);
     let mut fields = before.clone();
+    if let Some(status) = input.status {
+        fields.status = status;
+    }
     let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
     apply(&mut fields, input.changes);
     if let Some(name) = input.name
@@ -387,31 +409,44 @@ pub async fn archive(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Agent>
 
 /// `POST /api/v1/agents/{agent_id}/triggers`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateTrigger {
     /// `message.received` or `call.inbound`.
     pub event: TriggerEvent,
     /// A channel name or `*` (default) for every channel.
+    #[schema(schema_with = parley_domain::schema::trigger_channel)]
     pub channel: Option<String>,
-    /// `direct`, `group` or `call`; null for any.
+    /// `direct`, `group` or `call`; null (default) for any.
+    #[schema(schema_with = parley_domain::schema::nullable_conversation_kind)]
     pub kind: Option<String>,
-    /// A keyword or a regular expression (1–500 characters); null matches everything.
+    /// A keyword or a regular expression (1–500 characters); null (default) matches everything.
+    #[schema(nullable, min_length = 1, max_length = 500)]
     pub pattern: Option<String>,
-    /// `keyword` (default) or `regex`.
+    /// `keyword` (default) or `regex`. A regex must compile.
+    #[schema(nullable = false)]
     pub pattern_type: Option<PatternType>,
     /// Default true.
+    #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }
 
 /// `PATCH /api/v1/agents/{agent_id}/triggers/{trigger_id}`: any field of a trigger.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateTrigger {
+    #[schema(nullable = false)]
     pub event: Option<TriggerEvent>,
+    #[schema(schema_with = parley_domain::schema::trigger_channel)]
     pub channel: Option<String>,
-    #[schema(value_type = Option<String>, nullable)]
+    /// Null for any kind.
+    #[schema(schema_with = parley_domain::schema::nullable_conversation_kind)]
     pub kind: Option<Option<String>>,
-    #[schema(value_type = Option<String>, nullable)]
+    /// 1–500 characters; null matches everything.
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 500)]
     pub pattern: Option<Option<String>>,
+    #[schema(nullable = false)]
     pub pattern_type: Option<PatternType>,
+    #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }
 
@@ -561,9 +596,12 @@ pub async fn delete_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, id: i64) -
 
 /// `POST /api/v1/agents/{agent_id}/prompt/preview`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PromptPreviewRequest {
-    /// Values for the blocks' `{{variables}}`: strings, numbers or booleans.
-    #[schema(value_type = Object)]
+    /// Values for the blocks' `{{variables}}`: strings, numbers or booleans
+    /// (at most 64 KiB serialised).
+    #[serde(default)]
+    #[schema(schema_with = parley_domain::schema::variable_values)]
     pub variables: BTreeMap<String, String>,
 }
 

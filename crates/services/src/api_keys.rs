@@ -20,21 +20,30 @@ const WHAT: &str = "manage API keys";
 
 /// `POST /api/v1/api-keys`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Production backend", "mode": "live", "workspace_locked": true}))]
 pub struct CreateApiKey {
     /// 1–100 characters, e.g. "Production backend".
+    #[schema(min_length = 1, max_length = 100)]
     pub name: String,
     /// `live` or `test`: which dataset the key reads and writes.
     pub mode: Mode,
     /// When true, the key's MCP sessions serve only this workspace. Default false.
+    #[schema(nullable = false)]
     pub workspace_locked: Option<bool>,
-    /// When the key stops working (RFC 3339, in the future).
+    /// When the key stops working (RFC 3339, in the future). Default: never.
+    #[schema(nullable = false)]
     pub expires_at: Option<Timestamp>,
 }
 
 /// `PATCH /api/v1/api-keys/{key_id}`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateApiKey {
+    /// 1–100 characters.
+    #[schema(nullable = false, min_length = 1, max_length = 100)]
     pub name: Option<String>,
+    #[schema(nullable = false)]
     pub workspace_locked: Option<bool>,
 }
 

@@ -49,10 +49,13 @@ pub const MAX_CREDIT_CENTS: i64 = 100_000_000;
 
 /// `POST /api/v1/billing/credits`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AddCredit {
     /// 1 to 100,000,000 cents.
+    #[schema(minimum = 1, maximum = 100_000_000)]
     pub amount_cents: i64,
-    /// Up to 500 characters. Default "Credit".
+    /// 1–500 characters. Default "Credit".
+    #[schema(nullable = false, min_length = 1, max_length = 500)]
     pub description: Option<String>,
 }
 

@@ -89,23 +89,36 @@ impl Default for CallRuntime {
 }
 
 /// `POST /api/v1/calls`.
-#[derive(Debug, Clone, ToSchema)]
+#[derive(Debug, Clone, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateCall {
+    /// The agent that talks (of this workspace and mode).
+    #[schema(minimum = 1)]
     pub agent_id: i64,
-    /// E.164 number (normalised with the default region) or a `sip:` URI.
+    /// A phone number (E.164, or national in the default region; stored as
+    /// E.164) or a `sip:` URI; up to 255 characters.
+    #[schema(format = "phone-or-sip", min_length = 1, max_length = 255)]
     pub to: String,
+    /// The caller id, in the same forms as `to`. Default: the provider's.
+    #[schema(nullable = false, format = "phone-or-sip", min_length = 1, max_length = 255)]
     pub from: Option<String>,
     /// The contact called; found or created from `to` when absent.
+    #[schema(nullable = false, minimum = 1)]
     pub contact_id: Option<i64>,
-    /// What the agent says first (default: the agent's `first_message`).
+    /// What the agent says first, 1–2,000 characters (default: the agent's `first_message`).
+    #[schema(nullable = false, min_length = 1, max_length = 2000)]
     pub first_message: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    /// Values for the agent's prompt variables: a JSON object of at most 16 KiB.
+    #[schema(value_type = Option<Object>, nullable = false)]
     pub variables: Option<Map<String, Value>>,
     /// 10–7200 seconds (default 600).
+    #[schema(nullable = false, minimum = 10, maximum = 7200)]
     pub max_duration_s: Option<i64>,
     /// Record the call (default true).
+    #[schema(nullable = false)]
     pub record: Option<bool>,
-    #[schema(value_type = Option<Object>)]
+    /// Your own data, a JSON object of at most 16 KiB, returned with the call.
+    #[schema(value_type = Option<Object>, nullable = false)]
     pub metadata: Option<Map<String, Value>>,
 }
 

@@ -15,7 +15,7 @@ use parley_events::signing::WebhookSecret;
 use parley_store::Tx;
 use parley_store::repo::channels::{self as repo, ChannelFields, ChannelRow};
 use rand::Rng;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
@@ -28,6 +28,9 @@ pub trait Connector: Send + Sync {
     fn secret_settings(&self) -> &'static [&'static str];
     /// Checks one setting; `None` for a name the type does not know.
     fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>>;
+    /// The OpenAPI schema of the settings object: each setting `parse_setting`
+    /// takes, with its constraints (null removes a setting).
+    fn settings_schema(&self) -> utoipa::openapi::Object;
     /// Whether traffic is signed (Standard Webhooks) with a generated `whsec_` secret.
     fn signs_traffic(&self) -> bool;
     /// Prefix of the channel's public id (and address).
@@ -99,6 +102,22 @@ impl Connector for ApiConnector {
             "authorization" => header_value(1, 1000)(value, at).map(Value::String),
             _ => return None,
         })
+    }
+    fn settings_schema(&self) -> utoipa::openapi::Object {
+        use parley_domain::schema::{nullable, string};
+        parley_domain::schema::closed_object(vec![
+            (
+                "url",
+                nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())
+                    .into(),
+                "Where outbound messages are POSTed (http or https, no credentials); without it the channel only receives.",
+            ),
+            (
+                "authorization",
+                nullable(string(1, 1000).pattern(Some("^[ -~]+$")).build()).into(),
+                "Secret, write-only: sent as the Authorization header of outbound requests (printable ASCII).",
+            ),
+        ])
     }
     fn signs_traffic(&self) -> bool {
         true
@@ -195,6 +214,18 @@ impl Connector for WebchatConnector {
             _ => return None,
         })
     }
+    fn settings_schema(&self) -> utoipa::openapi::Object {
+        use parley_domain::schema::{nullable, nullable_array, string, strings};
+        parley_domain::schema::closed_object(vec![
+            (
+                "allowed_origins",
+                nullable_array(strings(20, 1, 200)).into(),
+                "Pages allowed to open the chat (\"https://shop.example\"), or [\"*\"]; default any.",
+            ),
+            ("title", nullable(string(1, 100).build()).into(), "The widget's title."),
+            ("greeting", nullable(string(1, 500).build()).into(), "Shown before the first message."),
+        ])
+    }
     fn signs_traffic(&self) -> bool {
         false
     }
@@ -222,33 +253,79 @@ const AVAILABLE: &[&str] = &["api", "webchat"];
 /// Settings as sent: each value, or `null` to remove it (in an update).
 pub type SettingChanges = Map<String, Value>;
 
-/// `POST /api/v1/channels`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+/// `POST /api/v1/channels`: one body shape per available type (its schema
+/// is built from the connectors, see [`create_channel_schema`]).
+#[derive(Debug, Clone)]
 pub struct CreateChannel {
-    /// `api` or `webchat` (email, sms, whatsapp, telegram and voice come later).
-    #[serde(rename = "type")]
-    #[schema(value_type = String)]
     pub kind: ChannelType,
-    /// 1–100 characters.
     pub name: String,
-    /// The type's settings. api: `url` (outbound messages are POSTed here),
-    /// `authorization` (secret; sent as the Authorization header). webchat:
-    /// `allowed_origins`, `title`, `greeting`.
-    #[schema(value_type = Option<Object>)]
+    /// The type's settings.
     pub config: Option<SettingChanges>,
 }
 
 /// `PATCH /api/v1/channels/{channel_id}`.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default)]
 pub struct UpdateChannel {
     pub name: Option<String>,
-    /// `active` or `disabled`.
-    #[schema(value_type = Option<String>)]
     pub status: Option<ChannelStatus>,
     /// Settings to change; a `null` value removes that setting. Others stay.
-    #[schema(value_type = Option<Object>)]
     pub config: Option<SettingChanges>,
 }
+
+/// `{type, name, config}` for each available channel type, `config` being
+/// exactly the settings that type's connector takes.
+fn create_channel_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use parley_domain::schema::{string, string_enum};
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
+    let mut one_of = OneOfBuilder::new().description(Some(
+        "A channel connection. `type` picks the settings `config` takes; secret settings are write-only.",
+    ));
+    for kind in AVAILABLE {
+        let connector = ChannelType::parse(kind).and_then(connector).expect("available types have connectors");
+        one_of = one_of.item(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .title(Some(format!("{kind} channel")))
+                .property("type", string_enum(&[kind]))
+                .required("type")
+                .property("name", string(1, 100).description(Some("1–100 characters.")))
+                .required("name")
+                .property("config", connector.settings_schema())
+                .additional_properties(Some(AdditionalProperties::FreeForm(false))),
+        );
+    }
+    one_of.into()
+}
+
+impl utoipa::PartialSchema for CreateChannel {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        create_channel_schema()
+    }
+}
+
+impl utoipa::ToSchema for CreateChannel {}
+
+impl utoipa::PartialSchema for UpdateChannel {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use parley_domain::schema::{string, string_enum};
+        use utoipa::openapi::schema::{AdditionalProperties, AnyOfBuilder, ObjectBuilder, Type};
+        let mut settings = AnyOfBuilder::new()
+            .description(Some("Settings of the channel's type to change; a `null` value removes that setting."));
+        for kind in AVAILABLE {
+            let connector = ChannelType::parse(kind).and_then(connector).expect("available types have connectors");
+            settings = settings.item(connector.settings_schema());
+        }
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("name", string(1, 100).description(Some("1–100 characters.")))
+            .property("status", string_enum(&["active", "disabled"]))
+            .property("config", settings)
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for UpdateChannel {}
 
 /// A channel with its signing secret: returned once, at creation, for types
 /// that sign their traffic.

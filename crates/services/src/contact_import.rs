@@ -17,7 +17,7 @@ use parley_store::Tx;
 use parley_store::repo::contacts::{self as repo, AddressColumn, ContactFields};
 use parley_store::repo::events;
 use serde::Serialize;
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
@@ -204,6 +204,26 @@ fn parse_row(
     (errors.len() == before).then_some(Row { number, display_name, phone, email, notes, tags })
 }
 
+/// The UTF-8 byte order mark some spreadsheets write first.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// `input` without a leading byte order mark. The CSV reader drops one only
+/// when its first read holds all three bytes, and a request body can arrive
+/// in smaller pieces; a mark left in place would make a padded or quoted
+/// first column name unrecognisable.
+async fn without_bom<R: AsyncRead + Unpin + Send>(mut input: R) -> std::io::Result<impl AsyncRead + Unpin + Send> {
+    let mut head = [0u8; 3];
+    let mut n = 0;
+    while n < BOM.len() && head[..n] == BOM[..n] {
+        match input.read(&mut head[n..]).await? {
+            0 => break,
+            got => n += got,
+        }
+    }
+    let head = if head[..n] == *BOM { Vec::new() } else { head[..n].to_vec() };
+    Ok(std::io::Cursor::new(head).chain(input))
+}
+
 /// Rows handed from the reader to the writer at a time.
 const CHUNK: usize = 1_000;
 
@@ -214,6 +234,8 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(
     input: R,
     out: mpsc::Sender<Vec<Row>>,
 ) -> ServiceResult<()> {
+    let input =
+        without_bom(input).await.map_err(|e| ServiceError::BadRequest(format!("Could not read the CSV: {e}")))?;
     let mut reader = csv_async::AsyncReaderBuilder::new().has_headers(true).flexible(false).create_reader(input);
     let mut errors = Vec::new();
     let mut faults = Faults::default();
@@ -271,6 +293,22 @@ async fn read_rows<R: AsyncRead + Unpin + Send>(
         let _ = out.send(rows).await;
     }
     Ok(())
+}
+
+/// Reads and checks a CSV exactly as [`import`] does (header, rows, the
+/// same faults under the same cap) without a database or writing anything;
+/// answers how many rows an import would take. For tests and dry runs.
+pub async fn validate<R: AsyncRead + Unpin + Send>(region: Region, input: R) -> ServiceResult<usize> {
+    let (chunks, mut incoming) = mpsc::channel::<Vec<Row>>(2);
+    let count = async move {
+        let mut n = 0;
+        while let Some(rows) = incoming.recv().await {
+            n += rows.len();
+        }
+        n
+    };
+    let (read, n) = tokio::join!(read_rows(region, input, chunks), count);
+    read.map(|()| n)
 }
 
 fn unreadable(e: csv_async::Error) -> ServiceError {

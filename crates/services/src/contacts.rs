@@ -43,40 +43,76 @@ impl Default for ContactsConfig {
 }
 
 /// Fields of a create or update; absent fields stay as they are, and `null`
-/// clears a nullable one.
+/// clears a field that can be empty (`phone`, `email`, `avatar_url`,
+/// `notes`). Lists and `metadata` are replaced whole: send `[]` or `{}` to
+/// empty them.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ContactChanges {
     /// 1–200 characters. At creation it defaults to the email or phone.
+    #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub display_name: Option<String>,
-    /// Any common format; stored as E.164 in `normalized_phone`. Numbers
-    /// without a country code are read in `contacts.default_region`.
-    #[schema(value_type = Option<String>, nullable)]
+    /// Any common format, up to 40 characters; stored as E.164 in
+    /// `normalized_phone`. Numbers without a country code are read in
+    /// `contacts.default_region`. Null clears it.
+    #[schema(value_type = Option<String>, nullable, format = "phone", min_length = 1, max_length = 40)]
     pub phone: Option<Option<String>>,
-    /// Stored trimmed, lower-cased, with an IDNA domain, in `normalized_email`.
-    #[schema(value_type = Option<String>, nullable)]
+    /// Up to 254 characters; stored trimmed, lower-cased, with an IDNA
+    /// domain, in `normalized_email`. Null clears it.
+    #[schema(value_type = Option<String>, nullable, format = "email", min_length = 1, max_length = 254)]
     pub email: Option<Option<String>>,
-    /// An http(s) URL, or null.
-    #[schema(value_type = Option<String>, nullable)]
+    /// An http(s) URL without credentials (up to 2,048 characters), or null.
+    #[schema(value_type = Option<String>, nullable, format = "uri", min_length = 1, max_length = 2048)]
     pub avatar_url: Option<Option<String>>,
     /// Up to 10,000 characters, or null.
-    #[schema(value_type = Option<String>, nullable)]
+    #[schema(value_type = Option<String>, nullable, max_length = 10000)]
     pub notes: Option<Option<String>>,
-    /// Up to 50 tags of 1–50 characters; replaces the whole list.
+    /// Up to 50 tags of 1–50 characters (trimmed; repeats dropped); replaces the whole list.
+    #[schema(schema_with = parley_domain::schema::contact_tags)]
     pub tags: Option<Vec<String>>,
-    /// Replaces every identity of the contact.
+    /// Up to 20 identities; replaces every identity of the contact.
+    #[schema(nullable = false, max_items = 20)]
     pub identities: Option<Vec<Identity>>,
-    /// Free-form JSON object of at most 4 KiB; replaces the whole object.
-    #[schema(value_type = Option<Object>)]
+    /// Free-form JSON object of at most 4 KiB serialised; replaces the whole object.
+    #[schema(value_type = Option<Object>, nullable = false)]
     pub metadata: Option<Map<String, Value>>,
+}
+
+/// `POST /api/v1/contacts`: the fields of [`ContactChanges`], at least one of
+/// `display_name`, `phone` and `email` among them.
+pub struct CreateContact;
+
+impl utoipa::PartialSchema for CreateContact {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ObjectBuilder};
+        let named = ["display_name", "phone", "email"]
+            .into_iter()
+            .fold(AnyOfBuilder::new(), |any, field| any.item(ObjectBuilder::new().required(field)));
+        AllOfBuilder::new()
+            .description(Some("A new contact: a name, or an address to be named after, is required."))
+            .item(utoipa::openapi::Ref::from_schema_name("ContactChanges"))
+            .item(named)
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for CreateContact {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        schemas.push(("ContactChanges".into(), <ContactChanges as utoipa::PartialSchema>::schema()));
+        <ContactChanges as utoipa::ToSchema>::schemas(schemas);
+    }
 }
 
 /// `POST /api/v1/contacts/merge`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MergeContacts {
     /// The contact that stays.
+    #[schema(minimum = 1)]
     pub primary_id: i64,
     /// The contact whose identities, conversations and calls move to the
-    /// primary, and which is then deleted.
+    /// primary, and which is then deleted; not the primary.
+    #[schema(minimum = 1)]
     pub duplicate_id: i64,
 }
 
@@ -359,8 +395,10 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
 
 /// `POST /api/v1/contacts/discover`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Discover {
     /// Also create a `discovered` contact for each address (default false).
+    #[schema(nullable = false)]
     pub create: Option<bool>,
 }
 

@@ -30,19 +30,28 @@ use crate::{ServiceError, ServiceResult, Services, contacts, event_data};
 
 /// A message arriving on a channel.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Inbound {
-    /// The sender's address on the channel (for the api channel, your id for the person).
+    /// The sender's address on the channel (for the api channel, your id
+    /// for the person); 1–255 characters.
+    #[schema(min_length = 1, max_length = 255)]
     pub from: String,
     /// 1–10,000 characters.
+    #[schema(min_length = 1, max_length = 10000)]
     pub text: String,
-    /// Your id for the message; a message sent twice with one id is stored once.
+    /// Your id for the message (1–255 characters); a message sent twice with one id is stored once.
+    #[schema(min_length = 1, max_length = 255)]
     pub external_id: String,
     /// What you know of the sender, used when Parley creates their contact.
+    #[schema(nullable = false)]
     pub contact: Option<InboundContact>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InboundContact {
+    /// 1–200 characters.
+    #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub display_name: Option<String>,
 }
 
@@ -198,18 +207,21 @@ pub fn parse_filter(q: &mut QueryReader) -> ConversationFilter {
 
 /// `PATCH /api/v1/conversations/{id}`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateConversation {
     /// 1–200 characters.
+    #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub title: Option<String>,
     /// Any status but from `closed`, which is final (409). `snoozed` needs
     /// `snoozed_until`; leaving `snoozed` forgets it.
-    #[schema(value_type = Option<String>)]
+    #[schema(nullable = false)]
     pub status: Option<ConversationStatus>,
-    /// When a snoozed conversation wakes (it also reopens on the contact's next message).
-    #[schema(value_type = Option<String>, nullable)]
+    /// When a snoozed conversation wakes (RFC 3339; it also reopens on the
+    /// contact's next message), or null.
+    #[schema(value_type = Option<String>, format = DateTime, nullable)]
     pub snoozed_until: Option<Option<parley_domain::Timestamp>>,
-    /// The agent that answers it, or null.
-    #[schema(value_type = Option<i64>, nullable)]
+    /// The agent that answers it (of this workspace and mode), or null.
+    #[schema(value_type = Option<i64>, nullable, minimum = 1)]
     pub agent_id: Option<Option<i64>>,
 }
 

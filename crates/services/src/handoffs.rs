@@ -27,20 +27,50 @@ use utoipa::ToSchema;
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// `POST /api/v1/conversations/{id}/handoff`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone)]
 pub struct CreateHandoff {
-    /// `human` or `agent`.
-    #[schema(value_type = String)]
     pub to: HandoffTarget,
     /// The agent to take over (required with `to: agent`).
     pub agent_id: Option<i64>,
     /// The user asked to take over (optional with `to: human`; anyone may accept).
     pub user_id: Option<i64>,
-    /// 1–500 characters.
     pub reason: String,
-    /// 1–2,000 characters, for whoever takes over.
     pub note: Option<String>,
 }
+
+impl utoipa::PartialSchema for CreateHandoff {
+    /// To a human (optionally a named user) or to an agent (named).
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use parley_domain::schema::{string, string_enum};
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
+        let id = |what: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Int64)))
+                .minimum(Some(1))
+                .description(Some(what.to_owned()))
+        };
+        let shape = |to: &str, id_field: &str, id_required: bool, what: &str| {
+            let o = ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .title(Some(format!("to {to}")))
+                .property("to", string_enum(&[to]))
+                .required("to")
+                .property(id_field, id(what))
+                .property("reason", string(1, 500).description(Some("1–500 characters.")))
+                .required("reason")
+                .property("note", string(1, 2000).description(Some("1–2,000 characters, for whoever takes over.")))
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+            if id_required { o.required(id_field) } else { o }
+        };
+        OneOfBuilder::new()
+            .item(shape("human", "user_id", false, "The member asked to take over; without it, anyone may accept."))
+            .item(shape("agent", "agent_id", true, "The agent to take over (of this workspace and mode)."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for CreateHandoff {}
 
 pub fn parse_create(body: Value) -> Parsed<CreateHandoff> {
     parse_object(body, loc(&["body"]), |r| {
@@ -72,8 +102,10 @@ pub fn parse_create(body: Value) -> Parsed<CreateHandoff> {
 
 /// `POST /api/v1/handoffs/{id}/accept`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AcceptHandoff {
-    /// The user taking over; defaults to the signed-in user.
+    /// The member taking over; defaults to the signed-in user (required with an API key).
+    #[schema(nullable = false, minimum = 1)]
     pub user_id: Option<i64>,
 }
 
@@ -83,8 +115,10 @@ pub fn parse_accept(body: Value) -> Parsed<AcceptHandoff> {
 
 /// `POST /api/v1/handoffs/{id}/complete`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CompleteHandoff {
     /// Close the conversation instead of returning it to the agent (default false).
+    #[schema(nullable = false)]
     pub close: Option<bool>,
 }
 

@@ -40,7 +40,7 @@ pub enum Recipient {
 }
 
 /// `POST /api/v1/messages`.
-#[derive(Debug, Clone, ToSchema)]
+#[derive(Debug, Clone)]
 pub struct SendMessage {
     /// Reply in this conversation…
     pub conversation_id: Option<i64>,
@@ -56,20 +56,76 @@ pub struct SendMessage {
     pub text: String,
     /// Up to 10 files, kept in object storage and shown with download links.
     pub attachments: Option<Vec<AttachmentInput>>,
-    #[schema(ignore)]
     pub recipient: Recipient,
 }
 
+impl utoipa::PartialSchema for SendMessage {
+    /// One shape per way of addressing: a conversation; a channel
+    /// connection and an address on it; a contact and a channel type.
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use parley_domain::schema::{id, string, string_enum};
+        use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+        let shape = |title: &str, fields: Vec<(&str, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>| {
+            let mut o = ObjectBuilder::new().schema_type(Type::Object).title(Some(title.to_owned()));
+            for (name, schema) in fields {
+                o = o.property(name, schema).required(name);
+            }
+            o.property("text", string(1, 10_000).description(Some("1–10,000 characters.")))
+                .required("text")
+                .property(
+                    "attachments",
+                    ArrayBuilder::new()
+                        .items(utoipa::openapi::Ref::from_schema_name("AttachmentInput"))
+                        .max_items(Some(10))
+                        .description(Some("Up to 10 files, kept in object storage and shown with download links.")),
+                )
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        OneOfBuilder::new()
+            .description(Some("Exactly one way of addressing the message, and its text."))
+            .item(shape("reply in a conversation", vec![("conversation_id", id("The conversation.").into())]))
+            .item(shape(
+                "write to an address on a channel connection",
+                vec![
+                    ("channel_id", id("The channel connection.").into()),
+                    (
+                        "to",
+                        string(1, 255)
+                            .description(Some("The address on the channel (phone, email, visitor or your own id)."))
+                            .into(),
+                    ),
+                ],
+            ))
+            .item(shape(
+                "write to a contact on a channel type",
+                vec![
+                    ("contact_id", id("The contact.").into()),
+                    ("channel", string_enum(parley_domain::agent::CHANNELS).into()),
+                ],
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for SendMessage {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        schemas.push(("AttachmentInput".into(), <AttachmentInput as utoipa::PartialSchema>::schema()));
+    }
+}
+
 /// A file to send with a message.
-#[derive(Debug, Clone, ToSchema)]
+#[derive(Debug, Clone, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AttachmentInput {
     /// 1–255 characters.
+    #[schema(min_length = 1, max_length = 255)]
     pub filename: String,
     /// A MIME type such as `image/png`.
+    #[schema(min_length = 3, max_length = 100, pattern = r"^\s*[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+\s*$")]
     pub content_type: String,
-    /// The file's bytes, base64-encoded (the request body limit,
-    /// `limits.max_body_bytes`, bounds the total).
-    #[schema(value_type = String, format = Byte)]
+    /// The file's bytes, base64-encoded, at least one byte (the request body
+    /// limit, `limits.max_body_bytes`, bounds the total).
+    #[schema(value_type = String, format = Byte, min_length = 4)]
     pub data: Vec<u8>,
 }
 
@@ -373,13 +429,16 @@ pub async fn advance(
 
 /// `POST /api/v1/channels/{id}/status`: a delivery report.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct StatusReport {
-    /// The id your system gave the message (in its reply to Parley's POST).
+    /// The id your system gave the message (in its reply to Parley's POST); 1–255 characters.
+    #[schema(min_length = 1, max_length = 255)]
     pub external_id: String,
     /// `sent|delivered|read|failed`.
-    #[schema(value_type = String)]
+    #[schema(schema_with = parley_domain::schema::reported_status)]
     pub status: MessageStatus,
-    /// Why it failed (with `failed`).
+    /// Why it failed (with `failed`); 1–1,000 characters.
+    #[schema(nullable = false, min_length = 1, max_length = 1000)]
     pub error: Option<String>,
 }
 

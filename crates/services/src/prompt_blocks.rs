@@ -21,23 +21,37 @@ const MAX_VARIABLES: usize = 100;
 
 /// `POST /api/v1/prompt-blocks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreatePromptBlock {
     /// 1–200 characters; the slug is derived from it.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// `persona`, `instruction`, `knowledge`, `guardrail`, `greeting` or `other` (default).
+    #[schema(schema_with = parley_domain::schema::block_kind)]
     pub kind: Option<String>,
     /// 1–100,000 characters. Every `{{placeholder}}` must be declared in `variables`.
+    #[schema(min_length = 1, max_length = 100000)]
     pub content: String,
-    /// Variable names (`[A-Za-z_][A-Za-z0-9_]*`), at most 100, no repeats.
+    /// Variable names (`[A-Za-z_][A-Za-z0-9_]*`, up to 64 characters), at most 100, no repeats.
+    #[schema(schema_with = parley_domain::schema::variable_names)]
     pub variables: Option<Vec<String>>,
 }
 
 /// `PATCH /api/v1/prompt-blocks/{block_id}`. Any change saves a new version.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdatePromptBlock {
+    /// 1–200 characters.
+    #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub name: Option<String>,
+    #[schema(schema_with = parley_domain::schema::block_kind)]
     pub kind: Option<String>,
+    /// 1–100,000 characters. Every `{{placeholder}}` must be declared in the
+    /// block's variables (as updated).
+    #[schema(nullable = false, min_length = 1, max_length = 100000)]
     pub content: Option<String>,
+    /// Replaces the whole list.
+    #[schema(schema_with = parley_domain::schema::variable_names)]
     pub variables: Option<Vec<String>>,
 }
 

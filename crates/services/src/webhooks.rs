@@ -25,23 +25,35 @@ pub const PREVIOUS_SECRET_GRACE_S: i64 = 24 * 3600;
 
 /// `POST /api/v1/webhooks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
-    /// An http(s) URL that resolves to public addresses.
+    /// An http(s) URL without credentials (up to 2,048 characters) that
+    /// resolves to public addresses.
+    #[schema(format = "uri", min_length = 1, max_length = 2048)]
     pub url: String,
-    /// Event types to deliver, or `["*"]` for all.
+    /// Event types to deliver (1–64 of them), or `["*"]` for all.
+    #[schema(schema_with = parley_domain::schema::webhook_events)]
     pub events: Vec<String>,
-    /// Up to 500 characters.
+    /// Up to 500 characters, or null.
+    #[schema(nullable, max_length = 500)]
     pub description: Option<String>,
 }
 
 /// `PATCH /api/v1/webhooks/{webhook_id}`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateWebhook {
+    /// An http(s) URL without credentials that resolves to public addresses.
+    #[schema(nullable = false, format = "uri", min_length = 1, max_length = 2048)]
     pub url: Option<String>,
+    /// Replaces the whole list.
+    #[schema(schema_with = parley_domain::schema::webhook_events)]
     pub events: Option<Vec<String>>,
-    #[schema(value_type = Option<String>, nullable)]
+    /// Up to 500 characters, or null to clear it.
+    #[schema(value_type = Option<String>, nullable, max_length = 500)]
     pub description: Option<Option<String>>,
     /// `false` disables the endpoint; `true` re-enables it (and forgets its failure streak).
+    #[schema(nullable = false)]
     pub enabled: Option<bool>,
 }
 

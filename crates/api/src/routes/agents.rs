@@ -83,10 +83,12 @@ pub struct AgentList {
 #[allow(dead_code)] // documentation only; parsed by `agents::parse_filter`
 struct AgentListParams {
     /// Only agents with this status. Without it, archived agents are hidden.
+    #[param(inline)]
     status: Option<AgentStatus>,
     /// Only templates (`true`) or only non-templates (`false`).
     is_template: Option<bool>,
-    /// Case-insensitive text in the name, slug or description.
+    /// Case-insensitive text in the name, slug or description (1–200 characters).
+    #[param(min_length = 1, max_length = 200)]
     q: Option<String>,
 }
 

@@ -50,6 +50,7 @@ impl FromQuery for KeyFilter {
 #[allow(dead_code)] // documentation only; parsed by `api_keys::parse_filter`
 struct KeyListParams {
     /// Only keys of this mode.
+    #[param(inline)]
     mode: Option<Mode>,
 }
 

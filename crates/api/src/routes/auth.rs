@@ -34,8 +34,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// `POST /api/v1/auth/login`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct LoginRequest {
+    /// 1–320 characters.
+    #[schema(min_length = 1, max_length = 320)]
     pub email: String,
+    /// 1–1,024 characters.
+    #[schema(min_length = 1, max_length = 1024)]
     pub password: String,
 }
 
@@ -51,10 +56,13 @@ impl FromBody for LoginRequest {
 
 /// `POST /api/v1/auth/workspace`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SwitchWorkspaceRequest {
     /// A workspace the user belongs to.
+    #[schema(minimum = 1)]
     pub workspace_id: i64,
     /// `live` (default) or `test`.
+    #[schema(nullable = false)]
     pub mode: Option<Mode>,
 }
 

@@ -47,8 +47,10 @@ struct TransactionListParams {
     #[param(inline)]
     r#type: Option<EntryType>,
     /// Only entries created after this instant (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     created_after: Option<String>,
     /// Only entries created before this instant (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     created_before: Option<String>,
 }
 

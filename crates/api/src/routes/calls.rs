@@ -48,14 +48,17 @@ impl FromQuery for CallFilter {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // documentation only; parsed by `calls::parse_filter`
 struct CallListParams {
-    /// `queued|ringing|in_progress|completed|busy|no_answer|failed|canceled`.
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<parley_domain::call::CallStatus>,
+    #[param(minimum = 1)]
     agent_id: Option<i64>,
-    /// `outbound|inbound`.
-    direction: Option<String>,
+    #[param(inline)]
+    direction: Option<parley_domain::call::CallDirection>,
     /// RFC 3339; calls created at or after it.
+    #[param(value_type = Option<String>, format = DateTime)]
     created_after: Option<String>,
     /// RFC 3339; calls created before it.
+    #[param(value_type = Option<String>, format = DateTime)]
     created_before: Option<String>,
 }
 

@@ -126,7 +126,12 @@ async fn get_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Res
     patch, path = "/api/v1/channels/{channel_id}", tag = "Channels",
     params(("channel_id" = i64, Path)),
     request_body = UpdateChannel,
-    responses((status = 200, body = Channel), (status = 404, body = ErrorBody), (status = 422, body = ValidationErrorBody))
+    responses(
+        (status = 200, body = Channel),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "A channel of a type that is not configured through the API (the `voice` channel calls create)"),
+        (status = 422, body = ValidationErrorBody),
+    )
 )]
 async fn update_channel(
     auth: Auth,

@@ -96,15 +96,19 @@ impl FromQuery for ContactFilter {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // documentation only; parsed by `contacts::parse_filter`
 struct ContactListParams {
-    /// Part of the name, email or phone number, case-insensitive. Digits
-    /// match the phone whatever the format ("415 555" finds +14155550100).
+    /// Part of the name, email or phone number, case-insensitive (1–200
+    /// characters). Digits match the phone whatever the format ("415 555"
+    /// finds +14155550100).
+    #[param(min_length = 1, max_length = 200)]
     q: Option<String>,
-    /// Only contacts with this tag.
+    /// Only contacts with this tag (1–50 characters).
+    #[param(min_length = 1, max_length = 50)]
     tag: Option<String>,
     /// Only contacts of this origin.
     #[param(inline)]
     origin: Option<Origin>,
     /// Only contacts changed at or after this instant (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     updated_since: Option<String>,
 }
 
@@ -131,7 +135,7 @@ async fn list_contacts(
 #[utoipa::path(
     post, path = "/api/v1/contacts", tag = "Contacts",
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional; a retry replays the first response.")),
-    request_body = ContactChanges,
+    request_body = parley_services::contacts::CreateContact,
     responses(
         (status = 201, body = Contact),
         (status = 409, body = ErrorBody, example = json!({"detail": "Contact 12 already has the phone number +14155550100"})),
@@ -226,6 +230,22 @@ async fn merge_contacts(
     Ok(Json(transaction(&s, move |tx| Box::pin(contacts::merge(tx, scope, input))).await?))
 }
 
+/// The body of an import: CSV text in the `contacts-csv` format described
+/// on the operation (a header row naming known columns, then data rows).
+pub struct ContactsCsv;
+
+impl utoipa::PartialSchema for ContactsCsv {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::Custom("contacts-csv".into())))
+            .min_length(Some(1))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ContactsCsv {}
+
 /// Import contacts from CSV (`Content-Type: text/csv`).
 ///
 /// A header row names the columns, from `display_name`, `phone`, `email`,
@@ -237,7 +257,7 @@ async fn merge_contacts(
 /// `origin: import`. Up to 50,000 rows, streamed.
 #[utoipa::path(
     post, path = "/api/v1/contacts/import", tag = "Contacts",
-    request_body(content = String, content_type = "text/csv", description = "CSV with a header row"),
+    request_body(content = ContactsCsv, content_type = "text/csv", description = "CSV with a header row"),
     responses(
         (status = 200, body = ImportReport),
         (status = 400, body = ErrorBody, description = "Not readable as CSV"),

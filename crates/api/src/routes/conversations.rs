@@ -44,16 +44,20 @@ impl FromBody for UpdateConversation {
 #[allow(dead_code)] // documentation only; parsed by `conversations::parse_filter`
 struct ConversationListParams {
     /// `sms|whatsapp|email|webchat|telegram|voice|api`.
+    #[param(schema_with = parley_domain::schema::channel)]
     channel: Option<String>,
-    /// `direct|group|call`.
-    kind: Option<String>,
-    /// `open|pending|snoozed|resolved|closed`.
-    status: Option<String>,
+    #[param(inline)]
+    kind: Option<parley_domain::conversation::ConversationKind>,
+    #[param(inline)]
+    status: Option<parley_domain::conversation::ConversationStatus>,
+    #[param(minimum = 1)]
     contact_id: Option<i64>,
+    #[param(minimum = 1)]
     agent_id: Option<i64>,
-    /// `agent|human|none`.
-    handler: Option<String>,
+    #[param(inline)]
+    handler: Option<parley_domain::conversation::Handler>,
     /// Only conversations changed at or after this instant (RFC 3339).
+    #[param(value_type = Option<String>, format = DateTime)]
     updated_since: Option<String>,
 }
 
@@ -71,6 +75,7 @@ impl FromQuery for MessageOrder {
 #[allow(dead_code)] // documentation only; parsed by `conversations::parse_message_order`
 struct MessageListParams {
     /// `asc` (default: oldest first) or `desc`.
+    #[param(schema_with = parley_domain::schema::sort_order)]
     order: Option<String>,
 }
 

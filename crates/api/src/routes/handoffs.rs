@@ -57,8 +57,9 @@ impl FromQuery for HandoffFilter {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // documentation only; parsed by `handoffs::parse_filter`
 struct HandoffListParams {
-    /// `requested|accepted|completed|canceled`.
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<parley_domain::conversation::HandoffStatus>,
+    #[param(minimum = 1)]
     conversation_id: Option<i64>,
 }
 

@@ -48,8 +48,10 @@ impl FromQuery for BlockFilter {
 #[allow(dead_code)] // documentation only; parsed by `prompt_blocks::parse_filter`
 struct BlockListParams {
     /// Only blocks of this kind.
+    #[param(schema_with = parley_domain::schema::block_kind)]
     kind: Option<String>,
-    /// Case-insensitive text in the name or slug.
+    /// Case-insensitive text in the name or slug (1–200 characters).
+    #[param(min_length = 1, max_length = 200)]
     q: Option<String>,
 }
 

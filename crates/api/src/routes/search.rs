@@ -9,7 +9,19 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::PageParams;
+/// Pagination of search: results stop at 10,000.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `ListQuery`
+struct SearchPageParams {
+    /// Items per page, 1–200. Default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
+    limit: Option<i64>,
+    /// 0-based start position, at most 9,999; `offset + limit` may not pass
+    /// 10,000 (a 422 at `query.offset`).
+    #[param(minimum = 0, maximum = 9999, default = 0)]
+    offset: Option<i64>,
+}
 use crate::error::{ApiError, ValidationErrorBody};
 use crate::extract::{Auth, FromQuery, ListQuery};
 use crate::state::AppState;
@@ -32,20 +44,26 @@ impl FromQuery for Search {
 #[allow(dead_code)] // documentation only; parsed by `search::parse`
 struct SearchParams {
     /// Words (all must match), `"exact phrase"`, `-exclude`, `prefix*`;
-    /// case- and accent-insensitive. Malformed (an unclosed quote, only
-    /// exclusions, a lone `*`) is a 422.
+    /// case- and accent-insensitive; 1–500 characters. Malformed (an
+    /// unclosed quote, only exclusions, a lone `*`, nothing to search) is a 422.
+    #[param(format = "search-query", min_length = 1, max_length = 500)]
     q: String,
     /// `messages`, `conversations`, `contacts` or `all` (default: the three
     /// ranked together).
-    #[param(rename = "type")]
+    #[param(rename = "type", schema_with = parley_domain::schema::search_type)]
     kind: Option<String>,
-    /// `sms|whatsapp|email|webchat|telegram|voice|api`: the conversation's channel (for contacts, an identity on it).
+    /// The conversation's channel (for contacts, an identity on it).
+    #[param(schema_with = parley_domain::schema::channel)]
     channel: Option<String>,
+    #[param(minimum = 1)]
     conversation_id: Option<i64>,
+    #[param(minimum = 1)]
     contact_id: Option<i64>,
     /// RFC 3339: created at or after it.
+    #[param(value_type = Option<String>, format = DateTime)]
     after: Option<String>,
     /// RFC 3339: created before it.
+    #[param(value_type = Option<String>, format = DateTime)]
     before: Option<String>,
 }
 
@@ -77,7 +95,7 @@ pub struct SearchResults {
 /// pass 10,000 (422): narrow the query or add filters.
 #[utoipa::path(
     get, path = "/api/v1/search", tag = "Search",
-    params(PageParams, SearchParams),
+    params(SearchPageParams, SearchParams),
     responses((status = 200, body = SearchResults), (status = 422, body = ValidationErrorBody))
 )]
 async fn search_all(
@@ -90,7 +108,7 @@ async fn search_all(
     if q.page.offset.saturating_add(q.page.limit) > MAX_RESULTS {
         return Err(ApiError::Validation(vec![FieldError::new(
             loc(&["query", "offset"]),
-            "value_error.number.not_le",
+            "value_error.search.window",
             format!("search results stop at {MAX_RESULTS}: offset + limit may not pass it; narrow the query"),
         )]));
     }

@@ -58,7 +58,8 @@ impl FromQuery for EventFilter {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // documentation only; parsed by `webhooks::parse_event_filter`
 struct EventListParams {
-    /// Only events of this type, e.g. `agent.created`.
+    /// Only events of this type, e.g. `agent.created` (1–100 characters).
+    #[param(min_length = 1, max_length = 100)]
     r#type: Option<String>,
 }
 

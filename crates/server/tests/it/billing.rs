@@ -316,7 +316,7 @@ both_backends! {
             })
         };
         let args = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
-        let (code, ws, err) = run(args("workspace create --name Acme --credit-cents 300"), vec![]).await.unwrap();
+        let (code, ws, err) = run(args("workspace create --name Acme --credit-cents 300 --create"), vec![]).await.unwrap();
         assert_eq!(code, 0, "{err}");
         let live = ws["api_key"]["key"].as_str().unwrap().to_owned();
         let wid = ws["workspace"]["id"].to_string();

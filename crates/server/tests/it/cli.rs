@@ -194,9 +194,15 @@ fn commands_refuse_a_missing_sqlite_database_without_create() {
             .current_dir(&dir)
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
-    for args in [&["workspace", "create", "--name", "Acme"][..], &["key", "revoke", "1"], &["migrate"], &["billing", "verify"]] {
+    for args in
+        [&["workspace", "create", "--name", "Acme"][..], &["key", "revoke", "1"], &["migrate"], &["billing", "verify"]]
+    {
         let (code, _, err) = run(args);
         assert_eq!(code, Some(1), "{args:?}");
         let err: Value = serde_json::from_str(err.trim()).unwrap();
