@@ -153,6 +153,10 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         let ops: [&mut Option<Operation>; 5] =
             [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
         for op in ops.into_iter().flatten() {
+            // Readers show summaries as plain text (descriptions as markdown).
+            if let Some(summary) = op.summary.as_mut() {
+                *summary = summary.replace("**", "").replace('`', "");
+            }
             for parameter in op.parameters.iter_mut().flatten() {
                 if let RefOr::T(parameter) = parameter
                     && parameter.name == "Idempotency-Key"
@@ -241,6 +245,11 @@ fn flatten_all_of(schemas: &mut std::collections::BTreeMap<String, RefOr<Schema>
         let Some(RefOr::T(Schema::AllOf(all_of))) = schemas.get(&name) else { continue };
         let mut merged = utoipa::openapi::schema::Object::new();
         merged.description = all_of.description.clone();
+        merged.examples = all_of.examples.clone();
+        #[allow(deprecated)]
+        {
+            merged.example = all_of.example.clone();
+        }
         let mut closed = false;
         let mut mergeable = true;
         for part in &all_of.items {

@@ -77,6 +77,7 @@ pub struct AgentChanges {
 /// `POST /api/v1/agents`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Support Bot", "system_prompt": "Answer briefly.", "first_message": "Hi, how can I help?", "priority": 10, "handoff": {"keywords": ["human", "agent"], "max_turns": 8}}))]
 pub struct CreateAgent {
     /// Copy every field of this template agent, then apply the fields given here.
     #[schema(nullable = false, minimum = 1)]
@@ -94,6 +95,7 @@ pub struct CreateAgent {
 /// `PATCH /api/v1/agents/{agent_id}`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"status": "paused", "description": "Answers billing questions"}))]
 pub struct UpdateAgent {
     /// 1–200 characters. Changing it re-derives the slug.
     #[schema(nullable = false, min_length = 1, max_length = 200)]
@@ -410,6 +412,7 @@ pub async fn archive(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Agent>
 /// `POST /api/v1/agents/{agent_id}/triggers`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"event": "message.received", "channel": "webchat", "pattern": "refund", "pattern_type": "keyword"}))]
 pub struct CreateTrigger {
     /// `message.received` or `call.inbound`.
     pub event: TriggerEvent,
@@ -433,6 +436,7 @@ pub struct CreateTrigger {
 /// `PATCH /api/v1/agents/{agent_id}/triggers/{trigger_id}`: any field of a trigger.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"enabled": false}))]
 pub struct UpdateTrigger {
     #[schema(nullable = false)]
     pub event: Option<TriggerEvent>,
@@ -597,6 +601,7 @@ pub async fn delete_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, id: i64) -
 /// `POST /api/v1/agents/{agent_id}/prompt/preview`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"variables": {"agent_name": "Ana"}}))]
 pub struct PromptPreviewRequest {
     /// Values for the blocks' `{{variables}}`: strings, numbers or booleans
     /// (at most 64 KiB serialised).

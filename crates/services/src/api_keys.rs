@@ -39,6 +39,7 @@ pub struct CreateApiKey {
 /// `PATCH /api/v1/api-keys/{key_id}`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Production backend (rotated)"}))]
 pub struct UpdateApiKey {
     /// 1–100 characters.
     #[schema(nullable = false, min_length = 1, max_length = 100)]

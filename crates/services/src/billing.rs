@@ -50,6 +50,7 @@ pub const MAX_CREDIT_CENTS: i64 = 100_000_000;
 /// `POST /api/v1/billing/credits`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"amount_cents": 5000, "description": "Top-up"}))]
 pub struct AddCredit {
     /// 1 to 100,000,000 cents.
     #[schema(minimum = 1, maximum = 100_000_000)]

@@ -91,6 +91,7 @@ impl Default for CallRuntime {
 /// `POST /api/v1/calls`.
 #[derive(Debug, Clone, serde::Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent_id": 1, "to": "+14155550100", "first_message": "Hi, this is Ava.", "max_duration_s": 300, "metadata": {"order": "A-1"}}))]
 pub struct CreateCall {
     /// The agent that talks (of this workspace and mode).
     #[schema(minimum = 1)]

@@ -277,9 +277,13 @@ pub struct UpdateChannel {
 fn create_channel_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     use parley_domain::schema::{string, string_enum};
     use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
-    let mut one_of = OneOfBuilder::new().description(Some(
-        "A channel connection. `type` picks the settings `config` takes; secret settings are write-only.",
-    ));
+    let mut one_of = OneOfBuilder::new()
+        .description(Some(
+            "A channel connection. `type` picks the settings `config` takes; secret settings are write-only.",
+        ))
+        .examples([
+            serde_json::json!({"type": "api", "name": "Backend", "config": {"url": "https://example.com/parley"}}),
+        ]);
     for kind in AVAILABLE {
         let connector = ChannelType::parse(kind).and_then(connector).expect("available types have connectors");
         one_of = one_of.item(
@@ -321,6 +325,7 @@ impl utoipa::PartialSchema for UpdateChannel {
             .property("status", string_enum(&["active", "disabled"]))
             .property("config", settings)
             .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .examples([serde_json::json!({"name": "Backend (EU)"})])
             .into()
     }
 }

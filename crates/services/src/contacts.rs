@@ -48,6 +48,7 @@ impl Default for ContactsConfig {
 /// empty them.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"display_name": "Ana Lima", "phone": "(415) 555-0100", "email": "ana@example.com", "tags": ["vip"]}))]
 pub struct ContactChanges {
     /// 1–200 characters. At creation it defaults to the email or phone.
     #[schema(nullable = false, min_length = 1, max_length = 200)]
@@ -85,11 +86,17 @@ pub struct CreateContact;
 impl utoipa::PartialSchema for CreateContact {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ObjectBuilder};
-        let named = ["display_name", "phone", "email"]
-            .into_iter()
-            .fold(AnyOfBuilder::new(), |any, field| any.item(ObjectBuilder::new().required(field)));
+        // Present and not null: `"phone": null` names no address.
+        let named = ["display_name", "phone", "email"].into_iter().fold(AnyOfBuilder::new(), |any, field| {
+            any.item(
+                ObjectBuilder::new()
+                    .property(field, ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::String))
+                    .required(field),
+            )
+        });
         AllOfBuilder::new()
             .description(Some("A new contact: a name, or an address to be named after, is required."))
+            .examples([serde_json::json!({"display_name": "Bo Chen", "email": "bo@example.com"})])
             .item(utoipa::openapi::Ref::from_schema_name("ContactChanges"))
             .item(named)
             .into()
@@ -106,6 +113,7 @@ impl utoipa::ToSchema for CreateContact {
 /// `POST /api/v1/contacts/merge`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"primary_id": 1, "duplicate_id": 2}))]
 pub struct MergeContacts {
     /// The contact that stays.
     #[schema(minimum = 1)]
@@ -396,6 +404,7 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
 /// `POST /api/v1/contacts/discover`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"create": false}))]
 pub struct Discover {
     /// Also create a `discovered` contact for each address (default false).
     #[schema(nullable = false)]

@@ -31,6 +31,7 @@ use crate::{ServiceError, ServiceResult, Services, contacts, event_data};
 /// A message arriving on a channel.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"from": "user-42", "text": "Hello, where is my order?", "external_id": "m-1", "contact": {"display_name": "Ana"}}))]
 pub struct Inbound {
     /// The sender's address on the channel (for the api channel, your id
     /// for the person); 1–255 characters.
@@ -208,6 +209,7 @@ pub fn parse_filter(q: &mut QueryReader) -> ConversationFilter {
 /// `PATCH /api/v1/conversations/{id}`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"status": "resolved"}))]
 pub struct UpdateConversation {
     /// 1–200 characters.
     #[schema(nullable = false, min_length = 1, max_length = 200)]

@@ -64,6 +64,7 @@ impl utoipa::PartialSchema for CreateHandoff {
             if id_required { o.required(id_field) } else { o }
         };
         OneOfBuilder::new()
+            .examples([serde_json::json!({"to": "human", "reason": "The customer asked for a person", "note": "VIP"})])
             .item(shape("human", "user_id", false, "The member asked to take over; without it, anyone may accept."))
             .item(shape("agent", "agent_id", true, "The agent to take over (of this workspace and mode)."))
             .into()
@@ -103,6 +104,7 @@ pub fn parse_create(body: Value) -> Parsed<CreateHandoff> {
 /// `POST /api/v1/handoffs/{id}/accept`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"user_id": 1}))]
 pub struct AcceptHandoff {
     /// The member taking over; defaults to the signed-in user (required with an API key).
     #[schema(nullable = false, minimum = 1)]
@@ -116,6 +118,7 @@ pub fn parse_accept(body: Value) -> Parsed<AcceptHandoff> {
 /// `POST /api/v1/handoffs/{id}/complete`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"close": false}))]
 pub struct CompleteHandoff {
     /// Close the conversation instead of returning it to the agent (default false).
     #[schema(nullable = false)]

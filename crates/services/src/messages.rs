@@ -83,6 +83,7 @@ impl utoipa::PartialSchema for SendMessage {
         };
         OneOfBuilder::new()
             .description(Some("Exactly one way of addressing the message, and its text."))
+            .examples([serde_json::json!({"conversation_id": 1, "text": "Your order has shipped."})])
             .item(shape("reply in a conversation", vec![("conversation_id", id("The conversation.").into())]))
             .item(shape(
                 "write to an address on a channel connection",

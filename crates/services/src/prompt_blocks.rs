@@ -22,6 +22,7 @@ const MAX_VARIABLES: usize = 100;
 /// `POST /api/v1/prompt-blocks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Persona", "kind": "persona", "content": "You are {{agent_name}}.", "variables": ["agent_name"]}))]
 pub struct CreatePromptBlock {
     /// 1–200 characters; the slug is derived from it.
     #[schema(min_length = 1, max_length = 200)]
@@ -40,6 +41,7 @@ pub struct CreatePromptBlock {
 /// `PATCH /api/v1/prompt-blocks/{block_id}`. Any change saves a new version.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"content": "You are {{agent_name}}, friendly and brief."}))]
 pub struct UpdatePromptBlock {
     /// 1–200 characters.
     #[schema(nullable = false, min_length = 1, max_length = 200)]

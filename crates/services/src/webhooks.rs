@@ -26,6 +26,7 @@ pub const PREVIOUS_SECRET_GRACE_S: i64 = 24 * 3600;
 /// `POST /api/v1/webhooks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"url": "https://example.com/hooks/parley", "events": ["message.received", "call.completed"], "description": "Production"}))]
 pub struct CreateWebhook {
     /// An http(s) URL without credentials (up to 2,048 characters) that
     /// resolves to public addresses.
@@ -42,6 +43,7 @@ pub struct CreateWebhook {
 /// `PATCH /api/v1/webhooks/{webhook_id}`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"enabled": false}))]
 pub struct UpdateWebhook {
     /// An http(s) URL without credentials that resolves to public addresses.
     #[schema(nullable = false, format = "uri", min_length = 1, max_length = 2048)]
@@ -140,12 +142,17 @@ pub(crate) async fn check_url(svc: &Services, url: &str, at: &[&str]) -> Service
     let parsed = ssrf::parse_target(url)
         .map_err(|e| ServiceError::Validation(vec![FieldError::new(loc(at), "value_error.url", e.to_string())]))?;
     ssrf::check_target(&parsed, svc.config.webhooks_allow_private).await.map_err(|e| {
-        let hint = if matches!(e, ssrf::TargetError::Private(_)) {
-            " (set webhooks.allow_private_targets for local development)"
-        } else {
-            ""
+        // A private target has a type of its own: the URL is well formed, but
+        // where it leads is refused.
+        let error = match e {
+            ssrf::TargetError::Private(_) => FieldError::new(
+                loc(at),
+                "value_error.url.private",
+                format!("{e} (set webhooks.allow_private_targets for local development)"),
+            ),
+            e => FieldError::new(loc(at), "value_error.url", e.to_string()),
         };
-        ServiceError::Validation(vec![FieldError::new(loc(at), "value_error.url", format!("{e}{hint}"))])
+        ServiceError::Validation(vec![error])
     })
 }
 

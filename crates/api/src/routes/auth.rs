@@ -35,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// `POST /api/v1/auth/login`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"email": "owner@parley.local", "password": "a long enough password"}))]
 pub struct LoginRequest {
     /// 1–320 characters.
     #[schema(min_length = 1, max_length = 320)]
@@ -57,6 +58,7 @@ impl FromBody for LoginRequest {
 /// `POST /api/v1/auth/workspace`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"workspace_id": 1, "mode": "test"}))]
 pub struct SwitchWorkspaceRequest {
     /// A workspace the user belongs to.
     #[schema(minimum = 1)]

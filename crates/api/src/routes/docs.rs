@@ -1,13 +1,16 @@
-//! The OpenAPI document and a readable page rendered from it.
+//! The OpenAPI document, and the reference rendered from it by Swagger UI
+//! (vendored: its files are embedded in the binary, nothing is fetched).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::Extension;
-use axum::http::{HeaderValue, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::PathText;
 use crate::state::AppState;
 
 /// The serialised OpenAPI document, built once at start-up.
@@ -15,7 +18,7 @@ use crate::state::AppState;
 pub struct OpenApiJson(pub Arc<str>);
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(openapi_json)).routes(routes!(docs_page))
+    OpenApiRouter::new().routes(routes!(openapi_json)).routes(routes!(docs_page)).routes(routes!(docs_asset))
 }
 
 /// This document (OpenAPI 3.1).
@@ -26,8 +29,59 @@ async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> Response {
     r
 }
 
-/// The API reference, rendered in the browser from `/openapi.json`.
+/// Swagger UI's settings: the document above, request durations, the
+/// try-it console, a filter, and credentials kept across reloads.
+static CONFIG: LazyLock<Arc<utoipa_swagger_ui::Config<'static>>> = LazyLock::new(|| {
+    Arc::new(
+        utoipa_swagger_ui::Config::new(["/openapi.json"])
+            .try_it_out_enabled(true)
+            .display_request_duration(true)
+            .filter(true)
+            .persist_authorization(true)
+            .default_models_expand_depth(1)
+            .doc_expansion("list"),
+    )
+});
+
+/// One of Swagger UI's files, with its type; `None` if there is no such file.
+fn swagger_file(name: &str) -> Result<Option<(String, Vec<u8>)>, ApiError> {
+    let file = utoipa_swagger_ui::serve(name, CONFIG.clone())
+        .map_err(|e| ApiError::Internal(format!("Swagger UI file {name}: {e}")))?;
+    Ok(file.map(|f| (f.content_type, f.bytes.into_owned())))
+}
+
+fn file_response(content_type: &str, bytes: Vec<u8>) -> Response {
+    let mut r = bytes.into_response();
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    r
+}
+
+/// The API reference: descriptions, request and response schemas with
+/// examples, and a console to try requests (Swagger UI).
 #[utoipa::path(get, path = "/docs", tag = "Operations", responses((status = 200, description = "An HTML page", content_type = "text/html")))]
-async fn docs_page() -> Html<&'static str> {
-    Html(include_str!("docs.html"))
+async fn docs_page() -> Result<Response, ApiError> {
+    let (content_type, page) =
+        swagger_file("index.html")?.ok_or_else(|| ApiError::Internal("Swagger UI has no index.html".into()))?;
+    // The page names its files relatively; they live under /docs/.
+    let page = String::from_utf8_lossy(&page).replacen("<head>", "<head>\n    <base href=\"/docs/\">", 1);
+    Ok(file_response(&content_type, page.into_bytes()))
+}
+
+/// A file of the reference page (scripts, styles, images).
+#[utoipa::path(
+    get, path = "/docs/{file}", tag = "Operations",
+    params(("file" = String, Path, description = "e.g. `swagger-ui.css`")),
+    responses(
+        (status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 404, body = ErrorBody, description = "No such file"),
+    )
+)]
+async fn docs_asset(PathText(file): PathText) -> Result<Response, ApiError> {
+    match swagger_file(&file)? {
+        Some((content_type, bytes)) => Ok(file_response(&content_type, bytes)),
+        None => Err(ApiError::Status(StatusCode::NOT_FOUND, format!("File {file} not found"))),
+    }
 }

@@ -73,7 +73,7 @@ both_backends! {
         assert!(errors.contains(&(json!(["body", "config", "colour"]), json!("value_error.extra"))), "{errors:?}");
         // An outbound URL on a private address is refused (SSRF), and nothing is created.
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "x", "config": {"url": "http://127.0.0.1:8080/"}})).await;
-        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, json!(["body", "config", "url"]), json!("value_error.url")));
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, json!(["body", "config", "url"]), json!("value_error.url.private")));
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "webchat", "name": "x", "config": {"allowed_origins": "everyone"}})).await;
         assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("type_error.list")));
         assert_eq!(app.get(&ws.live, "/api/v1/channels").await.body["total"], 0);

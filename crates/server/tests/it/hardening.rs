@@ -371,6 +371,27 @@ both_backends! {
         assert!(dir.join("data/parley.db").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    async fn extreme_numbers_in_json_metadata_are_stored_and_read_back(backend) {
+        // PostgreSQL keeps jsonb numbers as numeric and prints them in full;
+        // reading -1.79e308 back once failed (a 500) on PostgreSQL.
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        let metadata = json!({"max": -1.7976931348623155e308, "tiny": 9.404921347800748e-258, "big": 4.7675593434029704e16, "min": 5e-324});
+        // The same numbers (PostgreSQL may write 4.7675593434029704e16 as an integer).
+        let same = |got: &serde_json::Value| {
+            ["max", "tiny", "big", "min"].iter().all(|k| got[k].as_f64() == metadata[k].as_f64())
+        };
+        let r = app.patch(&ws.live, &format!("/api/v1/agents/{agent}"), json!({"metadata": metadata})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert!(same(&r.body["metadata"]), "{}", r.body["metadata"]);
+        assert!(same(&app.get(&ws.live, &format!("/api/v1/agents/{agent}")).await.body["metadata"]));
+        let r = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Ana", "metadata": metadata})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_i64().unwrap();
+        assert!(same(&app.get(&ws.live, &format!("/api/v1/contacts/{id}")).await.body["metadata"]));
+    }
 }
 
 /// Sends raw bytes on a new connection and returns everything answered.

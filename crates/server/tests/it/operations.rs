@@ -14,6 +14,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/readyz"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
+    ("GET", "/docs/{file}"),
     ("POST", "/api/v1/auth/login"),
     ("POST", "/api/v1/auth/refresh"),
     ("POST", "/api/v1/auth/logout"),
@@ -96,6 +97,35 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/search"),
 ];
 
+/// The examples of every JSON request body, by (method, path).
+fn request_examples(doc: &Value) -> std::collections::BTreeMap<(String, String), Vec<Value>> {
+    let resolve = |schema: &Value| {
+        let mut s = schema.clone();
+        while let Some(r) = s["$ref"].as_str().map(str::to_owned) {
+            s = doc["components"]["schemas"][r.rsplit('/').next().unwrap()].clone();
+        }
+        s
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+            if schema.is_null() {
+                continue;
+            }
+            let schema = resolve(schema);
+            let mut found: Vec<Value> = schema["examples"].as_array().cloned().unwrap_or_default();
+            if let Some(e) = schema.get("example") {
+                found.push(e.clone());
+            }
+            if !found.is_empty() {
+                out.insert((method.to_uppercase(), path.clone()), found);
+            }
+        }
+    }
+    out
+}
+
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
@@ -175,7 +205,86 @@ both_backends! {
         let r = app.send(Method::GET, "/docs", None, None, &[]).await;
         assert_eq!(r.status, 200);
         assert!(r.header("content-type").unwrap().starts_with("text/html"));
-        assert!(r.text.contains("/openapi.json"));
+        assert!(r.text.contains("<base href=\"/docs/\">") && r.text.contains("swagger-ui"), "{}", r.text);
+        let init = app.send(Method::GET, "/docs/swagger-initializer.js", None, None, &[]).await;
+        assert_eq!(init.status, 200);
+        assert!(init.text.contains("\"/openapi.json\""), "{}", init.text);
+        for file in ["swagger-ui.css", "swagger-ui-bundle.js"] {
+            let r = app.send(Method::GET, &format!("/docs/{file}"), None, None, &[]).await;
+            assert_eq!(r.status, 200, "{file}");
+            assert!(r.text.len() > 10_000, "{file} is {} bytes", r.text.len());
+        }
+        let r = app.send(Method::GET, "/docs/nope.js", None, None, &[]).await;
+        assert_eq!((r.status, r.body.clone()), (404, json!({"detail": "File nope.js not found"})));
+    }
+
+    async fn every_documented_request_example_is_accepted(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let owner = app.user("owner@parley.local", "a long enough password", ws.id, parley_domain::user::Role::Owner).await;
+        let token = app.token("owner@parley.local", "a long enough password").await;
+        // The examples name ids 1 (and contact 2): the fixtures they refer to.
+        assert_eq!((ws.id, owner), (1, 1));
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await;
+        assert_eq!(agent["id"], 1);
+        let rx = crate::receiver::Receiver::start().await;
+        let (channel, secret) = crate::messages::sending_channel(&app, &ws.live, &rx.url).await;
+        assert_eq!(channel, 1);
+        let conversation = crate::messages::conversation_with(&app, channel, &secret, "user-1").await;
+        assert_eq!(conversation, 1);
+        let block = app.post(&ws.live, "/api/v1/prompt-blocks", json!({"name": "Base", "content": "x"})).await;
+        let trigger = app.post(&ws.live, "/api/v1/agents/1/triggers", json!({"event": "call.inbound"})).await;
+        assert_eq!((block.body["id"].clone(), trigger.body["id"].clone()), (json!(1), json!(1)));
+
+        let doc = app.send(Method::GET, "/openapi.json", None, None, &[]).await.body;
+        let examples = request_examples(&doc);
+        // Each operation with an example, in an order where each finds what it
+        // needs: (method, documented path, path with ids, credential).
+        enum Cred { Key, Session, Signed }
+        let plan: &[(&str, &str, &str, Cred)] = &[
+            ("POST", "/api/v1/auth/login", "/api/v1/auth/login", Cred::Key),
+            ("POST", "/api/v1/api-keys", "/api/v1/api-keys", Cred::Session),
+            ("POST", "/api/v1/billing/credits", "/api/v1/billing/credits", Cred::Session),
+            ("POST", "/api/v1/agents", "/api/v1/agents", Cred::Key),
+            ("PATCH", "/api/v1/agents/{agent_id}", "/api/v1/agents/2", Cred::Key),
+            ("POST", "/api/v1/agents/{agent_id}/triggers", "/api/v1/agents/1/triggers", Cred::Key),
+            ("PATCH", "/api/v1/agents/{agent_id}/triggers/{trigger_id}", "/api/v1/agents/1/triggers/1", Cred::Key),
+            ("POST", "/api/v1/prompt-blocks", "/api/v1/prompt-blocks", Cred::Key),
+            ("PATCH", "/api/v1/prompt-blocks/{block_id}", "/api/v1/prompt-blocks/2", Cred::Key),
+            ("POST", "/api/v1/agents/{agent_id}/prompt/preview", "/api/v1/agents/1/prompt/preview", Cred::Key),
+            ("POST", "/api/v1/channels", "/api/v1/channels", Cred::Key),
+            ("PATCH", "/api/v1/channels/{channel_id}", "/api/v1/channels/2", Cred::Key),
+            ("POST", "/api/v1/channels/{channel_id}/inbound", "/api/v1/channels/1/inbound", Cred::Signed),
+            ("POST", "/api/v1/contacts", "/api/v1/contacts", Cred::Key),
+            ("PATCH", "/api/v1/contacts/{contact_id}", "/api/v1/contacts/1", Cred::Key),
+            ("POST", "/api/v1/contacts/discover", "/api/v1/contacts/discover", Cred::Key),
+            ("POST", "/api/v1/contacts/merge", "/api/v1/contacts/merge", Cred::Key),
+            ("POST", "/api/v1/messages", "/api/v1/messages", Cred::Key),
+            ("PATCH", "/api/v1/conversations/{conversation_id}", "/api/v1/conversations/1", Cred::Key),
+            ("POST", "/api/v1/conversations/{conversation_id}/handoff", "/api/v1/conversations/1/handoff", Cred::Key),
+            ("POST", "/api/v1/handoffs/{handoff_id}/accept", "/api/v1/handoffs/1/accept", Cred::Key),
+            ("POST", "/api/v1/handoffs/{handoff_id}/complete", "/api/v1/handoffs/1/complete", Cred::Key),
+            ("POST", "/api/v1/calls", "/api/v1/calls", Cred::Key),
+            ("POST", "/api/v1/webhooks", "/api/v1/webhooks", Cred::Key),
+            ("PATCH", "/api/v1/webhooks/{webhook_id}", "/api/v1/webhooks/1", Cred::Key),
+            ("PATCH", "/api/v1/api-keys/{key_id}", "/api/v1/api-keys/3", Cred::Session),
+            ("POST", "/api/v1/auth/workspace", "/api/v1/auth/workspace", Cred::Session),
+        ];
+        let planned: BTreeSet<(String, String)> = plan.iter().map(|(m, p, _, _)| (m.to_string(), p.to_string())).collect();
+        let documented: BTreeSet<(String, String)> = examples.keys().cloned().collect();
+        assert_eq!(planned, documented, "every documented example has a place in the plan, and only those");
+        for (method, path, concrete, cred) in plan {
+            for example in &examples[&(method.to_string(), path.to_string())] {
+                let m = Method::from_bytes(method.as_bytes()).unwrap();
+                let idem = uuid();
+                let r = match cred {
+                    Cred::Key => app.send(m, concrete, Some(&ws.live), Some(example.clone()), &[("Idempotency-Key", &idem)]).await,
+                    Cred::Session => app.bearer(m, concrete, &token, Some(example.clone())).await,
+                    Cred::Signed => crate::conversations::inbound(&app, 1, &secret, example.clone()).await,
+                };
+                assert!((200..300).contains(&r.status), "{method} {path} refused its own example {example}: {} {}", r.status, r.text);
+            }
+        }
     }
 
     async fn rate_limits_answer_429_with_headers_on_every_response(backend) {
@@ -203,4 +312,36 @@ both_backends! {
         tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
         assert_eq!(app.get(&ws.live, "/api/v1/agents").await.status, 200);
     }
+}
+
+/// The reference page in a real browser: Swagger UI renders the document
+/// (title, every operation, markdown as HTML, request schemas) and its
+/// console answers a request. A blank page, raw markdown or a missing
+/// asset fails it; its screenshot must hold a rendered page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docs_page_renders_in_chromium() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+    let shot = std::env::temp_dir().join(format!("parley-docs-{}.png", uuid()));
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .arg(format!("{dir}/docs.mjs"))
+            .arg(&app.base)
+            .arg(&shot)
+            .current_dir(dir)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser finished")
+    .expect("node runs (see scripts/test for the browser test's needs)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(lines, ["TITLE", "MARKDOWN", "OPERATIONS", "SCHEMA", "CONSOLE", "SCREENSHOT"]);
+    // A rendered page compresses far worse than a blank one (a blank 1280×1600 PNG is a few KB).
+    let png = std::fs::read(&shot).expect("the screenshot was saved");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 60_000, "screenshot of {} bytes", png.len());
+    let _ = std::fs::remove_file(&shot);
 }

@@ -125,7 +125,7 @@ both_backends! {
                     "http://169.254.169.254/latest/meta-data", "http://localhost:8080/hook", "http://2130706433/hook"] {
             let r = app.post(&ws.live, "/api/v1/webhooks", json!({"url": url, "events": ["*"]})).await;
             assert_eq!(r.status, 422, "{url}: {}", r.text);
-            assert_eq!(r.body["detail"][0]["type"], "value_error.url", "{url}");
+            assert_eq!(r.body["detail"][0]["type"], "value_error.url.private", "{url}");
             assert!(r.body["detail"][0]["msg"].as_str().unwrap().contains("not a public address"), "{url}: {}", r.text);
         }
         assert_eq!(app.get(&ws.live, "/api/v1/webhooks").await.body["total"], 0);
