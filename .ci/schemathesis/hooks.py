@@ -75,6 +75,14 @@ ALLOWED_422 = {
     # Emails are normalised with IDNA and held to DNS's lengths (labels of
     # at most 63 characters, 254 in all), stricter than the `email` format.
     "value_error.email": "not an address by the normaliser's rules",
+    # Rules between two fields, or between a field and stored data:
+    # placeholders in a prompt block's content must be declared in its
+    # variables (and the content be a well-formed template);
+    "value_error.template": "a {{placeholder}} not declared in variables, or a malformed template",
+    # snoozed_until goes with status snoozed;
+    "value_error.conversation.not_snoozed": "snoozed_until without status snoozed",
+    # a message to a contact on a channel type needs the contact's address there.
+    "value_error.contact.no_address": "the contact has no address on that channel",
     # Outbound URLs (webhooks, api channels, avatars) must resolve to public
     # addresses; a generated URL may name this very server.
     "value_error.url.private": "the URL leads to a private address (SSRF guard)",

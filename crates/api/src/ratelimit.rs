@@ -147,6 +147,8 @@ return {1, math.floor((limit - new_tat) / interval), new_tat - now, 0}
 /// A connection to the Redis that holds shared limiter state.
 pub struct SharedState {
     client: redis::Client,
+    /// Every key starts with it.
+    prefix: String,
     connection: tokio::sync::OnceCell<redis::aio::ConnectionManager>,
     script: redis::Script,
     /// After a failure, Redis is left alone until then (requests would
@@ -158,10 +160,11 @@ pub struct SharedState {
 
 impl SharedState {
     /// Parses the URL; connecting happens on first use (and reconnects after failures).
-    pub fn new(url: &str) -> Result<Self, String> {
+    pub fn new(url: &str, prefix: &str) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("rate_limit.redis_url: {e}"))?;
         Ok(Self {
             client,
+            prefix: prefix.to_owned(),
             connection: tokio::sync::OnceCell::new(),
             script: redis::Script::new(SCRIPT),
             down_until: Mutex::new(None),
@@ -234,14 +237,14 @@ impl Limiter {
         self.quota
     }
 
-    fn redis_key(&self, key: &str) -> String {
-        format!("parley:rl:{}:{key}", self.name)
+    fn redis_key(&self, shared: &SharedState, key: &str) -> String {
+        format!("{}:rl:{}:{key}", shared.prefix, self.name)
     }
 
     /// Counts one request for `key`.
     pub async fn check(&self, key: &str) -> Decision {
         if let Some(shared) = self.shared.as_ref().filter(|s| !s.is_down()) {
-            match shared.run(&self.redis_key(key), self.quota, false).await {
+            match shared.run(&self.redis_key(shared, key), self.quota, false).await {
                 Ok(d) => return d,
                 Err(e) => shared.failed(&e),
             }
@@ -252,7 +255,7 @@ impl Limiter {
     /// Gives back one request counted by `check`.
     pub async fn refund(&self, key: &str) {
         if let Some(shared) = self.shared.as_ref().filter(|s| !s.is_down()) {
-            match shared.run(&self.redis_key(key), self.quota, true).await {
+            match shared.run(&self.redis_key(shared, key), self.quota, true).await {
                 Ok(_) => return,
                 Err(e) => shared.failed(&e),
             }

@@ -20,6 +20,9 @@ pub struct ApiConfig {
     pub list_cache_entries: usize,
     /// Mark the refresh-token cookie `Secure` (serve over HTTPS).
     pub cookie_secure: bool,
+    /// How often a webchat socket reads its conversation even without a
+    /// signal (signals reach every instance; this is the safety net).
+    pub webchat_poll_interval: std::time::Duration,
 }
 
 impl Default for ApiConfig {
@@ -31,6 +34,7 @@ impl Default for ApiConfig {
             idempotency_lease_s: 60,
             list_cache_entries: 256,
             cookie_secure: false,
+            webchat_poll_interval: std::time::Duration::from_secs(5),
         }
     }
 }
@@ -49,6 +53,8 @@ pub struct RateLimitConfig {
     /// Keep the limiter state in this Redis (`redis://host:port/db`), shared
     /// by every instance; without it, each instance counts on its own.
     pub redis_url: Option<String>,
+    /// Prefix of the limiter's Redis keys.
+    pub redis_key_prefix: String,
 }
 
 impl Default for RateLimitConfig {
@@ -59,6 +65,7 @@ impl Default for RateLimitConfig {
             auth_failures_per_minute: 30,
             account_failures_per_hour: 20,
             redis_url: None,
+            redis_key_prefix: "parley".to_owned(),
         }
     }
 }
@@ -86,7 +93,8 @@ impl AppState {
     /// Fails only on an unusable `rate_limit.redis_url`.
     pub fn new(services: Services, config: ApiConfig) -> Result<Self, String> {
         let rl = &config.rate_limit;
-        let shared = rl.redis_url.as_deref().map(SharedState::new).transpose()?.map(Arc::new);
+        let shared =
+            rl.redis_url.as_deref().map(|url| SharedState::new(url, &rl.redis_key_prefix)).transpose()?.map(Arc::new);
         let per_minute = rl.auth_failures_per_minute.max(1);
         let per_hour = rl.account_failures_per_hour.max(1);
         let limits = Limits {

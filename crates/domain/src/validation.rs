@@ -335,6 +335,15 @@ pub fn integer(min: i64, max: i64) -> impl FnOnce(Value, &[LocPart]) -> Parsed<i
     }
 }
 
+/// An integer written in a URL (path or query): digits, or digits with a
+/// zero fraction (`42.0`, which JSON Schema counts as an integer).
+pub fn parse_integer_text(raw: &str) -> Result<i64, std::num::ParseIntError> {
+    match raw.split_once('.') {
+        Some((whole, fraction)) if !fraction.is_empty() && fraction.bytes().all(|b| b == b'0') => whole.parse(),
+        _ => raw.parse(),
+    }
+}
+
 /// The integer a JSON number denotes: an integer, or a float with no
 /// fractional part within the range of i64.
 fn integral(v: &Value) -> Option<i64> {
@@ -462,7 +471,7 @@ impl QueryReader {
 
     pub fn integer(&mut self, name: &str, min: i64, max: i64) -> Option<i64> {
         let raw = self.raw(name)?.trim().to_owned();
-        match raw.parse::<i64>() {
+        match parse_integer_text(&raw) {
             Ok(n) if n < min => self.fail(FieldError::not_ge(Self::loc(name), min)),
             Ok(n) if n > max => self.fail(FieldError::not_le(Self::loc(name), max)),
             Ok(n) => Some(n),
@@ -597,6 +606,16 @@ mod tests {
         assert_eq!(errs[1].msg, "value is not a valid integer");
         let errs = read(json!([1])).unwrap_err();
         assert_eq!(errs[0].kind, "type_error.dict");
+    }
+
+    #[test]
+    fn integers_in_urls_may_have_a_zero_fraction() {
+        assert_eq!(parse_integer_text("42"), Ok(42));
+        assert_eq!(parse_integer_text("42.0"), Ok(42));
+        assert_eq!(parse_integer_text("-7.000"), Ok(-7));
+        for bad in ["42.5", "42.", ".0", "4e1", "x", ""] {
+            assert!(parse_integer_text(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

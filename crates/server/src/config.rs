@@ -29,6 +29,7 @@ pub struct Settings {
     pub contacts: ContactSettings,
     pub messages: MessageSettings,
     pub storage: StorageSettings,
+    pub webchat: WebchatSettings,
     pub voice: VoiceSettings,
     pub telephony: TelephonySettings,
     /// Where clients reach this server, for links Parley hands out (file
@@ -60,6 +61,7 @@ impl Default for Settings {
             contacts: ContactSettings::default(),
             messages: MessageSettings::default(),
             storage: StorageSettings::default(),
+            webchat: WebchatSettings::default(),
             voice: VoiceSettings::default(),
             telephony: TelephonySettings::default(),
             public_url: None,
@@ -113,6 +115,8 @@ pub struct RateLimitSettings {
     pub account_failures_per_hour: u32,
     /// Shared limiter state for several instances, e.g. `redis://127.0.0.1:6379/0`.
     pub redis_url: Option<String>,
+    /// Prefix of the limiter's Redis keys (deployments sharing one Redis use different ones).
+    pub redis_key_prefix: String,
 }
 
 impl Default for RateLimitSettings {
@@ -124,7 +128,23 @@ impl Default for RateLimitSettings {
             auth_failures_per_minute: d.auth_failures_per_minute,
             account_failures_per_hour: d.account_failures_per_hour,
             redis_url: d.redis_url,
+            redis_key_prefix: d.redis_key_prefix,
         }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebchatSettings {
+    /// How often a visitor's socket reads its conversation without a
+    /// signal. Changes reach every instance's sockets at once (through
+    /// PostgreSQL NOTIFY); this is the safety net.
+    pub poll_interval_ms: u64,
+}
+
+impl Default for WebchatSettings {
+    fn default() -> Self {
+        Self { poll_interval_ms: parley_api::ApiConfig::default().webchat_poll_interval.as_millis() as u64 }
     }
 }
 
@@ -456,6 +476,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "contacts",
     "messages",
     "storage",
+    "webchat",
     "public_url",
     "voice",
     "telephony",
@@ -560,10 +581,12 @@ impl Settings {
                 auth_failures_per_minute: self.rate_limit.auth_failures_per_minute,
                 account_failures_per_hour: self.rate_limit.account_failures_per_hour,
                 redis_url: self.rate_limit.redis_url.clone(),
+                redis_key_prefix: self.rate_limit.redis_key_prefix.clone(),
             },
             idempotency_lease_s: self.idempotency.lease_seconds,
             list_cache_entries: self.cache.list_entries,
             cookie_secure: self.auth.cookie_secure,
+            webchat_poll_interval: std::time::Duration::from_millis(self.webchat.poll_interval_ms.max(100)),
         }
     }
 

@@ -117,7 +117,9 @@ pub async fn serve(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let dispatching = tokio::spawn(dispatcher.run(stop_rx.clone()));
     let sending = tokio::spawn(parley_services::courier::run(services.clone(), stop_rx.clone()));
-    let calls = tokio::spawn(parley_services::calls::watch_abandoned(services, stop_rx.clone()));
+    let calls = tokio::spawn(parley_services::calls::watch_abandoned(services.clone(), stop_rx.clone()));
+    let hangups = tokio::spawn(parley_services::calls::follow_hangups(services.clone(), stop_rx.clone()));
+    let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let listener = parley_api::listener::Listener(listener);
     let server = axum::serve(listener, router.into_make_service_with_connect_info::<parley_api::listener::PeerAddr>())
@@ -141,6 +143,8 @@ pub async fn serve(
     let _ = dispatching.await;
     let _ = sending.await;
     let _ = calls.await;
+    let _ = hangups.await;
+    let _ = relaying.await;
     db.close().await;
     result
 }

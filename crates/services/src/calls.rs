@@ -38,6 +38,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
+use crate::signals::Signal;
 use crate::{ServiceError, ServiceResult, Services, billing, contacts, event_data};
 
 #[derive(Debug, Clone)]
@@ -555,6 +556,35 @@ pub async fn watch_abandoned(svc: Services, mut shutdown: tokio::sync::watch::Re
     }
 }
 
+/// Ends call `id` if this instance runs it; false if it does not.
+fn hang_up_here(svc: &Services, id: &str) -> bool {
+    match svc.calls.hangups().remove(id) {
+        Some(signal) => {
+            let _ = signal.send(());
+            true
+        }
+        None => false,
+    }
+}
+
+/// Ends the calls other instances were asked to hang up, when this one runs
+/// them, until `shutdown` turns true.
+pub async fn follow_hangups(svc: Services, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut signals = svc.signals.subscribe();
+    loop {
+        tokio::select! {
+            signal = signals.recv() => match signal {
+                Ok(Signal::HangUp { call_id }) => {
+                    hang_up_here(&svc, &call_id);
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
 pub async fn get(svc: &Services, scope: Scope, id: &str) -> ServiceResult<parley_domain::call::Call> {
     let mut c = svc.db.read().await?;
     Ok(repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?.to_api()?)
@@ -584,18 +614,19 @@ pub async fn transcript(svc: &Services, scope: Scope, id: &str) -> ServiceResult
     Ok(Transcript { call_id: call.public_id, segments: repo::segments(&mut c, call.id).await? })
 }
 
-/// Ends a live call from Parley's side (`agent_hangup`); 409 once it has ended.
+/// Ends a live call from Parley's side (`agent_hangup`), whichever instance
+/// runs it; 409 once it has ended.
 pub async fn hangup(svc: &Services, scope: Scope, id: &str) -> ServiceResult<parley_domain::call::Call> {
     let call = get(svc, scope, id).await?;
     if call.status.is_terminal() {
         return Err(ServiceError::Conflict(format!("Call {id} has already ended ({})", call.status.as_str())));
     }
-    let Some(signal) = svc.calls.hangups().remove(id) else {
-        return Err(ServiceError::Conflict(format!("Call {id} is run by another instance; hang up there")));
-    };
-    let _ = signal.send(());
+    if !hang_up_here(svc, id) {
+        // Another instance runs it (the id was checked against the caller's scope above).
+        svc.signal(Signal::HangUp { call_id: id.to_owned() });
+    }
     // Answer with the ended call: the engine records the end promptly.
-    for _ in 0..100 {
+    for _ in 0..250 {
         let now = get(svc, scope, id).await?;
         if now.status.is_terminal() {
             return Ok(now);

@@ -22,6 +22,7 @@ pub mod identity;
 pub mod messages;
 pub mod prompt_blocks;
 pub mod search;
+pub mod signals;
 pub mod storage;
 pub mod webchat;
 pub mod webhooks;
@@ -82,10 +83,8 @@ pub struct Services {
     pub keyring: Arc<identity::Keyring>,
     /// Bumped after writes, so the webhook dispatcher delivers new events at once.
     pub outbox: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Ids of conversations that just changed (after commit), for the live
-    /// views of this process (webchat sockets). Other instances' sockets
-    /// catch up by polling.
-    pub conversation_signals: tokio::sync::broadcast::Sender<i64>,
+    /// Signals between instances (conversation changes, hang-ups).
+    pub signals: Arc<signals::Signals>,
     /// Files: attachments (and later recordings).
     pub storage: Arc<storage::Storage>,
     /// This instance's live calls and its telephony providers.
@@ -105,7 +104,7 @@ impl Services {
             config: Arc::new(config.normalised()),
             keyring: Arc::new(identity::Keyring::new(secrets)),
             outbox: Arc::new(tokio::sync::watch::channel(0).0),
-            conversation_signals: tokio::sync::broadcast::channel(1024).0,
+            signals: Arc::new(signals::Signals::default()),
             inbound: Arc::new(group_commit::GroupCommit::new(conversations::run_receive)),
         }
     }
@@ -115,12 +114,6 @@ impl Services {
     /// Tells the dispatcher that a committed write may have queued deliveries.
     pub fn wake_outbox(&self) {
         self.outbox.send_modify(|generation| *generation = generation.wrapping_add(1));
-    }
-
-    /// Tells this process's live views that conversation `id` changed (call after commit).
-    pub fn conversation_changed(&self, id: i64) {
-        // No receiver is not an error: nobody is watching.
-        let _ = self.conversation_signals.send(id);
     }
 }
 

@@ -11,6 +11,7 @@
 mod db;
 mod error;
 pub mod files;
+pub mod notify;
 pub mod repo;
 pub mod testing;
 

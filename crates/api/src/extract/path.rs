@@ -39,7 +39,7 @@ impl<const N: usize, S: Send + Sync> FromRequestParts<S> for Ids<N> {
         let mut out = [0i64; N];
         let mut errors = Vec::new();
         for (i, (name, value)) in params.iter().enumerate() {
-            match value.parse::<i64>() {
+            match parley_domain::validation::parse_integer_text(value) {
                 Ok(v) => out[i] = v,
                 Err(_) => errors
                     .push(FieldError::wrong_type(vec![LocPart::from("path"), LocPart::from(name.as_str())], "integer")),

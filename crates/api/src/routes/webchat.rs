@@ -23,6 +23,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use parley_domain::conversation::{Direction, MessageStatus};
+use parley_services::signals::Signal;
 use parley_services::webchat::{self, Visitor, Webchat};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -39,8 +40,6 @@ const WIDGET_JS: &str = include_str!("webchat_widget.js");
 /// Largest frame a visitor may send.
 const MAX_FRAME_BYTES: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often a socket looks for changes made by other instances.
-const POLL: Duration = Duration::from_secs(2);
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(widget)).routes(routes!(connect))
@@ -170,8 +169,8 @@ impl Session {
         });
         out.send(frame(ready)).await.map_err(|e| e.to_string())?;
 
-        let mut signals = state.services.conversation_signals.subscribe();
-        let mut poll = tokio::time::interval(POLL);
+        let mut signals = state.services.signals.subscribe();
+        let mut poll = tokio::time::interval(state.config.webchat_poll_interval);
         loop {
             let outgoing: Vec<Value> = tokio::select! {
                 received = incoming.next() => match received {
@@ -181,7 +180,8 @@ impl Session {
                     Some(Err(e)) => return Err(e.to_string()),
                 },
                 signal = signals.recv() => match signal {
-                    Ok(id) if Some(id) == session.conversation_id => session.unseen().await?,
+                    Ok(Signal::ConversationChanged { conversation_id })
+                        if Some(conversation_id) == session.conversation_id => session.unseen().await?,
                     Ok(_) => Vec::new(),
                     Err(RecvError::Lagged(_)) => session.unseen().await?,
                     Err(RecvError::Closed) => return Ok(()),

@@ -26,7 +26,7 @@ pub(crate) async fn wait_for(app: &TestApp, key: &str, id: &str, done: impl Fn(&
     }
 }
 
-fn ended(call: &Value) -> bool {
+pub(crate) fn ended(call: &Value) -> bool {
     matches!(call["status"].as_str(), Some("completed" | "busy" | "no_answer" | "failed" | "canceled"))
 }
 

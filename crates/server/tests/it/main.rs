@@ -23,6 +23,7 @@ mod isolation;
 mod messages;
 mod operations;
 mod prompt_blocks;
+mod scale_out;
 mod search;
 mod webchat;
 mod webhooks;

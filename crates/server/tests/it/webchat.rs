@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use crate::messages::wait_for_status;
 use crate::support::*;
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A webchat channel: (id, public id).
 pub(crate) async fn webchat_channel(app: &TestApp, key: &str, config: Value) -> (i64, String) {
@@ -21,7 +21,7 @@ pub(crate) async fn webchat_channel(app: &TestApp, key: &str, config: Value) -> 
     (r.body["id"].as_i64().unwrap(), r.body["address"].as_str().unwrap().to_owned())
 }
 
-async fn open(app: &TestApp, public_id: &str, origin: &str) -> Result<Socket, u16> {
+pub(crate) async fn open(app: &TestApp, public_id: &str, origin: &str) -> Result<Socket, u16> {
     let url = app.url(&format!("/webchat/{public_id}")).replacen("http", "ws", 1);
     let mut request = url.into_client_request().unwrap();
     request.headers_mut().insert("origin", origin.parse().unwrap());
@@ -32,12 +32,12 @@ async fn open(app: &TestApp, public_id: &str, origin: &str) -> Result<Socket, u1
     }
 }
 
-async fn send(socket: &mut Socket, frame: Value) {
+pub(crate) async fn send(socket: &mut Socket, frame: Value) {
     socket.send(Frame::Text(frame.to_string().into())).await.unwrap();
 }
 
 /// The next JSON frame (panics after 10 s).
-async fn next(socket: &mut Socket) -> Value {
+pub(crate) async fn next(socket: &mut Socket) -> Value {
     loop {
         let frame = tokio::time::timeout(Duration::from_secs(10), socket.next()).await.expect("a frame in time");
         if let Frame::Text(t) = frame.unwrap().unwrap() {
@@ -47,7 +47,7 @@ async fn next(socket: &mut Socket) -> Value {
 }
 
 /// The next frame of `kind`, skipping others.
-async fn next_of(socket: &mut Socket, kind: &str) -> Value {
+pub(crate) async fn next_of(socket: &mut Socket, kind: &str) -> Value {
     loop {
         let f = next(socket).await;
         if f["type"] == kind {
@@ -56,7 +56,7 @@ async fn next_of(socket: &mut Socket, kind: &str) -> Value {
     }
 }
 
-async fn hello(app: &TestApp, public_id: &str, token: Option<&str>) -> (Socket, Value) {
+pub(crate) async fn hello(app: &TestApp, public_id: &str, token: Option<&str>) -> (Socket, Value) {
     let mut socket = open(app, public_id, "https://shop.example").await.expect("connected");
     send(&mut socket, json!({"type": "hello", "visitor_token": token})).await;
     let ready = next(&mut socket).await;

@@ -1,0 +1,137 @@
+//! Several instances on one PostgreSQL database: shared rate limits through
+//! Redis, and signals between instances (hang-ups, webchat replies).
+
+use std::time::{Duration, Instant};
+
+use parley_store::testing::TestDatabase;
+use serde_json::json;
+
+use crate::cli::{key_in, start_server_with};
+use crate::support::*;
+
+/// The local Redis every CI machine runs (never skipped: without it the
+/// shared-limit test fails).
+const REDIS: &str = "redis://127.0.0.1:6379/0";
+
+/// Answers of `n` requests to `/api/v1/agents` with `key`, alternating
+/// between the two servers.
+async fn statuses(ports: [u16; 2], key: &str, n: usize) -> Vec<u16> {
+    let client = reqwest::Client::new();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let r = client
+            .get(format!("http://127.0.0.1:{}/api/v1/agents", ports[i % 2]))
+            .header("X-API-Key", key)
+            .send()
+            .await
+            .unwrap();
+        out.push(r.status().as_u16());
+    }
+    out
+}
+
+/// Two `parley serve` processes on one PostgreSQL database, with `env`.
+async fn two_servers(env: &[(&str, &str)]) -> (TestDatabase, crate::cli::Server, crate::cli::Server, String) {
+    let database = TestDatabase::postgres().await;
+    let (url, env): (String, Vec<(String, String)>) =
+        (database.url.clone(), env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    let (one, two) = tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        // The first creates the Default workspace (and prints its key); then the second.
+        let one = start_server_with(&url, &env);
+        let two = start_server_with(&url, &env);
+        (one, two)
+    })
+    .await
+    .unwrap();
+    let key = key_in(&one.banner, "live").expect("the first start prints a live key");
+    (database, one, two, key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_hold_across_instances_with_redis() {
+    let prefix = format!("parley-test-{}", uuid());
+    let limits = [
+        ("PARLEY_RATE_LIMIT__PER_SECOND", "0.01"),
+        ("PARLEY_RATE_LIMIT__BURST", "6"),
+        ("PARLEY_RATE_LIMIT__AUTH_FAILURES_PER_MINUTE", "2"),
+    ];
+    let mut shared = limits.to_vec();
+    shared.extend([("PARLEY_RATE_LIMIT__REDIS_URL", REDIS), ("PARLEY_RATE_LIMIT__REDIS_KEY_PREFIX", prefix.as_str())]);
+    let (_db, one, two, key) = two_servers(&shared).await;
+    // One quota of 6 for the key, whichever instance answers.
+    let got = statuses([one.port, two.port], &key, 8).await;
+    assert_eq!(got, [200, 200, 200, 200, 200, 200, 429, 429], "the quota was not shared");
+    // Failed sign-ins are counted across instances too.
+    let client = reqwest::Client::new();
+    let login = |port: u16| {
+        client
+            .post(format!("http://127.0.0.1:{port}/api/v1/auth/login"))
+            .json(&json!({"email": "owner@parley.local", "password": "wrong password"}))
+            .send()
+    };
+    assert_eq!(login(one.port).await.unwrap().status(), 401);
+    assert_eq!(login(two.port).await.unwrap().status(), 401);
+    assert_eq!(login(one.port).await.unwrap().status(), 429);
+    assert_eq!(login(two.port).await.unwrap().status(), 429);
+
+    // Without Redis each instance counts alone: the same traffic gets twice the quota.
+    let (_db, one, two, key) = two_servers(&limits).await;
+    let got = statuses([one.port, two.port], &key, 14).await;
+    assert_eq!(got.iter().filter(|s| **s == 200).count(), 12, "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_instance_hangs_up_any_call() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let other = app.sibling().await;
+    let ws = app.workspace("Acme").await;
+    let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+    let r =
+        crate::calls::place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100", "max_duration_s": 600}))
+            .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.body["id"].as_str().unwrap().to_owned();
+    crate::calls::wait_for(&app, &ws.live, &id, |c| c["status"] == "in_progress").await;
+    // The instance that did not place it hangs it up.
+    let started = Instant::now();
+    let r = other.post(&ws.live, &format!("/api/v1/calls/{id}/hangup"), json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!((r.body["status"].clone(), r.body["ended_reason"].clone()), (json!("completed"), json!("agent_hangup")));
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    // Once ended, any instance answers 409.
+    assert_eq!(app.post(&ws.live, &format!("/api/v1/calls/{id}/hangup"), json!({})).await.status, 409);
+    // Another workspace cannot reach it from either instance.
+    let stranger = app.workspace("Other").await;
+    assert_eq!(other.post(&stranger.live, &format!("/api/v1/calls/{id}/hangup"), json!({})).await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webchat_visitors_hear_replies_sent_on_another_instance_at_once() {
+    // The visitor's instance neither polls its sockets' conversations nor
+    // looks for messages to send: only a signal from the other instance,
+    // which writes and sends the reply, can bring it in time.
+    let app = TestApp::spawn_with(Backend::Postgres, |s| {
+        s.webchat.poll_interval_ms = 600_000;
+        s.messages.poll_interval_ms = 600_000;
+    })
+    .await;
+    let other = app.sibling().await;
+    let ws = app.workspace("Acme").await;
+    let (_, public_id) = crate::webchat::webchat_channel(&app, &ws.live, json!({})).await;
+    let (mut socket, _) = crate::webchat::hello(&app, &public_id, None).await;
+    crate::webchat::send(&mut socket, json!({"type": "message", "text": "Anyone there?", "client_id": "c-1"})).await;
+    crate::webchat::next_of(&mut socket, "ack").await;
+    let list = app.get(&ws.live, "/api/v1/conversations?channel=webchat").await.body;
+    let conv = list["items"][0]["id"].as_i64().unwrap();
+    // The reply is written, and sent, by the other instance.
+    let reply = other.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "Yes, here!"})).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let started = Instant::now();
+    let shown = crate::webchat::next_of(&mut socket, "message").await;
+    assert_eq!(
+        (shown["message"]["id"].clone(), shown["message"]["text"].clone()),
+        (reply.body["id"].clone(), json!("Yes, here!"))
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "the reply took {:?}", started.elapsed());
+}

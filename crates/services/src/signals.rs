@@ -1,0 +1,111 @@
+//! Signals between instances: changes that live views (webchat sockets) and
+//! running work (calls) must hear about at once, whichever instance made
+//! them. Each signal goes to this instance's subscribers directly and, on
+//! PostgreSQL, to the other instances through NOTIFY; `relay` hands the
+//! others' signals to this instance's subscribers.
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::Services;
+
+/// The NOTIFY channel.
+const CHANNEL: &str = "parley_signals";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Signal {
+    /// A conversation changed (after commit): new messages, statuses, reads.
+    ConversationChanged { conversation_id: i64 },
+    /// End this call, if this instance runs it.
+    HangUp { call_id: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    /// The instance that sent it (it already told its own subscribers).
+    from: String,
+    #[serde(flatten)]
+    signal: Signal,
+}
+
+/// This instance's side of the signals.
+pub struct Signals {
+    instance: String,
+    local: broadcast::Sender<Signal>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self { instance: ulid::Ulid::new().to_string(), local: broadcast::channel(1024).0 }
+    }
+}
+
+impl Signals {
+    /// Signals from every instance, this one included.
+    pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
+        self.local.subscribe()
+    }
+}
+
+impl Services {
+    /// Sends `signal` to every instance (after the change it announces has
+    /// been committed). Best effort: live views also poll, and calls end on
+    /// their own, so a lost signal delays but never loses anything.
+    pub fn signal(&self, signal: Signal) {
+        // No receiver is not an error: nobody here is watching.
+        let _ = self.signals.local.send(signal.clone());
+        if matches!(self.db, parley_store::Db::Postgres(_)) {
+            let db = self.db.clone();
+            let payload = serde_json::to_string(&Envelope { from: self.signals.instance.clone(), signal })
+                .expect("signals serialise");
+            tokio::spawn(async move {
+                if let Err(e) = parley_store::notify::notify(&db, CHANNEL, &payload).await {
+                    tracing::warn!(error = %e, "could not signal the other instances");
+                }
+            });
+        }
+    }
+
+    /// Tells every instance's live views that conversation `id` changed (call after commit).
+    pub fn conversation_changed(&self, id: i64) {
+        self.signal(Signal::ConversationChanged { conversation_id: id });
+    }
+}
+
+/// Hands the other instances' signals to this instance's subscribers until
+/// `stop` turns true. Nothing to do on SQLite.
+pub async fn relay(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut listener = loop {
+        match parley_store::notify::listen(&svc.db, CHANNEL).await {
+            Ok(Some(listener)) => break listener,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not listen for other instances' signals; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        }
+    };
+    loop {
+        let payload = tokio::select! {
+            p = listener.recv() => p,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        match payload {
+            Ok(payload) => match serde_json::from_str::<Envelope>(&payload) {
+                Ok(envelope) if envelope.from != svc.signals.instance => {
+                    let _ = svc.signals.local.send(envelope.signal);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "an unreadable signal was ignored"),
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "listening for signals failed; reconnecting");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
