@@ -166,6 +166,8 @@ fn takes_credentials(path: &str) -> bool {
 /// authentication quota; past that, the answer is a 429 rather than a 401.
 pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let ip = ClientIp::of(req.extensions());
+    // Formatted only for requests counted per IP.
+    let ip_bucket = move || ip.bucket();
     let identity = if takes_credentials(req.uri().path()) {
         match identify(&state, req.headers()).await {
             Ok(identity) => identity,
@@ -179,11 +181,11 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
     }
     let limits = &state.limits;
     let failed = if matches!(identity, Identity::Refused(_)) {
-        Some(limits.auth_failures.check(&ip.bucket()).await).filter(|d| !d.allowed)
+        Some(limits.auth_failures.check(&ip_bucket()).await).filter(|d| !d.allowed)
     } else {
         None
     };
-    let bucket = identity.principal_bucket().unwrap_or_else(|| ip.bucket());
+    let bucket = identity.principal_bucket().unwrap_or_else(ip_bucket);
     let decision = limits.requests.check(&bucket).await;
     req.extensions_mut().insert(identity);
     let mut response = match failed {

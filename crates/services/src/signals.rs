@@ -102,6 +102,9 @@ pub async fn relay(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) 
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "an unreadable signal was ignored"),
             },
+            // The listener holds a pool connection: give it back when the
+            // pool closes, or closing would wait for it forever.
+            Err(_) if svc.db.is_closed() => return,
             Err(e) => {
                 tracing::warn!(error = %e, "listening for signals failed; reconnecting");
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;

@@ -137,6 +137,14 @@ impl Db {
         Ok(())
     }
 
+    /// Whether `close` was called (by any clone).
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Db::Sqlite { write, .. } => write.is_closed(),
+            Db::Postgres(pool) => pool.is_closed(),
+        }
+    }
+
     pub async fn close(&self) {
         match self {
             Db::Sqlite { read, write } => {

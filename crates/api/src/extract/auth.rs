@@ -108,32 +108,32 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        match parts.extensions.get::<Identity>() {
-            Some(Identity::Authenticated(p)) => Ok(Auth(p.clone())),
+        // Taken, not cloned: a handler asks once.
+        match parts.extensions.remove::<Identity>() {
+            Some(Identity::Authenticated(p)) => Ok(Auth(p)),
             Some(Identity::Anonymous) => Err(ApiError::unauthorized("Missing API key")),
-            Some(Identity::Refused(why)) => Err(ApiError::unauthorized(*why)),
-            Some(Identity::Malformed(why)) => Err(ApiError::bad_request(*why)),
+            Some(Identity::Refused(why)) => Err(ApiError::unauthorized(why)),
+            Some(Identity::Malformed(why)) => Err(ApiError::bad_request(why)),
             None => Err(ApiError::Internal("the admission layer did not identify the request".into())),
         }
     }
 }
 
-/// The peer's IP address (empty if unknown), for per-IP limits.
-pub struct ClientIp(pub String);
+/// The peer's IP address (if known), for per-IP limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIp(pub Option<std::net::IpAddr>);
 
 impl ClientIp {
     pub(crate) fn of(extensions: &axum::http::Extensions) -> ClientIp {
-        ClientIp(
-            extensions
-                .get::<axum::extract::ConnectInfo<crate::listener::PeerAddr>>()
-                .map(|c| c.0.0.ip().to_string())
-                .unwrap_or_default(),
-        )
+        ClientIp(extensions.get::<axum::extract::ConnectInfo<crate::listener::PeerAddr>>().map(|c| c.0.0.ip()))
     }
 
     /// The bucket of per-IP quotas.
     pub(crate) fn bucket(&self) -> String {
-        format!("ip:{}", self.0)
+        match self.0 {
+            Some(ip) => format!("ip:{ip}"),
+            None => "ip:".to_owned(),
+        }
     }
 }
 
