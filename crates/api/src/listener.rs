@@ -28,7 +28,7 @@ impl axum::serve::Listener for Listener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             match self.0.accept().await {
-                Ok((stream, addr)) => return (JsonErrors { inner: stream, pending: None }, addr),
+                Ok((stream, addr)) => return (JsonErrors { inner: stream, pending: None, after_read: false }, addr),
                 // A connection that failed before we took it concerns only its peer.
                 Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
@@ -68,22 +68,29 @@ pub struct JsonErrors<S> {
     inner: S,
     /// A rewritten answer still being written, and how much of it is out.
     pending: Option<(Vec<u8>, usize)>,
+    /// Whether the peer sent bytes since the last write. hyper's automatic
+    /// answer is the first thing written after the request it could not
+    /// parse; a later write (a response body) is never looked at.
+    after_read: bool,
 }
 
 /// The JSON version of hyper's automatic answer in `head`, if it is one:
-/// an HTTP/1 error status with `content-length: 0` and no `x-request-id`
-/// (every answer of the application carries one).
+/// status 400, 414 or 431, `connection: close`, `content-length: 0` and no
+/// `x-request-id` (every answer of the application carries one).
 fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
     if head.len() > 1024 || !head.starts_with(b"HTTP/1.") || !head.ends_with(b"\r\n\r\n") {
         return None;
     }
     let text = std::str::from_utf8(head).ok()?;
     let status: u16 = text.get(9..12)?.parse().ok()?;
-    if !(400..600).contains(&status) {
+    if !matches!(status, 400 | 414 | 431) {
         return None;
     }
     let lower = text.to_ascii_lowercase();
-    if !lower.contains("\r\ncontent-length: 0\r\n") || lower.contains("\r\nx-request-id:") {
+    if !lower.contains("\r\ncontent-length: 0\r\n")
+        || !lower.contains("\r\nconnection: close\r\n")
+        || lower.contains("\r\nx-request-id:")
+    {
         return None;
     }
     let detail = match status {
@@ -91,8 +98,7 @@ fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
             "Bad request: the request line or a header could not be parsed (headers may not contain control characters)"
         }
         414 => "URI too long",
-        431 => "Request header fields too large",
-        _ => "The request could not be read",
+        _ => "Request header fields too large",
     };
     let body = serde_json::to_vec(&crate::error::ErrorBody { detail: detail.to_owned() }).ok()?;
     let mut lines = text.trim_end_matches("\r\n").split("\r\n");
@@ -133,17 +139,24 @@ impl<S: AsyncWrite + Unpin> JsonErrors<S> {
 
 impl<S: AsyncRead + Unpin> AsyncRead for JsonErrors<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.after_read = true;
+        }
+        polled
     }
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for JsonErrors<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         std::task::ready!(self.poll_pending(cx))?;
-        if let Some(replacement) = rewrite(buf) {
-            // hyper is told its bytes went out; the replacement goes in their place.
+        if std::mem::take(&mut self.after_read)
+            && let Some(replacement) = rewrite(buf)
+        {
+            // hyper is told its bytes went out; the replacement goes in their
+            // place, written by the next write, flush or shutdown.
             self.pending = Some((replacement, 0));
-            std::task::ready!(self.poll_pending(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
         Pin::new(&mut self.inner).poll_write(cx, buf)
@@ -156,11 +169,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for JsonErrors<S> {
     ) -> Poll<io::Result<usize>> {
         std::task::ready!(self.poll_pending(cx))?;
         // hyper's automatic answers are a head alone, in one slice.
-        if let [only] = bufs
+        if std::mem::take(&mut self.after_read)
+            && let [only] = bufs
             && let Some(replacement) = rewrite(only)
         {
             self.pending = Some((replacement, 0));
-            std::task::ready!(self.poll_pending(cx))?;
             return Poll::Ready(Ok(only.len()));
         }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
@@ -205,9 +218,38 @@ mod tests {
             &b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n"[..],
             b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nx-request-id: 01J\r\n\r\n",
             b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 20\r\nx-request-id: 1\r\n\r\n",
+            b"HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n",
             b"{\"detail\": \"HTTP/1.1 400\"}",
         ] {
             assert!(rewrite(head).is_none(), "{}", String::from_utf8_lossy(head));
         }
+    }
+
+    #[tokio::test]
+    async fn a_slow_peer_gets_the_rewritten_answer_once_and_only_after_a_request() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let head = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        // A 16-byte pipe: every write is partial or waits.
+        let (near, mut far) = tokio::io::duplex(16);
+        let mut conn = JsonErrors { inner: near, pending: None, after_read: false };
+        far.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        let mut request = [0u8; 64];
+        let n = conn.read(&mut request).await.unwrap();
+        assert!(n > 0);
+        let reader = tokio::spawn(async move {
+            let mut out = Vec::new();
+            far.read_to_end(&mut out).await.unwrap();
+            out
+        });
+        conn.write_all(head).await.unwrap();
+        // A second write is not looked at: it is not the first after a read.
+        conn.write_all(head).await.unwrap();
+        conn.shutdown().await.unwrap();
+        drop(conn);
+        let out = String::from_utf8(reader.await.unwrap()).unwrap();
+        assert_eq!(out.matches("x-request-id").count(), 1, "{out}");
+        assert_eq!(out.matches("HTTP/1.1 400").count(), 2, "{out}");
+        assert!(out.ends_with(std::str::from_utf8(head).unwrap()), "{out}");
     }
 }

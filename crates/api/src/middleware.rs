@@ -152,10 +152,12 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 }
 
 /// Routes whose callers present API credentials. Elsewhere (webchat,
-/// files, provider webhooks under `/hooks/`) credential headers mean
+/// files, provider webhooks under `/hooks/`, and the API routes that
+/// establish a session or check a signature) credential headers mean
 /// nothing, and requests are counted per IP whatever they carry.
 fn takes_credentials(path: &str) -> bool {
-    path.starts_with("/api/") || path == "/mcp" || path.starts_with("/mcp/")
+    (path.starts_with("/api/") || path == "/mcp" || path.starts_with("/mcp/"))
+        && !crate::openapi::UNAUTHENTICATED.iter().any(|t| crate::openapi::matches_template(path, t))
 }
 
 /// Admission: identifies the caller once, then counts the request against

@@ -56,8 +56,10 @@ pub fn base() -> utoipa::openapi::OpenApi {
 }
 
 /// Routes under /api/ that take no credential (they establish one) or that
-/// are authenticated by a channel's own signature.
-const UNAUTHENTICATED: &[&str] = &[
+/// are authenticated by a channel's own signature. The admission layer does
+/// not look at credential headers there (a stale token sent along with a
+/// refresh is no failed authentication).
+pub(crate) const UNAUTHENTICATED: &[&str] = &[
     "/api/v1/auth/login",
     "/api/v1/auth/refresh",
     "/api/v1/auth/logout",
@@ -74,6 +76,19 @@ const SESSION_ONLY: &[&str] = &[
     "/api/v1/auth/workspace",
     "/api/v1/billing/credits",
 ];
+
+/// Whether a request path matches a route template (`{name}` matches any one segment).
+pub(crate) fn matches_template(path: &str, template: &str) -> bool {
+    let (mut p, mut t) = (path.split('/'), template.split('/'));
+    loop {
+        match (p.next(), t.next()) {
+            (None, None) => return true,
+            (Some(seg), Some(tpl)) if tpl.starts_with('{') && tpl.ends_with('}') && !seg.is_empty() => {}
+            (Some(seg), Some(tpl)) if seg == tpl => {}
+            _ => return false,
+        }
+    }
+}
 
 fn error_response(description: &str, schema: &str) -> RefOr<utoipa::openapi::Response> {
     ResponseBuilder::new()
@@ -301,4 +316,25 @@ pub fn with_text_engines(mut doc: utoipa::openapi::OpenApi, engines: &[String]) 
         }
     }
     doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches_template;
+
+    #[test]
+    fn templates_match_one_segment_per_parameter() {
+        let t = "/api/v1/channels/{channel_id}/inbound";
+        assert!(matches_template("/api/v1/channels/12/inbound", t));
+        assert!(matches_template("/api/v1/channels/%FF/inbound", t));
+        for path in [
+            "/api/v1/channels/12/inbound/x",
+            "/api/v1/channels//inbound",
+            "/api/v1/channels/12",
+            "/api/v1/channels/12/status",
+        ] {
+            assert!(!matches_template(path, t), "{path}");
+        }
+        assert!(matches_template("/api/v1/auth/login", "/api/v1/auth/login"));
+    }
 }

@@ -578,6 +578,10 @@ pub struct SignatureHeaders<'a> {
     pub signature: Option<&'a str>,
 }
 
+/// A secret no request is signed with, checked against when the id names no
+/// api channel.
+static DECOY_SECRET: std::sync::LazyLock<WebhookSecret> = std::sync::LazyLock::new(WebhookSecret::generate);
+
 /// Checks that a request for api channel `id` is signed with the channel's
 /// `whsec_` secret within five minutes of now (401 otherwise) and that the
 /// channel is active (403); returns its scope and row. Until the signature
@@ -609,7 +613,12 @@ pub async fn verified_api_channel(
         Some((scope, channel)) if channel.kind == ChannelType::Api.as_str() => {
             signed.matches(&signing_secret(svc, &channel)?, body).then_some((scope, channel))
         }
-        _ => None,
+        _ => {
+            // The same work as a real check, so that the time taken does not
+            // tell a channel that exists from one that does not.
+            let _ = signed.matches(&DECOY_SECRET, body);
+            None
+        }
     };
     let (scope, channel) = verified.ok_or_else(|| refused(parley_events::signing::VerifyError::NoMatch))?;
     if channel.status != ChannelStatus::Active.as_str() {

@@ -366,7 +366,7 @@ where
     let reader = tokio::spawn(read_rows(svc.config.contacts.default_region, input, chunks));
     let mut tx = svc.db.begin().await?;
     let mut report = ImportReport::default();
-    let mut conflicts = Vec::new();
+    let mut conflicts = Faults::default();
     let mut written = Ok(());
     while let Some(rows) = incoming.recv().await {
         written = write_chunk(&mut tx, scope, rows, &mut report, &mut conflicts).await;
@@ -379,7 +379,7 @@ where
     read?;
     written?;
     if !conflicts.is_empty() {
-        return Err(ServiceError::Validation(conflicts));
+        return Err(conflicts.into_error());
     }
     tx.commit().await?;
     Ok(report)
@@ -392,7 +392,7 @@ async fn write_chunk(
     scope: Scope,
     rows: Vec<Row>,
     report: &mut ImportReport,
-    conflicts: &mut Vec<FieldError>,
+    conflicts: &mut Faults,
 ) -> ServiceResult<()> {
     let mut owners = Owners::default();
     let phones: Vec<&str> = rows.iter().filter_map(|r| r.phone.as_deref()).collect();
@@ -423,11 +423,11 @@ async fn write_chunk(
     for row in rows {
         let owner = match owners.of(&row) {
             (Some(a), Some(b)) if a != b => {
-                conflicts.push(FieldError::new(
+                conflicts.take(&mut vec![FieldError::new(
                     row_loc(row.number, "email"),
                     "value_error.contact.conflict",
                     format!("the phone and the email belong to two different contacts ({})", describe(&[a, b])),
-                ));
+                )]);
                 continue;
             }
             (found @ Some(_), _) | (None, found) => found,

@@ -122,6 +122,8 @@ struct KeyCache {
 pub struct Keyring {
     secrets: SecretBox,
     cache: RwLock<KeyCache>,
+    /// Held while reloading for an unknown kid: one reload at a time.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 const KEY_CACHE_TTL: Duration = Duration::from_secs(60);
@@ -130,7 +132,11 @@ const KEY_RELOAD_MIN_INTERVAL: Duration = Duration::from_secs(1);
 impl Keyring {
     pub fn new(secrets: SecretBox) -> Self {
         let stale = Instant::now().checked_sub(KEY_CACHE_TTL * 2).unwrap_or_else(Instant::now);
-        Self { secrets, cache: RwLock::new(KeyCache { keys: Vec::new(), loaded: stale }) }
+        Self {
+            secrets,
+            cache: RwLock::new(KeyCache { keys: Vec::new(), loaded: stale }),
+            reloading: tokio::sync::Mutex::new(()),
+        }
     }
 
     pub fn secrets(&self) -> &SecretBox {
@@ -209,11 +215,13 @@ impl Keyring {
         }
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
-            let (found, wait) = look();
-            if found.is_some() || !wait.is_zero() {
-                // Found, or another request reloaded meanwhile without it.
-                return Ok(found);
-            }
+        }
+        // One reload at a time: requests that waited for it look again.
+        let _reloading = self.reloading.lock().await;
+        let (found, wait) = look();
+        if found.is_some() || !wait.is_zero() {
+            // Found, or another request reloaded meanwhile without it.
+            return Ok(found);
         }
         self.reload(db).await?;
         Ok(lookup(&self.cache.read().unwrap_or_else(|p| p.into_inner())))

@@ -310,13 +310,17 @@ async fn store_attachments(
 ) -> ServiceResult<Vec<Attachment>> {
     let mut stored = Vec::with_capacity(files.len());
     for file in files {
-        // The key keeps a tame form of the name, for people browsing the store.
-        let tame: String = file
+        // The key keeps a tame form of the name, for people browsing the store
+        // (never `.` or `..`, which a file system reads as directories).
+        let mut tame: String = file
             .filename
             .chars()
             .take(100)
             .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
             .collect();
+        if tame.chars().all(|c| c == '.') {
+            tame = "file".to_owned();
+        }
         let key = format!(
             "attachments/{}/{}/{}/{tame}",
             scope.workspace_id,

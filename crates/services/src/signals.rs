@@ -29,15 +29,29 @@ struct Envelope {
     signal: Signal,
 }
 
+/// Signals waiting for `relay` to send them to the other instances; past
+/// this many, new ones are dropped (they are best effort).
+const OUTBOX: usize = 4096;
+
 /// This instance's side of the signals.
 pub struct Signals {
     instance: String,
     local: broadcast::Sender<Signal>,
+    /// Payloads for NOTIFY, sent one after another by `relay` (one
+    /// connection, however many signals a burst of traffic raises).
+    outbox: tokio::sync::mpsc::Sender<String>,
+    outbox_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<String>>>,
 }
 
 impl Default for Signals {
     fn default() -> Self {
-        Self { instance: ulid::Ulid::new().to_string(), local: broadcast::channel(1024).0 }
+        let (outbox, outbox_rx) = tokio::sync::mpsc::channel(OUTBOX);
+        Self {
+            instance: ulid::Ulid::new().to_string(),
+            local: broadcast::channel(1024).0,
+            outbox,
+            outbox_rx: std::sync::Mutex::new(Some(outbox_rx)),
+        }
     }
 }
 
@@ -56,14 +70,11 @@ impl Services {
         // No receiver is not an error: nobody here is watching.
         let _ = self.signals.local.send(signal.clone());
         if matches!(self.db, parley_store::Db::Postgres(_)) {
-            let db = self.db.clone();
             let payload = serde_json::to_string(&Envelope { from: self.signals.instance.clone(), signal })
                 .expect("signals serialise");
-            tokio::spawn(async move {
-                if let Err(e) = parley_store::notify::notify(&db, CHANNEL, &payload).await {
-                    tracing::warn!(error = %e, "could not signal the other instances");
-                }
-            });
+            if self.signals.outbox.try_send(payload).is_err() {
+                tracing::warn!("too many signals waiting; one was not sent to the other instances");
+            }
         }
     }
 
@@ -73,9 +84,41 @@ impl Services {
     }
 }
 
-/// Hands the other instances' signals to this instance's subscribers until
-/// `stop` turns true. Nothing to do on SQLite.
-pub async fn relay(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
+/// Sends this instance's signals to the others and hands theirs to this
+/// instance's subscribers, until `stop` turns true. Nothing to do on SQLite.
+pub async fn relay(svc: Services, stop: tokio::sync::watch::Receiver<bool>) {
+    let Some(outbox) = svc.signals.outbox_rx.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        tracing::error!("the signal relay runs once per instance");
+        return;
+    };
+    if !matches!(svc.db, parley_store::Db::Postgres(_)) {
+        return;
+    }
+    tokio::join!(send(svc.clone(), outbox, stop.clone()), receive(svc, stop));
+}
+
+/// Sends queued signals with NOTIFY, one at a time.
+async fn send(
+    svc: Services,
+    mut outbox: tokio::sync::mpsc::Receiver<String>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let payload = tokio::select! {
+            p = outbox.recv() => match p { Some(p) => p, None => return },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        if let Err(e) = parley_store::notify::notify(&svc.db, CHANNEL, &payload).await {
+            if svc.db.is_closed() {
+                return;
+            }
+            tracing::warn!(error = %e, "could not signal the other instances");
+        }
+    }
+}
+
+/// Hands the other instances' signals to this instance's subscribers.
+async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut listener = loop {
         match parley_store::notify::listen(&svc.db, CHANNEL).await {
             Ok(Some(listener)) => break listener,

@@ -75,7 +75,9 @@ impl Db {
             .pragma("mmap_size", "268435456")
             .foreign_keys(true);
         let file = Path::new(base.get_filename());
-        if file.as_os_str() != ":memory:" && !file.as_os_str().is_empty() {
+        // In-memory databases are named `:memory:` or `file:sqlx-in-memory-…`.
+        let in_memory = file.to_str().is_some_and(|f| f.contains(":memory:") || f.starts_with("file:"));
+        if !in_memory && !file.as_os_str().is_empty() {
             if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
                 crate::files::create_private_dir(dir)?;
             }

@@ -128,9 +128,16 @@ impl ClientIp {
         ClientIp(extensions.get::<axum::extract::ConnectInfo<crate::listener::PeerAddr>>().map(|c| c.0.0.ip()))
     }
 
-    /// The bucket of per-IP quotas.
+    /// The bucket of per-IP quotas. An IPv6 client is counted by its /64:
+    /// one subscriber usually holds a whole /64, and would otherwise have
+    /// 2^64 fresh quotas.
     pub(crate) fn bucket(&self) -> String {
         match self.0 {
+            Some(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+                let s = v6.segments();
+                format!("ip6:{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+            Some(std::net::IpAddr::V6(v6)) => format!("ip:{}", v6.to_ipv4_mapped().expect("checked above")),
             Some(ip) => format!("ip:{ip}"),
             None => "ip:".to_owned(),
         }
@@ -142,5 +149,20 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(ClientIp::of(&parts.extensions))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientIp;
+
+    #[test]
+    fn ipv6_clients_share_the_quota_of_their_64() {
+        let bucket = |ip: &str| ClientIp(Some(ip.parse().unwrap())).bucket();
+        assert_eq!(bucket("2001:db8:1:2:aaaa::1"), bucket("2001:db8:1:2:ffff:ffff:ffff:ffff"));
+        assert_ne!(bucket("2001:db8:1:2::1"), bucket("2001:db8:1:3::1"));
+        assert_eq!(bucket("::ffff:192.0.2.7"), bucket("192.0.2.7"));
+        assert_eq!(bucket("192.0.2.7"), "ip:192.0.2.7");
+        assert_ne!(bucket("192.0.2.7"), bucket("192.0.2.8"));
     }
 }

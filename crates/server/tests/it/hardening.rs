@@ -392,6 +392,49 @@ both_backends! {
         let id = r.body["id"].as_i64().unwrap();
         assert!(same(&app.get(&ws.live, &format!("/api/v1/contacts/{id}")).await.body["metadata"]));
     }
+
+    async fn an_attachment_named_dot_dot_is_stored_like_any_other(backend) {
+        use std::os::unix::fs::PermissionsExt;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let rx = crate::receiver::Receiver::start().await;
+        let (ch, secret) = crate::messages::sending_channel(&app, &ws.live, &rx.url).await;
+        let conv = crate::messages::conversation_with(&app, ch, &secret, "user-1").await;
+        for name in ["..", ".", "..."] {
+            let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x", "attachments": [
+                {"filename": name, "content_type": "text/plain", "data": "aGk="}]})).await;
+            assert_eq!(r.status, 202, "{name}: {}", r.text);
+            assert_eq!(r.body["attachments"][0]["filename"], name);
+            let url = r.body["attachments"][0]["url"].as_str().unwrap().to_owned();
+            assert_eq!(app.client.get(&url).send().await.unwrap().text().await.unwrap(), "hi", "{name}");
+        }
+        // No directory of the store lost its mode to a name read as a path.
+        let mut dirs = vec![app.storage_path.clone()];
+        while let Some(d) = dirs.pop() {
+            assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700, "{}", d.display());
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() { dirs.push(p) }
+            }
+        }
+    }
+
+    async fn credentials_sent_to_routes_that_take_none_are_not_failures(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.rate_limit.auth_failures_per_minute = 2).await;
+        // A dashboard that sends its stale access token along with a refresh
+        // or a sign-out is not guessing credentials.
+        for path in ["/api/v1/auth/refresh", "/api/v1/auth/logout", "/api/v1/auth/refresh"] {
+            let r = app.send(Method::POST, path, None, None, &[("Authorization", "Bearer expired.token.here")]).await;
+            assert_ne!(r.status, 429, "{path}: {}", r.text);
+        }
+        let r = app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("X-API-Key", "parley_live_junk")]).await;
+        assert_eq!(r.status, 401);
+        // On a route that takes credentials, the same junk counts.
+        for _ in 0..2 {
+            assert_eq!(app.get("parley_live_junk", "/api/v1/agents").await.status, 401);
+        }
+        assert_eq!(app.get("parley_live_junk", "/api/v1/agents").await.status, 429);
+    }
 }
 
 /// Sends raw bytes on a new connection and returns everything answered.
