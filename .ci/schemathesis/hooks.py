@@ -89,7 +89,9 @@ ALLOWED_422 = {
     "value_error.regex": "a pattern that is not a regular expression, with pattern_type regex",
     # snoozed_until goes with status snoozed;
     "value_error.conversation.not_snoozed": "snoozed_until without status snoozed",
-    # a message to a contact on a channel type needs the contact's address there.
+    # a message to a contact on a channel type needs an active channel of
+    # that type, and the contact's address there.
+    "value_error.channel.none_active": "the workspace has no active channel of that type",
     "value_error.contact.no_address": "the contact has no address on that channel",
     # Outbound URLs (webhooks, api channels, avatars) must resolve to public
     # addresses; a generated URL may name this very server.
