@@ -6,36 +6,18 @@ use utoipa::ToSchema;
 
 use crate::Timestamp;
 
-/// `active | paused | archived`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentStatus {
-    Active,
-    Paused,
-    Archived,
-}
+string_enum!(
+    /// `active | paused | archived`.
+    AgentStatus {
+        Active = "active",
+        Paused = "paused",
+        Archived = "archived",
+    }
+);
 
 impl AgentStatus {
-    pub const ALL: &'static [&'static str] = &["active", "paused", "archived"];
     /// The statuses an agent may be created with.
     pub const INITIAL: &'static [&'static str] = &["active", "paused"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentStatus::Active => "active",
-            AgentStatus::Paused => "paused",
-            AgentStatus::Archived => "archived",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "active" => Some(AgentStatus::Active),
-            "paused" => Some(AgentStatus::Paused),
-            "archived" => Some(AgentStatus::Archived),
-            _ => None,
-        }
-    }
 
     /// The allowed moves: active↔paused, active|paused→archived, and
     /// archived→paused (restore). Staying put is always allowed.
@@ -99,69 +81,26 @@ pub struct Agent {
     pub updated_at: Timestamp,
 }
 
-/// What starts an agent: an inbound message or an inbound call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub enum TriggerEvent {
-    #[serde(rename = "message.received")]
-    MessageReceived,
-    #[serde(rename = "call.inbound")]
-    CallInbound,
-}
-
-impl TriggerEvent {
-    pub const ALL: &'static [&'static str] = &["message.received", "call.inbound"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TriggerEvent::MessageReceived => "message.received",
-            TriggerEvent::CallInbound => "call.inbound",
-        }
+string_enum!(
+    /// What starts an agent: an inbound message or an inbound call.
+    TriggerEvent {
+        MessageReceived = "message.received",
+        CallInbound = "call.inbound",
     }
+);
 
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "message.received" => Some(TriggerEvent::MessageReceived),
-            "call.inbound" => Some(TriggerEvent::CallInbound),
-            _ => None,
-        }
+string_enum!(
+    /// How a trigger's `pattern` is matched against inbound text.
+    PatternType {
+        /// Matches when the text contains the keyword as a whole word, ignoring case.
+        Keyword = "keyword",
+        /// Matches when the regular expression finds a match.
+        Regex = "regex",
     }
-}
+);
 
-/// How a trigger's `pattern` is matched against inbound text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PatternType {
-    /// Matches when the text contains the keyword as a whole word, ignoring case.
-    Keyword,
-    /// Matches when the regular expression finds a match.
-    Regex,
-}
-
-impl PatternType {
-    pub const ALL: &'static [&'static str] = &["keyword", "regex"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PatternType::Keyword => "keyword",
-            PatternType::Regex => "regex",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "keyword" => Some(PatternType::Keyword),
-            "regex" => Some(PatternType::Regex),
-            _ => None,
-        }
-    }
-}
-
-/// Channel names a trigger (and later a conversation) can name.
-pub const CHANNELS: &[&str] = &["sms", "whatsapp", "email", "webchat", "telegram", "voice", "api"];
-/// A trigger's channel: a channel name or `*` for any.
-pub const TRIGGER_CHANNELS: &[&str] = &["*", "sms", "whatsapp", "email", "webchat", "telegram", "voice", "api"];
-/// Conversation kinds.
-pub const KINDS: &[&str] = &["direct", "group", "call"];
+/// A trigger's channel: a channel type (`ChannelType::ALL`) or `*` for any.
+pub const TRIGGER_CHANNELS: &[&str] = &["*", "api", "webchat", "email", "sms", "whatsapp", "telegram", "voice"];
 
 /// A rule that routes inbound traffic to an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -193,6 +132,12 @@ pub fn is_language_tag(s: &str) -> bool {
 mod tests {
     use super::*;
     use AgentStatus::*;
+
+    #[test]
+    fn trigger_channels_are_any_and_every_channel_type() {
+        assert_eq!(TRIGGER_CHANNELS[0], "*");
+        assert_eq!(&TRIGGER_CHANNELS[1..], crate::channel::ChannelType::ALL);
+    }
 
     #[test]
     fn status_moves_follow_the_spec() {

@@ -1,46 +1,23 @@
 //! Money: ledger entries, balances and prices, always in integer cents.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::{Mode, Timestamp};
 
-/// What a ledger entry records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum EntryType {
-    /// Money added (owner credit, starting balance).
-    Credit,
-    /// Money taken for a billed operation (agent creation, a call).
-    Charge,
-    /// Money given back for a charge.
-    Refund,
-    /// A correction, e.g. a test-mode reset.
-    Adjustment,
-}
-
-impl EntryType {
-    pub const ALL: &'static [&'static str] = &["credit", "charge", "refund", "adjustment"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryType::Credit => "credit",
-            EntryType::Charge => "charge",
-            EntryType::Refund => "refund",
-            EntryType::Adjustment => "adjustment",
-        }
+string_enum!(
+    /// What a ledger entry records.
+    EntryType {
+        /// Money added (owner credit, starting balance).
+        Credit = "credit",
+        /// Money taken for a billed operation (agent creation, a call).
+        Charge = "charge",
+        /// Money given back for a charge.
+        Refund = "refund",
+        /// A correction, e.g. a test-mode reset.
+        Adjustment = "adjustment",
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "credit" => Some(EntryType::Credit),
-            "charge" => Some(EntryType::Charge),
-            "refund" => Some(EntryType::Refund),
-            "adjustment" => Some(EntryType::Adjustment),
-            _ => None,
-        }
-    }
-}
+);
 
 /// One ledger entry (a "transaction" in the API). Entries are never changed
 /// or removed; the balance is the sum of them.

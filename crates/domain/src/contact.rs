@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::Timestamp;
+use crate::channel::ChannelType;
 use crate::email::Email;
 
 /// A phone number in E.164 form (`+14155550100`).
@@ -93,41 +94,17 @@ pub fn canonical_name(display_name: &str) -> Option<String> {
     (!collapsed.is_empty()).then_some(collapsed)
 }
 
-/// How a contact came to exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Origin {
-    /// Created through the API or the dashboard.
-    Manual,
-    /// Created from an address seen in traffic.
-    Discovered,
-    /// Created by a CSV import.
-    Import,
-}
-
-impl Origin {
-    pub const ALL: &'static [&'static str] = &["manual", "discovered", "import"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Manual => "manual",
-            Origin::Discovered => "discovered",
-            Origin::Import => "import",
-        }
+string_enum!(
+    /// How a contact came to exist.
+    Origin {
+        /// Created through the API or the dashboard.
+        Manual = "manual",
+        /// Created from an address seen in traffic.
+        Discovered = "discovered",
+        /// Created by a CSV import.
+        Import = "import",
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "manual" => Some(Origin::Manual),
-            "discovered" => Some(Origin::Discovered),
-            "import" => Some(Origin::Import),
-            _ => None,
-        }
-    }
-}
-
-/// The channels an identity can belong to.
-pub const CHANNELS: &[&str] = &["sms", "whatsapp", "email", "webchat", "telegram", "voice", "api"];
+);
 
 /// A contact's address on one channel, e.g. `sms` `+14155550100`.
 ///
@@ -137,8 +114,7 @@ pub const CHANNELS: &[&str] = &["sms", "whatsapp", "email", "webchat", "telegram
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Identity {
-    /// One of `sms`, `whatsapp`, `email`, `webchat`, `telegram`, `voice`, `api`.
-    pub channel: String,
+    pub channel: ChannelType,
     pub address: String,
 }
 
@@ -175,12 +151,14 @@ impl utoipa::ToSchema for Identity {}
 impl Identity {
     /// Normalises `address` for `channel`; the error says what is wrong
     /// (and which 422 type applies).
-    pub fn parse(channel: &str, address: &str, region: Region) -> Result<Identity, (&'static str, String)> {
+    pub fn parse(channel: ChannelType, address: &str, region: Region) -> Result<Identity, (&'static str, String)> {
         let address = match channel {
-            "sms" | "whatsapp" | "voice" => {
+            ChannelType::Sms | ChannelType::Whatsapp | ChannelType::Voice => {
                 Phone::parse(address, region).map_err(|m| ("value_error.phone", m.to_owned()))?.0
             }
-            "email" => Email::parse(address).map_err(|m| ("value_error.email", m.to_owned()))?.as_str().to_owned(),
+            ChannelType::Email => {
+                Email::parse(address).map_err(|m| ("value_error.email", m.to_owned()))?.as_str().to_owned()
+            }
             _ => {
                 let a = address.trim();
                 if a.is_empty() || a.chars().count() > 255 {
@@ -189,7 +167,7 @@ impl Identity {
                 a.to_owned()
             }
         };
-        Ok(Identity { channel: channel.to_owned(), address })
+        Ok(Identity { channel, address })
     }
 }
 
@@ -265,10 +243,10 @@ mod tests {
     #[test]
     fn identities_normalise_per_channel() {
         let us = Region::default();
-        assert_eq!(Identity::parse("sms", "(415) 555-0100", us).unwrap().address, "+14155550100");
-        assert_eq!(Identity::parse("email", " Ana@Example.COM ", us).unwrap().address, "ana@example.com");
-        assert_eq!(Identity::parse("telegram", " 12345 ", us).unwrap().address, "12345");
-        assert_eq!(Identity::parse("voice", "nope", us).unwrap_err().0, "value_error.phone");
+        assert_eq!(Identity::parse(ChannelType::Sms, "(415) 555-0100", us).unwrap().address, "+14155550100");
+        assert_eq!(Identity::parse(ChannelType::Email, " Ana@Example.COM ", us).unwrap().address, "ana@example.com");
+        assert_eq!(Identity::parse(ChannelType::Telegram, " 12345 ", us).unwrap().address, "12345");
+        assert_eq!(Identity::parse(ChannelType::Voice, "nope", us).unwrap_err().0, "value_error.phone");
     }
 
     #[test]

@@ -7,8 +7,17 @@ use utoipa::ToSchema;
 
 use crate::Timestamp;
 
-/// `persona | instruction | knowledge | guardrail | greeting | other`.
-pub const BLOCK_KINDS: &[&str] = &["persona", "instruction", "knowledge", "guardrail", "greeting", "other"];
+string_enum!(
+    /// What a prompt block holds.
+    BlockKind {
+        Persona = "persona",
+        Instruction = "instruction",
+        Knowledge = "knowledge",
+        Guardrail = "guardrail",
+        Greeting = "greeting",
+        Other = "other",
+    }
+);
 
 /// A prompt block as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -16,8 +25,7 @@ pub struct PromptBlock {
     pub id: i64,
     pub name: String,
     pub slug: String,
-    /// One of `persona`, `instruction`, `knowledge`, `guardrail`, `greeting`, `other`.
-    pub kind: String,
+    pub kind: BlockKind,
     /// Template text; every `{{placeholder}}` is declared in `variables`.
     pub content: String,
     pub variables: Vec<String>,
@@ -33,7 +41,7 @@ pub struct PromptBlockVersion {
     pub block_id: i64,
     pub version: i64,
     pub name: String,
-    pub kind: String,
+    pub kind: BlockKind,
     pub content: String,
     pub variables: Vec<String>,
     pub created_at: Timestamp,

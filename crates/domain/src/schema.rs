@@ -18,12 +18,12 @@ pub fn trigger_channel() -> Object {
 
 /// A conversation's channel.
 pub fn channel() -> Object {
-    string_enum(crate::agent::CHANNELS)
+    string_enum(crate::channel::ChannelType::ALL)
 }
 
 /// A conversation kind.
 pub fn conversation_kind() -> Object {
-    string_enum(crate::agent::KINDS)
+    string_enum(crate::conversation::ConversationKind::ALL)
 }
 
 /// A conversation kind, or null for any.
@@ -33,7 +33,7 @@ pub fn nullable_conversation_kind() -> Object {
 
 /// A prompt block's kind.
 pub fn block_kind() -> Object {
-    string_enum(crate::prompt::BLOCK_KINDS)
+    string_enum(crate::prompt::BlockKind::ALL)
 }
 
 /// `schema`, also accepting null.

@@ -1,15 +1,12 @@
 //! Workspaces hold two separate datasets, live and test (Stripe's model).
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-/// Which dataset a credential reads and writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Live,
-    Test,
-}
+string_enum!(
+    /// Which dataset a credential reads and writes.
+    Mode {
+        Live = "live",
+        Test = "test",
+    }
+);
 
 impl Mode {
     pub fn is_live(self) -> bool {
@@ -18,21 +15,6 @@ impl Mode {
 
     pub fn from_livemode(livemode: bool) -> Self {
         if livemode { Mode::Live } else { Mode::Test }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Test => "test",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "live" => Some(Mode::Live),
-            "test" => Some(Mode::Test),
-            _ => None,
-        }
     }
 }
 

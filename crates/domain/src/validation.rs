@@ -371,6 +371,11 @@ pub fn one_of(permitted: &'static [&'static str]) -> impl FnOnce(Value, &[LocPar
     }
 }
 
+/// A string that is one of `E`'s values.
+pub fn enum_value<E: crate::StringEnum>() -> impl FnOnce(Value, &[LocPart]) -> Parsed<E> {
+    move |v, l| one_of(E::ALL)(v, l).map(|s| E::parse(&s).expect("checked by one_of"))
+}
+
 /// A list of at most `max_items`, each element parsed by `item`.
 pub fn list_of<T, F>(max_items: usize, item: F) -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<T>>
 where
@@ -497,6 +502,11 @@ impl QueryReader {
         } else {
             self.fail(FieldError::not_enum(Self::loc(name), permitted))
         }
+    }
+
+    /// One of `E`'s values.
+    pub fn enum_value<E: crate::StringEnum>(&mut self, name: &str) -> Option<E> {
+        self.one_of(name, E::ALL).and_then(|s| E::parse(&s))
     }
 
     /// `true`/`false` (also `1`/`0`); any other value is a 422.

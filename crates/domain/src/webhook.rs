@@ -5,29 +5,12 @@ use utoipa::ToSchema;
 
 use crate::Timestamp;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum EndpointStatus {
-    Active,
-    Disabled,
-}
-
-impl EndpointStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndpointStatus::Active => "active",
-            EndpointStatus::Disabled => "disabled",
-        }
+string_enum!(
+    EndpointStatus {
+        Active = "active",
+        Disabled = "disabled",
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "active" => Some(EndpointStatus::Active),
-            "disabled" => Some(EndpointStatus::Disabled),
-            _ => None,
-        }
-    }
-}
+);
 
 /// A webhook endpoint as the API returns it (never with its secret).
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

@@ -218,7 +218,7 @@ impl Dispatcher {
             let (endpoint, due) = {
                 let mut c = self.db.read().await?;
                 let Some(endpoint) = webhooks::endpoint_for_dispatch(&mut c, endpoint_id).await? else { return Ok(()) };
-                if endpoint.status() != parley_domain::webhook::EndpointStatus::Active {
+                if endpoint.status != parley_domain::webhook::EndpointStatus::Active {
                     return Ok(());
                 }
                 let due = webhooks::due_deliveries(&mut c, endpoint_id, self.config.batch).await?;

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 use parley_domain::Scope;
 use parley_domain::agent::{
-    Agent, AgentStatus, HandoffPolicy, KINDS, PatternType, TRIGGER_CHANNELS, Trigger, TriggerEvent, is_language_tag,
+    Agent, AgentStatus, HandoffPolicy, PatternType, TRIGGER_CHANNELS, Trigger, TriggerEvent, is_language_tag,
 };
+use parley_domain::conversation::ConversationKind;
 use parley_domain::prompt::{RenderError, render};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
-    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, integer, json_object, list_of, loc, object,
-    one_of, parse_object, string,
+    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, list_of,
+    loc, object, one_of, parse_object, string,
 };
 use parley_store::repo::agents::{self as repo, AgentFields, AgentFilter};
 use parley_store::repo::triggers::{self as trigger_repo, TriggerFields};
@@ -123,7 +124,7 @@ pub fn parse_create(body: Value, engines: &[String]) -> Parsed<CreateAgent> {
 pub fn parse_update(body: Value, engines: &[String]) -> Parsed<UpdateAgent> {
     parse_object(body, loc(&["body"]), |r| {
         let name = r.optional("name", string(1, NAME_MAX));
-        let status = r.optional("status", status());
+        let status = r.optional("status", enum_value::<AgentStatus>());
         Some(UpdateAgent { name, status, changes: read_changes(r, engines) })
     })
 }
@@ -154,10 +155,6 @@ fn text_engine(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Parsed<S
         }
         _ => Err(vec![FieldError::wrong_type(l.to_vec(), "string")]),
     }
-}
-
-fn status() -> impl FnOnce(Value, &[LocPart]) -> Parsed<AgentStatus> {
-    |v, l| one_of(AgentStatus::ALL)(v, l).map(|s| AgentStatus::parse(&s).expect("checked by one_of"))
 }
 
 fn language() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
@@ -199,7 +196,7 @@ fn handoff() -> impl FnOnce(Value, &[LocPart]) -> Parsed<HandoffPolicy> {
 /// `GET /api/v1/agents` filters.
 pub fn parse_filter(q: &mut QueryReader) -> AgentFilter {
     AgentFilter {
-        status: q.one_of("status", AgentStatus::ALL).and_then(|s| AgentStatus::parse(&s)),
+        status: q.enum_value::<AgentStatus>("status"),
         is_template: q.boolean("is_template"),
         q: q.string("q", 1, NAME_MAX),
     }
@@ -454,22 +451,14 @@ pub struct UpdateTrigger {
     pub enabled: Option<bool>,
 }
 
-fn trigger_event() -> impl FnOnce(Value, &[LocPart]) -> Parsed<TriggerEvent> {
-    |v, l| one_of(TriggerEvent::ALL)(v, l).map(|s| TriggerEvent::parse(&s).expect("checked by one_of"))
-}
-
-fn pattern_type() -> impl FnOnce(Value, &[LocPart]) -> Parsed<PatternType> {
-    |v, l| one_of(PatternType::ALL)(v, l).map(|s| PatternType::parse(&s).expect("checked by one_of"))
-}
-
 pub fn parse_create_trigger(body: Value) -> Parsed<CreateTrigger> {
     parse_object(body, loc(&["body"]), |r| {
         // Read every field before `?`, so that all faults are reported.
-        let event = r.required("event", trigger_event());
+        let event = r.required("event", enum_value::<TriggerEvent>());
         let channel = r.optional("channel", one_of(TRIGGER_CHANNELS));
-        let kind = r.nullable("kind", one_of(KINDS)).flatten();
+        let kind = r.nullable("kind", one_of(ConversationKind::ALL)).flatten();
         let pattern = r.nullable("pattern", string(1, 500)).flatten();
-        let pattern_type = r.optional("pattern_type", pattern_type());
+        let pattern_type = r.optional("pattern_type", enum_value::<PatternType>());
         let enabled = r.optional("enabled", boolean());
         Some(CreateTrigger { event: event?, channel, kind, pattern, pattern_type, enabled })
     })
@@ -478,11 +467,11 @@ pub fn parse_create_trigger(body: Value) -> Parsed<CreateTrigger> {
 pub fn parse_update_trigger(body: Value) -> Parsed<UpdateTrigger> {
     parse_object(body, loc(&["body"]), |r| {
         Some(UpdateTrigger {
-            event: r.optional("event", trigger_event()),
+            event: r.optional("event", enum_value::<TriggerEvent>()),
             channel: r.optional("channel", one_of(TRIGGER_CHANNELS)),
-            kind: r.nullable("kind", one_of(KINDS)),
+            kind: r.nullable("kind", one_of(ConversationKind::ALL)),
             pattern: r.nullable("pattern", string(1, 500)),
-            pattern_type: r.optional("pattern_type", pattern_type()),
+            pattern_type: r.optional("pattern_type", enum_value::<PatternType>()),
             enabled: r.optional("enabled", boolean()),
         })
     })

@@ -70,7 +70,7 @@ pub fn parse_credit(body: serde_json::Value) -> Parsed<AddCredit> {
 
 pub fn parse_filter(q: &mut QueryReader) -> EntryFilter {
     EntryFilter {
-        kind: q.one_of("type", EntryType::ALL).and_then(|t| EntryType::parse(&t)),
+        kind: q.enum_value::<EntryType>("type"),
         created_after: q.timestamp("created_after"),
         created_before: q.timestamp("created_before"),
     }

@@ -168,9 +168,9 @@ pub fn parse_create(body: Value, region: parley_domain::contact::Region) -> Pars
 
 pub fn parse_filter(q: &mut QueryReader) -> CallFilter {
     CallFilter {
-        status: q.one_of("status", CallStatus::ALL).and_then(|s| CallStatus::parse(&s)),
+        status: q.enum_value::<CallStatus>("status"),
         agent_id: q.integer("agent_id", 1, i64::MAX),
-        direction: q.one_of("direction", CallDirection::ALL).and_then(|d| CallDirection::parse(&d)),
+        direction: q.enum_value::<CallDirection>("direction"),
         created_after: q.timestamp("created_after"),
         created_before: q.timestamp("created_before"),
     }
@@ -238,7 +238,7 @@ pub async fn create(
             Some(id)
         }
         None if input.to.starts_with('+') => {
-            let identity = Identity { channel: "voice".into(), address: input.to.clone() };
+            let identity = Identity { channel: parley_domain::channel::ChannelType::Voice, address: input.to.clone() };
             contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, None).await?.map(|c| c.id)
         }
         None => None,

@@ -389,7 +389,7 @@ pub fn parse_update(body: Value) -> Parsed<UpdateChannel> {
 }
 
 pub fn parse_filter(q: &mut QueryReader) -> Option<ChannelType> {
-    q.one_of("type", ChannelType::ALL).and_then(|t| ChannelType::parse(&t))
+    q.enum_value::<ChannelType>("type")
 }
 
 fn not_found(id: i64) -> ServiceError {
@@ -528,7 +528,7 @@ pub async fn update(
 /// The scope's voice channel connection (calls' conversations run on it),
 /// created on first use.
 pub async fn voice_channel(tx: &mut Tx, scope: Scope) -> ServiceResult<ChannelRow> {
-    if let Some(row) = repo::first_active_of_type(tx, scope, ChannelType::Voice.as_str()).await? {
+    if let Some(row) = repo::first_active_of_type(tx, scope, ChannelType::Voice).await? {
         return Ok(row);
     }
     let id = public_id("voice");
@@ -610,7 +610,7 @@ pub async fn verified_api_channel(
         repo::find_for_inbound(&mut c, id).await?
     };
     let verified = match found {
-        Some((scope, channel)) if channel.kind == ChannelType::Api.as_str() => {
+        Some((scope, channel)) if channel.kind == ChannelType::Api => {
             signed.matches(&signing_secret(svc, &channel)?, body).then_some((scope, channel))
         }
         _ => {
@@ -621,7 +621,7 @@ pub async fn verified_api_channel(
         }
     };
     let (scope, channel) = verified.ok_or_else(|| refused(parley_events::signing::VerifyError::NoMatch))?;
-    if channel.status != ChannelStatus::Active.as_str() {
+    if channel.status != ChannelStatus::Active {
         return Err(ServiceError::Forbidden(format!("Channel {id} is {}", channel.status)));
     }
     Ok((scope, channel))

@@ -3,11 +3,12 @@
 //! identities; and address resolution for inbound traffic.
 
 use parley_domain::Scope;
-use parley_domain::contact::{CHANNELS, Contact, Identity, Origin, Phone, Region, canonical_name};
+use parley_domain::channel::ChannelType;
+use parley_domain::contact::{Contact, Identity, Origin, Phone, Region, canonical_name};
 use parley_domain::email::Email;
 use parley_domain::validation::{
-    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, integer, json_object, list_of, loc, object,
-    one_of, parse_object, string,
+    FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, list_of,
+    loc, object, parse_object, string,
 };
 use parley_events::ssrf;
 use parley_store::Tx;
@@ -185,10 +186,10 @@ fn identities(region: Region) -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<Id
     move |v, l| {
         let list = list_of(IDENTITIES_MAX, move |v, l| {
             object(move |r: &mut ObjectReader<'_>| {
-                let channel = r.required("channel", one_of(CHANNELS));
+                let channel = r.required("channel", enum_value::<ChannelType>());
                 let address = r.required("address", string(1, 255));
                 let (channel, address) = (channel?, address?);
-                match Identity::parse(&channel, &address, region) {
+                match Identity::parse(channel, &address, region) {
                     Ok(identity) => Some(identity),
                     Err((kind, msg)) => {
                         r.push_error(FieldError::new(r.loc_of("address"), kind, msg));
@@ -265,7 +266,7 @@ pub fn parse_filter(q: &mut QueryReader) -> ContactFilter {
     ContactFilter {
         q: q.string("q", 1, NAME_MAX).map(|s| search_terms(&s)),
         tag: q.string("tag", 1, TAG_MAX),
-        origin: q.one_of("origin", Origin::ALL).and_then(|o| Origin::parse(&o)),
+        origin: q.enum_value::<Origin>("origin"),
         updated_since: q.timestamp("updated_since"),
     }
 }
@@ -418,7 +419,7 @@ pub fn parse_discover(body: Value) -> Parsed<Discover> {
 /// An address seen in traffic that belongs to no contact.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DiscoveredAddress {
-    pub channel: String,
+    pub channel: ChannelType,
     pub address: String,
     /// The name the sender gave, if any.
     pub display_name_guess: Option<String>,
@@ -442,9 +443,13 @@ pub struct Discovery {
 pub async fn discover(tx: &mut Tx, scope: Scope, config: &ContactsConfig, create: bool) -> ServiceResult<Discovery> {
     let mut items = Vec::new();
     for seen in conversations::unlinked_addresses(tx, scope).await? {
-        let Some((channel, address)) = seen.channel_ref.split_once(':') else { continue };
+        let (channel, address) = seen
+            .channel_ref
+            .split_once(':')
+            .and_then(|(channel, address)| Some((ChannelType::parse(channel)?, address)))
+            .ok_or_else(|| parley_store::StoreError::Corrupt(format!("channel_ref {:?}", seen.channel_ref)))?;
         let mut item = DiscoveredAddress {
-            channel: channel.to_owned(),
+            channel,
             address: address.to_owned(),
             display_name_guess: seen.name_guess,
             conversation_count: seen.conversation_count,
@@ -452,7 +457,7 @@ pub async fn discover(tx: &mut Tx, scope: Scope, config: &ContactsConfig, create
             contact_id: None,
         };
         if create {
-            let identity = Identity { channel: item.channel.clone(), address: item.address.clone() };
+            let identity = Identity { channel: item.channel, address: item.address.clone() };
             let always = ContactsConfig { auto_create: true, ..config.clone() };
             if let Some(contact) =
                 resolve_address(tx, scope, &always, &identity, item.display_name_guess.as_deref()).await?

@@ -113,7 +113,7 @@ pub async fn receive(
     {
         return Ok(Received { message, new: false });
     }
-    let identity = Identity::parse(&channel.kind, &inbound.from, svc.config.contacts.default_region)
+    let identity = Identity::parse(channel.kind, &inbound.from, svc.config.contacts.default_region)
         .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))?;
     let sender_name = inbound.contact.as_ref().and_then(|c| c.display_name.as_deref());
     let (conversation, created) = find_or_open(tx, svc, scope, channel, &identity, sender_name).await?;
@@ -163,7 +163,7 @@ pub async fn find_or_open(
     let title = contact.as_ref().map(|c| c.display_name.as_str()).or(sender_name).unwrap_or(&identity.address);
     let new = NewConversation {
         channel_id: channel.id,
-        channel: &identity.channel,
+        channel: identity.channel.as_str(),
         kind: ConversationKind::Direct,
         channel_ref: &channel_ref,
         title,
@@ -196,12 +196,12 @@ pub async fn list(
 
 pub fn parse_filter(q: &mut QueryReader) -> ConversationFilter {
     ConversationFilter {
-        channel: q.one_of("channel", parley_domain::contact::CHANNELS),
-        kind: q.one_of("kind", ConversationKind::ALL).and_then(|k| ConversationKind::parse(&k)),
-        status: q.one_of("status", ConversationStatus::ALL).and_then(|s| ConversationStatus::parse(&s)),
+        channel: q.one_of("channel", parley_domain::channel::ChannelType::ALL),
+        kind: q.enum_value::<ConversationKind>("kind"),
+        status: q.enum_value::<ConversationStatus>("status"),
         contact_id: q.integer("contact_id", 1, i64::MAX),
         agent_id: q.integer("agent_id", 1, i64::MAX),
-        handler: q.one_of("handler", Handler::ALL).and_then(|h| Handler::parse(&h)),
+        handler: q.enum_value::<Handler>("handler"),
         updated_since: q.timestamp("updated_since"),
     }
 }

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use parley_domain::Timestamp;
-use parley_domain::channel::ChannelType;
+use parley_domain::channel::ChannelStatus;
 use parley_domain::conversation::MessageStatus;
 use parley_store::repo::outbound::{self, DueSend};
 use parley_store::repo::{channels as channel_repo, conversations as conversation_repo};
@@ -115,10 +115,10 @@ async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> Ser
         return Ok(tx.commit().await?);
     }
     svc.storage.present(&mut message).await;
-    let kind = ChannelType::parse(&channel.kind).and_then(connector);
+    let kind = connector(channel.kind);
     let outcome = match kind {
         None => Delivered::Failed { error: format!("channel type {} cannot send in this version", channel.kind) },
-        Some(_) if channel.status != "active" => {
+        Some(_) if channel.status != ChannelStatus::Active => {
             Delivered::Failed { error: format!("channel {} is {}", channel.id, channel.status) }
         }
         // Test mode never reaches a third party's servers.

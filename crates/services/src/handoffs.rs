@@ -131,7 +131,7 @@ pub fn parse_complete(body: Value) -> Parsed<CompleteHandoff> {
 
 pub fn parse_filter(q: &mut QueryReader) -> HandoffFilter {
     HandoffFilter {
-        status: q.one_of("status", HandoffStatus::ALL).and_then(|s| HandoffStatus::parse(&s)),
+        status: q.enum_value::<HandoffStatus>("status"),
         conversation_id: q.integer("conversation_id", 1, i64::MAX),
     }
 }

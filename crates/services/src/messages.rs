@@ -6,12 +6,13 @@
 //! forward only: queued → sent → delivered → read, or failed.
 
 use parley_domain::Scope;
-use parley_domain::contact::{CHANNELS, Identity};
+use parley_domain::channel::ChannelType;
+use parley_domain::contact::Identity;
 use parley_domain::conversation::{
     Attachment, Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus,
     preview,
 };
-use parley_domain::validation::{FieldError, Parsed, integer, loc, one_of, parse_object, string};
+use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, one_of, parse_object, string};
 use parley_store::Tx;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
 use parley_store::repo::conversations as repo;
@@ -35,7 +36,7 @@ pub enum Recipient {
     /// A contact, on a channel type (their open conversation there, or their address).
     ContactChannel {
         contact_id: i64,
-        channel: String,
+        channel: ChannelType,
     },
 }
 
@@ -50,8 +51,8 @@ pub struct SendMessage {
     pub to: Option<String>,
     /// …or write to this contact on a `channel` type.
     pub contact_id: Option<i64>,
-    /// `sms|whatsapp|email|webchat|telegram|voice|api`, with `contact_id`.
-    pub channel: Option<String>,
+    /// With `contact_id`.
+    pub channel: Option<ChannelType>,
     /// 1–10,000 characters.
     pub text: String,
     /// Up to 10 files, kept in object storage and shown with download links.
@@ -99,10 +100,7 @@ impl utoipa::PartialSchema for SendMessage {
             ))
             .item(shape(
                 "write to a contact on a channel type",
-                vec![
-                    ("contact_id", id("The contact.").into()),
-                    ("channel", string_enum(parley_domain::agent::CHANNELS).into()),
-                ],
+                vec![("contact_id", id("The contact.").into()), ("channel", string_enum(ChannelType::ALL).into())],
             ))
             .into()
     }
@@ -169,7 +167,7 @@ pub fn parse_send(body: Value) -> Parsed<SendMessage> {
         let channel_id = r.optional("channel_id", integer(1, i64::MAX));
         let to = r.optional("to", string(1, 255));
         let contact_id = r.optional("contact_id", integer(1, i64::MAX));
-        let channel = r.optional("channel", one_of(CHANNELS));
+        let channel = r.optional("channel", enum_value::<ChannelType>());
         let text = r.required("text", string(1, 10_000));
         let attachments = r.optional("attachments", parley_domain::validation::list_of(10, attachment));
         let recipient = match (conversation_id, channel_id, &to, contact_id, &channel) {
@@ -178,7 +176,7 @@ pub fn parse_send(body: Value) -> Parsed<SendMessage> {
                 Some(Recipient::ChannelAddress { channel_id, to: to.clone() })
             }
             (None, None, None, Some(contact_id), Some(channel)) => {
-                Some(Recipient::ContactChannel { contact_id, channel: channel.clone() })
+                Some(Recipient::ContactChannel { contact_id, channel: *channel })
             }
             _ => {
                 // Field errors (if any) already say what is wrong with a field.
@@ -247,13 +245,13 @@ pub async fn send(
                 .await?
                 .ok_or_else(|| field_not_found("channel_id", format!("Channel {channel_id}")))?;
             let identity =
-                Identity::parse(&channel.kind, &to, svc.config.contacts.default_region).map_err(|(kind, msg)| {
+                Identity::parse(channel.kind, &to, svc.config.contacts.default_region).map_err(|(kind, msg)| {
                     ServiceError::Validation(vec![FieldError::new(loc(&["body", "to"]), kind, msg)])
                 })?;
             let conversation = conversations::find_or_open(tx, svc, scope, &channel, &identity, None).await?.0;
             (conversation, channel)
         }
-        Recipient::ContactChannel { contact_id, channel } => to_contact(tx, svc, scope, contact_id, &channel).await?,
+        Recipient::ContactChannel { contact_id, channel } => to_contact(tx, svc, scope, contact_id, channel).await?,
     };
     let id = conversation.item.id;
     if conversation.status == ConversationStatus::Closed {
@@ -265,10 +263,10 @@ pub async fn send(
             conversation.handler.as_str()
         )));
     }
-    if channel.status != "active" {
+    if channel.status != parley_domain::channel::ChannelStatus::Active {
         return Err(ServiceError::Conflict(format!("Channel {} is {}; it cannot send", channel.id, channel.status)));
     }
-    let kind = parley_domain::channel::ChannelType::parse(&channel.kind).and_then(connector).ok_or_else(|| {
+    let kind = connector(channel.kind).ok_or_else(|| {
         ServiceError::Conflict(format!("Channel {} is of a type this version cannot send on", channel.id))
     })?;
     if let Some(why) = kind.cannot_send(&channel.config.0) {
@@ -358,22 +356,22 @@ async fn to_contact(
     svc: &Services,
     scope: Scope,
     contact_id: i64,
-    channel: &str,
+    channel: ChannelType,
 ) -> ServiceResult<(Conversation, ChannelRow)> {
     let contact = parley_store::repo::contacts::get(tx, scope, contact_id, false)
         .await?
         .ok_or_else(|| field_not_found("contact_id", format!("Contact {contact_id}")))?;
-    if let Some(conversation) = repo::newest_open_for_contact(tx, scope, contact_id, channel).await? {
+    if let Some(conversation) = repo::newest_open_for_contact(tx, scope, contact_id, channel.as_str()).await? {
         let row = channel_of(tx, scope, &conversation).await?;
         return Ok((conversation, row));
     }
     let identity = contact.identities.iter().find(|i| i.channel == channel).cloned().or_else(|| {
         match channel {
-            "sms" | "whatsapp" | "voice" => contact.normalized_phone.clone(),
-            "email" => contact.normalized_email.clone(),
+            ChannelType::Sms | ChannelType::Whatsapp | ChannelType::Voice => contact.normalized_phone.clone(),
+            ChannelType::Email => contact.normalized_email.clone(),
             _ => None,
         }
-        .map(|address| Identity { channel: channel.to_owned(), address })
+        .map(|address| Identity { channel, address })
     });
     let Some(identity) = identity else {
         return Err(ServiceError::Validation(vec![FieldError::new(

@@ -1,10 +1,10 @@
 //! Prompt blocks: templated prompt text, versioned on every change.
 
 use parley_domain::Scope;
-use parley_domain::prompt::{BLOCK_KINDS, PromptBlock, PromptBlockVersion, is_variable_name, placeholders};
+use parley_domain::prompt::{BlockKind, PromptBlock, PromptBlockVersion, is_variable_name, placeholders};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
-    FieldError, LocPart, Page, Parsed, QueryReader, list_of, loc, one_of, parse_object, string,
+    FieldError, LocPart, Page, Parsed, QueryReader, enum_value, list_of, loc, parse_object, string,
 };
 use parley_store::Tx;
 use parley_store::repo::prompt_blocks::{self as repo, BlockFields, BlockFilter};
@@ -29,7 +29,7 @@ pub struct CreatePromptBlock {
     pub name: String,
     /// `persona`, `instruction`, `knowledge`, `guardrail`, `greeting` or `other` (default).
     #[schema(schema_with = parley_domain::schema::block_kind)]
-    pub kind: Option<String>,
+    pub kind: Option<BlockKind>,
     /// 1–100,000 characters. Every `{{placeholder}}` must be declared in `variables`.
     #[schema(min_length = 1, max_length = 100000)]
     pub content: String,
@@ -47,7 +47,7 @@ pub struct UpdatePromptBlock {
     #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub name: Option<String>,
     #[schema(schema_with = parley_domain::schema::block_kind)]
-    pub kind: Option<String>,
+    pub kind: Option<BlockKind>,
     /// 1–100,000 characters. Every `{{placeholder}}` must be declared in the
     /// block's variables (as updated).
     #[schema(nullable = false, min_length = 1, max_length = 100000)]
@@ -83,7 +83,7 @@ fn variables() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<String>> {
 pub fn parse_create(body: Value) -> Parsed<CreatePromptBlock> {
     parse_object(body, loc(&["body"]), |r| {
         let name = r.required("name", string(1, NAME_MAX));
-        let kind = r.optional("kind", one_of(BLOCK_KINDS));
+        let kind = r.optional("kind", enum_value::<BlockKind>());
         let content = r.required("content", string(1, CONTENT_MAX));
         let variables = r.optional("variables", variables());
         Some(CreatePromptBlock { name: name?, kind, content: content?, variables })
@@ -94,7 +94,7 @@ pub fn parse_update(body: Value) -> Parsed<UpdatePromptBlock> {
     parse_object(body, loc(&["body"]), |r| {
         Some(UpdatePromptBlock {
             name: r.optional("name", string(1, NAME_MAX)),
-            kind: r.optional("kind", one_of(BLOCK_KINDS)),
+            kind: r.optional("kind", enum_value::<BlockKind>()),
             content: r.optional("content", string(1, CONTENT_MAX)),
             variables: r.optional("variables", variables()),
         })
@@ -102,7 +102,7 @@ pub fn parse_update(body: Value) -> Parsed<UpdatePromptBlock> {
 }
 
 pub fn parse_filter(q: &mut QueryReader) -> BlockFilter {
-    BlockFilter { kind: q.one_of("kind", BLOCK_KINDS), q: q.string("q", 1, NAME_MAX) }
+    BlockFilter { kind: q.enum_value::<BlockKind>("kind"), q: q.string("q", 1, NAME_MAX) }
 }
 
 /// Every placeholder in `content` must be a declared variable.
@@ -134,7 +134,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CreatePromptBlock) -> Serv
     let mut fields = BlockFields {
         name: input.name,
         slug: String::new(),
-        kind: input.kind.unwrap_or_else(|| "other".to_owned()),
+        kind: input.kind.unwrap_or(BlockKind::Other),
         content: input.content,
         variables: input.variables.unwrap_or_default(),
     };
@@ -172,7 +172,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdatePromptBlock
     let mut fields = BlockFields {
         name: current.name.clone(),
         slug: current.slug.clone(),
-        kind: input.kind.unwrap_or_else(|| current.kind.clone()),
+        kind: input.kind.unwrap_or(current.kind),
         content: input.content.unwrap_or_else(|| current.content.clone()),
         variables: input.variables.unwrap_or_else(|| current.variables.clone()),
     };

@@ -32,7 +32,7 @@ pub fn parse(q: &mut QueryReader) -> Option<SearchRequest> {
         _ => vec![Target::Messages, Target::Conversations, Target::Contacts],
     };
     let filter = SearchFilter {
-        channel: q.one_of("channel", parley_domain::contact::CHANNELS),
+        channel: q.one_of("channel", parley_domain::channel::ChannelType::ALL),
         conversation_id: q.integer("conversation_id", 1, i64::MAX),
         contact_id: q.integer("contact_id", 1, i64::MAX),
         after: q.timestamp("after"),

@@ -36,10 +36,10 @@ pub async fn open(svc: &Services, public_id: &str) -> ServiceResult<Webchat> {
     let not_found = || ServiceError::not_found("Webchat", public_id);
     let mut c = svc.db.read().await?;
     let (scope, channel) = channel_repo::find_by_public_id(&mut c, public_id).await?.ok_or_else(not_found)?;
-    if channel.kind != ChannelType::Webchat.as_str() {
+    if channel.kind != ChannelType::Webchat {
         return Err(not_found());
     }
-    if channel.status != ChannelStatus::Active.as_str() {
+    if channel.status != ChannelStatus::Active {
         return Err(ServiceError::Forbidden(format!("Webchat {public_id} is {}", channel.status)));
     }
     Ok(Webchat { scope, channel })

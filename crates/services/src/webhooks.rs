@@ -205,11 +205,11 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateWebhook) ->
     let current = repo::get_endpoint(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     let (status, reason) = match input.enabled {
         Some(true) => (EndpointStatus::Active, None),
-        Some(false) if current.status() == EndpointStatus::Disabled => {
+        Some(false) if current.status == EndpointStatus::Disabled => {
             (EndpointStatus::Disabled, current.disabled_reason.clone())
         }
         Some(false) => (EndpointStatus::Disabled, Some("Disabled by a user".to_owned())),
-        None => (current.status(), current.disabled_reason.clone()),
+        None => (current.status, current.disabled_reason.clone()),
     };
     let url = input.url.unwrap_or_else(|| current.url.clone());
     let events = input.events.unwrap_or_else(|| current.events.0.clone());
@@ -242,7 +242,7 @@ pub async fn rotate_secret(tx: &mut Tx, svc: &Services, who: &Principal, id: i64
 pub async fn send_test(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<Event> {
     require_manager(who)?;
     let endpoint = repo::get_endpoint(tx, who.scope, id).await?.ok_or_else(|| not_found(id))?;
-    if endpoint.status() != EndpointStatus::Active {
+    if endpoint.status != EndpointStatus::Active {
         return Err(ServiceError::Conflict(format!("Webhook {id} is disabled; enable it before sending a test event")));
     }
     let data = serde_json::json!({ "webhook_id": id, "message": "This is a test event from Parley." });

@@ -283,14 +283,14 @@ both_backends! {
         let ana = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Ana", "phone": "+14155550100"})).await.body;
         let on = ContactsConfig::default();
         let off = ContactsConfig { auto_create: false, ..ContactsConfig::default() };
-        let sms = Identity::parse("sms", "+1 415 555 0100", on.default_region).unwrap();
+        let sms = Identity::parse(parley_domain::channel::ChannelType::Sms, "+1 415 555 0100", on.default_region).unwrap();
         let mut tx = app.db.begin().await.unwrap();
         // Matched by phone: the contact gains the sms identity.
         let found = contacts::resolve_address(&mut tx, scope, &off, &sms, Some("Someone")).await.unwrap().unwrap();
         assert_eq!(found.id, ana["id"].as_i64().unwrap());
         assert_eq!(found.identities, vec![sms.clone()]);
         // Unknown: nothing without auto-create, a discovered contact with it.
-        let tg = Identity::parse("telegram", "98765", on.default_region).unwrap();
+        let tg = Identity::parse(parley_domain::channel::ChannelType::Telegram, "98765", on.default_region).unwrap();
         assert!(contacts::resolve_address(&mut tx, scope, &off, &tg, None).await.unwrap().is_none());
         let new = contacts::resolve_address(&mut tx, scope, &on, &tg, Some("Bo")).await.unwrap().unwrap();
         assert_eq!((new.display_name.as_str(), new.origin), ("Bo", parley_domain::contact::Origin::Discovered));

@@ -6,7 +6,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{Arg, Where, bind_args, corrupt, like_contains, versions};
+use super::{Arg, Where, bind_args, like_contains, versions};
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 // Unqualified: SQLite's RETURNING does not accept table-qualified names.
@@ -21,7 +21,7 @@ struct Row {
     slug: String,
     description: Option<String>,
     text_engine: String,
-    status: String,
+    status: AgentStatus,
     priority: i64,
     is_template: bool,
     system_prompt: String,
@@ -40,7 +40,7 @@ struct Row {
 impl TryFrom<Row> for Agent {
     type Error = crate::StoreError;
     fn try_from(r: Row) -> Result<Self, Self::Error> {
-        let status = AgentStatus::parse(&r.status).ok_or_else(|| corrupt("agent status", &r.status))?;
+        let status = r.status;
         Ok(Agent {
             id: r.id,
             name: r.name,

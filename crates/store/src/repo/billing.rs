@@ -9,7 +9,7 @@
 use parley_domain::billing::{EntryType, LedgerEntry};
 use parley_domain::{Scope, Timestamp};
 
-use super::{Arg, Where, bind_args, corrupt};
+use super::{Arg, Where, bind_args};
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// The change counter of ledger lists.
@@ -69,7 +69,7 @@ const ENTRY_COLUMNS: &str =
 struct EntryRow {
     id: i64,
     #[sqlx(rename = "type")]
-    kind: String,
+    kind: EntryType,
     amount_cents: i64,
     balance_after_cents: i64,
     description: String,
@@ -84,7 +84,7 @@ impl TryFrom<EntryRow> for LedgerEntry {
     fn try_from(r: EntryRow) -> Result<Self, Self::Error> {
         Ok(LedgerEntry {
             id: r.id,
-            kind: EntryType::parse(&r.kind).ok_or_else(|| corrupt("ledger entry type", &r.kind))?,
+            kind: r.kind,
             amount_cents: r.amount_cents,
             balance_after_cents: r.balance_after_cents,
             description: r.description,

@@ -28,10 +28,10 @@ pub struct CallRow {
     pub agent_id: i64,
     pub contact_id: Option<i64>,
     pub conversation_id: Option<i64>,
-    pub direction: String,
+    pub direction: CallDirection,
     pub from_address: Option<String>,
     pub to_address: String,
-    pub status: String,
+    pub status: CallStatus,
     pub ended_reason: Option<String>,
     pub first_message: Option<String>,
     pub max_duration_s: i64,
@@ -47,7 +47,7 @@ pub struct CallRow {
     pub ended_at: Option<Timestamp>,
     pub duration_ms: Option<i64>,
     pub cost_cents: Option<i64>,
-    pub recording_status: String,
+    pub recording_status: RecordingStatus,
     pub recording_key: Option<String>,
     pub recording_duration_ms: Option<i64>,
 }
@@ -57,23 +57,17 @@ impl CallRow {
         Scope::new(self.workspace_id, Mode::from_livemode(self.livemode))
     }
 
-    pub fn status(&self) -> StoreResult<CallStatus> {
-        CallStatus::parse(&self.status).ok_or_else(|| corrupt("call status", &self.status))
-    }
-
     pub fn to_api(&self) -> StoreResult<Call> {
-        let recording_status = RecordingStatus::parse(&self.recording_status)
-            .ok_or_else(|| corrupt("recording status", &self.recording_status))?;
+        let recording_status = self.recording_status;
         Ok(Call {
             id: self.public_id.clone(),
             agent_id: self.agent_id,
             conversation_id: self.conversation_id,
             contact_id: self.contact_id,
-            direction: CallDirection::parse(&self.direction)
-                .ok_or_else(|| corrupt("call direction", &self.direction))?,
+            direction: self.direction,
             from: self.from_address.clone(),
             to: self.to_address.clone(),
-            status: self.status()?,
+            status: self.status,
             ended_reason: self
                 .ended_reason
                 .as_deref()

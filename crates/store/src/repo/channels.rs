@@ -6,7 +6,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{corrupt, versions};
+use super::versions;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "channels";
@@ -19,11 +19,11 @@ const COLUMNS: &str = "id, type, name, public_id, address, status, config, secre
 pub struct ChannelRow {
     pub id: i64,
     #[sqlx(rename = "type")]
-    pub kind: String,
+    pub kind: ChannelType,
     pub name: String,
     pub public_id: String,
     pub address: String,
-    pub status: String,
+    pub status: ChannelStatus,
     pub config: Json<Map<String, Value>>,
     pub secret_names: Json<Vec<String>>,
     /// The secret settings as a JSON object, sealed.
@@ -38,10 +38,10 @@ impl ChannelRow {
     pub fn to_api(&self) -> StoreResult<Channel> {
         Ok(Channel {
             id: self.id,
-            kind: ChannelType::parse(&self.kind).ok_or_else(|| corrupt("channel type", &self.kind))?,
+            kind: self.kind,
             name: self.name.clone(),
             address: self.address.clone(),
-            status: ChannelStatus::parse(&self.status).ok_or_else(|| corrupt("channel status", &self.status))?,
+            status: self.status,
             config: self.config.0.clone(),
             secrets_set: self.secret_names.0.clone(),
             created_at: self.created_at,
@@ -67,11 +67,11 @@ pub struct ChannelFields {
 impl From<&ChannelRow> for ChannelFields {
     fn from(r: &ChannelRow) -> Self {
         ChannelFields {
-            kind: ChannelType::parse(&r.kind).unwrap_or(ChannelType::Api),
+            kind: r.kind,
             name: r.name.clone(),
             public_id: r.public_id.clone(),
             address: r.address.clone(),
-            status: ChannelStatus::parse(&r.status).unwrap_or(ChannelStatus::Error),
+            status: r.status,
             config: r.config.0.clone(),
             secret_names: r.secret_names.0.clone(),
             sealed_secrets: r.sealed_secrets.clone(),
@@ -161,7 +161,11 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
 }
 
 /// The oldest active channel connection of a type.
-pub async fn first_active_of_type(c: &mut impl AsHandle, scope: Scope, kind: &str) -> StoreResult<Option<ChannelRow>> {
+pub async fn first_active_of_type(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    kind: ChannelType,
+) -> StoreResult<Option<ChannelRow>> {
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND type = $3 AND status = 'active'
          ORDER BY id LIMIT 1"

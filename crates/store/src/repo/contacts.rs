@@ -8,7 +8,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{Arg, Where, bind_args, corrupt, versions};
+use super::{Arg, Where, bind_args, versions};
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// The `scope_versions` counter every contact write bumps.
@@ -28,7 +28,7 @@ struct Row {
     avatar_url: Option<String>,
     notes: Option<String>,
     tags: Json<Vec<String>>,
-    origin: String,
+    origin: Origin,
     metadata: Json<Map<String, Value>>,
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -38,7 +38,7 @@ impl Row {
     fn into_contact(self, identities: Vec<Identity>) -> StoreResult<Contact> {
         Ok(Contact {
             id: self.id,
-            origin: Origin::parse(&self.origin).ok_or_else(|| corrupt("contact origin", &self.origin))?,
+            origin: self.origin,
             display_name: self.display_name,
             canonical_name: self.canonical_name,
             normalized_phone: self.normalized_phone,
@@ -364,7 +364,8 @@ async fn identities_of(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Stor
         "SELECT i.contact_id, i.channel, i.address FROM {table}{} AND i.contact_id IN ({list}) ORDER BY i.id",
         w.sql()
     ));
-    let rows: Vec<(i64, String, String)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+    let rows: Vec<(i64, parley_domain::channel::ChannelType, String)> =
+        fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
     for (contact_id, channel, address) in rows {
         out.entry(contact_id).or_default().push(Identity { channel, address });
     }

@@ -4,7 +4,7 @@ use parley_domain::conversation::{Author, AuthorType, Handoff, HandoffStatus, Ha
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 
-use super::{Arg, Where, corrupt};
+use super::{Arg, Where};
 use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, conversation_id, target, agent_id, user_id, reason, note, status, requested_by, \
@@ -14,13 +14,13 @@ const COLUMNS: &str = "id, conversation_id, target, agent_id, user_id, reason, n
 struct Row {
     id: i64,
     conversation_id: i64,
-    target: String,
+    target: HandoffTarget,
     agent_id: Option<i64>,
     user_id: Option<i64>,
     reason: String,
     note: Option<String>,
-    status: String,
-    requested_by: String,
+    status: HandoffStatus,
+    requested_by: AuthorType,
     requested_by_id: Option<i64>,
     created_at: Timestamp,
     accepted_at: Option<Timestamp>,
@@ -36,17 +36,13 @@ impl TryFrom<Row> for Handoff {
         Ok(Handoff {
             id: r.id,
             conversation_id: r.conversation_id,
-            to: HandoffTarget::parse(&r.target).ok_or_else(|| corrupt("handoff target", &r.target))?,
+            to: r.target,
             agent_id: r.agent_id,
             user_id: r.user_id,
             reason: r.reason,
             note: r.note,
-            status: HandoffStatus::parse(&r.status).ok_or_else(|| corrupt("handoff status", &r.status))?,
-            requested_by: Author {
-                kind: AuthorType::parse(&r.requested_by)
-                    .ok_or_else(|| corrupt("handoff requester", &r.requested_by))?,
-                id: r.requested_by_id,
-            },
+            status: r.status,
+            requested_by: Author { kind: r.requested_by, id: r.requested_by_id },
             created_at: r.created_at,
             accepted_at: r.accepted_at,
             completed_at: r.completed_at,

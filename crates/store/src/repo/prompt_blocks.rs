@@ -1,6 +1,6 @@
 //! Prompt blocks and their saved versions.
 
-use parley_domain::prompt::{PromptBlock, PromptBlockVersion};
+use parley_domain::prompt::{BlockKind, PromptBlock, PromptBlockVersion};
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 use sqlx::types::Json;
@@ -15,7 +15,7 @@ struct Row {
     id: i64,
     name: String,
     slug: String,
-    kind: String,
+    kind: BlockKind,
     content: String,
     variables: Json<Vec<String>>,
     version: i64,
@@ -47,7 +47,7 @@ pub const VERSION_KEY: &str = "prompt_blocks";
 pub struct BlockFields {
     pub name: String,
     pub slug: String,
-    pub kind: String,
+    pub kind: BlockKind,
     pub content: String,
     pub variables: Vec<String>,
 }
@@ -169,7 +169,7 @@ pub async fn slugs_like(
 
 #[derive(Debug, Clone, Default)]
 pub struct BlockFilter {
-    pub kind: Option<String>,
+    pub kind: Option<BlockKind>,
     pub q: Option<String>,
 }
 
@@ -181,7 +181,7 @@ pub async fn list(
 ) -> StoreResult<(Vec<PromptBlock>, i64)> {
     let mut w = Where::scoped(scope, "b");
     if let Some(k) = &filter.kind {
-        w.and("b.kind = ?", [Arg::Text(k.clone())]);
+        w.and("b.kind = ?", [Arg::Text(k.as_str().to_owned())]);
     }
     if let Some(q) = &filter.q {
         let p = like_contains(q);
@@ -224,7 +224,7 @@ struct VersionRow {
     block_id: i64,
     version: i64,
     name: String,
-    kind: String,
+    kind: BlockKind,
     content: String,
     variables: Json<Vec<String>>,
     created_at: Timestamp,

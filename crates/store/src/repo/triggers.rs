@@ -4,7 +4,6 @@ use parley_domain::agent::{PatternType, Trigger, TriggerEvent};
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 
-use super::corrupt;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, agent_id, event, channel, kind, pattern, pattern_type, enabled, created_at, updated_at";
@@ -13,11 +12,11 @@ const COLUMNS: &str = "id, agent_id, event, channel, kind, pattern, pattern_type
 struct Row {
     id: i64,
     agent_id: i64,
-    event: String,
+    event: TriggerEvent,
     channel: String,
     kind: Option<String>,
     pattern: Option<String>,
-    pattern_type: String,
+    pattern_type: PatternType,
     enabled: bool,
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -29,12 +28,11 @@ impl TryFrom<Row> for Trigger {
         Ok(Trigger {
             id: r.id,
             agent_id: r.agent_id,
-            event: TriggerEvent::parse(&r.event).ok_or_else(|| corrupt("trigger event", &r.event))?,
+            event: r.event,
             channel: r.channel,
             kind: r.kind,
             pattern: r.pattern,
-            pattern_type: PatternType::parse(&r.pattern_type)
-                .ok_or_else(|| corrupt("trigger pattern_type", &r.pattern_type))?,
+            pattern_type: r.pattern_type,
             enabled: r.enabled,
             created_at: r.created_at,
             updated_at: r.updated_at,

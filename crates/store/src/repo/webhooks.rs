@@ -10,7 +10,6 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::corrupt;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, workspace_id, livemode, url, description, events, status, disabled_reason, sealed_secret, \
@@ -25,7 +24,7 @@ pub struct EndpointRow {
     pub url: String,
     pub description: Option<String>,
     pub events: Json<Vec<String>>,
-    pub status: String,
+    pub status: EndpointStatus,
     pub disabled_reason: Option<String>,
     pub sealed_secret: String,
     pub sealed_previous_secret: Option<String>,
@@ -36,17 +35,13 @@ pub struct EndpointRow {
 }
 
 impl EndpointRow {
-    pub fn status(&self) -> EndpointStatus {
-        EndpointStatus::parse(&self.status).unwrap_or(EndpointStatus::Disabled)
-    }
-
     pub fn to_api(&self) -> StoreResult<WebhookEndpoint> {
         Ok(WebhookEndpoint {
             id: self.id,
             url: self.url.clone(),
             events: self.events.0.clone(),
             description: self.description.clone(),
-            status: EndpointStatus::parse(&self.status).ok_or_else(|| corrupt("endpoint status", &self.status))?,
+            status: self.status,
             disabled_reason: self.disabled_reason.clone(),
             created_at: self.created_at,
             updated_at: self.updated_at,
