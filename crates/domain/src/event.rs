@@ -6,36 +6,38 @@ use utoipa::ToSchema;
 
 use crate::Timestamp;
 
-/// Every event type Parley emits. Webhook subscriptions name these (or `*`).
-pub const EVENT_TYPES: &[&str] = &[
-    "agent.created",
-    "agent.updated",
-    "prompt_block.created",
-    "prompt_block.updated",
-    "prompt_block.deleted",
-    "contact.created",
-    "contact.updated",
-    "contact.merged",
-    "conversation.created",
-    "conversation.updated",
-    "message.received",
-    "message.sent",
-    "message.delivered",
-    "message.read",
-    "message.failed",
-    "call.queued",
-    "call.ringing",
-    "call.started",
-    "call.completed",
-    "call.recording.ready",
-    "call.transcript.ready",
-    "handoff.requested",
-    "handoff.accepted",
-    "handoff.completed",
-    "handoff.canceled",
-    "balance.low",
-    "webhook.test",
-];
+string_enum!(
+    /// Every event type Parley emits. Webhook subscriptions name these (or `*`).
+    EventType {
+        AgentCreated = "agent.created",
+        AgentUpdated = "agent.updated",
+        PromptBlockCreated = "prompt_block.created",
+        PromptBlockUpdated = "prompt_block.updated",
+        PromptBlockDeleted = "prompt_block.deleted",
+        ContactCreated = "contact.created",
+        ContactUpdated = "contact.updated",
+        ContactMerged = "contact.merged",
+        ConversationCreated = "conversation.created",
+        ConversationUpdated = "conversation.updated",
+        MessageReceived = "message.received",
+        MessageSent = "message.sent",
+        MessageDelivered = "message.delivered",
+        MessageRead = "message.read",
+        MessageFailed = "message.failed",
+        CallQueued = "call.queued",
+        CallRinging = "call.ringing",
+        CallStarted = "call.started",
+        CallCompleted = "call.completed",
+        CallRecordingReady = "call.recording.ready",
+        CallTranscriptReady = "call.transcript.ready",
+        HandoffRequested = "handoff.requested",
+        HandoffAccepted = "handoff.accepted",
+        HandoffCompleted = "handoff.completed",
+        HandoffCanceled = "handoff.canceled",
+        BalanceLow = "balance.low",
+        WebhookTest = "webhook.test",
+    }
+);
 
 /// A new event id: `evt_` and a ULID, so ids sort by creation time.
 pub fn new_event_id() -> String {
@@ -48,7 +50,7 @@ pub struct Event {
     /// `evt_<ulid>`.
     pub id: String,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: EventType,
     pub livemode: bool,
     /// The resource as the API returns it, at the time of the event.
     #[schema(value_type = Object)]

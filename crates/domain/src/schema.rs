@@ -154,7 +154,7 @@ pub fn variable_names() -> Array {
 /// The event types a webhook endpoint subscribes to.
 pub fn webhook_events() -> Array {
     let mut permitted = vec!["*"];
-    permitted.extend_from_slice(crate::event::EVENT_TYPES);
+    permitted.extend_from_slice(crate::event::EventType::ALL);
     ArrayBuilder::new().items(string_enum(&permitted)).min_items(Some(1)).max_items(Some(64)).build()
 }
 

@@ -7,6 +7,7 @@
 //! (`agent_create:<id>`, `call:<id>`), so a retried charge never posts twice.
 
 use parley_domain::billing::{Balance, EntryType, LedgerEntry, call_cost_cents};
+use parley_domain::event::EventType;
 use parley_domain::validation::{Page, Parsed, QueryReader, integer, loc, parse_object, string};
 use parley_domain::{Mode, Scope};
 use parley_store::repo::billing::{self as repo, Account, EntryFilter, Holding, NewEntry, Posting};
@@ -111,7 +112,8 @@ async fn post(tx: &mut Tx, scope: Scope, config: &BillingConfig, entry: NewEntry
             let threshold = config.low_balance_threshold_cents;
             if before >= threshold && entry.balance_after_cents < threshold {
                 let account = repo::account(tx, scope).await?;
-                events::append(tx, scope, "balance.low", event_data(&balance_of(scope, account, config))).await?;
+                events::append(tx, scope, EventType::BalanceLow, event_data(&balance_of(scope, account, config)))
+                    .await?;
             }
             Ok(entry)
         }

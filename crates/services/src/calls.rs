@@ -23,6 +23,7 @@ use parley_domain::contact::Identity;
 use parley_domain::conversation::{
     Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus, preview,
 };
+use parley_domain::event::EventType;
 use parley_domain::validation::{
     FieldError, LocPart, Page, Parsed, QueryReader, boolean, integer, json_object, loc, parse_object, string,
 };
@@ -259,7 +260,7 @@ pub async fn create(
         },
     )
     .await?;
-    events::append(tx, scope, "conversation.created", event_data(&conversation)).await?;
+    events::append(tx, scope, EventType::ConversationCreated, event_data(&conversation)).await?;
 
     let provider = svc.calls.provider(scope).clone();
     let first_message = input.first_message.clone().or(agent.first_message.clone());
@@ -284,7 +285,7 @@ pub async fn create(
         },
     )
     .await?;
-    events::append(tx, scope, "call.queued", event_data(&row.to_api()?)).await?;
+    events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)).await?;
 
     let dial =
         Dial { call_id: call_id.clone(), from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
@@ -311,7 +312,7 @@ pub async fn create(
             repo::finish(tx, scope, row.id, &ending).await?;
             conversation_repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Closed).await?;
             let call = repo::get(tx, scope, &call_id).await?.ok_or_else(|| not_found(&call_id))?.to_api()?;
-            events::append(tx, scope, "call.completed", event_data(&call)).await?;
+            events::append(tx, scope, EventType::CallCompleted, event_data(&call)).await?;
             let detail = format!("The telephony provider could not place call {call_id}: {e}");
             Ok(Created::DialFailed { call, detail })
         }
@@ -365,7 +366,13 @@ async fn keep_alive(svc: Services) {
     }
 }
 
-async fn emit_call(tx: &mut Tx, scope: Scope, call: &CallRow, kind: &str, extra: Option<Value>) -> ServiceResult<()> {
+async fn emit_call(
+    tx: &mut Tx,
+    scope: Scope,
+    call: &CallRow,
+    kind: EventType,
+    extra: Option<Value>,
+) -> ServiceResult<()> {
     let now = repo::get(tx, scope, &call.public_id).await?.ok_or_else(|| not_found(&call.public_id))?;
     let mut data = event_data(&now.to_api()?);
     if let (Some(Value::Object(extra)), Value::Object(map)) = (extra, &mut data) {
@@ -380,12 +387,12 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
     match p {
         Progress::Ringing => {
             if repo::advance(&mut tx, scope, call.id, CallStatus::Ringing, Some("ringing_at")).await? {
-                emit_call(&mut tx, scope, call, "call.ringing", None).await?;
+                emit_call(&mut tx, scope, call, EventType::CallRinging, None).await?;
             }
         }
         Progress::Answered => {
             if repo::advance(&mut tx, scope, call.id, CallStatus::InProgress, Some("answered_at")).await? {
-                emit_call(&mut tx, scope, call, "call.started", None).await?;
+                emit_call(&mut tx, scope, call, EventType::CallStarted, None).await?;
             }
         }
         Progress::Segment(segment) => {
@@ -482,19 +489,19 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
         conversation_repo::set_status(&mut tx, scope, conversation_id, ConversationStatus::Closed).await?;
     }
     let extra = json!({"status": outcome.status, "ended_reason": outcome.reason});
-    emit_call(&mut tx, scope, call, "call.completed", Some(extra)).await?;
+    emit_call(&mut tx, scope, call, EventType::CallCompleted, Some(extra)).await?;
     if !outcome.segments.is_empty() {
         let segments = repo::segments(&mut tx, call.id).await?;
         events::append(
             &mut tx,
             scope,
-            "call.transcript.ready",
+            EventType::CallTranscriptReady,
             json!({"call_id": call.public_id, "segments": segments}),
         )
         .await?;
     }
     if recording.is_some() {
-        emit_call(&mut tx, scope, call, "call.recording.ready", None).await?;
+        emit_call(&mut tx, scope, call, EventType::CallRecordingReady, None).await?;
     }
     tx.commit().await?;
     svc.wake_outbox();
@@ -529,7 +536,7 @@ pub async fn end_abandoned(svc: &Services) -> ServiceResult<usize> {
                 conversation_repo::set_status(&mut tx, scope, conversation_id, ConversationStatus::Closed).await?;
             }
             let extra = json!({"status": CallStatus::Failed, "ended_reason": EndedReason::Error});
-            emit_call(&mut tx, scope, &call, "call.completed", Some(extra)).await?;
+            emit_call(&mut tx, scope, &call, EventType::CallCompleted, Some(extra)).await?;
             tx.commit().await?;
             ended += 1;
         }

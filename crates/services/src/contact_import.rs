@@ -8,6 +8,7 @@
 //! with `origin: import`.
 
 use parley_domain::Scope;
+use parley_domain::event::EventType;
 use std::collections::{BTreeSet, HashMap};
 
 use parley_domain::contact::{Origin, Phone, Region, canonical_name};
@@ -464,11 +465,11 @@ async fn write_chunk(
         repo::update(tx, scope, *id, &existing[id]).await?;
     }
     let inserted = repo::insert_many(tx, scope, &created).await?;
-    events::append_many(tx, scope, "contact.created", inserted.iter().map(event_data).collect()).await?;
+    events::append_many(tx, scope, EventType::ContactCreated, inserted.iter().map(event_data).collect()).await?;
     let ids: Vec<i64> = changed.into_iter().collect();
     let mut updated = repo::get_many(tx, scope, &ids).await?;
     let data = ids.iter().filter_map(|id| updated.remove(id)).map(|c| event_data(&c)).collect();
-    events::append_many(tx, scope, "contact.updated", data).await?;
+    events::append_many(tx, scope, EventType::ContactUpdated, data).await?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use parley_domain::conversation::{
     Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Handler,
     Message, MessageStatus, preview,
 };
+use parley_domain::event::EventType;
 use parley_domain::validation::{
     FieldError, Page, Parsed, QueryReader, integer, loc, object, one_of, parse_object, string, timestamp,
 };
@@ -121,7 +122,7 @@ pub async fn receive(
         repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Open).await?;
         let reopened =
             repo::get(tx, scope, conversation.item.id).await?.ok_or_else(|| not_found(conversation.item.id))?;
-        events::append(tx, scope, "conversation.updated", event_data(&reopened)).await?;
+        events::append(tx, scope, EventType::ConversationUpdated, event_data(&reopened)).await?;
     }
     let contact_id = conversation.contact_id;
     let message = repo::insert_message(
@@ -140,7 +141,7 @@ pub async fn receive(
     )
     .await?;
     repo::record_inbound(tx, scope, conversation.item.id, message.created_at, &preview(&message.text)).await?;
-    events::append(tx, scope, "message.received", event_data(&message)).await?;
+    events::append(tx, scope, EventType::MessageReceived, event_data(&message)).await?;
     Ok(Received { message, new: true })
 }
 
@@ -171,7 +172,7 @@ pub async fn find_or_open(
         sender_name,
     };
     let created = repo::insert(tx, scope, &new).await?;
-    events::append(tx, scope, "conversation.created", event_data(&created)).await?;
+    events::append(tx, scope, EventType::ConversationCreated, event_data(&created)).await?;
     Ok((created, true))
 }
 
@@ -282,7 +283,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateConversatio
     };
     repo::update(tx, scope, id, &changes).await?;
     let updated = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
-    events::append(tx, scope, "conversation.updated", event_data(&updated)).await?;
+    events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)).await?;
     Ok(updated)
 }
 

@@ -13,6 +13,7 @@ use parley_domain::Scope;
 use parley_domain::conversation::{
     Author, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
 };
+use parley_domain::event::EventType;
 use parley_domain::validation::{
     FieldError, Page, Parsed, QueryReader, boolean, integer, loc, one_of, parse_object, string,
 };
@@ -167,7 +168,7 @@ async fn hand_to(
     let id = current.item.id;
     conversation_repo::set_handler(tx, scope, id, handler, assignee, agent_id).await?;
     let updated = conversation(tx, scope, id).await?;
-    events::append(tx, scope, "conversation.updated", event_data(&updated)).await?;
+    events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)).await?;
     Ok(())
 }
 
@@ -175,7 +176,7 @@ async fn read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff> {
     repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))
 }
 
-async fn emit(tx: &mut Tx, scope: Scope, kind: &str, id: i64) -> ServiceResult<Handoff> {
+async fn emit(tx: &mut Tx, scope: Scope, kind: EventType, id: i64) -> ServiceResult<Handoff> {
     let handoff = read(tx, scope, id).await?;
     events::append(tx, scope, kind, event_data(&handoff)).await?;
     Ok(handoff)
@@ -226,7 +227,7 @@ pub async fn request(
         },
     )
     .await?;
-    emit(tx, scope, "handoff.requested", created.id).await?;
+    emit(tx, scope, EventType::HandoffRequested, created.id).await?;
     match input.to {
         HandoffTarget::Human => {
             // Until someone accepts, nobody answers: not the agent either.
@@ -237,7 +238,7 @@ pub async fn request(
             hand_to(tx, scope, &current, Handler::Agent, None, input.agent_id).await?;
             repo::transition(tx, scope, created.id, &[HandoffStatus::Requested], HandoffStatus::Completed, None)
                 .await?;
-            emit(tx, scope, "handoff.completed", created.id).await
+            emit(tx, scope, EventType::HandoffCompleted, created.id).await
         }
     }
 }
@@ -267,7 +268,7 @@ pub async fn accept(
     }
     let current = conversation(tx, scope, handoff.conversation_id).await?;
     hand_to(tx, scope, &current, Handler::Human, Some(user), current.agent_id).await?;
-    emit(tx, scope, "handoff.accepted", id).await
+    emit(tx, scope, EventType::HandoffAccepted, id).await
 }
 
 /// The human is done: the agent answers again, or the conversation closes.
@@ -290,7 +291,7 @@ pub async fn complete(tx: &mut Tx, scope: Scope, id: i64, input: CompleteHandoff
     } else {
         hand_to(tx, scope, &current, Handler::Agent, None, current.agent_id).await?;
     }
-    emit(tx, scope, "handoff.completed", id).await
+    emit(tx, scope, EventType::HandoffCompleted, id).await
 }
 
 /// Withdraws an open handoff: the agent answers again.
@@ -308,7 +309,7 @@ pub async fn cancel(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff
     if current.status != ConversationStatus::Closed {
         hand_to(tx, scope, &current, Handler::Agent, None, current.agent_id).await?;
     }
-    emit(tx, scope, "handoff.canceled", id).await
+    emit(tx, scope, EventType::HandoffCanceled, id).await
 }
 
 pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Handoff> {

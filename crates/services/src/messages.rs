@@ -12,6 +12,7 @@ use parley_domain::conversation::{
     Attachment, Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus,
     preview,
 };
+use parley_domain::event::EventType;
 use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, one_of, parse_object, string};
 use parley_store::Tx;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
@@ -399,12 +400,12 @@ pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Message
 }
 
 /// The event a status change emits.
-fn status_event(status: MessageStatus) -> Option<&'static str> {
+fn status_event(status: MessageStatus) -> Option<EventType> {
     match status {
-        MessageStatus::Sent => Some("message.sent"),
-        MessageStatus::Delivered => Some("message.delivered"),
-        MessageStatus::Read => Some("message.read"),
-        MessageStatus::Failed => Some("message.failed"),
+        MessageStatus::Sent => Some(EventType::MessageSent),
+        MessageStatus::Delivered => Some(EventType::MessageDelivered),
+        MessageStatus::Read => Some(EventType::MessageRead),
+        MessageStatus::Failed => Some(EventType::MessageFailed),
         MessageStatus::Queued | MessageStatus::Received => None,
     }
 }

@@ -1,6 +1,7 @@
 //! Prompt blocks: templated prompt text, versioned on every change.
 
 use parley_domain::Scope;
+use parley_domain::event::EventType;
 use parley_domain::prompt::{BlockKind, PromptBlock, PromptBlockVersion, is_variable_name, placeholders};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
@@ -145,7 +146,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CreatePromptBlock) -> Serv
         fields.slug = free_slug(&base, &taken);
         if let Some(block) = repo::insert(tx, scope, &fields).await? {
             repo::save_version(tx, scope, &block).await?;
-            events::append(tx, scope, "prompt_block.created", event_data(&block)).await?;
+            events::append(tx, scope, EventType::PromptBlockCreated, event_data(&block)).await?;
             return Ok(block);
         }
     }
@@ -200,7 +201,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdatePromptBlock
         Err(e) => return Err(e.into()),
     };
     repo::save_version(tx, scope, &block).await?;
-    events::append(tx, scope, "prompt_block.updated", event_data(&block)).await?;
+    events::append(tx, scope, EventType::PromptBlockUpdated, event_data(&block)).await?;
     Ok(block)
 }
 
@@ -216,7 +217,7 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
         )));
     }
     repo::delete(tx, scope, id).await?;
-    events::append(tx, scope, "prompt_block.deleted", event_data(&block)).await?;
+    events::append(tx, scope, EventType::PromptBlockDeleted, event_data(&block)).await?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //!
 //! API keys may manage webhooks; among signed-in users, owners and admins.
 
-use parley_domain::event::{EVENT_TYPES, Event};
+use parley_domain::event::{Event, EventType};
 use parley_domain::validation::{
     FieldError, LocPart, Page, Parsed, QueryReader, boolean, list_of, loc, parse_object, string,
 };
@@ -73,11 +73,11 @@ fn event_list() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<String>> {
         let items = list_of(64, |v, l| string(1, 100)(v, l))(v, l)?;
         let mut errors = Vec::new();
         for (i, name) in items.iter().enumerate() {
-            if name != "*" && !EVENT_TYPES.contains(&name.as_str()) {
+            if name != "*" && EventType::parse(name).is_none() {
                 let mut at = l.to_vec();
                 at.push(LocPart::Index(i));
                 let mut permitted = vec!["*"];
-                permitted.extend_from_slice(EVENT_TYPES);
+                permitted.extend_from_slice(EventType::ALL);
                 errors.push(FieldError::not_enum(at, &permitted));
             }
         }
@@ -246,8 +246,8 @@ pub async fn send_test(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<E
         return Err(ServiceError::Conflict(format!("Webhook {id} is disabled; enable it before sending a test event")));
     }
     let data = serde_json::json!({ "webhook_id": id, "message": "This is a test event from Parley." });
-    let event = events::insert(tx, who.scope, "webhook.test", data).await?;
-    repo::enqueue(tx, who.scope, id, &event.id, &event.kind).await?;
+    let event = events::insert(tx, who.scope, EventType::WebhookTest, data).await?;
+    repo::enqueue(tx, who.scope, id, &event.id, event.kind.as_str()).await?;
     Ok(event)
 }
 

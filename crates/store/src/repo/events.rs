@@ -1,6 +1,6 @@
 //! The event log, written in the same transaction as the change it records.
 
-use parley_domain::event::{Event, new_event_id};
+use parley_domain::event::{Event, EventType, new_event_id};
 use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
@@ -11,9 +11,9 @@ use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional
 /// shows it, and queues it for every webhook endpoint subscribed to it, in
 /// the caller's transaction: the change, its event and its deliveries
 /// commit together or not at all.
-pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Value) -> StoreResult<Event> {
+pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: Value) -> StoreResult<Event> {
     let event = insert(c, scope, kind, data).await?;
-    super::webhooks::fan_out(c, scope, &event.id, &event.kind, event.created_at).await?;
+    super::webhooks::fan_out(c, scope, &event.id, event.kind, event.created_at).await?;
     Ok(event)
 }
 
@@ -23,7 +23,7 @@ pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Value
 pub async fn append_many(
     c: &mut impl AsHandle,
     scope: Scope,
-    kind: &str,
+    kind: EventType,
     data: Vec<Value>,
 ) -> StoreResult<Vec<String>> {
     let now = Timestamp::now();
@@ -48,14 +48,8 @@ pub async fn append_many(
 }
 
 /// Appends an event without queueing it anywhere (the caller routes it).
-pub async fn insert(c: &mut impl AsHandle, scope: Scope, kind: &str, data: Value) -> StoreResult<Event> {
-    let event = Event {
-        id: new_event_id(),
-        kind: kind.to_owned(),
-        livemode: scope.livemode(),
-        data,
-        created_at: Timestamp::now(),
-    };
+pub async fn insert(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: Value) -> StoreResult<Event> {
+    let event = Event { id: new_event_id(), kind, livemode: scope.livemode(), data, created_at: Timestamp::now() };
     execute!(
         c,
         sqlx::query(
@@ -76,7 +70,7 @@ struct Row {
     id: String,
     livemode: bool,
     #[sqlx(rename = "type")]
-    kind: String,
+    kind: EventType,
     data: Json<Value>,
     created_at: Timestamp,
 }

@@ -4,6 +4,7 @@
 //! on rows it has claimed under a lease, addressed by their own ids: the
 //! worker serves every workspace, and no user input reaches those queries.
 
+use parley_domain::event::EventType;
 use parley_domain::validation::Page;
 use parley_domain::webhook::{DeliveryAttempt, EndpointStatus, WebhookEndpoint};
 use parley_domain::{Scope, Timestamp};
@@ -198,7 +199,7 @@ pub(crate) async fn fan_out(
     c: &mut impl AsHandle,
     scope: Scope,
     event_id: &str,
-    kind: &str,
+    kind: EventType,
     now: Timestamp,
 ) -> StoreResult<u64> {
     fan_out_many(c, scope, std::slice::from_ref(&event_id.to_owned()), kind, now).await
@@ -246,10 +247,10 @@ pub(crate) async fn fan_out_many(
     c: &mut impl AsHandle,
     scope: Scope,
     event_ids: &[String],
-    kind: &str,
+    kind: EventType,
     now: Timestamp,
 ) -> StoreResult<u64> {
-    let endpoints = subscribers(c, scope, kind).await?;
+    let endpoints = subscribers(c, scope, kind.as_str()).await?;
     if endpoints.is_empty() {
         return Ok(0);
     }
