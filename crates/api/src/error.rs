@@ -99,7 +99,9 @@ impl IntoResponse for ApiError {
                 ServiceError::PaymentRequired(d) => detail(StatusCode::PAYMENT_REQUIRED, d),
                 ServiceError::Unavailable(d) => detail(StatusCode::SERVICE_UNAVAILABLE, d),
                 ServiceError::TooManyRequests(d) => detail(StatusCode::TOO_MANY_REQUESTS, d),
+                ServiceError::KeyInUse => ApiError::InProgress.into_response(),
                 ServiceError::Store(e) => ApiError::Internal(e.to_string()).into_response(),
+                ServiceError::Internal(e) => ApiError::Internal(format!("{e:#}")).into_response(),
             },
             ApiError::Status(status, d) => detail(status, d),
             ApiError::Validation(errors) => {

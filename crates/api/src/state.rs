@@ -13,9 +13,6 @@ pub struct ApiConfig {
     /// The limit for CSV imports, which are streamed.
     pub max_import_bytes: usize,
     pub rate_limit: RateLimitConfig,
-    /// How long an unfinished idempotency claim blocks retries if its
-    /// process dies (a finished one is replayed instead).
-    pub idempotency_lease_s: i64,
     /// List pages kept in memory (0 disables the cache).
     pub list_cache_entries: usize,
     /// Mark the refresh-token cookie `Secure` (serve over HTTPS).
@@ -31,7 +28,6 @@ impl Default for ApiConfig {
             max_body_bytes: 1024 * 1024,
             max_import_bytes: 32 * 1024 * 1024,
             rate_limit: RateLimitConfig::default(),
-            idempotency_lease_s: 60,
             list_cache_entries: 256,
             cookie_secure: false,
             webchat_poll_interval: std::time::Duration::from_secs(5),

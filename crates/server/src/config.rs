@@ -555,6 +555,7 @@ impl Settings {
                 url_ttl: std::time::Duration::from_secs(self.storage.url_ttl_seconds.max(1)),
                 public_url: self.public_url(),
             },
+            idempotency_lease_s: self.idempotency.lease_seconds,
             calls: parley_services::calls::CallsConfig {
                 max_concurrent_calls: self.voice.max_concurrent_calls.max(1),
                 ring_timeout: std::time::Duration::from_secs(self.voice.ring_timeout_seconds.max(1)),
@@ -583,7 +584,6 @@ impl Settings {
                 redis_url: self.rate_limit.redis_url.clone(),
                 redis_key_prefix: self.rate_limit.redis_key_prefix.clone(),
             },
-            idempotency_lease_s: self.idempotency.lease_seconds,
             list_cache_entries: self.cache.list_entries,
             cookie_secure: self.auth.cookie_secure,
             webchat_poll_interval: std::time::Duration::from_millis(self.webchat.poll_interval_ms.max(100)),

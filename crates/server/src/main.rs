@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use parley_domain::Mode;
 use parley_domain::user::Role;
 use parley_server::{Settings, bootstrap_banner, init_logging, open_database, serve, shutdown_signal};
+use parley_services::ServiceError;
 use parley_services::workspaces::{self, NewKey};
 use serde_json::json;
 
@@ -234,10 +235,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "--credit-cents must be between 0 and {}",
                 parley_services::billing::MAX_CREDIT_CENTS
             );
-            let db = open_database(&settings).await?;
-            let mut tx = db.begin().await?;
-            let created = workspaces::create_workspace(&mut tx, &name, voice, &billing, credit).await?;
-            tx.commit().await?;
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
+            let created = services
+                .transaction(async |work| workspaces::create_workspace(work, &name, voice, &billing, credit).await)
+                .await?;
             let k = &created.live_key;
             print_json(&json!({
                 "workspace": created.workspace,
@@ -251,30 +252,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key { command: KeyCommand::Create { workspace, mode, name, workspace_locked } } => {
-            let db = open_database(&settings).await?;
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
             let mode = Mode::from(mode);
-            let mut tx = db.begin().await?;
-            let created = workspaces::create_key(
-                &mut tx,
-                NewKey {
-                    workspace_id: workspace,
-                    mode,
-                    name: name.unwrap_or_else(|| format!("CLI {} key", mode.as_str())),
-                    workspace_locked,
-                    created_by: None,
-                    expires_at: None,
-                },
-            )
-            .await?;
-            tx.commit().await?;
+            let key = NewKey {
+                workspace_id: workspace,
+                mode,
+                name: name.unwrap_or_else(|| format!("CLI {} key", mode.as_str())),
+                workspace_locked,
+                created_by: None,
+                expires_at: None,
+            };
+            let created = services.transaction(async |work| workspaces::create_key(work, key).await).await?;
             print_json(&serde_json::to_value(&created)?);
             Ok(())
         }
         Command::Key { command: KeyCommand::Revoke { id } } => {
-            let db = open_database(&settings).await?;
-            let mut tx = db.begin().await?;
-            let revoked = workspaces::revoke_key(&mut tx, id).await?;
-            tx.commit().await?;
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
+            let revoked = services.transaction(async |work| workspaces::revoke_key(work, id).await).await?;
             print_json(&serde_json::to_value(&revoked)?);
             Ok(())
         }
@@ -303,16 +297,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "--cents must be between 1 and {}",
                 parley_services::billing::MAX_CREDIT_CENTS
             );
-            let db = open_database(&settings).await?;
-            let billing = settings.services_config().billing;
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
             let scope = parley_domain::Scope::new(workspace, Mode::from(mode));
-            let mut tx = db.begin().await?;
-            anyhow::ensure!(
-                parley_store::repo::workspaces::get(&mut tx, workspace).await?.is_some(),
-                "workspace {workspace} not found"
-            );
-            let entry = parley_services::billing::credit(&mut tx, scope, &billing, cents, &description).await?;
-            tx.commit().await?;
+            let entry = parley_services::billing::grant_credit(&services, scope, cents, &description).await.map_err(
+                |e| match e {
+                    ServiceError::NotFound { .. } => anyhow::anyhow!("workspace {workspace} not found"),
+                    e => e.into(),
+                },
+            )?;
             print_json(&json!({ "workspace_id": workspace, "mode": scope.mode, "transaction": entry }));
             Ok(())
         }

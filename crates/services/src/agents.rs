@@ -333,7 +333,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
         fields.slug = free_slug(&base, &taken);
         if let Some(agent) = repo::insert(tx, scope, &fields).await? {
             billing::charge_agent_creation(tx, scope, pricing, agent.id).await?;
-            events::append(tx, scope, EventType::AgentCreated, event_data(&agent)).await?;
+            events::append(tx, scope, EventType::AgentCreated, event_data(&agent)?).await?;
             return Ok(agent);
         }
     }
@@ -387,7 +387,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> S
         }
         Err(e) => return Err(e.into()),
     };
-    events::append(tx, scope, EventType::AgentUpdated, event_data(&agent)).await?;
+    events::append(tx, scope, EventType::AgentUpdated, event_data(&agent)?).await?;
     Ok(agent)
 }
 
@@ -401,7 +401,7 @@ pub async fn archive(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Agent>
     let mut fields = AgentFields::from(&current);
     fields.status = AgentStatus::Archived;
     let agent = repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?;
-    events::append(tx, scope, EventType::AgentUpdated, event_data(&agent)).await?;
+    events::append(tx, scope, EventType::AgentUpdated, event_data(&agent)?).await?;
     Ok(agent)
 }
 
@@ -504,7 +504,7 @@ fn trigger_not_found(id: i64) -> ServiceError {
 async fn touch_agent(tx: &mut Tx, scope: Scope, agent_id: i64, delta: i64) -> ServiceResult<()> {
     repo::add_trigger_count(tx, scope, agent_id, delta).await?;
     let agent = require_agent(tx, scope, agent_id).await?;
-    events::append(tx, scope, EventType::AgentUpdated, event_data(&agent)).await?;
+    events::append(tx, scope, EventType::AgentUpdated, event_data(&agent)?).await?;
     Ok(())
 }
 

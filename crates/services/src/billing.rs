@@ -112,7 +112,7 @@ async fn post(tx: &mut Tx, scope: Scope, config: &BillingConfig, entry: NewEntry
             let threshold = config.low_balance_threshold_cents;
             if before >= threshold && entry.balance_after_cents < threshold {
                 let account = repo::account(tx, scope).await?;
-                events::append(tx, scope, EventType::BalanceLow, event_data(&balance_of(scope, account, config)))
+                events::append(tx, scope, EventType::BalanceLow, event_data(&balance_of(scope, account, config))?)
                     .await?;
             }
             Ok(entry)
@@ -151,6 +151,23 @@ pub async fn credit(
         require_funds: false,
     };
     post(tx, scope, config, entry).await
+}
+
+/// Credits `scope`'s account from outside any request (the CLI): its own
+/// unit of work; an unknown workspace is a 404.
+pub async fn grant_credit(
+    svc: &Services,
+    scope: Scope,
+    amount_cents: i64,
+    description: &str,
+) -> ServiceResult<LedgerEntry> {
+    let mut work = svc.begin().await?;
+    if parley_store::repo::workspaces::get(&mut work, scope.workspace_id).await?.is_none() {
+        return Err(ServiceError::not_found("Workspace", scope.workspace_id));
+    }
+    let entry = credit(&mut work, scope, &svc.config.billing, amount_cents, description).await?;
+    svc.commit(work).await?;
+    Ok(entry)
 }
 
 /// Charges for creating `agent_id`, or refuses with 402 (the caller's

@@ -1,12 +1,12 @@
 //! Voice calls: placing them, following them to their end, and what they
 //! leave behind (transcript, recording, charge, events).
 //!
-//! [`create`] runs in the request's transaction: it checks voice, funds
-//! (one minute held) and the concurrency limit, links the contact and a
-//! conversation of its own, stores the call `queued` and dials. A provider
+//! [`place`] checks voice, funds (one minute held) and the concurrency
+//! limit, links the contact and a conversation of its own and stores the
+//! call `queued`; then, with no transaction open, it dials. A provider
 //! failure stores the call `failed` (`dial_failed`, nothing charged) and
-//! answers 502. After commit, [`start`] runs the call engine in a task of
-//! this instance (the owner), which writes each state change, transcript
+//! answers 502. Once the placed call is recorded, [`start`] runs the call
+//! engine in a task of this instance (the owner), which writes each state change, transcript
 //! segment (also a message in the call's conversation) and, at the end, the
 //! recording, the per-second charge and the events. The owner renews the
 //! call's `last_seen_at`; a call whose owner vanished (a crash) is ended as
@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
 
 use parley_domain::Scope;
@@ -40,6 +41,7 @@ use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
 use crate::signals::Signal;
+use crate::unit::{Answer, Answered, Idempotent, Work};
 use crate::{ServiceError, ServiceResult, Services, billing, contacts, event_data};
 
 #[derive(Debug, Clone)]
@@ -181,7 +183,7 @@ fn not_found(id: &str) -> ServiceError {
     ServiceError::not_found("Call", id)
 }
 
-/// What `create` leaves for after the commit: the placed call to run.
+/// A placed call, started once the unit of work that records it commits.
 pub struct Dialed {
     pub scope: Scope,
     pub call: CallRow,
@@ -189,25 +191,72 @@ pub struct Dialed {
     pub agent: BuiltinAgent,
 }
 
-/// How the request ends: the call (201), or the provider's failure (502;
-/// the call is stored `failed`).
-pub enum Created {
-    Placed(parley_domain::call::Call),
-    DialFailed { call: parley_domain::call::Call, detail: String },
+impl Dialed {
+    /// Hangs up a call that was placed but could not be recorded.
+    pub(crate) fn abandon(self) {
+        tracing::warn!(call = %self.call.public_id, "a placed call could not be recorded; hanging it up");
+        let _ = self.placed.commands.try_send(parley_voice::provider::Command::Hangup);
+    }
 }
 
-/// Places a call (see the module comment). `dialed` receives the placed
-/// call to [`start`] once the transaction has committed.
-pub async fn create(
-    tx: &mut Tx,
+/// A call stored `queued`, waiting to be dialled.
+struct Queued {
+    row: CallRow,
+    conversation_id: i64,
+    provider: Arc<dyn Provider>,
+    dial: Dial,
+    agent: BuiltinAgent,
+}
+
+/// Places a call (see the module comment), answering 201 with the call or
+/// 502 when the provider failed. Three steps, so that no network round trip
+/// happens while a transaction is open: store the call `queued` (checks,
+/// funds held, conversation) and commit; dial; record the outcome, complete
+/// the idempotency key and commit, then start the call on this instance.
+pub async fn place(
     svc: &Services,
     scope: Scope,
+    idem: Option<Idempotent>,
     input: CreateCall,
-    dialed: &Mutex<Option<Dialed>>,
-) -> ServiceResult<Created> {
-    let workspace = parley_store::repo::workspaces::get(tx, scope.workspace_id)
-        .await?
-        .ok_or_else(|| parley_store::StoreError::Corrupt(format!("workspace {} is gone", scope.workspace_id)))?;
+) -> ServiceResult<Answered> {
+    svc.idempotent(scope, idem, async move |hold| {
+        let mut work = svc.begin().await?;
+        let queued = queue(&mut work, svc, scope, input).await?;
+        svc.commit(work).await?;
+        let dialed = queued.provider.dial(queued.dial.clone()).await;
+        let recorded = async {
+            let mut work = svc.begin().await?;
+            let answer = record_dial(&mut work, scope, &queued, dialed).await?;
+            if let Some(hold) = &hold {
+                hold.complete(&mut work, &answer).await?;
+            }
+            svc.commit(work).await?;
+            Ok(answer)
+        }
+        .await;
+        if recorded.is_err() {
+            // The dialled call was hung up with its unit of work; do not
+            // leave it `queued` (holding funds and a concurrency slot).
+            let failed = async {
+                let mut work = svc.begin().await?;
+                fail_dial(&mut work, scope, &queued.row, queued.conversation_id).await?;
+                svc.commit(work).await
+            }
+            .await;
+            if let Err(e) = failed {
+                tracing::error!(call = %queued.row.public_id, error = %e, "could not end a call left queued; the watchdog will");
+            }
+        }
+        recorded
+    })
+    .await
+}
+
+/// Checks and stores a call `queued`, with its conversation and held funds.
+async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> ServiceResult<Queued> {
+    let workspace = parley_store::repo::workspaces::get(tx, scope.workspace_id).await?.ok_or_else(|| {
+        ServiceError::invariant(format!("workspace {} of a valid credential is gone", scope.workspace_id))
+    })?;
     if !workspace.voice_enabled {
         return Err(ServiceError::Forbidden(format!("Voice is not enabled for workspace {}", workspace.id)));
     }
@@ -260,7 +309,7 @@ pub async fn create(
         },
     )
     .await?;
-    events::append(tx, scope, EventType::ConversationCreated, event_data(&conversation)).await?;
+    events::append(tx, scope, EventType::ConversationCreated, event_data(&conversation)?).await?;
 
     let provider = svc.calls.provider(scope).clone();
     let first_message = input.first_message.clone().or(agent.first_message.clone());
@@ -285,38 +334,55 @@ pub async fn create(
         },
     )
     .await?;
-    events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)).await?;
+    events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)?).await?;
+    let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
+    let agent = BuiltinAgent { name: agent.name, first_message };
+    Ok(Queued { row, conversation_id: conversation.item.id, provider, dial, agent })
+}
 
-    let dial =
-        Dial { call_id: call_id.clone(), from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
-    match provider.dial(dial).await {
+/// Records what the provider said: the placed call (201, started after
+/// commit) or its failure (502; the call is `failed`, nothing charged).
+async fn record_dial(
+    work: &mut Work,
+    scope: Scope,
+    queued: &Queued,
+    dialed: Result<Placed, parley_voice::provider::DialError>,
+) -> ServiceResult<Answer> {
+    let call_id = &queued.row.public_id;
+    match dialed {
         Ok(placed) => {
-            repo::set_provider_call_id(tx, scope, row.id, &placed.provider_call_id).await?;
-            let call = repo::get(tx, scope, &call_id).await?.ok_or_else(|| not_found(&call_id))?;
-            let api = call.to_api()?;
-            let agent = BuiltinAgent { name: agent.name, first_message };
-            *dialed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Dialed { scope, call, placed, agent });
-            Ok(Created::Placed(api))
+            repo::set_provider_call_id(work, scope, queued.row.id, &placed.provider_call_id).await?;
+            let call = repo::get(work, scope, call_id).await?.ok_or_else(|| not_found(call_id))?;
+            let answer = Answer::json(201, &call.to_api()?)?;
+            work.start_call(Dialed { scope, call, placed, agent: queued.agent.clone() });
+            Ok(answer)
         }
         Err(e) => {
             tracing::info!(call = %call_id, error = %e, "the provider failed to place a call");
-            billing::release_call_hold(tx, scope, &call_id).await?;
-            let ending = Ending {
-                status: CallStatus::Failed,
-                reason: EndedReason::DialFailed,
-                ended_at: Timestamp::now(),
-                duration_ms: 0,
-                cost_cents: 0,
-                recording: None,
-            };
-            repo::finish(tx, scope, row.id, &ending).await?;
-            conversation_repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Closed).await?;
-            let call = repo::get(tx, scope, &call_id).await?.ok_or_else(|| not_found(&call_id))?.to_api()?;
-            events::append(tx, scope, EventType::CallCompleted, event_data(&call)).await?;
+            fail_dial(work, scope, &queued.row, queued.conversation_id).await?;
             let detail = format!("The telephony provider could not place call {call_id}: {e}");
-            Ok(Created::DialFailed { call, detail })
+            Answer::json(502, &json!({ "detail": detail }))
         }
     }
+}
+
+/// Ends a call that was never placed: `failed` (`dial_failed`), its hold released.
+async fn fail_dial(tx: &mut Tx, scope: Scope, row: &CallRow, conversation_id: i64) -> ServiceResult<()> {
+    billing::release_call_hold(tx, scope, &row.public_id).await?;
+    let ending = Ending {
+        status: CallStatus::Failed,
+        reason: EndedReason::DialFailed,
+        ended_at: Timestamp::now(),
+        duration_ms: 0,
+        cost_cents: 0,
+        recording: None,
+    };
+    if repo::finish(tx, scope, row.id, &ending).await? {
+        conversation_repo::set_status(tx, scope, conversation_id, ConversationStatus::Closed).await?;
+        let call = repo::get(tx, scope, &row.public_id).await?.ok_or_else(|| not_found(&row.public_id))?.to_api()?;
+        events::append(tx, scope, EventType::CallCompleted, event_data(&call)?).await?;
+    }
+    Ok(())
 }
 
 /// Runs a placed call in a task of this instance until it ends.
@@ -344,8 +410,7 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
         record_progress(svc, scope, &call, p).await?;
     }
     heartbeat.abort();
-    let outcome =
-        running.await.map_err(|e| parley_store::StoreError::Corrupt(format!("the call engine failed: {e}")))?;
+    let outcome = running.await.map_err(|e| ServiceError::internal(e, "the call engine stopped"))?;
     conclude(svc, scope, &call, outcome).await
 }
 
@@ -374,7 +439,7 @@ async fn emit_call(
     extra: Option<Value>,
 ) -> ServiceResult<()> {
     let now = repo::get(tx, scope, &call.public_id).await?.ok_or_else(|| not_found(&call.public_id))?;
-    let mut data = event_data(&now.to_api()?);
+    let mut data = event_data(&now.to_api()?)?;
     if let (Some(Value::Object(extra)), Value::Object(map)) = (extra, &mut data) {
         map.extend(extra);
     }

@@ -365,12 +365,12 @@ where
 {
     let (chunks, mut incoming) = mpsc::channel(2);
     let reader = tokio::spawn(read_rows(svc.config.contacts.default_region, input, chunks));
-    let mut tx = svc.db.begin().await?;
+    let mut work = svc.begin().await?;
     let mut report = ImportReport::default();
     let mut conflicts = Faults::default();
     let mut written = Ok(());
     while let Some(rows) = incoming.recv().await {
-        written = write_chunk(&mut tx, scope, rows, &mut report, &mut conflicts).await;
+        written = write_chunk(&mut work, scope, rows, &mut report, &mut conflicts).await;
         if written.is_err() {
             break;
         }
@@ -382,7 +382,7 @@ where
     if !conflicts.is_empty() {
         return Err(conflicts.into_error());
     }
-    tx.commit().await?;
+    svc.commit(work).await?;
     Ok(report)
 }
 
@@ -465,10 +465,17 @@ async fn write_chunk(
         repo::update(tx, scope, *id, &existing[id]).await?;
     }
     let inserted = repo::insert_many(tx, scope, &created).await?;
-    events::append_many(tx, scope, EventType::ContactCreated, inserted.iter().map(event_data).collect()).await?;
+    events::append_many(
+        tx,
+        scope,
+        EventType::ContactCreated,
+        inserted.iter().map(event_data).collect::<ServiceResult<_>>()?,
+    )
+    .await?;
     let ids: Vec<i64> = changed.into_iter().collect();
     let mut updated = repo::get_many(tx, scope, &ids).await?;
-    let data = ids.iter().filter_map(|id| updated.remove(id)).map(|c| event_data(&c)).collect();
+    let data =
+        ids.iter().filter_map(|id| updated.remove(id)).map(|c| event_data(&c)).collect::<ServiceResult<Vec<_>>>()?;
     events::append_many(tx, scope, EventType::ContactUpdated, data).await?;
     Ok(())
 }

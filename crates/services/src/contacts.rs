@@ -355,7 +355,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, origin: Origin, changes: ContactC
         repo::add_identity(tx, scope, contact.id, identity).await?;
     }
     contact.identities = identities;
-    events::append(tx, scope, EventType::ContactCreated, event_data(&contact)).await?;
+    events::append(tx, scope, EventType::ContactCreated, event_data(&contact)?).await?;
     Ok(contact)
 }
 
@@ -389,7 +389,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges)
         }
     }
     let contact = read(tx, scope, id).await?;
-    events::append(tx, scope, EventType::ContactUpdated, event_data(&contact)).await?;
+    events::append(tx, scope, EventType::ContactUpdated, event_data(&contact)?).await?;
     Ok(contact)
 }
 
@@ -504,7 +504,7 @@ pub async fn merge(tx: &mut Tx, scope: Scope, input: MergeContacts) -> ServiceRe
     repo::update(tx, scope, primary.id, &fields).await?;
     let contact = read(tx, scope, primary.id).await?;
     let event = MergedEvent { primary_id: primary.id, duplicate_id: duplicate.id, contact: contact.clone() };
-    events::append(tx, scope, EventType::ContactMerged, event_data(&event)).await?;
+    events::append(tx, scope, EventType::ContactMerged, event_data(&event)?).await?;
     Ok(contact)
 }
 

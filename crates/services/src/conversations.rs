@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::{ServiceError, ServiceResult, Services, contacts, event_data};
+use crate::{ServiceError, ServiceResult, Services, Work, contacts, event_data};
 
 /// A message arriving on a channel.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -122,7 +122,7 @@ pub async fn receive(
         repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Open).await?;
         let reopened =
             repo::get(tx, scope, conversation.item.id).await?.ok_or_else(|| not_found(conversation.item.id))?;
-        events::append(tx, scope, EventType::ConversationUpdated, event_data(&reopened)).await?;
+        events::append(tx, scope, EventType::ConversationUpdated, event_data(&reopened)?).await?;
     }
     let contact_id = conversation.contact_id;
     let message = repo::insert_message(
@@ -141,7 +141,7 @@ pub async fn receive(
     )
     .await?;
     repo::record_inbound(tx, scope, conversation.item.id, message.created_at, &preview(&message.text)).await?;
-    events::append(tx, scope, EventType::MessageReceived, event_data(&message)).await?;
+    events::append(tx, scope, EventType::MessageReceived, event_data(&message)?).await?;
     Ok(Received { message, new: true })
 }
 
@@ -172,7 +172,7 @@ pub async fn find_or_open(
         sender_name,
     };
     let created = repo::insert(tx, scope, &new).await?;
-    events::append(tx, scope, EventType::ConversationCreated, event_data(&created)).await?;
+    events::append(tx, scope, EventType::ConversationCreated, event_data(&created)?).await?;
     Ok((created, true))
 }
 
@@ -283,18 +283,20 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateConversatio
     };
     repo::update(tx, scope, id, &changes).await?;
     let updated = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
-    events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)).await?;
+    events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)?).await?;
     Ok(updated)
 }
 
 /// Marks everything in the conversation read: `unread_count` goes to 0.
-pub async fn mark_read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Conversation> {
-    if repo::get(tx, scope, id).await?.is_none() {
+/// Marks a conversation read; a webchat visitor sees the read receipt.
+pub async fn mark_read(work: &mut Work, scope: Scope, id: i64) -> ServiceResult<Conversation> {
+    if repo::get(work, scope, id).await?.is_none() {
         return Err(not_found(id));
     }
-    repo::mark_read(tx, scope, id).await?;
-    repo::mark_inbound_read(tx, scope, id).await?;
-    repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))
+    repo::mark_read(work, scope, id).await?;
+    repo::mark_inbound_read(work, scope, id).await?;
+    work.conversation_changed(id);
+    repo::get(work, scope, id).await?.ok_or_else(|| not_found(id))
 }
 
 /// `order=desc` lists a conversation's messages newest first.

@@ -27,13 +27,35 @@ pub enum ServiceError {
     /// A backend the request needs (object storage) cannot serve it now.
     #[error("{0}")]
     Unavailable(String),
+    /// A request with this idempotency key is still running.
+    #[error("a request with this idempotency key is still in progress")]
+    KeyInUse,
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A failure that is nobody's input: a bug or a broken dependency. It
+    /// keeps its source chain, logged once by whoever answers the caller.
+    #[error("internal error: {0:#}")]
+    Internal(anyhow::Error),
 }
 
 impl ServiceError {
     pub fn not_found(kind: &'static str, id: impl ToString) -> Self {
         ServiceError::NotFound { kind, id: id.to_string() }
+    }
+}
+
+impl ServiceError {
+    /// An internal failure with its cause, e.g. `ServiceError::internal(join_error, "the call engine stopped")`.
+    pub fn internal<E>(source: E, context: &'static str) -> Self
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        ServiceError::Internal(anyhow::Error::new(source).context(context))
+    }
+
+    /// An internal failure that has no source error (a broken invariant).
+    pub fn invariant(message: impl std::fmt::Display + Send + Sync + 'static) -> Self {
+        ServiceError::Internal(anyhow::Error::msg(message.to_string()))
     }
 }
 
@@ -44,3 +66,18 @@ impl From<Vec<FieldError>> for ServiceError {
 }
 
 pub type ServiceResult<T> = Result<T, ServiceError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_internal_error_keeps_its_cause_chain() {
+        let cause = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the pipe broke");
+        let e = ServiceError::internal(cause, "writing a recording");
+        assert_eq!(e.to_string(), "internal error: writing a recording: the pipe broke");
+        let ServiceError::Internal(inner) = e else { panic!("not internal") };
+        let io = inner.chain().find_map(|c| c.downcast_ref::<std::io::Error>()).expect("the io error is in the chain");
+        assert_eq!(io.kind(), std::io::ErrorKind::BrokenPipe);
+    }
+}

@@ -9,6 +9,8 @@
 //! write, so nothing acknowledged can be lost. With no contention a batch is
 //! a single job and this costs nothing.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use parley_store::Tx;
 use tokio::sync::oneshot;
@@ -59,8 +61,13 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
 }
 
 fn lost() -> ServiceError {
-    parley_store::StoreError::Corrupt("a grouped write was abandoned before it ran".into()).into()
+    ServiceError::invariant("a grouped write was abandoned before it ran")
 }
+
+/// The one transaction failure that every job of a group shares.
+#[derive(Debug, thiserror::Error)]
+#[error("the grouped transaction failed")]
+struct GroupFailed(#[source] Arc<parley_store::StoreError>);
 
 /// Runs the jobs in one transaction. Optimistically, without a savepoint
 /// each (two statements saved per job): when a job fails, the transaction
@@ -79,9 +86,9 @@ async fn run_batch<J: Clone + Sync, R>(svc: Services, run: Run<J, R>, mut jobs: 
                 let _ = reply.send(Err(e));
             }
             Err(Failure::Transaction(e)) => {
-                let message = e.to_string();
+                let shared = Arc::new(e);
                 for (_, reply) in jobs {
-                    let _ = reply.send(Err(parley_store::StoreError::Corrupt(message.clone()).into()));
+                    let _ = reply.send(Err(ServiceError::Internal(GroupFailed(shared.clone()).into())));
                 }
                 return;
             }

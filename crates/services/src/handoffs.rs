@@ -168,7 +168,7 @@ async fn hand_to(
     let id = current.item.id;
     conversation_repo::set_handler(tx, scope, id, handler, assignee, agent_id).await?;
     let updated = conversation(tx, scope, id).await?;
-    events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)).await?;
+    events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)?).await?;
     Ok(())
 }
 
@@ -178,7 +178,7 @@ async fn read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff> {
 
 async fn emit(tx: &mut Tx, scope: Scope, kind: EventType, id: i64) -> ServiceResult<Handoff> {
     let handoff = read(tx, scope, id).await?;
-    events::append(tx, scope, kind, event_data(&handoff)).await?;
+    events::append(tx, scope, kind, event_data(&handoff)?).await?;
     Ok(handoff)
 }
 

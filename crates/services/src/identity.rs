@@ -50,8 +50,8 @@ pub async fn hash_password(password: String) -> ServiceResult<String> {
         argon2::Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string())
     })
     .await
-    .map_err(|e| internal(format!("password hashing task failed: {e}")))?
-    .map_err(|e| internal(format!("password hashing failed: {e}")))
+    .map_err(|e| ServiceError::internal(e, "the password hashing task stopped"))?
+    .map_err(|e| ServiceError::invariant(format!("password hashing failed: {e}")))
 }
 
 /// Checks a password against a stored hash, off the async runtime.
@@ -82,7 +82,7 @@ async fn dummy_hash() -> String {
 }
 
 fn internal(msg: String) -> ServiceError {
-    ServiceError::Store(parley_store::StoreError::Corrupt(msg))
+    ServiceError::invariant(msg)
 }
 
 /// Creates a user (the password is hashed before any transaction starts).

@@ -2,8 +2,9 @@
 //! into typed commands (`parse_*`), applies the business rules, writes
 //! through the store, and appends the matching event in the same transaction.
 //!
-//! Writes take a `&mut Tx` so that callers (the HTTP idempotency layer, the
-//! CLI) decide what else commits with them; reads take `&Services`.
+//! Writes take a `&mut Tx` (or a `&mut Work` when they leave something for
+//! after the commit) and run in a unit of work ([`unit`]) that callers (the
+//! REST API, the CLI, MCP) start with one call; reads take `&Services`.
 
 pub mod agents;
 pub mod api_keys;
@@ -24,6 +25,7 @@ pub mod prompt_blocks;
 pub mod search;
 pub mod signals;
 pub mod storage;
+pub mod unit;
 pub mod webchat;
 pub mod webhooks;
 pub mod workspaces;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 
 pub use error::{ServiceError, ServiceResult};
 use parley_store::Db;
+pub use unit::{Answer, Answered, Idempotent, KeyHold, Work};
 
 /// Settings the use cases need.
 #[derive(Debug, Clone)]
@@ -46,6 +49,9 @@ pub struct ServicesConfig {
     pub courier: courier::CourierConfig,
     pub storage: storage::StorageConfig,
     pub calls: calls::CallsConfig,
+    /// How long an unfinished idempotency claim blocks retries if its
+    /// process dies (a finished one is replayed instead).
+    pub idempotency_lease_s: i64,
 }
 
 impl Default for ServicesConfig {
@@ -59,6 +65,7 @@ impl Default for ServicesConfig {
             courier: courier::CourierConfig::default(),
             storage: storage::StorageConfig::default(),
             calls: calls::CallsConfig::default(),
+            idempotency_lease_s: 60,
         }
     }
 }
@@ -125,7 +132,7 @@ pub(crate) fn free_slug(base: &str, taken: &[String]) -> String {
         .expect("an unbounded range always finds a free slug")
 }
 
-/// Serialises a resource for an event's `data`.
-pub(crate) fn event_data<T: serde::Serialize>(value: &T) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+/// Serialises a resource for an event's `data` (a failure is a bug, never a `null` payload).
+pub(crate) fn event_data<T: serde::Serialize>(value: &T) -> ServiceResult<serde_json::Value> {
+    serde_json::to_value(value).map_err(|e| ServiceError::internal(e, "serialising an event's data"))
 }

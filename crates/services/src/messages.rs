@@ -426,7 +426,7 @@ pub async fn advance(
     let mut message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     storage.present(&mut message).await;
     if moved && let Some(event) = status_event(status) {
-        events::append(tx, scope, event, event_data(&message)).await?;
+        events::append(tx, scope, event, event_data(&message)?).await?;
     }
     Ok(message)
 }
@@ -468,16 +468,16 @@ pub async fn report_status(
     let value: Value =
         serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
     let report = parse_status_report(value)?;
-    let mut tx = svc.db.begin().await?;
-    let message = repo::by_external_id(&mut tx, scope, channel.id, Direction::Outbound, &report.external_id)
+    let mut work = svc.begin().await?;
+    let message = repo::by_external_id(&mut work, scope, channel.id, Direction::Outbound, &report.external_id)
         .await?
         .ok_or_else(|| ServiceError::NotFound {
-            kind: "Message with external_id",
-            id: format!("{} on channel {channel_id}", report.external_id),
-        })?;
+        kind: "Message with external_id",
+        id: format!("{} on channel {channel_id}", report.external_id),
+    })?;
     let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
-    let message = advance(&mut tx, &svc.storage, scope, message.id, report.status, None, error).await?;
-    tx.commit().await?;
-    svc.wake_outbox();
+    let message = advance(&mut work, &svc.storage, scope, message.id, report.status, None, error).await?;
+    work.conversation_changed(message.conversation_id);
+    svc.commit(work).await?;
     Ok(message)
 }

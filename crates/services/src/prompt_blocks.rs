@@ -146,7 +146,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CreatePromptBlock) -> Serv
         fields.slug = free_slug(&base, &taken);
         if let Some(block) = repo::insert(tx, scope, &fields).await? {
             repo::save_version(tx, scope, &block).await?;
-            events::append(tx, scope, EventType::PromptBlockCreated, event_data(&block)).await?;
+            events::append(tx, scope, EventType::PromptBlockCreated, event_data(&block)?).await?;
             return Ok(block);
         }
     }
@@ -201,7 +201,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdatePromptBlock
         Err(e) => return Err(e.into()),
     };
     repo::save_version(tx, scope, &block).await?;
-    events::append(tx, scope, EventType::PromptBlockUpdated, event_data(&block)).await?;
+    events::append(tx, scope, EventType::PromptBlockUpdated, event_data(&block)?).await?;
     Ok(block)
 }
 
@@ -217,7 +217,7 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
         )));
     }
     repo::delete(tx, scope, id).await?;
-    events::append(tx, scope, EventType::PromptBlockDeleted, event_data(&block)).await?;
+    events::append(tx, scope, EventType::PromptBlockDeleted, event_data(&block)?).await?;
     Ok(())
 }
 

@@ -152,20 +152,20 @@ pub async fn receipt(
     message_id: i64,
     status: MessageStatus,
 ) -> ServiceResult<Message> {
-    let mut tx = svc.db.begin().await?;
-    let message = conversation_repo::get_message(&mut tx, chat.scope, message_id)
+    let mut work = svc.begin().await?;
+    let message = conversation_repo::get_message(&mut work, chat.scope, message_id)
         .await?
         .filter(|m| m.direction == Direction::Outbound)
         .ok_or_else(|| ServiceError::not_found("Message", message_id))?;
-    let theirs = conversation_repo::get(&mut tx, chat.scope, message.conversation_id)
+    let theirs = conversation_repo::get(&mut work, chat.scope, message.conversation_id)
         .await?
         .is_some_and(|c| c.channel_id == chat.channel.id && c.item.channel_ref == channel_ref(visitor));
     if !theirs {
         return Err(ServiceError::not_found("Message", message_id));
     }
-    let message = messages::advance(&mut tx, &svc.storage, chat.scope, message_id, status, None, None).await?;
-    tx.commit().await?;
-    svc.wake_outbox();
+    let message = messages::advance(&mut work, &svc.storage, chat.scope, message_id, status, None, None).await?;
+    svc.commit(work).await?;
+
     Ok(message)
 }
 

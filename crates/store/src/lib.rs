@@ -15,7 +15,7 @@ pub mod notify;
 pub mod repo;
 pub mod testing;
 
-pub use db::{AsHandle, Backend, Conn, Db, DbOptions, Handle, Tx, default_sqlite_readers};
+pub use db::{AsHandle, Backend, Conn, Db, DbOptions, Handle, SubscriberMemo, Tx, default_sqlite_readers};
 pub use error::{StoreError, StoreResult};
 
 /// Runs `$q.execute(conn)` on either backend; yields the affected row count.

@@ -9,6 +9,6 @@ mod query;
 
 pub use auth::{Auth, ClientIp};
 pub use body::{FromBody, JsonBody};
-pub use idempotency::{Idempotency, RequiredIdempotency, transaction, write, write_answer};
+pub use idempotency::{Idempotency, RequiredIdempotency, answer_response, write};
 pub use path::{Ids, PathText};
 pub use query::{FromQuery, ListQuery, NoFilter, Params};

@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::{Items, PageParams, to_json};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
 use crate::extract::{
-    Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, RequiredIdempotency, transaction, write,
+    Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, RequiredIdempotency, write,
 };
 use crate::state::AppState;
 
@@ -139,8 +139,8 @@ async fn create_agent(
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
     let config = s.services.config.clone();
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(async move { agents::create(tx, scope, &config.billing, value).await })
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        agents::create(work, scope, &config.billing, value).await
     })
     .await
 }
@@ -180,7 +180,7 @@ async fn update_agent(
     let [id] = path.0;
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(agents::update(tx, scope, id, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| agents::update(work, scope, id, input).await).await?))
 }
 
 /// Archive an agent.
@@ -195,7 +195,7 @@ async fn update_agent(
 async fn delete_agent(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    transaction(&s, move |tx| Box::pin(agents::archive(tx, scope, id))).await?;
+    s.services.transaction(async move |work| agents::archive(work, scope, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -233,8 +233,8 @@ async fn create_trigger(
     let [agent_id] = path.0;
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(agents::create_trigger(tx, scope, agent_id, value))
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        agents::create_trigger(work, scope, agent_id, value).await
     })
     .await
 }
@@ -266,7 +266,11 @@ async fn update_trigger(
     let [agent_id, id] = path.0;
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(agents::update_trigger(tx, scope, agent_id, id, input))).await?))
+    Ok(Json(
+        s.services
+            .transaction(async move |work| agents::update_trigger(work, scope, agent_id, id, input).await)
+            .await?,
+    ))
 }
 
 /// Delete a trigger.
@@ -278,7 +282,7 @@ async fn update_trigger(
 async fn delete_trigger(auth: Auth, State(s): State<AppState>, path: Ids<2>) -> Result<StatusCode, ApiError> {
     let [agent_id, id] = path.0;
     let scope = auth.scope();
-    transaction(&s, move |tx| Box::pin(agents::delete_trigger(tx, scope, agent_id, id))).await?;
+    s.services.transaction(async move |work| agents::delete_trigger(work, scope, agent_id, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

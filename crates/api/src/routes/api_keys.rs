@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, transaction, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -96,11 +96,9 @@ async fn create_key(
     let scope = auth.scope();
     let who = auth.0;
     let JsonBody { value, canonical } = body;
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(async move {
-            let created = api_keys::create(tx, &who, value).await?;
-            Ok(CreatedApiKey { key: created.key.expose().to_owned(), info: created.info })
-        })
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        let created = api_keys::create(work, &who, value).await?;
+        Ok(CreatedApiKey { key: created.key.expose().to_owned(), info: created.info })
     })
     .await
 }
@@ -132,7 +130,7 @@ async fn update_key(
     let [id] = path.0;
     let who = auth.0;
     let input = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(async move { api_keys::update(tx, &who, id, input).await })).await?))
+    Ok(Json(s.services.transaction(async move |work| api_keys::update(work, &who, id, input).await).await?))
 }
 
 /// Revoke a key. It fails on its very next use, on every instance.
@@ -144,6 +142,6 @@ async fn update_key(
 async fn revoke_key(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let who = auth.0;
-    transaction(&s, move |tx| Box::pin(async move { api_keys::revoke(tx, &who, id).await })).await?;
+    s.services.transaction(async move |work| api_keys::revoke(work, &who, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }

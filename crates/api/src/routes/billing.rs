@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, JsonBody, ListQuery, transaction, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, JsonBody, ListQuery, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -105,11 +105,9 @@ async fn add_credit(
     let JsonBody { value, canonical } = body;
     let scope = auth.scope();
     let config = s.services.config.clone();
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(async move {
-            let description = value.description.as_deref().unwrap_or("Credit");
-            billing::credit(tx, scope, &config.billing, value.amount_cents, description).await
-        })
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        let description = value.description.as_deref().unwrap_or("Credit");
+        billing::credit(work, scope, &config.billing, value.amount_cents, description).await
     })
     .await
 }
@@ -127,9 +125,9 @@ async fn add_credit(
 async fn reset_test_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
     let scope = auth.scope();
     let config = s.services.config.clone();
-    let balance = transaction(&s, move |tx| {
-        Box::pin(async move { billing::reset_test_balance(tx, scope, &config.billing).await })
-    })
-    .await?;
+    let balance = s
+        .services
+        .transaction(async move |work| billing::reset_test_balance(work, scope, &config.billing).await)
+        .await?;
     Ok(Json(balance))
 }

@@ -1,17 +1,15 @@
 //! `/api/v1/calls`: placing voice calls, following them, their transcripts
 //! and recordings.
 
-use std::sync::{Arc, Mutex};
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use parley_domain::call::Call;
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::calls::{self, CreateCall, Created, RecordingLink, Transcript};
+use parley_services::calls::{self, CreateCall, RecordingLink, Transcript};
 use parley_store::repo::calls::CallFilter;
-use serde_json::{Value, json};
+use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -19,7 +17,7 @@ use utoipa_axum::routes;
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
 use crate::extract::{
-    Auth, FromBody, FromQuery, JsonBody, ListQuery, Params, PathText, RequiredIdempotency, write_answer,
+    Auth, FromBody, FromQuery, JsonBody, ListQuery, Params, PathText, RequiredIdempotency, answer_response,
 };
 use crate::state::AppState;
 
@@ -116,38 +114,9 @@ async fn create_call(
     RequiredIdempotency(idem): RequiredIdempotency,
     body: JsonBody<CreateCall>,
 ) -> Result<Response, ApiError> {
-    let scope = auth.scope();
     let JsonBody { value, canonical } = body;
-    let dialed = Arc::new(Mutex::new(None));
-    let (services, slot) = (s.services.clone(), dialed.clone());
-    let answered = write_answer(&s, scope, idem, &canonical, move |tx| {
-        Box::pin(async move {
-            let created = calls::create(tx, &services, scope, value, &slot).await?;
-            let (status, body) = match created {
-                Created::Placed(call) => (StatusCode::CREATED, serde_json::to_string(&call)),
-                Created::DialFailed { detail, .. } => {
-                    (StatusCode::BAD_GATEWAY, serde_json::to_string(&json!({ "detail": detail })))
-                }
-            };
-            let body = body.map_err(|e| parley_store::StoreError::Corrupt(e.to_string()))?;
-            Ok((status, body))
-        })
-    })
-    .await;
-    let placed = dialed.lock().unwrap_or_else(|p| p.into_inner()).take();
-    match (answered, placed) {
-        (Ok(response), Some(placed)) => {
-            calls::start(&s.services, placed);
-            Ok(response)
-        }
-        (Ok(response), None) => Ok(response),
-        (Err(e), Some(placed)) => {
-            // Dialed, but nothing was kept: end the call we cannot account for.
-            let _ = placed.placed.commands.send(parley_voice::provider::Command::Hangup).await;
-            Err(e)
-        }
-        (Err(e), None) => Err(e),
-    }
+    let answered = calls::place(&s.services, auth.scope(), idem.for_body(&canonical), value).await?;
+    Ok(answer_response(answered))
 }
 
 /// List calls, newest first.

@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, transaction, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -103,8 +103,8 @@ async fn create_channel(
     channels::prepare(&s.services, value.kind, value.config.as_ref()).await?;
     let scope = auth.scope();
     let svc = s.services.clone();
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(async move { channels::create(tx, &svc, scope, value).await })
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        channels::create(work, &svc, scope, value).await
     })
     .await
 }
@@ -145,7 +145,7 @@ async fn update_channel(
     channels::prepare_update(&s.services, scope, id, &input).await?;
     let svc = s.services.clone();
     let channel =
-        transaction(&s, move |tx| Box::pin(async move { channels::update(tx, &svc, scope, id, input).await })).await?;
+        s.services.transaction(async move |work| channels::update(work, &svc, scope, id, input).await).await?;
     Ok(Json(channel))
 }
 
@@ -162,7 +162,7 @@ async fn update_channel(
 async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    transaction(&s, move |tx| Box::pin(channels::delete(tx, scope, id))).await?;
+    s.services.transaction(async move |work| channels::delete(work, scope, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -226,8 +226,5 @@ async fn receive_status(
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
     let [id] = path.0;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    let message =
-        parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?;
-    s.services.conversation_changed(message.conversation_id);
-    Ok(Json(message))
+    Ok(Json(parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?))
 }

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, transaction, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -56,10 +56,10 @@ async fn discover_contacts(
     let scope = auth.scope();
     let create = body.value.create.unwrap_or(false);
     let config = s.services.config.clone();
-    let found = transaction(&s, move |tx| {
-        Box::pin(async move { contacts::discover(tx, scope, &config.contacts, create).await })
-    })
-    .await?;
+    let found = s
+        .services
+        .transaction(async move |work| contacts::discover(work, scope, &config.contacts, create).await)
+        .await?;
     Ok(Json(found))
 }
 
@@ -150,8 +150,8 @@ async fn create_contact(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let JsonBody { value: NewContact(changes), canonical } = body;
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(contacts::create(tx, scope, Origin::Manual, changes))
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        contacts::create(work, scope, Origin::Manual, changes).await
     })
     .await
 }
@@ -189,7 +189,7 @@ async fn update_contact(
     let [id] = path.0;
     let scope = auth.scope();
     let ContactUpdate(changes) = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(contacts::update(tx, scope, id, changes))).await?))
+    Ok(Json(s.services.transaction(async move |work| contacts::update(work, scope, id, changes).await).await?))
 }
 
 /// Delete a contact and its identities.
@@ -201,7 +201,7 @@ async fn update_contact(
 async fn delete_contact(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    transaction(&s, move |tx| Box::pin(contacts::delete(tx, scope, id))).await?;
+    s.services.transaction(async move |work| contacts::delete(work, scope, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -227,7 +227,7 @@ async fn merge_contacts(
 ) -> Result<Json<Contact>, ApiError> {
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(contacts::merge(tx, scope, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| contacts::merge(work, scope, input).await).await?))
 }
 
 /// The body of an import: CSV text in the `contacts-csv` format described
@@ -298,7 +298,5 @@ async fn import_contacts(auth: Auth, State(s): State<AppState>, req: Request) ->
     if too_large.load(Ordering::Relaxed) {
         return Err(ApiError::payload_too_large(limit));
     }
-    let report = result?;
-    s.services.wake_outbox();
-    Ok(Json(report))
+    Ok(Json(result?))
 }

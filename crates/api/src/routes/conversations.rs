@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams, to_json};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery, transaction};
+use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -138,7 +138,7 @@ async fn update_conversation(
     let [id] = path.0;
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(conversations::update(tx, scope, id, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| conversations::update(work, scope, id, input).await).await?))
 }
 
 /// Mark a conversation read: its `unread_count` goes to 0.
@@ -150,10 +150,7 @@ async fn update_conversation(
 async fn mark_read(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    let read = transaction(&s, move |tx| Box::pin(conversations::mark_read(tx, scope, id))).await?;
-    // A webchat visitor sees the read receipt.
-    s.services.conversation_changed(id);
-    Ok(Json(read))
+    Ok(Json(s.services.transaction(async move |work| conversations::mark_read(work, scope, id).await).await?))
 }
 
 /// A conversation's messages, oldest first unless `order=desc`.

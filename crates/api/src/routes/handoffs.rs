@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery, transaction};
+use crate::extract::{Auth, FromBody, FromQuery, Ids, JsonBody, ListQuery};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -93,7 +93,8 @@ async fn request_handoff(
         None => Author { kind: AuthorType::System, id: None },
     };
     let input = body.value;
-    let handoff = transaction(&s, move |tx| Box::pin(handoffs::request(tx, scope, id, requested_by, input))).await?;
+    let handoff =
+        s.services.transaction(async move |work| handoffs::request(work, scope, id, requested_by, input).await).await?;
     Ok((StatusCode::CREATED, Json(handoff)).into_response())
 }
 
@@ -144,7 +145,7 @@ async fn accept_handoff(
 ) -> Result<Json<Handoff>, ApiError> {
     let [id] = path.0;
     let (scope, user, input) = (auth.scope(), auth.0.user_id(), body.value);
-    Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::accept(tx, scope, id, user, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| handoffs::accept(work, scope, id, user, input).await).await?))
 }
 
 /// Complete an accepted handoff: the agent answers again, or with
@@ -168,7 +169,7 @@ async fn complete_handoff(
 ) -> Result<Json<Handoff>, ApiError> {
     let [id] = path.0;
     let (scope, input) = (auth.scope(), body.value);
-    Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::complete(tx, scope, id, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| handoffs::complete(work, scope, id, input).await).await?))
 }
 
 /// Cancel a requested or accepted handoff: the agent answers again. Emits `handoff.canceled`.
@@ -184,5 +185,5 @@ async fn complete_handoff(
 async fn cancel_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Handoff>, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    Ok(Json(transaction(&s, move |tx| Box::pin(handoffs::cancel(tx, scope, id))).await?))
+    Ok(Json(s.services.transaction(async move |work| handoffs::cancel(work, scope, id).await).await?))
 }

@@ -59,8 +59,8 @@ async fn send_message(
     let sender = auth.0.user_id().map_or(Sender::Agent, Sender::User);
     let JsonBody { value, canonical } = body;
     let services = s.services.clone();
-    write(&s, scope, idem, &canonical, StatusCode::ACCEPTED, move |tx| {
-        Box::pin(async move { messages::send(tx, &services, scope, sender, value).await })
+    write(&s, scope, idem, &canonical, StatusCode::ACCEPTED, async move |work| {
+        messages::send(work, &services, scope, sender, value).await
     })
     .await
 }

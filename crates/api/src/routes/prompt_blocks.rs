@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams, to_json};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, transaction, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -92,8 +92,10 @@ async fn create_block(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| Box::pin(prompt_blocks::create(tx, scope, value)))
-        .await
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        prompt_blocks::create(work, scope, value).await
+    })
+    .await
 }
 
 /// Get a prompt block at its current version.
@@ -123,7 +125,7 @@ async fn update_block(
     let [id] = path.0;
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(transaction(&s, move |tx| Box::pin(prompt_blocks::update(tx, scope, id, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| prompt_blocks::update(work, scope, id, input).await).await?))
 }
 
 /// Delete a prompt block and its versions. A block an agent still uses is a 409.
@@ -135,7 +137,7 @@ async fn update_block(
 async fn delete_block(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    transaction(&s, move |tx| Box::pin(prompt_blocks::delete(tx, scope, id))).await?;
+    s.services.transaction(async move |work| prompt_blocks::delete(work, scope, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

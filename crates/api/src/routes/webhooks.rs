@@ -16,9 +16,7 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{
-    Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, PathText, transaction, write,
-};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, PathText, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -98,8 +96,8 @@ async fn create_webhook(
     webhooks::prepare_create(&s.services, &auth.0, &value).await?;
     let scope = auth.scope();
     let svc = s.services.clone();
-    write(&s, scope, idem, &canonical, StatusCode::CREATED, move |tx| {
-        Box::pin(async move { webhooks::create(tx, &svc, scope, value).await })
+    write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
+        webhooks::create(work, &svc, scope, value).await
     })
     .await
 }
@@ -132,7 +130,7 @@ async fn update_webhook(
     let input = body.value;
     webhooks::prepare_update(&s.services, &auth.0, &input).await?;
     let scope = auth.scope();
-    Ok(Json(transaction(&s, move |tx| Box::pin(webhooks::update(tx, scope, id, input))).await?))
+    Ok(Json(s.services.transaction(async move |work| webhooks::update(work, scope, id, input).await).await?))
 }
 
 /// Delete an endpoint and its queued deliveries.
@@ -144,7 +142,7 @@ async fn update_webhook(
 async fn delete_webhook(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let who = auth.0;
-    transaction(&s, move |tx| Box::pin(async move { webhooks::delete(tx, &who, id).await })).await?;
+    s.services.transaction(async move |work| webhooks::delete(work, &who, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -164,9 +162,7 @@ async fn rotate_secret(
     let [id] = path.0;
     let who = auth.0;
     let svc = s.services.clone();
-    Ok(Json(
-        transaction(&s, move |tx| Box::pin(async move { webhooks::rotate_secret(tx, &svc, &who, id).await })).await?,
-    ))
+    Ok(Json(s.services.transaction(async move |work| webhooks::rotate_secret(work, &svc, &who, id).await).await?))
 }
 
 /// Send a `webhook.test` event to this endpoint only.
@@ -178,7 +174,7 @@ async fn rotate_secret(
 async fn send_test(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<(StatusCode, Json<Event>), ApiError> {
     let [id] = path.0;
     let who = auth.0;
-    let event = transaction(&s, move |tx| Box::pin(async move { webhooks::send_test(tx, &who, id).await })).await?;
+    let event = s.services.transaction(async move |work| webhooks::send_test(work, &who, id).await).await?;
     Ok((StatusCode::ACCEPTED, Json(event)))
 }
 
@@ -212,8 +208,7 @@ async fn retry_delivery(
 ) -> Result<(StatusCode, Json<RetryQueued>), ApiError> {
     let [id, attempt_id] = path.0;
     let who = auth.0;
-    let queued =
-        transaction(&s, move |tx| Box::pin(async move { webhooks::retry(tx, &who, id, attempt_id).await })).await?;
+    let queued = s.services.transaction(async move |work| webhooks::retry(work, &who, id, attempt_id).await).await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))
 }
 

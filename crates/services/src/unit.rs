@@ -1,0 +1,243 @@
+//! The unit of work: one transaction and what must happen once it commits.
+//!
+//! Every business write runs through here, whoever asks for it (a REST
+//! handler, an MCP tool, the CLI): [`Services::transaction`] for a plain
+//! write, [`Services::write`] for one that takes an idempotency key, and
+//! [`Services::idempotent`] for an operation that needs more than one
+//! transaction (placing a call: commit, dial, commit). A [`Work`] derefs to
+//! the store's [`Tx`], so use cases take `&mut Tx` when they only write and
+//! `&mut Work` when they also leave something for after the commit.
+//!
+//! After a commit, job workers are woken (the write may have queued
+//! deliveries), signals go to every instance's live views, and placed calls
+//! start. If the work is dropped instead, nothing of it happens and a call
+//! it placed is hung up.
+
+use std::ops::{Deref, DerefMut};
+
+use parley_domain::Scope;
+use parley_domain::idempotency::IdempotencyKey;
+use parley_store::Tx;
+use parley_store::repo::idempotency::{self as repo, Claim};
+
+use crate::signals::Signal;
+use crate::{ServiceError, ServiceResult, Services};
+
+/// A transaction and its after-commit effects.
+pub struct Work {
+    tx: Tx,
+    signals: Vec<Signal>,
+    calls: PlacedCalls,
+}
+
+/// Calls placed in a unit of work, started once it commits.
+#[derive(Default)]
+struct PlacedCalls(Vec<crate::calls::Dialed>);
+
+impl Deref for Work {
+    type Target = Tx;
+    fn deref(&self) -> &Tx {
+        &self.tx
+    }
+}
+
+impl DerefMut for Work {
+    fn deref_mut(&mut self) -> &mut Tx {
+        &mut self.tx
+    }
+}
+
+impl parley_store::AsHandle for Work {
+    fn handle(&mut self) -> parley_store::Handle<'_> {
+        self.tx.handle()
+    }
+
+    fn needs_bump(&mut self, scope: Scope, resource: &str) -> bool {
+        self.tx.needs_bump(scope, resource)
+    }
+
+    fn subscriber_memo(&mut self) -> Option<&mut parley_store::SubscriberMemo> {
+        self.tx.subscriber_memo()
+    }
+}
+
+impl Work {
+    /// After commit, tells every instance's live views that conversation `id` changed.
+    pub fn conversation_changed(&mut self, id: i64) {
+        self.signal(Signal::ConversationChanged { conversation_id: id });
+    }
+
+    /// After commit, sends `signal` to every instance.
+    pub fn signal(&mut self, signal: Signal) {
+        if !self.signals.contains(&signal) {
+            self.signals.push(signal);
+        }
+    }
+
+    /// After commit, runs a placed call on this instance.
+    pub(crate) fn start_call(&mut self, dialed: crate::calls::Dialed) {
+        self.calls.0.push(dialed);
+    }
+}
+
+impl Drop for PlacedCalls {
+    fn drop(&mut self) {
+        // Not committed: a call placed here is one nobody can account for.
+        for dialed in self.0.drain(..) {
+            dialed.abandon();
+        }
+    }
+}
+
+/// A request's idempotency key and the fingerprint of what it asked for
+/// (the same key with another fingerprint is refused).
+#[derive(Debug, Clone)]
+pub struct Idempotent {
+    pub key: IdempotencyKey,
+    pub fingerprint: String,
+}
+
+/// What an operation answers, kept as it is for replays: a status in HTTP
+/// terms (201, 202, or 502 for a call its provider failed to place) and
+/// the JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn json<T: serde::Serialize>(status: u16, value: &T) -> ServiceResult<Answer> {
+        let body = serde_json::to_string(value).map_err(|e| ServiceError::internal(e, "serialising an answer"))?;
+        Ok(Answer { status, body })
+    }
+}
+
+/// An [`Answer`], and whether it is the replay of an earlier request's.
+#[derive(Debug)]
+pub struct Answered {
+    pub answer: Answer,
+    pub replayed: bool,
+}
+
+/// An idempotency key this request holds: the operation stores its answer
+/// with [`KeyHold::complete`] in its last transaction.
+pub struct KeyHold {
+    scope: Scope,
+    key: IdempotencyKey,
+}
+
+impl KeyHold {
+    /// Stores `answer` for replays, in the same transaction as the change.
+    pub async fn complete(&self, tx: &mut Tx, answer: &Answer) -> ServiceResult<()> {
+        repo::complete(tx, self.scope, self.key.as_str(), answer.status, &answer.body).await?;
+        Ok(())
+    }
+}
+
+impl Services {
+    /// Begins a unit of work.
+    pub async fn begin(&self) -> ServiceResult<Work> {
+        Ok(Work { tx: self.db.begin().await?, signals: Vec::new(), calls: PlacedCalls::default() })
+    }
+
+    /// Commits `work`, then carries out what it left for after the commit.
+    pub async fn commit(&self, work: Work) -> ServiceResult<()> {
+        let Work { tx, signals, mut calls } = work;
+        // On failure, dropping `calls` hangs them up.
+        tx.commit().await?;
+        // The write may have queued deliveries or other jobs.
+        self.wake_outbox();
+        for signal in signals {
+            self.signal(signal);
+        }
+        for dialed in calls.0.drain(..) {
+            crate::calls::start(self, dialed);
+        }
+        Ok(())
+    }
+
+    /// Runs `op` in one unit of work and commits it.
+    pub async fn transaction<T>(&self, op: impl AsyncFnOnce(&mut Work) -> ServiceResult<T>) -> ServiceResult<T> {
+        let mut work = self.begin().await?;
+        let value = op(&mut work).await?;
+        self.commit(work).await?;
+        Ok(value)
+    }
+
+    /// Runs `op` in one unit of work, answering what it answers.
+    ///
+    /// With an idempotency key, the key is claimed first (a concurrent twin
+    /// gets [`ServiceError::KeyInUse`]), the answer is stored in the same
+    /// transaction as the change, and a later request with the same key and
+    /// fingerprint gets that answer replayed. A failed write stores nothing,
+    /// so a retry runs again; the same key with another fingerprint is a
+    /// conflict.
+    pub async fn write(
+        &self,
+        scope: Scope,
+        idem: Option<Idempotent>,
+        op: impl AsyncFnOnce(&mut Work) -> ServiceResult<Answer>,
+    ) -> ServiceResult<Answered> {
+        self.idempotent(scope, idem, async move |hold| {
+            let mut work = self.begin().await?;
+            let answer = op(&mut work).await?;
+            if let Some(hold) = &hold {
+                hold.complete(&mut work, &answer).await?;
+            }
+            self.commit(work).await?;
+            Ok(answer)
+        })
+        .await
+    }
+
+    /// The idempotency protocol around an operation that runs its own
+    /// units of work: `op` gets the key it holds (if one was sent) and must
+    /// [`KeyHold::complete`] it in its last transaction. If `op` fails, the
+    /// key is released so that a retry runs again.
+    pub async fn idempotent(
+        &self,
+        scope: Scope,
+        idem: Option<Idempotent>,
+        op: impl AsyncFnOnce(Option<KeyHold>) -> ServiceResult<Answer>,
+    ) -> ServiceResult<Answered> {
+        let Some(idem) = idem else {
+            return Ok(Answered { answer: op(None).await?, replayed: false });
+        };
+        let claim = {
+            let mut tx = self.db.begin().await?;
+            let claim =
+                repo::claim(&mut tx, scope, idem.key.as_str(), &idem.fingerprint, self.config.idempotency_lease_s)
+                    .await?;
+            tx.commit().await?;
+            claim
+        };
+        match claim {
+            Claim::Acquired => {}
+            Claim::Replay { status, body } => return Ok(Answered { answer: Answer { status, body }, replayed: true }),
+            Claim::FingerprintMismatch => {
+                return Err(ServiceError::Conflict(
+                    "This Idempotency-Key was already used with a different request; use a new key".into(),
+                ));
+            }
+            Claim::InProgress => return Err(ServiceError::KeyInUse),
+        }
+        let key = idem.key.clone();
+        match op(Some(KeyHold { scope, key })).await {
+            Ok(answer) => Ok(Answered { answer, replayed: false }),
+            Err(e) => {
+                let released = async {
+                    let mut tx = self.db.begin().await?;
+                    repo::release(&mut tx, scope, idem.key.as_str()).await?;
+                    tx.commit().await
+                }
+                .await;
+                if let Err(re) = released {
+                    // The lease expires on its own; until then retries get a 409.
+                    tracing::warn!(error = %re, "could not release an idempotency key");
+                }
+                Err(e)
+            }
+        }
+    }
+}

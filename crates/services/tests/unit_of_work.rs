@@ -1,0 +1,140 @@
+//! The unit of work below the HTTP layer, on SQLite and PostgreSQL:
+//! placing a call dials with no transaction open (on SQLite a transaction
+//! holds the only writer, so another write during the dial would wait),
+//! idempotent answers replay, and a dropped unit of work hangs up the call
+//! it placed and leaves nothing behind.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use parley_domain::crypto::SecretBox;
+use parley_domain::idempotency::IdempotencyKey;
+use parley_domain::{Mode, Scope};
+use parley_services::calls::{self, CallRuntime};
+use parley_services::{Idempotent, Services, ServicesConfig, agents, workspaces};
+use parley_store::testing::TestDatabase;
+use parley_store::{Db, DbOptions};
+use parley_voice::provider::{Dial, DialError, Placed, Provider};
+use parley_voice::simulated::Simulated;
+use serde_json::{Value, json};
+
+/// A provider that, while dialling, checks that a write transaction can be
+/// begun elsewhere (so the caller holds none), then dials the simulated one.
+struct Probe {
+    db: Db,
+    simulated: Simulated,
+    writable_during_dial: Mutex<Vec<bool>>,
+}
+
+impl Provider for Probe {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+
+    fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>> {
+        Box::pin(async move {
+            let free = match tokio::time::timeout(Duration::from_secs(3), self.db.begin()).await {
+                Ok(Ok(tx)) => {
+                    drop(tx);
+                    true
+                }
+                _ => false,
+            };
+            self.writable_during_dial.lock().unwrap().push(free);
+            self.simulated.dial(dial).await
+        })
+    }
+}
+
+async fn setup(database: &TestDatabase) -> (Services, Arc<Probe>, Scope, i64) {
+    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
+    db.migrate().await.unwrap();
+    let mut svc = Services::new(db.clone(), ServicesConfig::default(), SecretBox::new([7; 32]));
+    let probe = Arc::new(Probe { db, simulated: Simulated::default(), writable_during_dial: Mutex::new(Vec::new()) });
+    svc.calls = Arc::new(CallRuntime::new(probe.clone(), probe.clone()));
+    let billing = svc.config.billing.clone();
+    let created = svc
+        .transaction(async |work| workspaces::create_workspace(work, "Acme", true, &billing, 10_000).await)
+        .await
+        .unwrap();
+    let scope = Scope::new(created.workspace.id, Mode::Test);
+    let input = agents::parse_create(json!({"name": "Ava"}), &svc.config.text_engines).unwrap();
+    let agent = svc.transaction(async |work| agents::create(work, scope, &billing, input).await).await.unwrap();
+    (svc, probe, scope, agent.id)
+}
+
+fn call_to(agent_id: i64, to: &str) -> calls::CreateCall {
+    calls::parse_create(json!({"agent_id": agent_id, "to": to, "max_duration_s": 10}), Default::default()).unwrap()
+}
+
+fn key(k: &str) -> Option<Idempotent> {
+    Some(Idempotent { key: IdempotencyKey::parse(k).unwrap(), fingerprint: format!("fp-{k}") })
+}
+
+async fn placing_a_call_dials_outside_any_transaction_and_replays(database: TestDatabase) {
+    let (svc, probe, scope, agent) = setup(&database).await;
+
+    let placed = calls::place(&svc, scope, key("k1"), call_to(agent, "+14155550100")).await.unwrap();
+    assert_eq!(placed.answer.status, 201);
+    assert!(!placed.replayed);
+    let call: Value = serde_json::from_str(&placed.answer.body).unwrap();
+    assert_eq!(call["status"], "queued");
+    assert_eq!(*probe.writable_during_dial.lock().unwrap(), vec![true], "a transaction was open while dialling");
+
+    let again = calls::place(&svc, scope, key("k1"), call_to(agent, "+14155550100")).await.unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.answer, placed.answer);
+    assert_eq!(probe.writable_during_dial.lock().unwrap().len(), 1, "a replay must not dial");
+
+    // A provider failure is an answer too (502, the call stored failed), replayed as such.
+    let failed = calls::place(&svc, scope, key("k2"), call_to(agent, "+15005550001")).await.unwrap();
+    assert_eq!(failed.answer.status, 502);
+    let listed =
+        calls::list(&svc, scope, &Default::default(), parley_domain::validation::Page { limit: 50, offset: 0 })
+            .await
+            .unwrap();
+    let dial_failed: Vec<_> = listed.0.iter().filter(|c| c.to == "+15005550001").collect();
+    assert_eq!(dial_failed.len(), 1);
+    assert_eq!(serde_json::to_value(dial_failed[0]).unwrap()["ended_reason"], "dial_failed");
+    let replayed = calls::place(&svc, scope, key("k2"), call_to(agent, "+15005550001")).await.unwrap();
+    assert!(replayed.replayed);
+    assert_eq!(replayed.answer, failed.answer);
+
+    // The same key for another request is a conflict, not a replay.
+    let mut other = key("k1").unwrap();
+    other.fingerprint = "another request".into();
+    let refused = calls::place(&svc, scope, Some(other), call_to(agent, "+14155550100")).await.unwrap_err();
+    assert!(matches!(refused, parley_services::ServiceError::Conflict(_)), "{refused:?}");
+}
+
+async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
+    let (svc, _probe, scope, _agent) = setup(&database).await;
+    let billing = svc.config.billing.clone();
+    let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config.text_engines).unwrap();
+    let mut work = svc.begin().await.unwrap();
+    let agent = agents::create(&mut work, scope, &billing, input).await.unwrap();
+    drop(work);
+    let gone = agents::get(&svc, scope, agent.id).await.unwrap_err();
+    assert!(matches!(gone, parley_services::ServiceError::NotFound { .. }), "{gone:?}");
+}
+
+#[tokio::test]
+async fn placing_a_call_dials_outside_any_transaction_and_replays_on_sqlite() {
+    placing_a_call_dials_outside_any_transaction_and_replays(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn placing_a_call_dials_outside_any_transaction_and_replays_on_postgres() {
+    placing_a_call_dials_outside_any_transaction_and_replays(TestDatabase::postgres().await).await;
+}
+
+#[tokio::test]
+async fn a_dropped_unit_of_work_leaves_nothing_on_sqlite() {
+    a_dropped_unit_of_work_leaves_nothing(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_dropped_unit_of_work_leaves_nothing_on_postgres() {
+    a_dropped_unit_of_work_leaves_nothing(TestDatabase::postgres().await).await;
+}
