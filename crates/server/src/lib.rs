@@ -116,8 +116,7 @@ pub async fn serve(
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let dispatching = tokio::spawn(dispatcher.run(stop_rx.clone()));
-    let sending = tokio::spawn(parley_services::courier::run(services.clone(), stop_rx.clone()));
-    let calls = tokio::spawn(parley_services::calls::watch_abandoned(services.clone(), stop_rx.clone()));
+    let working = tokio::spawn(parley_services::jobs::run(services.clone(), stop_rx.clone()));
     let hangups = tokio::spawn(parley_services::calls::follow_hangups(services.clone(), stop_rx.clone()));
     let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
@@ -141,8 +140,7 @@ pub async fn serve(
     maintenance.abort();
     // The dispatcher saw the same stop signal; let it finish and release its leases.
     let _ = dispatching.await;
-    let _ = sending.await;
-    let _ = calls.await;
+    let _ = working.await;
     let _ = hangups.await;
     let _ = relaying.await;
     db.close().await;

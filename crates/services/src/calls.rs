@@ -10,7 +10,7 @@
 //! segment (also a message in the call's conversation) and, at the end, the
 //! recording, the per-second charge and the events. The owner renews the
 //! call's `last_seen_at`; a call whose owner vanished (a crash) is ended as
-//! `failed`/`error` by any instance, charged for the time it ran.
+//! `failed`/`error` by any instance (its [`WATCH`] job), charged for the time it ran.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -335,6 +335,7 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
     )
     .await?;
     events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)?).await?;
+    enqueue_watch(tx, svc, scope, &call_id).await?;
     let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
     let agent = BuiltinAgent { name: agent.name, first_message };
     Ok(Queued { row, conversation_id: conversation.item.id, provider, dial, agent })
@@ -573,59 +574,96 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
     Ok(())
 }
 
-/// Ends calls whose owner stopped renewing them (it crashed): `failed`,
-/// `error`, charged for the time they ran before the owner vanished.
-pub async fn end_abandoned(svc: &Services) -> ServiceResult<usize> {
-    let before = Timestamp::from_datetime(Timestamp::now().as_datetime() - svc.config.calls.lease);
-    let abandoned = {
-        let mut c = svc.db.read().await?;
-        repo::abandoned(&mut c, before).await?
-    };
-    let mut ended = 0;
-    for call in abandoned {
-        let scope = call.scope();
-        let last_seen = call.last_seen_at.unwrap_or(call.created_at);
-        let duration_ms = call.answered_at.map_or(0, |a| (last_seen.unix_micros() - a.unix_micros()).max(0) / 1000);
-        let mut tx = svc.db.begin().await?;
-        let charged = billing::charge_call(&mut tx, scope, &svc.config.billing, &call.public_id, duration_ms).await?;
-        let ending = Ending {
-            status: CallStatus::Failed,
-            reason: EndedReason::Error,
-            ended_at: Timestamp::now(),
-            duration_ms,
-            cost_cents: charged.map_or(0, |e| -e.amount_cents),
-            recording: None,
-        };
-        if repo::finish(&mut tx, scope, call.id, &ending).await? {
-            if let Some(conversation_id) = call.conversation_id {
-                conversation_repo::set_status(&mut tx, scope, conversation_id, ConversationStatus::Closed).await?;
-            }
-            let extra = json!({"status": CallStatus::Failed, "ended_reason": EndedReason::Error});
-            emit_call(&mut tx, scope, &call, EventType::CallCompleted, Some(extra)).await?;
-            tx.commit().await?;
-            ended += 1;
-        }
-    }
-    if ended > 0 {
-        svc.wake_outbox();
-    }
-    Ok(ended)
+/// The watchdog's job kind: one job per call, enqueued with it, that ends
+/// the call if its owner stops renewing it (a crash) and otherwise looks
+/// again when the owner's hold would lapse.
+pub const WATCH: &str = "call.watch";
+
+#[derive(Serialize, serde::Deserialize)]
+struct Watch {
+    call_id: String,
 }
 
-/// Watches for abandoned calls while the server runs.
-pub async fn watch_abandoned(svc: Services, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-    let every = (svc.config.calls.lease / 2).max(Duration::from_millis(200));
-    loop {
-        match end_abandoned(&svc).await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(calls = n, "ended calls whose instance stopped running them"),
-            Err(e) => tracing::warn!(error = %e, "could not look for abandoned calls"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shutdown.changed() => return,
-        }
+async fn enqueue_watch(tx: &mut Tx, svc: &Services, scope: Scope, call_id: &str) -> ServiceResult<()> {
+    let first_look = Timestamp::now().plus_duration(svc.config.calls.lease);
+    let job =
+        parley_jobs::Enqueue::new(WATCH, json!(Watch { call_id: call_id.to_owned() })).for_scope(scope).at(first_look);
+    parley_jobs::enqueue(tx, job).await?;
+    Ok(())
+}
+
+/// The `call.watch` handler.
+pub struct Watchdog {
+    svc: Services,
+}
+
+impl Watchdog {
+    pub fn new(svc: Services) -> Self {
+        Self { svc }
     }
+}
+
+impl parley_jobs::Handler for Watchdog {
+    fn kind(&self) -> &'static str {
+        WATCH
+    }
+
+    fn retry_policy(&self) -> parley_jobs::RetryPolicy {
+        // A store failure while ending a call: keep trying for a while.
+        parley_jobs::RetryPolicy::seconds(&[1, 5, 30, 120, 600], 1.0)
+    }
+
+    fn run<'a>(&'a self, job: &'a parley_jobs::Job) -> futures::future::BoxFuture<'a, parley_jobs::Outcome> {
+        Box::pin(async move {
+            let (Some(scope), Ok(watch)) = (job.scope, job.payload::<Watch>()) else {
+                return parley_jobs::Outcome::Fail(format!("job {} is not a call watch", job.id));
+            };
+            match watch_call(&self.svc, scope, &watch.call_id).await {
+                Ok(outcome) => outcome,
+                Err(e) => parley_jobs::Outcome::Retry { error: e.to_string(), after: None },
+            }
+        })
+    }
+}
+
+/// Ends call `id` as `failed`/`error` if its owner stopped renewing it,
+/// charged for the time it ran before the owner vanished.
+async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<parley_jobs::Outcome> {
+    let Some(call) = ({
+        let mut c = svc.db.read().await?;
+        repo::get(&mut c, scope, id).await?
+    }) else {
+        return Ok(parley_jobs::Outcome::Done);
+    };
+    if !matches!(call.status, CallStatus::Queued | CallStatus::Ringing | CallStatus::InProgress) {
+        return Ok(parley_jobs::Outcome::Done);
+    }
+    let last_seen = call.last_seen_at.unwrap_or(call.created_at);
+    let lapses = last_seen.plus_duration(svc.config.calls.lease);
+    if lapses > Timestamp::now() {
+        return Ok(parley_jobs::Outcome::Later(lapses));
+    }
+    let duration_ms = call.answered_at.map_or(0, |a| (last_seen.unix_micros() - a.unix_micros()).max(0) / 1000);
+    let mut work = svc.begin().await?;
+    let charged = billing::charge_call(&mut work, scope, &svc.config.billing, &call.public_id, duration_ms).await?;
+    let ending = Ending {
+        status: CallStatus::Failed,
+        reason: EndedReason::Error,
+        ended_at: Timestamp::now(),
+        duration_ms,
+        cost_cents: charged.map_or(0, |e| -e.amount_cents),
+        recording: None,
+    };
+    if repo::finish(&mut work, scope, call.id, &ending).await? {
+        if let Some(conversation_id) = call.conversation_id {
+            conversation_repo::set_status(&mut work, scope, conversation_id, ConversationStatus::Closed).await?;
+        }
+        let extra = json!({"status": CallStatus::Failed, "ended_reason": EndedReason::Error});
+        emit_call(&mut work, scope, &call, EventType::CallCompleted, Some(extra)).await?;
+        svc.commit(work).await?;
+        tracing::warn!(call = %call.public_id, "ended a call whose instance stopped running it");
+    }
+    Ok(parley_jobs::Outcome::Done)
 }
 
 /// Ends call `id` if this instance runs it; false if it does not.

@@ -1,25 +1,31 @@
-//! The courier: sends queued outbound messages through their channel's
-//! connector, retries, and records the outcome.
+//! The courier: sends outbound messages through their channel's connector,
+//! as `message.send` jobs (see `parley_jobs`).
 //!
-//! It leases due messages from the queue (`FOR UPDATE SKIP LOCKED` on
-//! PostgreSQL), at most one per conversation at a time so that a
-//! conversation's messages leave in order, and sends them concurrently. A
-//! crashed instance's leases lapse and any instance sends those messages
-//! again: delivery is at least once, with a stable `webhook-id`
-//! (`msg_<id>`) for receivers to deduplicate.
+//! A message's job is enqueued with the message, in the queue of its
+//! conversation, so a conversation's messages leave in order, one at a
+//! time; different conversations' messages go concurrently. A crashed
+//! instance's leases lapse and any instance sends those messages again:
+//! delivery is at least once, with a stable `webhook-id` (`msg_<id>`) for
+//! receivers to deduplicate. A failed send is retried on
+//! [`RETRY_SCHEDULE_S`]; after the last attempt (or a failure that cannot
+//! succeed) the message is `failed`, with the reason.
 
 use std::time::Duration;
 
-use parley_domain::Timestamp;
+use futures::future::BoxFuture;
+use parley_domain::Scope;
 use parley_domain::channel::ChannelStatus;
 use parley_domain::conversation::MessageStatus;
-use parley_store::repo::outbound::{self, DueSend};
+use parley_jobs::{Enqueue, Handler, Job, Outcome, RetryPolicy};
 use parley_store::repo::{channels as channel_repo, conversations as conversation_repo};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use parley_store::{StoreResult, Tx};
+use serde::{Deserialize, Serialize};
 
 use crate::channels::{Delivered, Delivery, connector};
-use crate::{ServiceResult, Services, messages};
+use crate::{ServiceError, ServiceResult, Services, messages};
+
+/// The job kind.
+pub const KIND: &str = "message.send";
 
 /// Seconds to wait after the 1st, 2nd, … failed attempt (before scaling);
 /// after the last, the message fails.
@@ -49,54 +55,102 @@ impl Default for CourierConfig {
     }
 }
 
-/// Runs until `shutdown` turns true, then lets sends in flight finish (up
-/// to the request timeout).
-pub async fn run(svc: Services, mut shutdown: watch::Receiver<bool>) {
-    let config = svc.config.courier.clone();
-    let client = parley_events::ssrf::http_client(svc.config.webhooks_allow_private, config.request_timeout);
-    let instance = format!("courier-{}", ulid::Ulid::new());
-    let mut wake = svc.outbox.subscribe();
-    let mut inflight: JoinSet<()> = JoinSet::new();
-    loop {
-        let room = config.concurrency.saturating_sub(inflight.len());
-        if room > 0 {
-            match claim(&svc, &instance, room as i64).await {
-                Ok(due) => {
-                    for d in due {
-                        let (svc, client) = (svc.clone(), client.clone());
-                        inflight.spawn(async move {
-                            let id = d.message_id;
-                            if let Err(e) = send_one(&svc, &client, d).await {
-                                tracing::warn!(message_id = id, error = %e, "could not record a message send");
-                            }
-                        });
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "could not claim outbound messages"),
+/// What a `message.send` job carries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Send {
+    message_id: i64,
+    conversation_id: i64,
+    channel_id: i64,
+}
+
+/// Queues message `message_id` for sending, in the caller's transaction.
+pub async fn enqueue(
+    tx: &mut Tx,
+    scope: Scope,
+    message_id: i64,
+    conversation_id: i64,
+    channel_id: i64,
+) -> StoreResult<()> {
+    let payload = serde_json::json!(Send { message_id, conversation_id, channel_id });
+    let job = Enqueue::new(KIND, payload).in_queue(format!("conversation:{conversation_id}")).for_scope(scope);
+    parley_jobs::enqueue(tx, job).await?;
+    Ok(())
+}
+
+/// The `message.send` handler.
+pub struct Courier {
+    svc: Services,
+    client: reqwest::Client,
+}
+
+impl Courier {
+    pub fn new(svc: Services) -> Self {
+        let client =
+            parley_events::ssrf::http_client(svc.config.webhooks_allow_private, svc.config.courier.request_timeout);
+        Self { svc, client }
+    }
+}
+
+impl Handler for Courier {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::seconds(&RETRY_SCHEDULE_S, self.svc.config.courier.retry_scale)
+    }
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            match send(&self.svc, &self.client, job).await {
+                Ok(outcome) => outcome,
+                // A store failure: try again (the schedule bounds it).
+                Err(e) => Outcome::Retry { error: e.to_string(), after: None },
             }
-        }
-        tokio::select! {
-            changed = wake.changed() => if changed.is_err() { break },
-            // A finished send may let its conversation's next message go.
-            Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
-            _ = tokio::time::sleep(config.poll_interval) => {}
-            _ = shutdown.changed() => break,
+        })
+    }
+
+    fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(async move {
+            let (Some(scope), Ok(send)) = (job.scope, job.payload::<Send>()) else { return Ok(()) };
+            let attempts = job.attempt;
+            let error = format!("{error} (after {attempts} attempt{})", if attempts == 1 { "" } else { "s" });
+            let failed = messages::advance(
+                tx,
+                &self.svc.storage,
+                scope,
+                send.message_id,
+                MessageStatus::Failed,
+                None,
+                Some(&error),
+            )
+            .await;
+            match failed {
+                Ok(_) | Err(ServiceError::NotFound { .. }) => Ok(()),
+                Err(ServiceError::Store(e)) => Err(e),
+                Err(e) => {
+                    Err(parley_store::StoreError::Corrupt(format!("marking message {} failed: {e}", send.message_id)))
+                }
+            }
+        })
+    }
+
+    fn committed(&self, job: &Job) {
+        if let Ok(send) = job.payload::<Send>() {
+            self.svc.wake_outbox();
+            self.svc.conversation_changed(send.conversation_id);
         }
     }
-    let _ = tokio::time::timeout(config.request_timeout, async { while inflight.join_next().await.is_some() {} }).await;
 }
 
-async fn claim(svc: &Services, instance: &str, limit: i64) -> ServiceResult<Vec<DueSend>> {
-    let lease_until = Timestamp::from_datetime(Timestamp::now().as_datetime() + svc.config.courier.lease);
-    let mut tx = svc.db.begin().await?;
-    let due = outbound::claim(&mut tx, instance, lease_until, limit).await?;
-    tx.commit().await?;
-    Ok(due)
-}
-
-/// Sends one leased message and records what happened.
-async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> ServiceResult<()> {
-    let scope = due.scope();
+/// Sends one message; on success records it `sent` and completes the job
+/// in one transaction.
+async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceResult<Outcome> {
+    let Some(scope) = job.scope else { return Ok(Outcome::Fail("the job names no workspace".into())) };
+    let due = match job.payload::<Send>() {
+        Ok(due) => due,
+        Err(e) => return Ok(Outcome::Fail(e)),
+    };
     let (message, conversation, channel) = {
         let mut c = svc.db.read().await?;
         let message = conversation_repo::get_message(&mut c, scope, due.message_id).await?;
@@ -105,18 +159,14 @@ async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> Ser
         (message, conversation, channel)
     };
     let (Some(mut message), Some(conversation), Some(channel)) = (message, conversation, channel) else {
-        return finish(svc, &due, Delivered::Failed { error: "the message, conversation or channel is gone".into() })
-            .await;
+        return Ok(Outcome::Fail("the message, conversation or channel is gone".into()));
     };
     if message.status != MessageStatus::Queued {
-        // Recorded by an earlier holder that died before leaving the queue.
-        let mut tx = svc.db.begin().await?;
-        outbound::remove(&mut tx, due.message_id).await?;
-        return Ok(tx.commit().await?);
+        // Recorded by an earlier holder that died before completing the job.
+        return Ok(Outcome::Done);
     }
     svc.storage.present(&mut message).await;
-    let kind = connector(channel.kind);
-    let outcome = match kind {
+    let delivered = match connector(channel.kind) {
         None => Delivered::Failed { error: format!("channel type {} cannot send in this version", channel.kind) },
         Some(_) if channel.status != ChannelStatus::Active => {
             Delivered::Failed { error: format!("channel {} is {}", channel.id, channel.status) }
@@ -141,19 +191,11 @@ async fn send_one(svc: &Services, client: &reqwest::Client, due: DueSend) -> Ser
             .await
         }
     };
-    finish(svc, &due, outcome).await
-}
-
-/// Records an attempt's outcome in one transaction, then wakes the event
-/// dispatcher and the conversation's live viewers.
-async fn finish(svc: &Services, due: &DueSend, outcome: Delivered) -> ServiceResult<()> {
-    let scope = due.scope();
-    let attempt = due.attempts + 1;
-    let mut tx = svc.db.begin().await?;
-    match outcome {
+    match delivered {
         Delivered::Sent { external_id } => {
+            let mut work = svc.begin().await?;
             messages::advance(
-                &mut tx,
+                &mut work,
                 &svc.storage,
                 scope,
                 due.message_id,
@@ -162,25 +204,24 @@ async fn finish(svc: &Services, due: &DueSend, outcome: Delivered) -> ServiceRes
                 None,
             )
             .await?;
-            outbound::remove(&mut tx, due.message_id).await?;
+            if !job.complete(&mut work).await? {
+                // Another instance took the job over; it records the send.
+                return Ok(Outcome::Committed);
+            }
+            work.conversation_changed(due.conversation_id);
+            svc.commit(work).await?;
+            Ok(Outcome::Committed)
         }
-        Delivered::Retry { error, after } if (attempt as usize) <= RETRY_SCHEDULE_S.len() => {
-            let scaled = Duration::from_secs_f64(
-                RETRY_SCHEDULE_S[attempt as usize - 1] as f64 * svc.config.courier.retry_scale.max(0.0),
-            );
-            let at = Timestamp::from_datetime(Timestamp::now().as_datetime() + after.unwrap_or(scaled));
-            tracing::info!(message_id = due.message_id, attempt, %error, "message send failed; will retry");
-            outbound::reschedule(&mut tx, due.message_id, attempt, at, &error).await?;
-        }
-        Delivered::Retry { error, .. } | Delivered::Failed { error } => {
-            let error = format!("{error} (after {attempt} attempt{})", if attempt == 1 { "" } else { "s" });
-            messages::advance(&mut tx, &svc.storage, scope, due.message_id, MessageStatus::Failed, None, Some(&error))
-                .await?;
-            outbound::remove(&mut tx, due.message_id).await?;
-        }
+        Delivered::Retry { error, after } => Ok(Outcome::Retry { error, after }),
+        Delivered::Failed { error } => Ok(Outcome::Fail(error)),
     }
-    tx.commit().await?;
-    svc.wake_outbox();
-    svc.conversation_changed(due.conversation_id);
-    Ok(())
+}
+
+/// The worker configuration the courier's settings call for.
+pub fn worker_config(config: &CourierConfig) -> parley_jobs::WorkerConfig {
+    parley_jobs::WorkerConfig {
+        lease: config.lease,
+        poll_interval: config.poll_interval,
+        concurrency: config.concurrency,
+    }
 }

@@ -20,6 +20,7 @@ mod error;
 pub mod group_commit;
 pub mod handoffs;
 pub mod identity;
+pub mod jobs;
 pub mod messages;
 pub mod prompt_blocks;
 pub mod search;

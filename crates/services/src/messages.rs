@@ -17,7 +17,7 @@ use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, on
 use parley_store::Tx;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
 use parley_store::repo::conversations as repo;
-use parley_store::repo::{events, outbound};
+use parley_store::repo::events;
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -294,7 +294,7 @@ pub async fn send(
     )
     .await?;
     repo::record_outbound(tx, scope, id, message.created_at, &preview(&message.text)).await?;
-    outbound::enqueue(tx, scope, message.id, id, channel.id).await?;
+    crate::courier::enqueue(tx, scope, message.id, id, channel.id).await?;
     svc.storage.present(&mut message).await;
     Ok(message)
 }

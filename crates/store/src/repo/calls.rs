@@ -266,15 +266,6 @@ pub async fn heartbeat(c: &mut impl AsHandle, owner: &str) -> StoreResult<u64> {
     )?)
 }
 
-/// Live calls (any workspace) whose owner has not been seen since `before`.
-pub async fn abandoned(c: &mut impl AsHandle, before: Timestamp) -> StoreResult<Vec<CallRow>> {
-    let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM calls WHERE status IN ('queued', 'ringing', 'in_progress') AND last_seen_at < $1
-         ORDER BY id LIMIT 100"
-    ));
-    Ok(fetch_all!(c, sqlx::query_as(sql).bind(before))?)
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct CallFilter {
     pub status: Option<CallStatus>,

@@ -10,7 +10,7 @@ pub mod conversations;
 pub mod events;
 pub mod handoffs;
 pub mod idempotency;
-pub mod outbound;
+pub mod jobs;
 pub mod prompt_blocks;
 pub mod search;
 pub mod sessions;

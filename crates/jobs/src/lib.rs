@@ -1,0 +1,345 @@
+//! The durable job queue.
+//!
+//! - [`enqueue`] writes a job in the caller's transaction, so the job exists
+//!   exactly when the change that calls for it does.
+//! - A [`Worker`] claims due jobs of the kinds it has [`Handler`]s for, with
+//!   a lease it renews while they run (`FOR UPDATE SKIP LOCKED` on
+//!   PostgreSQL, so instances never claim the same job; SQLite has one
+//!   writer). If the process dies, its leases lapse and any worker runs
+//!   those jobs again: delivery is at least once.
+//! - A handler answers [`Outcome::Done`] (or [`Outcome::Committed`] when it
+//!   completed the job with its own writes), [`Outcome::Later`] (run again at a
+//!   time, not a failure), [`Outcome::Retry`] (a failed attempt, retried on
+//!   the kind's [`RetryPolicy`]) or [`Outcome::Fail`] (no point retrying).
+//!   After the last attempt, or on `Fail`, the job is dead: kept with its
+//!   error, and the handler's [`Handler::dead`] runs in the same
+//!   transaction (a message is marked `failed`).
+//! - Jobs of one `queue` run one at a time, in order.
+//!
+//! The table is read and written through `parley_store::repo::jobs`, which
+//! tests use to see the queue.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use parley_domain::{Scope, Timestamp};
+use parley_store::repo::jobs::{self as repo, JobRow, NewJob};
+use parley_store::{AsHandle, Db, StoreResult, Tx};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// A job to enqueue.
+#[derive(Debug, Clone)]
+pub struct Enqueue {
+    pub kind: &'static str,
+    pub payload: Value,
+    pub queue: Option<String>,
+    pub scope: Option<Scope>,
+    /// When it may run first (now by default).
+    pub run_at: Option<Timestamp>,
+}
+
+impl Enqueue {
+    pub fn new(kind: &'static str, payload: Value) -> Self {
+        Self { kind, payload, queue: None, scope: None, run_at: None }
+    }
+
+    /// Runs after the earlier jobs of `queue`, one at a time.
+    pub fn in_queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    pub fn for_scope(mut self, scope: Scope) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    pub fn at(mut self, run_at: Timestamp) -> Self {
+        self.run_at = Some(run_at);
+        self
+    }
+}
+
+/// Enqueues a job in the caller's transaction; returns its id. Wake the
+/// workers after the commit for it to run at once (they poll otherwise).
+pub async fn enqueue(c: &mut impl AsHandle, job: Enqueue) -> StoreResult<i64> {
+    repo::enqueue(
+        c,
+        NewJob {
+            kind: job.kind,
+            queue: job.queue,
+            payload: job.payload,
+            scope: job.scope,
+            run_at: job.run_at.unwrap_or_else(Timestamp::now),
+        },
+    )
+    .await
+}
+
+/// A claimed job, as its handler sees it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: i64,
+    pub kind: String,
+    pub payload: Value,
+    pub scope: Option<Scope>,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// The worker holding it: [`Job::complete`] checks it still does.
+    worker: Arc<str>,
+}
+
+impl Job {
+    /// Completes the job in `tx`, with the handler's own writes, so that the
+    /// effect and the job's end commit together. False if this worker's
+    /// lease lapsed and another worker took the job over (roll back then).
+    pub async fn complete(&self, tx: &mut Tx) -> StoreResult<bool> {
+        repo::complete(tx, self.id, &self.worker).await
+    }
+
+    /// The payload as `T`.
+    pub fn payload<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+        serde_json::from_value(self.payload.clone()).map_err(|e| format!("job {} has a bad payload: {e}", self.id))
+    }
+}
+
+/// What a handler made of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Finished: the worker completes the job.
+    Done,
+    /// Finished, and the handler completed the job with [`Job::complete`]
+    /// in the transaction of its own writes (and signalled what changed).
+    Committed,
+    /// Not a failure: run again at this time (a watchdog checking later).
+    Later(Timestamp),
+    /// The attempt failed; retry on the kind's schedule, or sooner/later
+    /// when the other side said when (`Retry-After`).
+    Retry { error: String, after: Option<Duration> },
+    /// Failed for good: dead at once.
+    Fail(String),
+}
+
+/// When to retry a kind's failed attempts: after the 1st failure wait
+/// `schedule[0]`, and so on; a job fails for good after `schedule.len() + 1`
+/// attempts.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    pub schedule: Vec<Duration>,
+}
+
+impl RetryPolicy {
+    /// A schedule in seconds, multiplied by `scale` (tests run it fast).
+    pub fn seconds(schedule: &[u64], scale: f64) -> Self {
+        let scale = scale.max(0.0);
+        Self { schedule: schedule.iter().map(|s| Duration::from_secs_f64(*s as f64 * scale)).collect() }
+    }
+
+    /// The wait after failed attempt number `attempt` (1-based), or `None`
+    /// when that was the last.
+    pub fn wait_after(&self, attempt: u32) -> Option<Duration> {
+        self.schedule.get(attempt.checked_sub(1)? as usize).copied()
+    }
+
+    pub fn max_attempts(&self) -> u32 {
+        self.schedule.len() as u32 + 1
+    }
+}
+
+/// Runs one kind of job.
+pub trait Handler: Send + Sync + 'static {
+    fn kind(&self) -> &'static str;
+
+    fn retry_policy(&self) -> RetryPolicy;
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome>;
+
+    /// The job died (its last attempt failed, or it failed for good): runs in
+    /// the transaction that buries it.
+    fn dead<'a>(&'a self, _tx: &'a mut Tx, _job: &'a Job, _error: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// After a transaction of this job committed (notify live views).
+    fn committed(&self, _job: &Job) {}
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// How long a claimed job stays this worker's without renewal.
+    pub lease: Duration,
+    /// How often to look for due jobs besides being woken.
+    pub poll_interval: Duration,
+    /// Jobs run at once by this worker.
+    pub concurrency: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self { lease: Duration::from_secs(60), poll_interval: Duration::from_secs(1), concurrency: 32 }
+    }
+}
+
+/// Claims and runs jobs for its handlers until shut down.
+pub struct Worker {
+    db: Db,
+    handlers: HashMap<&'static str, Arc<dyn Handler>>,
+    kinds: Vec<&'static str>,
+    config: WorkerConfig,
+    /// Names this worker's leases; new at every start.
+    id: Arc<str>,
+}
+
+impl Worker {
+    pub fn new(db: Db, config: WorkerConfig) -> Self {
+        Self {
+            db,
+            handlers: HashMap::new(),
+            kinds: Vec::new(),
+            config,
+            id: Arc::from(format!("worker-{}", ulid::Ulid::new())),
+        }
+    }
+
+    pub fn handle(mut self, handler: Arc<dyn Handler>) -> Self {
+        self.kinds.push(handler.kind());
+        self.handlers.insert(handler.kind(), handler);
+        self
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn lease_until(&self) -> Timestamp {
+        Timestamp::now().plus_duration(self.config.lease)
+    }
+
+    /// Runs until `shutdown` turns true (or its sender is dropped), woken
+    /// early whenever `wake` changes; then lets running jobs finish (up to
+    /// the lease) and gives the leases of the others back.
+    pub async fn run(self: Arc<Self>, mut wake: watch::Receiver<u64>, mut shutdown: watch::Receiver<bool>) {
+        let keeper = tokio::spawn(Arc::clone(&self).keep_leases());
+        let mut running: JoinSet<()> = JoinSet::new();
+        loop {
+            while running.try_join_next().is_some() {}
+            let room = self.config.concurrency.saturating_sub(running.len());
+            let mut claimed_full = false;
+            if room > 0 {
+                match self.claim(room as i64).await {
+                    Ok(jobs) => {
+                        claimed_full = jobs.len() == room;
+                        for row in jobs {
+                            let me = Arc::clone(&self);
+                            running.spawn(async move { me.run_one(row).await });
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not claim jobs"),
+                }
+            }
+            if claimed_full && running.len() < self.config.concurrency {
+                continue;
+            }
+            tokio::select! {
+                changed = wake.changed() => if changed.is_err() { wake = watch::channel(0).1 },
+                // A finished job may let the next of its queue go.
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                stop = shutdown.changed() => if stop.is_err() || *shutdown.borrow() { break },
+            }
+        }
+        let _ = tokio::time::timeout(self.config.lease, async { while running.join_next().await.is_some() {} }).await;
+        running.abort_all();
+        keeper.abort();
+        let released = async {
+            let mut tx = self.db.begin().await?;
+            repo::release_all(&mut tx, &self.id).await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = released {
+            tracing::warn!(error = %e, "could not give job leases back; they will lapse");
+        }
+    }
+
+    async fn claim(&self, limit: i64) -> StoreResult<Vec<JobRow>> {
+        let mut tx = self.db.begin().await?;
+        let jobs = repo::claim(&mut tx, &self.kinds, &self.id, self.lease_until(), limit).await?;
+        tx.commit().await?;
+        Ok(jobs)
+    }
+
+    async fn keep_leases(self: Arc<Self>) {
+        let every = (self.config.lease / 3).max(Duration::from_millis(50));
+        loop {
+            tokio::time::sleep(every).await;
+            let renewed = async {
+                let mut tx = self.db.begin().await?;
+                repo::renew(&mut tx, &self.id, self.lease_until()).await?;
+                tx.commit().await
+            }
+            .await;
+            if let Err(e) = renewed {
+                tracing::warn!(error = %e, "could not renew job leases");
+            }
+        }
+    }
+
+    async fn run_one(&self, row: JobRow) {
+        let Some(handler) = self.handlers.get(row.kind.as_str()).cloned() else { return };
+        let job = Job {
+            id: row.id,
+            kind: row.kind.clone(),
+            scope: row.scope(),
+            payload: row.payload.0,
+            attempt: row.attempts.max(0) as u32 + 1,
+            worker: Arc::clone(&self.id),
+        };
+        let outcome = handler.run(&job).await;
+        if let Err(e) = self.settle(handler.as_ref(), &job, outcome).await {
+            // The lease lapses and the job runs again.
+            tracing::warn!(job = job.id, kind = %job.kind, error = %e, "could not record a job's outcome");
+        }
+    }
+
+    /// Writes what became of a job.
+    async fn settle(&self, handler: &dyn Handler, job: &Job, outcome: Outcome) -> StoreResult<()> {
+        if outcome == Outcome::Committed {
+            return Ok(());
+        }
+        let mut tx = self.db.begin().await?;
+        match outcome {
+            Outcome::Committed => {}
+            Outcome::Done => {
+                repo::complete(&mut tx, job.id, &self.id).await?;
+            }
+            Outcome::Later(at) => {
+                repo::reschedule(&mut tx, job.id, &self.id, at, None).await?;
+            }
+            Outcome::Retry { error, after } => match handler.retry_policy().wait_after(job.attempt) {
+                Some(wait) => {
+                    let at = Timestamp::now().plus_duration(after.unwrap_or(wait));
+                    tracing::info!(job = job.id, kind = %job.kind, attempt = job.attempt, %error, "job failed; will retry");
+                    repo::reschedule(&mut tx, job.id, &self.id, at, Some(&error)).await?;
+                }
+                None => self.bury(&mut tx, handler, job, &error).await?,
+            },
+            Outcome::Fail(error) => self.bury(&mut tx, handler, job, &error).await?,
+        }
+        tx.commit().await?;
+        handler.committed(job);
+        Ok(())
+    }
+
+    async fn bury(&self, tx: &mut Tx, handler: &dyn Handler, job: &Job, error: &str) -> StoreResult<()> {
+        tracing::warn!(job = job.id, kind = %job.kind, attempt = job.attempt, %error, "job failed for good");
+        if repo::bury(tx, job.id, &self.id, error).await? {
+            handler.dead(tx, job, error).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,192 @@
+//! The durable job queue's table (see migration 0015 and `crates/jobs`).
+//!
+//! Jobs are enqueued in the caller's transaction. `claim` leases due jobs
+//! (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite has one writer), and
+//! only the lease holder may complete, retry or bury a job, so a worker
+//! whose lease lapsed cannot undo the work of the one that took over.
+
+use parley_domain::{Mode, Scope, Timestamp};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_optional};
+
+/// A job to enqueue.
+#[derive(Debug, Clone)]
+pub struct NewJob<'a> {
+    pub kind: &'a str,
+    /// Jobs of one queue run one at a time, in enqueue order.
+    pub queue: Option<String>,
+    pub payload: Value,
+    /// The workspace and mode it works for, if any (for inspection).
+    pub scope: Option<Scope>,
+    pub run_at: Timestamp,
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: i64,
+    pub kind: String,
+    pub queue: Option<String>,
+    pub payload: Json<Value>,
+    pub workspace_id: Option<i64>,
+    pub livemode: Option<bool>,
+    /// `pending` or `dead`.
+    pub status: String,
+    /// Attempts that failed (or were cut off) before now.
+    pub attempts: i32,
+    pub run_at: Timestamp,
+    pub leased_by: Option<String>,
+    pub lease_until: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub dead_at: Option<Timestamp>,
+}
+
+impl JobRow {
+    pub fn scope(&self) -> Option<Scope> {
+        Some(Scope::new(self.workspace_id?, Mode::from_livemode(self.livemode?)))
+    }
+}
+
+const COLUMNS: &str = "id, kind, queue, payload, workspace_id, livemode, status, attempts, run_at, leased_by, \
+                       lease_until, last_error, created_at, dead_at";
+
+/// Enqueues `job` (in the caller's transaction); returns its id.
+pub async fn enqueue(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<i64> {
+    let row: (i64,) = crate::fetch_one!(
+        c,
+        sqlx::query_as(
+            "INSERT INTO jobs (kind, queue, payload, workspace_id, livemode, run_at, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        )
+        .bind(job.kind)
+        .bind(&job.queue)
+        .bind(Json(&job.payload))
+        .bind(job.scope.map(|s| s.workspace_id))
+        .bind(job.scope.map(|s| s.livemode()))
+        .bind(job.run_at)
+        .bind(Timestamp::now())
+    )?;
+    Ok(row.0)
+}
+
+/// Leases up to `limit` due jobs of `kinds` to `worker` until `lease_until`:
+/// pending, due, not leased by a live holder, and first in their queue.
+pub async fn claim(
+    c: &mut impl AsHandle,
+    kinds: &[&str],
+    worker: &str,
+    lease_until: Timestamp,
+    limit: i64,
+) -> StoreResult<Vec<JobRow>> {
+    if kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let skip_locked = if matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE SKIP LOCKED" } else { "" };
+    // Kinds are the workers' own constants, bound as parameters all the same.
+    let placeholders: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 5)).collect();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE jobs SET leased_by = $1, lease_until = $2
+         WHERE id IN (
+            SELECT j.id FROM jobs j
+            WHERE j.status = 'pending' AND j.run_at <= $3 AND (j.lease_until IS NULL OR j.lease_until < $3)
+              AND j.kind IN ({kinds})
+              AND (j.queue IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM jobs e WHERE e.queue = j.queue AND e.status = 'pending' AND e.id < j.id))
+            ORDER BY j.run_at, j.id LIMIT $4{skip_locked})
+         RETURNING {COLUMNS}",
+        kinds = placeholders.join(", "),
+    ));
+    crate::dispatch!(c, conn => {
+        let mut q = sqlx::query_as(sql).bind(worker).bind(lease_until).bind(Timestamp::now()).bind(limit);
+        for k in kinds {
+            q = q.bind(*k);
+        }
+        q.fetch_all(conn).await
+    })
+    .map(|mut rows: Vec<JobRow>| {
+        rows.sort_by_key(|r| (r.run_at, r.id));
+        rows
+    })
+    .map_err(Into::into)
+}
+
+/// Extends the leases `worker` still holds; returns how many.
+pub async fn renew(c: &mut impl AsHandle, worker: &str, lease_until: Timestamp) -> StoreResult<u64> {
+    Ok(execute!(
+        c,
+        sqlx::query("UPDATE jobs SET lease_until = $2 WHERE leased_by = $1 AND status = 'pending'")
+            .bind(worker)
+            .bind(lease_until)
+    )?)
+}
+
+/// Removes a job `worker` holds (done). False if it no longer holds it.
+pub async fn complete(c: &mut impl AsHandle, id: i64, worker: &str) -> StoreResult<bool> {
+    let n = execute!(c, sqlx::query("DELETE FROM jobs WHERE id = $1 AND leased_by = $2").bind(id).bind(worker))?;
+    Ok(n == 1)
+}
+
+/// Gives a held job back to run at `run_at`. `failed` counts the attempt
+/// (a retry); a job that only asks to run again later does not.
+pub async fn reschedule(
+    c: &mut impl AsHandle,
+    id: i64,
+    worker: &str,
+    run_at: Timestamp,
+    failed: Option<&str>,
+) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE jobs SET run_at = $3, leased_by = NULL, lease_until = NULL,
+                attempts = attempts + CASE WHEN $4 THEN 1 ELSE 0 END, last_error = COALESCE($5, last_error)
+             WHERE id = $1 AND leased_by = $2 AND status = 'pending'",
+        )
+        .bind(id)
+        .bind(worker)
+        .bind(run_at)
+        .bind(failed.is_some())
+        .bind(failed)
+    )?;
+    Ok(n == 1)
+}
+
+/// Dead-letters a held job after its last attempt, keeping the error.
+pub async fn bury(c: &mut impl AsHandle, id: i64, worker: &str, error: &str) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE jobs SET status = 'dead', attempts = attempts + 1, last_error = $3, dead_at = $4,
+                leased_by = NULL, lease_until = NULL
+             WHERE id = $1 AND leased_by = $2 AND status = 'pending'",
+        )
+        .bind(id)
+        .bind(worker)
+        .bind(error)
+        .bind(Timestamp::now())
+    )?;
+    Ok(n == 1)
+}
+
+/// Gives back every lease `worker` holds (a clean shutdown), due at once.
+pub async fn release_all(c: &mut impl AsHandle, worker: &str) -> StoreResult<u64> {
+    Ok(execute!(
+        c,
+        sqlx::query("UPDATE jobs SET leased_by = NULL, lease_until = NULL WHERE leased_by = $1").bind(worker)
+    )?)
+}
+
+/// One job, whatever its state (tests, inspection).
+pub async fn get(c: &mut impl AsHandle, id: i64) -> StoreResult<Option<JobRow>> {
+    let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM jobs WHERE id = $1"));
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(id))?)
+}
+
+/// The jobs of `kind` in enqueue order, dead ones included (tests, inspection).
+pub async fn of_kind(c: &mut impl AsHandle, kind: &str) -> StoreResult<Vec<JobRow>> {
+    let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM jobs WHERE kind = $1 ORDER BY id"));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind(kind))?)
+}
