@@ -1,4 +1,4 @@
-//! The one error type of the HTTP layer, rendered in the SPEC's shapes:
+//! The one error type of the HTTP layer, rendered in the shapes of docs/api.md ("Errors"):
 //! `{"detail": "..."}` for simple errors and `{"detail": [{loc, msg, type}]}`
 //! for 422s. Internal errors are logged with their cause and answered with
 //! a generic 500 (the request id is added by the request-context layer).

@@ -4,7 +4,7 @@
 //! `fn router() -> OpenApiRouter<AppState>`; every route is registered
 //! through `utoipa_axum::routes!`, so a route cannot exist without its
 //! OpenAPI description. Extractors in `extract` parse requests into typed
-//! values (or the SPEC's 422), and `ApiError` is the one error type.
+//! values (or the 422 of docs/api.md), and `ApiError` is the one error type.
 
 mod cache;
 mod error;

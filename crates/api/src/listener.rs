@@ -4,7 +4,7 @@
 //! with a control character such as DEL, an oversized head, a malformed
 //! request line) never reach the application. hyper answers them itself
 //! with an empty `400`, `414` or `431`. [`JsonErrors`] recognises those
-//! automatic answers on their way out and gives them the SPEC's JSON body
+//! automatic answers on their way out and gives them the JSON body of docs/api.md
 //! and an `X-Request-Id`, like every other error.
 
 use std::io::{self, IoSlice};

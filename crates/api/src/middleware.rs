@@ -130,7 +130,7 @@ fn is_json(response: &Response) -> bool {
 }
 
 /// Rewrites an error a framework layer answered in plain text (an
-/// extractor's rejection, say) into the SPEC's `{"detail": …}`, keeping its
+/// extractor's rejection, say) into the `{"detail": …}` of docs/api.md, keeping its
 /// status and headers. Our own errors are JSON already; this is the net
 /// under everything else.
 async fn as_json_error(response: Response) -> Response {

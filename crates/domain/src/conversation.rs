@@ -61,7 +61,7 @@ pub struct Handoff {
     pub updated_at: Timestamp,
 }
 
-/// A conversation as listed: exactly the seed's fields.
+/// A conversation as listed: exactly the documented fields.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConversationItem {
     pub id: i64,

@@ -3,7 +3,7 @@
 //! Everything here is pure: raw input is parsed into types that cannot hold an
 //! invalid value (`ApiKey`, `Slug`, `IdempotencyKey`, …), state machines decide
 //! which moves are allowed, and `validation` turns untrusted JSON into typed
-//! input while collecting every fault in the SPEC's 422 shape.
+//! input while collecting every fault in the 422 of docs/api.md shape.
 
 /// What every `string_enum!` is: parsers take any of them (`validation::enum_value`).
 pub trait StringEnum: Sized + Copy + 'static {
@@ -105,6 +105,7 @@ pub mod crypto;
 pub mod email;
 pub mod event;
 pub mod idempotency;
+pub mod ids;
 pub mod jwt;
 pub mod prompt;
 pub mod schema;

@@ -1,6 +1,6 @@
 //! Untrusted input → typed values, reporting every fault at once.
 //!
-//! Errors use the SPEC's 422 shape (pydantic v1 naming): `loc` is the path to
+//! Errors use the 422 of docs/api.md shape (pydantic v1 naming): `loc` is the path to
 //! the faulty input starting with `body`, `query`, `path` or `header`; `type`
 //! is a stable identifier such as `value_error.missing`.
 //!

@@ -9,6 +9,7 @@ use parley_domain::agent::{
 };
 use parley_domain::conversation::ConversationKind;
 use parley_domain::event::EventType;
+use parley_domain::ids::{AgentId, TriggerId};
 use parley_domain::prompt::{RenderError, render};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
@@ -340,7 +341,8 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
     Err(ServiceError::Conflict("Could not choose a unique slug; retry the request".into()))
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Agent> {
+pub async fn get(svc: &Services, scope: Scope, id: AgentId) -> ServiceResult<Agent> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id, false).await?.ok_or_else(|| not_found(id))
 }
@@ -350,7 +352,8 @@ pub async fn list(svc: &Services, scope: Scope, filter: &AgentFilter, page: Page
     Ok(repo::list(&mut c, scope, filter, page).await?)
 }
 
-pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> ServiceResult<Agent> {
+pub async fn update(tx: &mut Tx, scope: Scope, id: AgentId, input: UpdateAgent) -> ServiceResult<Agent> {
+    let id = id.get();
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
     if let Some(next) = input.status
         && !current.status.can_move_to(next)
@@ -393,7 +396,8 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateAgent) -> S
 
 /// `DELETE` archives: the agent stops answering traffic and leaves the
 /// default list, but its history stays. Archiving twice is harmless.
-pub async fn archive(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Agent> {
+pub async fn archive(tx: &mut Tx, scope: Scope, id: AgentId) -> ServiceResult<Agent> {
+    let id = id.get();
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
     if current.status == AgentStatus::Archived {
         return Ok(current);
@@ -508,7 +512,13 @@ async fn touch_agent(tx: &mut Tx, scope: Scope, agent_id: i64, delta: i64) -> Se
     Ok(())
 }
 
-pub async fn create_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, input: CreateTrigger) -> ServiceResult<Trigger> {
+pub async fn create_trigger(
+    tx: &mut Tx,
+    scope: Scope,
+    agent_id: AgentId,
+    input: CreateTrigger,
+) -> ServiceResult<Trigger> {
+    let agent_id = agent_id.get();
     require_agent(tx, scope, agent_id).await?;
     let fields = TriggerFields {
         event: input.event,
@@ -524,7 +534,9 @@ pub async fn create_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, input: Cre
     Ok(trigger)
 }
 
-pub async fn get_trigger(svc: &Services, scope: Scope, agent_id: i64, id: i64) -> ServiceResult<Trigger> {
+pub async fn get_trigger(svc: &Services, scope: Scope, agent_id: AgentId, id: TriggerId) -> ServiceResult<Trigger> {
+    let agent_id = agent_id.get();
+    let id = id.get();
     let mut c = svc.db.read().await?;
     require_agent(&mut c, scope, agent_id).await?;
     trigger_repo::get(&mut c, scope, agent_id, id).await?.ok_or_else(|| trigger_not_found(id))
@@ -533,9 +545,10 @@ pub async fn get_trigger(svc: &Services, scope: Scope, agent_id: i64, id: i64) -
 pub async fn list_triggers(
     svc: &Services,
     scope: Scope,
-    agent_id: i64,
+    agent_id: AgentId,
     page: Page,
 ) -> ServiceResult<(Vec<Trigger>, i64)> {
+    let agent_id = agent_id.get();
     let mut c = svc.db.read().await?;
     require_agent(&mut c, scope, agent_id).await?;
     Ok(trigger_repo::list(&mut c, scope, agent_id, page).await?)
@@ -544,10 +557,12 @@ pub async fn list_triggers(
 pub async fn update_trigger(
     tx: &mut Tx,
     scope: Scope,
-    agent_id: i64,
-    id: i64,
+    agent_id: AgentId,
+    id: TriggerId,
     input: UpdateTrigger,
 ) -> ServiceResult<Trigger> {
+    let agent_id = agent_id.get();
+    let id = id.get();
     require_agent(tx, scope, agent_id).await?;
     let current = trigger_repo::get(tx, scope, agent_id, id).await?.ok_or_else(|| trigger_not_found(id))?;
     let mut f = TriggerFields::from(&current);
@@ -578,7 +593,9 @@ pub async fn update_trigger(
     Ok(trigger)
 }
 
-pub async fn delete_trigger(tx: &mut Tx, scope: Scope, agent_id: i64, id: i64) -> ServiceResult<()> {
+pub async fn delete_trigger(tx: &mut Tx, scope: Scope, agent_id: AgentId, id: TriggerId) -> ServiceResult<()> {
+    let agent_id = agent_id.get();
+    let id = id.get();
     require_agent(tx, scope, agent_id).await?;
     if !trigger_repo::delete(tx, scope, agent_id, id).await? {
         return Err(trigger_not_found(id));
@@ -647,9 +664,10 @@ pub fn parse_preview(body: Value) -> Parsed<PromptPreviewRequest> {
 pub async fn preview_prompt(
     svc: &Services,
     scope: Scope,
-    agent_id: i64,
+    agent_id: AgentId,
     req: PromptPreviewRequest,
 ) -> ServiceResult<PromptPreview> {
+    let agent_id = agent_id.get();
     let mut c = svc.db.read().await?;
     let agent = require_agent(&mut c, scope, agent_id).await?;
     let blocks = prompt_blocks::get_many(&mut c, scope, &agent.prompt_block_ids).await?;

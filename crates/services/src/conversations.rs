@@ -14,6 +14,7 @@ use parley_domain::conversation::{
     Message, MessageStatus, preview,
 };
 use parley_domain::event::EventType;
+use parley_domain::ids::ConversationId;
 use parley_domain::validation::{
     FieldError, Page, Parsed, QueryReader, integer, loc, object, one_of, parse_object, string, timestamp,
 };
@@ -180,7 +181,8 @@ fn not_found(id: i64) -> ServiceError {
     ServiceError::not_found("Conversation", id)
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Conversation> {
+pub async fn get(svc: &Services, scope: Scope, id: ConversationId) -> ServiceResult<Conversation> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
 }
@@ -239,7 +241,13 @@ pub fn parse_update(body: Value) -> Parsed<UpdateConversation> {
 }
 
 /// Applies a user's changes under the status rules; emits `conversation.updated`.
-pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateConversation) -> ServiceResult<Conversation> {
+pub async fn update(
+    tx: &mut Tx,
+    scope: Scope,
+    id: ConversationId,
+    input: UpdateConversation,
+) -> ServiceResult<Conversation> {
+    let id = id.get();
     let current = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     if current.status == ConversationStatus::Closed {
         return Err(ServiceError::Conflict(format!(
@@ -289,7 +297,8 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateConversatio
 
 /// Marks everything in the conversation read: `unread_count` goes to 0.
 /// Marks a conversation read; a webchat visitor sees the read receipt.
-pub async fn mark_read(work: &mut Work, scope: Scope, id: i64) -> ServiceResult<Conversation> {
+pub async fn mark_read(work: &mut Work, scope: Scope, id: ConversationId) -> ServiceResult<Conversation> {
+    let id = id.get();
     if repo::get(work, scope, id).await?.is_none() {
         return Err(not_found(id));
     }
@@ -307,10 +316,11 @@ pub fn parse_message_order(q: &mut QueryReader) -> bool {
 pub async fn messages(
     svc: &Services,
     scope: Scope,
-    id: i64,
+    id: ConversationId,
     newest_first: bool,
     page: Page,
 ) -> ServiceResult<(Vec<Message>, i64)> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     if repo::get(&mut c, scope, id).await?.is_none() {
         return Err(not_found(id));

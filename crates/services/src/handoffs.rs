@@ -14,6 +14,7 @@ use parley_domain::conversation::{
     Author, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
 };
 use parley_domain::event::EventType;
+use parley_domain::ids::{ConversationId, HandoffId};
 use parley_domain::validation::{
     FieldError, Page, Parsed, QueryReader, boolean, integer, loc, one_of, parse_object, string,
 };
@@ -186,10 +187,11 @@ async fn emit(tx: &mut Tx, scope: Scope, kind: EventType, id: i64) -> ServiceRes
 pub async fn request(
     tx: &mut Tx,
     scope: Scope,
-    conversation_id: i64,
+    conversation_id: ConversationId,
     requested_by: Author,
     input: CreateHandoff,
 ) -> ServiceResult<Handoff> {
+    let conversation_id = conversation_id.get();
     let current = conversation(tx, scope, conversation_id).await?;
     if current.status == ConversationStatus::Closed {
         return Err(ServiceError::Conflict(format!("Conversation {conversation_id} is closed")));
@@ -247,10 +249,11 @@ pub async fn request(
 pub async fn accept(
     tx: &mut Tx,
     scope: Scope,
-    id: i64,
+    id: HandoffId,
     signed_in_user: Option<i64>,
     input: AcceptHandoff,
 ) -> ServiceResult<Handoff> {
+    let id = id.get();
     let handoff = read(tx, scope, id).await?;
     if handoff.status != HandoffStatus::Requested {
         return Err(ServiceError::Conflict(format!(
@@ -272,7 +275,8 @@ pub async fn accept(
 }
 
 /// The human is done: the agent answers again, or the conversation closes.
-pub async fn complete(tx: &mut Tx, scope: Scope, id: i64, input: CompleteHandoff) -> ServiceResult<Handoff> {
+pub async fn complete(tx: &mut Tx, scope: Scope, id: HandoffId, input: CompleteHandoff) -> ServiceResult<Handoff> {
+    let id = id.get();
     let handoff = read(tx, scope, id).await?;
     if handoff.status != HandoffStatus::Accepted {
         return Err(ServiceError::Conflict(format!(
@@ -295,7 +299,8 @@ pub async fn complete(tx: &mut Tx, scope: Scope, id: i64, input: CompleteHandoff
 }
 
 /// Withdraws an open handoff: the agent answers again.
-pub async fn cancel(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff> {
+pub async fn cancel(tx: &mut Tx, scope: Scope, id: HandoffId) -> ServiceResult<Handoff> {
+    let id = id.get();
     let handoff = read(tx, scope, id).await?;
     let open = [HandoffStatus::Requested, HandoffStatus::Accepted];
     if !open.contains(&handoff.status) || !repo::transition(tx, scope, id, &open, HandoffStatus::Canceled, None).await?
@@ -312,7 +317,8 @@ pub async fn cancel(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Handoff
     emit(tx, scope, EventType::HandoffCanceled, id).await
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Handoff> {
+pub async fn get(svc: &Services, scope: Scope, id: HandoffId) -> ServiceResult<Handoff> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
 }

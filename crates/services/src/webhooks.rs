@@ -3,6 +3,7 @@
 //! API keys may manage webhooks; among signed-in users, owners and admins.
 
 use parley_domain::event::{Event, EventType};
+use parley_domain::ids::{AttemptId, EndpointId};
 use parley_domain::validation::{
     FieldError, LocPart, Page, Parsed, QueryReader, boolean, list_of, loc, parse_object, string,
 };
@@ -186,7 +187,8 @@ pub async fn list(svc: &Services, who: &Principal, page: Page) -> ServiceResult<
     Ok((rows.iter().map(EndpointRow::to_api).collect::<Result<_, _>>()?, total))
 }
 
-pub async fn get(svc: &Services, who: &Principal, id: i64) -> ServiceResult<WebhookEndpoint> {
+pub async fn get(svc: &Services, who: &Principal, id: EndpointId) -> ServiceResult<WebhookEndpoint> {
+    let id = id.get();
     require_manager(who)?;
     let mut c = svc.db.read().await?;
     Ok(repo::get_endpoint(&mut c, who.scope, id).await?.ok_or_else(|| not_found(id))?.to_api()?)
@@ -201,7 +203,8 @@ pub async fn prepare_update(svc: &Services, who: &Principal, input: &UpdateWebho
     }
 }
 
-pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateWebhook) -> ServiceResult<WebhookEndpoint> {
+pub async fn update(tx: &mut Tx, scope: Scope, id: EndpointId, input: UpdateWebhook) -> ServiceResult<WebhookEndpoint> {
+    let id = id.get();
     let current = repo::get_endpoint(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     let (status, reason) = match input.enabled {
         Some(true) => (EndpointStatus::Active, None),
@@ -224,13 +227,20 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdateWebhook) ->
     Ok(repo::update_endpoint(tx, scope, id, &changes).await?.ok_or_else(|| not_found(id))?.to_api()?)
 }
 
-pub async fn delete(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<()> {
+pub async fn delete(tx: &mut Tx, who: &Principal, id: EndpointId) -> ServiceResult<()> {
+    let id = id.get();
     require_manager(who)?;
     if repo::delete_endpoint(tx, who.scope, id).await? { Ok(()) } else { Err(not_found(id)) }
 }
 
 /// A new secret; the previous one keeps signing (alongside) for 24 hours.
-pub async fn rotate_secret(tx: &mut Tx, svc: &Services, who: &Principal, id: i64) -> ServiceResult<WebhookWithSecret> {
+pub async fn rotate_secret(
+    tx: &mut Tx,
+    svc: &Services,
+    who: &Principal,
+    id: EndpointId,
+) -> ServiceResult<WebhookWithSecret> {
+    let id = id.get();
     require_manager(who)?;
     let secret = WebhookSecret::generate();
     let until = Timestamp::now().plus_seconds(PREVIOUS_SECRET_GRACE_S);
@@ -239,7 +249,8 @@ pub async fn rotate_secret(tx: &mut Tx, svc: &Services, who: &Principal, id: i64
 }
 
 /// Queues a `webhook.test` event for this endpoint only.
-pub async fn send_test(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<Event> {
+pub async fn send_test(tx: &mut Tx, who: &Principal, id: EndpointId) -> ServiceResult<Event> {
+    let id = id.get();
     require_manager(who)?;
     let endpoint = repo::get_endpoint(tx, who.scope, id).await?.ok_or_else(|| not_found(id))?;
     if endpoint.status != EndpointStatus::Active {
@@ -254,9 +265,10 @@ pub async fn send_test(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<E
 pub async fn list_attempts(
     svc: &Services,
     who: &Principal,
-    id: i64,
+    id: EndpointId,
     page: Page,
 ) -> ServiceResult<(Vec<DeliveryAttempt>, i64)> {
+    let id = id.get();
     require_manager(who)?;
     let mut c = svc.db.read().await?;
     repo::get_endpoint(&mut c, who.scope, id).await?.ok_or_else(|| not_found(id))?;
@@ -272,7 +284,9 @@ pub struct RetryQueued {
     pub queued: bool,
 }
 
-pub async fn retry(tx: &mut Tx, who: &Principal, id: i64, attempt_id: i64) -> ServiceResult<RetryQueued> {
+pub async fn retry(tx: &mut Tx, who: &Principal, id: EndpointId, attempt_id: AttemptId) -> ServiceResult<RetryQueued> {
+    let id = id.get();
+    let attempt_id = attempt_id.get();
     require_manager(who)?;
     repo::get_endpoint(tx, who.scope, id).await?.ok_or_else(|| not_found(id))?;
     repo::retry_attempt(tx, who.scope, id, attempt_id)

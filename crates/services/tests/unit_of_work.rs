@@ -115,7 +115,7 @@ async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     let mut work = svc.begin().await.unwrap();
     let agent = agents::create(&mut work, scope, &billing, input).await.unwrap();
     drop(work);
-    let gone = agents::get(&svc, scope, agent.id).await.unwrap_err();
+    let gone = agents::get(&svc, scope, parley_domain::ids::AgentId(agent.id)).await.unwrap_err();
     assert!(matches!(gone, parley_services::ServiceError::NotFound { .. }), "{gone:?}");
 }
 

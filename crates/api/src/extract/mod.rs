@@ -1,5 +1,5 @@
 //! Extractors: each parses one part of the request into a typed value, or
-//! rejects the request with the SPEC's error shape.
+//! rejects the request with the error shape of docs/api.md ("Errors").
 
 pub(crate) mod auth;
 mod body;

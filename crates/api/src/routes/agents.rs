@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use parley_domain::agent::{Agent, AgentStatus, Trigger};
+use parley_domain::ids::{AgentId, TriggerId};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::agents::{
     self, CreateAgent, CreateTrigger, PromptPreview, PromptPreviewRequest, UpdateAgent, UpdateTrigger,
@@ -68,7 +69,7 @@ impl FromQuery for AgentFilter {
     }
 }
 
-/// The agents envelope (the seed's, unlike the other lists).
+/// The agents envelope (as documented, unlike the other lists).
 #[derive(Serialize, ToSchema)]
 pub struct AgentList {
     pub agents: Vec<Agent>,
@@ -152,7 +153,7 @@ async fn create_agent(
     responses((status = 200, body = Agent), (status = 404, body = ErrorBody, example = json!({"detail": "Agent 42 not found"})))
 )]
 async fn get_agent(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Agent>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(AgentId);
     Ok(Json(agents::get(&s.services, auth.scope(), id).await?))
 }
 
@@ -177,7 +178,7 @@ async fn update_agent(
     path: Ids<1>,
     body: JsonBody<UpdateAgent>,
 ) -> Result<Json<Agent>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(AgentId);
     let scope = auth.scope();
     let input = body.value;
     Ok(Json(s.services.transaction(async move |work| agents::update(work, scope, id, input).await).await?))
@@ -193,7 +194,7 @@ async fn update_agent(
     responses((status = 204, description = "Archived"), (status = 404, body = ErrorBody))
 )]
 async fn delete_agent(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(AgentId);
     let scope = auth.scope();
     s.services.transaction(async move |work| agents::archive(work, scope, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -211,7 +212,7 @@ async fn list_triggers(
     path: Ids<1>,
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<Trigger>>, ApiError> {
-    let [agent_id] = path.0;
+    let [agent_id] = path.0.map(AgentId);
     let found = agents::list_triggers(&s.services, auth.scope(), agent_id, q.page).await?;
     Ok(Json(Items::new(found, q.page)))
 }
@@ -230,7 +231,7 @@ async fn create_trigger(
     idem: Idempotency,
     body: JsonBody<CreateTrigger>,
 ) -> Result<Response, ApiError> {
-    let [agent_id] = path.0;
+    let [agent_id] = path.0.map(AgentId);
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
     write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
@@ -246,7 +247,7 @@ async fn create_trigger(
     responses((status = 200, body = Trigger), (status = 404, body = ErrorBody))
 )]
 async fn get_trigger(auth: Auth, State(s): State<AppState>, path: Ids<2>) -> Result<Json<Trigger>, ApiError> {
-    let [agent_id, id] = path.0;
+    let (agent_id, id) = (AgentId(path.0[0]), TriggerId(path.0[1]));
     Ok(Json(agents::get_trigger(&s.services, auth.scope(), agent_id, id).await?))
 }
 
@@ -263,7 +264,7 @@ async fn update_trigger(
     path: Ids<2>,
     body: JsonBody<UpdateTrigger>,
 ) -> Result<Json<Trigger>, ApiError> {
-    let [agent_id, id] = path.0;
+    let (agent_id, id) = (AgentId(path.0[0]), TriggerId(path.0[1]));
     let scope = auth.scope();
     let input = body.value;
     Ok(Json(
@@ -280,7 +281,7 @@ async fn update_trigger(
     responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody))
 )]
 async fn delete_trigger(auth: Auth, State(s): State<AppState>, path: Ids<2>) -> Result<StatusCode, ApiError> {
-    let [agent_id, id] = path.0;
+    let (agent_id, id) = (AgentId(path.0[0]), TriggerId(path.0[1]));
     let scope = auth.scope();
     s.services.transaction(async move |work| agents::delete_trigger(work, scope, agent_id, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -301,6 +302,6 @@ async fn preview_prompt(
     path: Ids<1>,
     body: JsonBody<PromptPreviewRequest>,
 ) -> Result<Json<PromptPreview>, ApiError> {
-    let [agent_id] = path.0;
+    let [agent_id] = path.0.map(AgentId);
     Ok(Json(agents::preview_prompt(&s.services, auth.scope(), agent_id, body.value).await?))
 }

@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::Uri;
 use axum::response::Response;
 use parley_domain::conversation::{Conversation, ConversationItem, Message};
+use parley_domain::ids::ConversationId;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::conversations;
 use parley_services::conversations::UpdateConversation;
@@ -79,7 +80,7 @@ struct MessageListParams {
     order: Option<String>,
 }
 
-/// List conversations, newest first, with exactly the seed's item fields.
+/// List conversations, newest first, with exactly the documented item fields.
 #[utoipa::path(
     get, path = "/api/v1/conversations", tag = "Conversations",
     params(PageParams, ConversationListParams),
@@ -109,7 +110,7 @@ async fn list_conversations(
     responses((status = 200, body = Conversation), (status = 404, body = ErrorBody, example = json!({"detail": "Conversation 42 not found"})))
 )]
 async fn get_conversation(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(ConversationId);
     Ok(Json(conversations::get(&s.services, auth.scope(), id).await?))
 }
 
@@ -135,7 +136,7 @@ async fn update_conversation(
     path: Ids<1>,
     body: JsonBody<UpdateConversation>,
 ) -> Result<Json<Conversation>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(ConversationId);
     let scope = auth.scope();
     let input = body.value;
     Ok(Json(s.services.transaction(async move |work| conversations::update(work, scope, id, input).await).await?))
@@ -148,7 +149,7 @@ async fn update_conversation(
     responses((status = 200, body = Conversation), (status = 404, body = ErrorBody))
 )]
 async fn mark_read(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(ConversationId);
     let scope = auth.scope();
     Ok(Json(s.services.transaction(async move |work| conversations::mark_read(work, scope, id).await).await?))
 }
@@ -165,7 +166,7 @@ async fn list_messages(
     path: Ids<1>,
     q: ListQuery<MessageOrder>,
 ) -> Result<Json<Items<Message>>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(ConversationId);
     let found = conversations::messages(&s.services, auth.scope(), id, q.filter.0, q.page).await?;
     Ok(Json(Items::new(found, q.page)))
 }

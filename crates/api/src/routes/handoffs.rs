@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parley_domain::conversation::{Author, AuthorType, Handoff};
+use parley_domain::ids::{ConversationId, HandoffId};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::handoffs::{self, AcceptHandoff, CompleteHandoff, CreateHandoff};
 use parley_store::repo::handoffs::HandoffFilter;
@@ -86,7 +87,7 @@ async fn request_handoff(
     path: Ids<1>,
     body: JsonBody<CreateHandoff>,
 ) -> Result<Response, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(ConversationId);
     let scope = auth.scope();
     let requested_by = match auth.0.user_id() {
         Some(user) => Author { kind: AuthorType::User, id: Some(user) },
@@ -120,7 +121,7 @@ async fn list_handoffs(
     responses((status = 200, body = Handoff), (status = 404, body = ErrorBody, example = json!({"detail": "Handoff 42 not found"})))
 )]
 async fn get_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Handoff>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(HandoffId);
     Ok(Json(handoffs::get(&s.services, auth.scope(), id).await?))
 }
 
@@ -143,7 +144,7 @@ async fn accept_handoff(
     path: Ids<1>,
     body: JsonBody<AcceptHandoff>,
 ) -> Result<Json<Handoff>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(HandoffId);
     let (scope, user, input) = (auth.scope(), auth.0.user_id(), body.value);
     Ok(Json(s.services.transaction(async move |work| handoffs::accept(work, scope, id, user, input).await).await?))
 }
@@ -167,7 +168,7 @@ async fn complete_handoff(
     path: Ids<1>,
     body: JsonBody<CompleteHandoff>,
 ) -> Result<Json<Handoff>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(HandoffId);
     let (scope, input) = (auth.scope(), body.value);
     Ok(Json(s.services.transaction(async move |work| handoffs::complete(work, scope, id, input).await).await?))
 }
@@ -183,7 +184,7 @@ async fn complete_handoff(
     )
 )]
 async fn cancel_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Handoff>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(HandoffId);
     let scope = auth.scope();
     Ok(Json(s.services.transaction(async move |work| handoffs::cancel(work, scope, id).await).await?))
 }

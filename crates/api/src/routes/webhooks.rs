@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::event::Event;
+use parley_domain::ids::{AttemptId, EndpointId};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_domain::webhook::{DeliveryAttempt, WebhookEndpoint};
 use parley_services::webhooks::{self, CreateWebhook, RetryQueued, UpdateWebhook, WebhookWithSecret};
@@ -109,7 +110,7 @@ async fn create_webhook(
     responses((status = 200, body = WebhookEndpoint), (status = 404, body = ErrorBody))
 )]
 async fn get_webhook(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<WebhookEndpoint>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(EndpointId);
     Ok(Json(webhooks::get(&s.services, &auth.0, id).await?))
 }
 
@@ -126,7 +127,7 @@ async fn update_webhook(
     path: Ids<1>,
     body: JsonBody<UpdateWebhook>,
 ) -> Result<Json<WebhookEndpoint>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(EndpointId);
     let input = body.value;
     webhooks::prepare_update(&s.services, &auth.0, &input).await?;
     let scope = auth.scope();
@@ -140,7 +141,7 @@ async fn update_webhook(
     responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody))
 )]
 async fn delete_webhook(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(EndpointId);
     let who = auth.0;
     s.services.transaction(async move |work| webhooks::delete(work, &who, id).await).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -159,7 +160,7 @@ async fn rotate_secret(
     State(s): State<AppState>,
     path: Ids<1>,
 ) -> Result<Json<WebhookWithSecret>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(EndpointId);
     let who = auth.0;
     let svc = s.services.clone();
     Ok(Json(s.services.transaction(async move |work| webhooks::rotate_secret(work, &svc, &who, id).await).await?))
@@ -172,7 +173,7 @@ async fn rotate_secret(
     responses((status = 202, body = Event, description = "Queued"), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "The endpoint is disabled"))
 )]
 async fn send_test(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<(StatusCode, Json<Event>), ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(EndpointId);
     let who = auth.0;
     let event = s.services.transaction(async move |work| webhooks::send_test(work, &who, id).await).await?;
     Ok((StatusCode::ACCEPTED, Json(event)))
@@ -190,7 +191,7 @@ async fn list_deliveries(
     path: Ids<1>,
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<DeliveryAttempt>>, ApiError> {
-    let [id] = path.0;
+    let [id] = path.0.map(EndpointId);
     let found = webhooks::list_attempts(&s.services, &auth.0, id, q.page).await?;
     Ok(Json(Items::new(found, q.page)))
 }
@@ -206,7 +207,7 @@ async fn retry_delivery(
     State(s): State<AppState>,
     path: Ids<2>,
 ) -> Result<(StatusCode, Json<RetryQueued>), ApiError> {
-    let [id, attempt_id] = path.0;
+    let (id, attempt_id) = (EndpointId(path.0[0]), AttemptId(path.0[1]));
     let who = auth.0;
     let queued = s.services.transaction(async move |work| webhooks::retry(work, &who, id, attempt_id).await).await?;
     Ok((StatusCode::ACCEPTED, Json(queued)))

@@ -1,4 +1,4 @@
-//! SPEC 2 "Agents": fields, slugs, status machine, templates, engines,
+//! docs/api.md "Agents": fields, slugs, status machine, templates, engines,
 //! triggers, filters and events.
 
 use parley_domain::Mode;

@@ -1,4 +1,4 @@
-//! SPEC 1 "Identity and scope": API keys, modes, revocation, 401s.
+//! docs/api.md "Identity and scope": API keys, modes, revocation, 401s.
 
 use parley_domain::Mode;
 use parley_domain::api_key::ApiKey;

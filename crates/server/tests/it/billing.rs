@@ -163,7 +163,7 @@ both_backends! {
         let b = app.bearer(Method::GET, "/api/v1/billing/balance", &owner, None).await;
         assert_eq!(b.body["balance_cents"], 1234);
 
-        // Bad amounts are 422s in the SPEC's shape, all reported at once.
+        // Bad amounts are 422s in the documented shape, all reported at once.
         let r = app.bearer(Method::POST, "/api/v1/billing/credits", &owner, Some(json!({"amount_cents": 0, "colour": "red"}))).await;
         assert_eq!(r.status, 422, "{}", r.text);
         let types: Vec<&str> = r.body["detail"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();

@@ -94,7 +94,7 @@ both_backends! {
         let dup = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Other", "identities": [{"channel": "telegram", "address": "ana_l"}]})).await;
         assert_eq!((dup.status, dup.body["detail"].clone()), (409, json!(format!("Contact {} already has the identity telegram:ana_l", c["id"]))));
 
-        // The list item: the seed's fields plus tags, origin, identities, metadata.
+        // The list item: the documented fields plus tags, origin, identities, metadata.
         let list = app.get(&ws.live, "/api/v1/contacts").await.body;
         assert_eq!((list["total"].clone(), list["limit"].clone(), list["offset"].clone()), (json!(1), json!(50), json!(0)));
         assert_eq!(

@@ -1,4 +1,4 @@
-//! SPEC 1 "Errors" and "Pagination": shapes, statuses and never a leaking 500.
+//! docs/api.md "Errors" and "Pagination": shapes, statuses and never a leaking 500.
 
 use reqwest::Method;
 use serde_json::{Value, json};

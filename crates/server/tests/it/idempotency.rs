@@ -1,4 +1,4 @@
-//! SPEC 1 "Idempotency".
+//! docs/api.md "Idempotency".
 
 use parley_domain::idempotency::{canonical_json, fingerprint};
 use parley_domain::{Mode, Scope, Timestamp};

@@ -1,4 +1,4 @@
-//! SPEC 2 "Prompt blocks": CRUD, declared variables, versions, preview.
+//! docs/api.md "Prompt blocks": CRUD, declared variables, versions, preview.
 
 use parley_domain::Mode;
 use serde_json::{Value, json};

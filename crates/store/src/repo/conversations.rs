@@ -185,7 +185,7 @@ pub struct ConversationFilter {
     pub updated_since: Option<Timestamp>,
 }
 
-/// Conversations newest first (the seed's list fields), and how many match.
+/// Conversations newest first (the documented list fields), and how many match.
 pub async fn list(
     c: &mut impl AsHandle,
     scope: Scope,
