@@ -34,7 +34,7 @@ use parley_store::repo::conversations::{self as conversation_repo, NewConversati
 use parley_store::repo::events;
 use parley_voice::engine::{self, Outcome, Progress};
 use parley_voice::provider::{Dial, Placed, Provider};
-use parley_voice::runtime::BuiltinAgent;
+use parley_voice::session::BuiltinAgent;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -403,8 +403,7 @@ pub fn start(svc: &Services, dialed: Dialed) {
 async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>) -> ServiceResult<()> {
     let Dialed { scope, call, placed, agent } = dialed;
     let (progress_tx, mut progress) = mpsc::channel(64);
-    let options =
-        engine::Options { max_duration: Duration::from_secs(call.max_duration_s as u64), record: call.record };
+    let options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), call.record);
     let running = tokio::spawn(engine::run(placed, Box::new(agent), options, progress_tx, hangup));
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
     while let Some(p) = progress.recv().await {

@@ -3,15 +3,17 @@
 //! sides, and stops at the caller's hangup, the owner's hangup or the
 //! maximum duration.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use parley_domain::call::{CallStatus, EndedReason, Speaker, TranscriptSegment};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::audio::{Recorder, Recording, Voice, duration_ms, speak};
-use crate::provider::{Command, FarEnd, Placed, ProviderEvent};
-use crate::runtime::AgentTurns;
+use crate::audio::{Recorder, Recording, Voice, duration_ms};
+use crate::provider::{Command, FarEnd, Pcm, Placed, ProviderEvent};
+use crate::session::{AgentSession, Input, reply_text};
+use crate::speech::{Synthesiser, ToneVoice, Transcriber, synthesise};
 
 /// One finished piece of speech, timed from the answer.
 pub type Segment = TranscriptSegment;
@@ -36,14 +38,28 @@ pub struct Outcome {
     pub segments: Vec<Segment>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     pub max_duration: Duration,
     pub record: bool,
+    /// The agent's voice.
+    pub voice: Arc<dyn Synthesiser>,
+    /// Recognises the caller's speech when the provider sends audio only;
+    /// without one such speech is transcribed `[inaudible]`.
+    pub transcriber: Option<Arc<dyn Transcriber>>,
+}
+
+impl Options {
+    /// The builtin tone voice and no transcriber.
+    pub fn new(max_duration: Duration, record: bool) -> Self {
+        Self { max_duration, record, voice: Arc::new(ToneVoice(Voice::Agent)), transcriber: None }
+    }
 }
 
 struct Run {
-    agent: Box<dyn AgentTurns>,
+    agent: Box<dyn AgentSession>,
+    voice: Arc<dyn Synthesiser>,
+    transcriber: Option<Arc<dyn Transcriber>>,
     commands: mpsc::Sender<Command>,
     progress: mpsc::Sender<Progress>,
     recorder: Recorder,
@@ -66,7 +82,7 @@ impl Run {
 
     /// The agent says `text`: played to the caller after what it is already saying.
     async fn say(&mut self, text: String) {
-        let pcm = speak(&text, Voice::Agent);
+        let pcm = synthesise(self.voice.as_ref(), &text).await;
         let start = self.now_ms().max(self.agent_until_ms);
         let end = start + duration_ms(pcm.len());
         self.recorder.put(Voice::Agent, start, &pcm);
@@ -85,19 +101,41 @@ impl Run {
         {
             last.interrupted = true;
         }
-        // Without a recognition (a real line), speech-to-text would run here.
-        let text = text.unwrap_or_else(|| "[inaudible]".to_owned());
+        let text = match text {
+            Some(text) => text,
+            None => self.transcribe(&audio).await,
+        };
         self.segment(Speaker::Caller, text.clone(), start, end).await;
-        if let Some(reply) = self.agent.reply(&text) {
+        let reply = reply_text(self.agent.respond(Input::UserSaid(text))).await;
+        if !reply.is_empty() {
             self.say(reply).await;
         }
+    }
+
+    /// The caller's speech as text, through the transcriber if there is one.
+    async fn transcribe(&mut self, audio: &Pcm) -> String {
+        let Some(transcriber) = &self.transcriber else { return "[inaudible]".to_owned() };
+        let (frames, mut transcripts) = transcriber.start();
+        for frame in audio.chunks(crate::speech::FRAME_SAMPLES) {
+            if frames.send(frame.to_vec()).await.is_err() {
+                break;
+            }
+        }
+        drop(frames);
+        let mut last = None;
+        while let Some(t) = transcripts.recv().await {
+            if t.is_final {
+                last = Some(t.text);
+            }
+        }
+        last.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| "[inaudible]".to_owned())
     }
 }
 
 /// Runs a placed call until it ends. `hangup` ends it from Parley's side.
 pub async fn run(
     placed: Placed,
-    agent: Box<dyn AgentTurns>,
+    agent: Box<dyn AgentSession>,
     options: Options,
     progress: mpsc::Sender<Progress>,
     mut hangup: oneshot::Receiver<()>,
@@ -105,6 +143,8 @@ pub async fn run(
     let Placed { mut events, commands, .. } = placed;
     let mut run = Run {
         agent,
+        voice: options.voice.clone(),
+        transcriber: options.transcriber.clone(),
         commands,
         progress,
         recorder: Recorder::default(),
@@ -162,7 +202,7 @@ pub async fn run(
 mod tests {
     use super::*;
     use crate::provider::{Dial, Provider};
-    use crate::runtime::BuiltinAgent;
+    use crate::session::BuiltinAgent;
     use crate::simulated::{self, Simulated};
 
     async fn call(to: &str, hang_up_after: Option<Duration>) -> (Vec<Progress>, Outcome) {
@@ -187,7 +227,7 @@ mod tests {
             std::mem::forget(hang);
         }
         let agent = Box::new(BuiltinAgent { name: "Ava".into(), first_message: Some("Hi, Ava here.".into()) });
-        let options = Options { max_duration: Duration::from_secs(30), record: true };
+        let options = Options::new(Duration::from_secs(30), true);
         let outcome = run(placed, agent, options, tx, hangup).await;
         let mut seen = Vec::new();
         while let Ok(p) = rx.try_recv() {
@@ -254,5 +294,51 @@ mod tests {
         assert!(outcome.duration_ms < 1500);
         let (_, early) = call("+14155550100", Some(Duration::from_millis(300))).await;
         assert_eq!((early.status, early.reason), (CallStatus::Canceled, EndedReason::Canceled));
+    }
+
+    /// Recognises every utterance as "N samples".
+    struct Counting;
+
+    impl Transcriber for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+
+        fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<crate::speech::Transcript>) {
+            let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(16);
+            let (text_tx, text_rx) = mpsc::channel(16);
+            tokio::spawn(async move {
+                let mut n = 0;
+                while let Some(frame) = audio_rx.recv().await {
+                    n += frame.len();
+                    let partial = crate::speech::Transcript { text: format!("{n}"), is_final: false };
+                    let _ = text_tx.send(partial).await;
+                }
+                let _ = text_tx.send(crate::speech::Transcript { text: format!("{n} samples"), is_final: true }).await;
+            });
+            (audio_tx, text_rx)
+        }
+    }
+
+    #[tokio::test]
+    async fn speech_without_text_goes_through_the_transcriber() {
+        let (events_tx, events) = mpsc::channel(8);
+        let (commands, mut played) = mpsc::channel(64);
+        tokio::spawn(async move { while played.recv().await.is_some() {} });
+        let placed = Placed { provider_call_id: "p".into(), events, commands };
+        events_tx.send(ProviderEvent::Answered).await.unwrap();
+        events_tx.send(ProviderEvent::Heard { audio: vec![100; 1600], text: None }).await.unwrap();
+        events_tx.send(ProviderEvent::Heard { audio: vec![100; 800], text: None }).await.unwrap();
+        events_tx.send(ProviderEvent::Ended(FarEnd::HungUp)).await.unwrap();
+        let mut options = Options::new(Duration::from_secs(30), false);
+        options.transcriber = Some(Arc::new(Counting));
+        let agent = Box::new(BuiltinAgent { name: "Ava".into(), first_message: Some("Hi.".into()) });
+        let (progress, _rx) = mpsc::channel(64);
+        let (_hang, hangup) = oneshot::channel();
+        let outcome = run(placed, agent, options, progress, hangup).await;
+        let caller: Vec<&str> =
+            outcome.segments.iter().filter(|s| s.speaker == Speaker::Caller).map(|s| s.text.as_str()).collect();
+        assert_eq!(caller, ["1600 samples", "800 samples"]);
+        assert!(outcome.segments.iter().any(|s| s.text == "I understand: 1600 samples."));
     }
 }

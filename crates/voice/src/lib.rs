@@ -4,8 +4,10 @@
 //!   and answer events, audio both ways, DTMF, transfer, hangup). The
 //!   simulated provider ([`simulated`]) implements it offline; a SIP
 //!   provider plugs into the same trait.
-//! - [`runtime`]: the agent's side of a call (what it says first, how it
-//!   answers); the builtin runtime is deterministic.
+//! - [`session`]: the agent's side of a conversation as a cancellable
+//!   stream of text and tool calls; the builtin session is deterministic.
+//! - [`speech`]: streaming speech-to-text and text-to-speech; the tone
+//!   voice is the builtin synthesiser.
 //! - [`audio`]: speech as audio (a tone voice here; real TTS later) and the
 //!   stereo WAV recording (caller left, agent right).
 //! - [`engine`]: runs one call: drives the provider, turns speech into
@@ -14,5 +16,6 @@
 pub mod audio;
 pub mod engine;
 pub mod provider;
-pub mod runtime;
+pub mod session;
 pub mod simulated;
+pub mod speech;
