@@ -403,7 +403,16 @@ pub fn start(svc: &Services, dialed: Dialed) {
 async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>) -> ServiceResult<()> {
     let Dialed { scope, call, placed, agent } = dialed;
     let (progress_tx, mut progress) = mpsc::channel(64);
-    let options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), call.record);
+    // The recording is written to the spool as the call runs, then stored.
+    let spool = match svc.storage.spool() {
+        _ if !call.record => None,
+        Ok(dir) => Some(dir.join(format!("{}.wav", call.public_id))),
+        Err(e) => {
+            tracing::error!(call = %call.public_id, error = %e, "no spool directory; the call is not recorded");
+            None
+        }
+    };
+    let options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), spool);
     let running = tokio::spawn(engine::run(placed, Box::new(agent), options, progress_tx, hangup));
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
     while let Some(p) = progress.recv().await {
@@ -527,9 +536,12 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
             if scope.livemode() { "live" } else { "test" },
             call.public_id
         );
-        match svc.storage.put(&key, r.wav.into(), "audio/wav").await {
+        match svc.storage.put_file(&key, &r.path, "audio/wav").await {
             Ok(()) => recording = Some((key, r.duration_ms)),
-            Err(e) => tracing::error!(call = %call.public_id, error = %e, "could not store a call's recording"),
+            Err(e) => {
+                tracing::error!(call = %call.public_id, error = %e, "could not store a call's recording");
+                let _ = tokio::fs::remove_file(&r.path).await;
+            }
         }
     }
     let mut tx = svc.db.begin().await?;

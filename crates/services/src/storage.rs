@@ -203,6 +203,54 @@ impl Storage {
         Ok(())
     }
 
+    /// A private local directory for files written before they are stored
+    /// (call recordings, as the call runs).
+    pub fn spool(&self) -> std::io::Result<PathBuf> {
+        let dir = self.config.path.join(".spool");
+        parley_store::files::create_private_dir(&dir)?;
+        Ok(dir)
+    }
+
+    /// Stores the local file at `path` under `key` without reading it into
+    /// memory, and removes the local file: a rename on the local store, a
+    /// multipart upload to object storage.
+    pub async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> Result<(), StorageError> {
+        let store = self.store()?;
+        if self.config.backend == Backend::Local {
+            let dest = self.config.path.join(key);
+            let moved = async {
+                if let Some(parent) = dest.parent() {
+                    tokio::fs::create_dir_all(parent).await?;
+                }
+                tokio::fs::rename(path, &dest).await
+            }
+            .await;
+            moved
+                .and_then(|()| self.make_private(key))
+                .map_err(|e| StorageError::Unavailable(format!("{key}: {e}")))?;
+            return Ok(());
+        }
+        let mut options = object_store::PutMultipartOptions::default();
+        options.attributes.insert(object_store::Attribute::ContentType, content_type.to_owned().into());
+        let upload = store.put_multipart_opts(&ObjectPath::from(key), options).await?;
+        let mut writer = object_store::WriteMultipart::new(upload);
+        let mut file =
+            tokio::fs::File::open(path).await.map_err(|e| StorageError::Unavailable(format!("{key}: {e}")))?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = tokio::io::AsyncReadExt::read(&mut file, &mut buf)
+                .await
+                .map_err(|e| StorageError::Unavailable(format!("{key}: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            writer.write(&buf[..n]);
+        }
+        writer.finish().await?;
+        let _ = tokio::fs::remove_file(path).await;
+        Ok(())
+    }
+
     /// Gives a stored file mode 0600 and the directories object_store made
     /// for it mode 0700 (it creates them with the process's defaults).
     fn make_private(&self, key: &str) -> std::io::Result<()> {

@@ -5,8 +5,6 @@
 //! recordings have real, audible structure and their length follows the
 //! words spoken.
 
-use std::io::Cursor;
-
 use crate::provider::{Pcm, SAMPLE_RATE};
 
 /// Which voice speaks.
@@ -56,29 +54,65 @@ pub fn speak(text: &str, voice: Voice) -> Pcm {
 }
 
 /// A call's recording: caller on the left channel, agent on the right,
-/// both on one timeline from the moment the call was answered.
-#[derive(Debug, Default)]
+/// both on one timeline from the moment the call was answered, written to
+/// a WAV file as the call runs.
+///
+/// Audio arrives out of order (the agent's speech is queued ahead of time;
+/// the caller's arrives when an utterance ends), so the last few seconds
+/// stay in memory and [`Recorder::flush_before`] writes what is older to
+/// the file: memory stays bounded however long the call lasts.
 pub struct Recorder {
+    writer: hound::WavWriter<std::io::BufWriter<std::fs::File>>,
+    path: std::path::PathBuf,
+    /// Frames already written.
+    flushed: usize,
+    /// Frames from `flushed` on, per side, not yet written.
     left: Vec<i16>,
     right: Vec<i16>,
+    /// Samples that arrived for time already written (dropped).
+    late: usize,
 }
 
 /// A finished recording.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recording {
     /// A stereo 16-bit PCM WAV file.
-    pub wav: Vec<u8>,
+    pub path: std::path::PathBuf,
     pub duration_ms: i64,
 }
 
 impl Recorder {
-    /// Adds `pcm` from `voice` starting `at_ms` after the answer.
+    /// Starts a recording in a new file at `path` (readable by its owner only).
+    pub fn create(path: &std::path::Path) -> std::io::Result<Self> {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(path)?;
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: SAMPLE_RATE,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let writer = hound::WavWriter::new(std::io::BufWriter::new(file), spec).map_err(std::io::Error::other)?;
+        Ok(Self { writer, path: path.to_owned(), flushed: 0, left: Vec::new(), right: Vec::new(), late: 0 })
+    }
+
+    /// Adds `pcm` from `voice` starting `at_ms` after the answer. Samples
+    /// for time already written are dropped (and counted).
     pub fn put(&mut self, voice: Voice, at_ms: i64, pcm: &[i16]) {
+        let start = (at_ms.max(0) as usize) * SAMPLE_RATE as usize / 1000;
+        let skip = self.flushed.saturating_sub(start).min(pcm.len());
+        self.late += skip;
+        if skip == pcm.len() {
+            return;
+        }
+        let (start, pcm) = (start + skip - self.flushed, &pcm[skip..]);
         let track = match voice {
             Voice::Caller => &mut self.left,
             Voice::Agent => &mut self.right,
         };
-        let start = (at_ms.max(0) as usize) * SAMPLE_RATE as usize / 1000;
         if track.len() < start + pcm.len() {
             track.resize(start + pcm.len(), 0);
         }
@@ -87,28 +121,44 @@ impl Recorder {
         }
     }
 
-    /// The WAV file, `total_ms` long (the call's duration; longer if speech ran over).
-    pub fn finish(mut self, total_ms: i64) -> Recording {
-        let frames =
-            (total_ms.max(0) as usize * SAMPLE_RATE as usize / 1000).max(self.left.len()).max(self.right.len());
-        self.left.resize(frames, 0);
-        self.right.resize(frames, 0);
-        let spec = hound::WavSpec {
-            channels: 2,
-            sample_rate: SAMPLE_RATE,
-            bits_per_sample: 16,
-            sample_format: hound::SampleFormat::Int,
-        };
-        let mut cursor = Cursor::new(Vec::with_capacity(frames * 4 + 44));
-        {
-            let mut writer = hound::WavWriter::new(&mut cursor, spec).expect("writing to memory cannot fail");
-            for (l, r) in self.left.iter().zip(&self.right) {
-                writer.write_sample(*l).expect("writing to memory cannot fail");
-                writer.write_sample(*r).expect("writing to memory cannot fail");
-            }
-            writer.finalize().expect("writing to memory cannot fail");
+    /// Writes everything before `ms` (after the answer) to the file.
+    pub fn flush_before(&mut self, ms: i64) -> std::io::Result<()> {
+        self.write_until((ms.max(0) as usize) * SAMPLE_RATE as usize / 1000)
+    }
+
+    /// Writes the frames before frame `until`.
+    fn write_until(&mut self, until: usize) -> std::io::Result<()> {
+        let n = until.saturating_sub(self.flushed);
+        if n == 0 {
+            return Ok(());
         }
-        Recording { wav: cursor.into_inner(), duration_ms: duration_ms(frames) }
+        self.left.resize(self.left.len().max(n), 0);
+        self.right.resize(self.right.len().max(n), 0);
+        for (l, r) in self.left.drain(..n).zip(self.right.drain(..n)) {
+            self.writer.write_sample(l).map_err(std::io::Error::other)?;
+            self.writer.write_sample(r).map_err(std::io::Error::other)?;
+        }
+        self.flushed += n;
+        Ok(())
+    }
+
+    /// Frames held in memory, not yet written.
+    pub fn pending_frames(&self) -> usize {
+        self.left.len().max(self.right.len())
+    }
+
+    /// Closes the file, `total_ms` long (the call's duration; longer if
+    /// speech ran over), with its header complete and its data on disk.
+    pub fn finish(mut self, total_ms: i64) -> std::io::Result<Recording> {
+        let end = (self.flushed + self.pending_frames()).max(total_ms.max(0) as usize * SAMPLE_RATE as usize / 1000);
+        self.write_until(end)?;
+        if self.late > 0 {
+            tracing::warn!(samples = self.late, "audio arrived for time already recorded and was left out");
+        }
+        let frames = self.flushed;
+        self.writer.finalize().map_err(std::io::Error::other)?;
+        std::fs::File::open(&self.path)?.sync_all()?;
+        Ok(Recording { path: self.path, duration_ms: duration_ms(frames) })
     }
 }
 
@@ -125,14 +175,20 @@ mod tests {
         assert!(duration_ms(speak(&"word ".repeat(500), Voice::Agent).len()) <= MAX_MS as i64 + 300);
     }
 
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("parley-voice-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
     #[test]
     fn recordings_are_stereo_wav_with_each_side_on_its_channel() {
-        let mut r = Recorder::default();
+        let mut r = Recorder::create(&scratch("a.wav")).unwrap();
         r.put(Voice::Caller, 0, &[1000; 800]);
         r.put(Voice::Agent, 500, &[-2000; 800]);
-        let rec = r.finish(2000);
+        let rec = r.finish(2000).unwrap();
         assert_eq!(rec.duration_ms, 2000);
-        let mut reader = hound::WavReader::new(Cursor::new(rec.wav)).unwrap();
+        let mut reader = hound::WavReader::open(&rec.path).unwrap();
         let spec = reader.spec();
         assert_eq!((spec.channels, spec.sample_rate, spec.bits_per_sample), (2, 8000, 16));
         let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
@@ -141,5 +197,36 @@ mod tests {
         assert_eq!((samples[20], samples[21]), (1000, 0));
         // 0.55 s in: the agent (right) only.
         assert_eq!((samples[2 * 4400], samples[2 * 4400 + 1]), (0, -2000));
+    }
+
+    #[test]
+    fn a_long_call_is_written_as_it_runs_and_memory_stays_bounded() {
+        let path = scratch("long.wav");
+        let mut r = Recorder::create(&path).unwrap();
+        // Ten minutes: a second of caller speech, then of agent speech, in turn,
+        // flushed 5 s behind "now" as the engine does.
+        let mut most = 0;
+        for second in 0..600_i64 {
+            let voice = if second % 2 == 0 { Voice::Caller } else { Voice::Agent };
+            r.put(voice, second * 1000, &[(second % 100) as i16 + 1; SAMPLE_RATE as usize]);
+            r.flush_before((second - 5) * 1000).unwrap();
+            most = most.max(r.pending_frames());
+        }
+        assert!(most <= 7 * SAMPLE_RATE as usize, "held {most} frames in memory");
+        // Already on disk before the end: 594 s of stereo 16-bit audio, less
+        // what the file writer buffers (8 KiB).
+        let written = std::fs::metadata(&path).unwrap().len();
+        assert!(written >= 594 * 8000 * 4 - 8192, "only {written} bytes on disk mid-call");
+        // Audio for time already written is left out, not misplaced.
+        r.put(Voice::Caller, 0, &[9999; 80]);
+        let rec = r.finish(600_000).unwrap();
+        assert_eq!(rec.duration_ms, 600_000);
+        let mut reader = hound::WavReader::open(&rec.path).unwrap();
+        assert_eq!(reader.duration(), 600 * 8000);
+        let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+        // 0.5 s: caller (left) second 0; 1.5 s: agent (right) second 1.
+        assert_eq!((samples[2 * 4000], samples[2 * 4000 + 1]), (1, 0));
+        assert_eq!((samples[2 * 12000], samples[2 * 12000 + 1]), (0, 2));
+        assert_eq!(samples[2 * 599 * 8000 + 1], 100);
     }
 }

@@ -41,7 +41,9 @@ pub struct Outcome {
 #[derive(Clone)]
 pub struct Options {
     pub max_duration: Duration,
-    pub record: bool,
+    /// Where to write the recording (a new file, created when the call is
+    /// answered); `None` records nothing.
+    pub recording: Option<std::path::PathBuf>,
     /// The agent's voice.
     pub voice: Arc<dyn Synthesiser>,
     /// Recognises the caller's speech when the provider sends audio only;
@@ -51,10 +53,15 @@ pub struct Options {
 
 impl Options {
     /// The builtin tone voice and no transcriber.
-    pub fn new(max_duration: Duration, record: bool) -> Self {
-        Self { max_duration, record, voice: Arc::new(ToneVoice(Voice::Agent)), transcriber: None }
+    pub fn new(max_duration: Duration, recording: Option<std::path::PathBuf>) -> Self {
+        Self { max_duration, recording, voice: Arc::new(ToneVoice(Voice::Agent)), transcriber: None }
     }
 }
+
+/// How far behind the present the recording is written: caller speech
+/// arrives when an utterance ends, so an utterance longer than this loses
+/// its beginning in the recording (not in the transcript).
+pub const RECORDING_WINDOW: Duration = Duration::from_secs(60);
 
 struct Run {
     agent: Box<dyn AgentSession>,
@@ -62,7 +69,8 @@ struct Run {
     transcriber: Option<Arc<dyn Transcriber>>,
     commands: mpsc::Sender<Command>,
     progress: mpsc::Sender<Progress>,
-    recorder: Recorder,
+    /// From the answer on, when recording.
+    recorder: Option<Recorder>,
     segments: Vec<Segment>,
     answered: Option<Instant>,
     /// When the agent's queued speech ends (ms from the answer).
@@ -80,12 +88,26 @@ impl Run {
         let _ = self.progress.send(Progress::Segment(s)).await;
     }
 
+    /// Writes the recording up to [`RECORDING_WINDOW`] ago; on a write
+    /// failure the call goes on unrecorded.
+    fn flush_recording(&mut self) {
+        let upto = self.now_ms() - RECORDING_WINDOW.as_millis() as i64;
+        if let Some(r) = &mut self.recorder
+            && let Err(e) = r.flush_before(upto)
+        {
+            tracing::error!(error = %e, "could not write a call's recording; the call goes on unrecorded");
+            self.recorder = None;
+        }
+    }
+
     /// The agent says `text`: played to the caller after what it is already saying.
     async fn say(&mut self, text: String) {
         let pcm = synthesise(self.voice.as_ref(), &text).await;
         let start = self.now_ms().max(self.agent_until_ms);
         let end = start + duration_ms(pcm.len());
-        self.recorder.put(Voice::Agent, start, &pcm);
+        if let Some(r) = &mut self.recorder {
+            r.put(Voice::Agent, start, &pcm);
+        }
         self.agent_until_ms = end;
         let _ = self.commands.send(Command::Play(pcm)).await;
         self.segment(Speaker::Agent, text, start, end).await;
@@ -94,7 +116,9 @@ impl Run {
     async fn heard(&mut self, audio: Vec<i16>, text: Option<String>) {
         let end = self.now_ms();
         let start = (end - duration_ms(audio.len())).max(0);
-        self.recorder.put(Voice::Caller, start, &audio);
+        if let Some(r) = &mut self.recorder {
+            r.put(Voice::Caller, start, &audio);
+        }
         // The caller spoke over the agent: the agent's last words were cut off.
         if start < self.agent_until_ms
             && let Some(last) = self.segments.iter_mut().rev().find(|s| s.speaker == Speaker::Agent)
@@ -147,11 +171,13 @@ pub async fn run(
         transcriber: options.transcriber.clone(),
         commands,
         progress,
-        recorder: Recorder::default(),
+        recorder: None,
         segments: Vec::new(),
         answered: None,
         agent_until_ms: 0,
     };
+    // The recording keeps the last RECORDING_WINDOW in memory and writes the rest.
+    let mut flush = tokio::time::interval(Duration::from_secs(1));
     let far_off = Instant::now() + Duration::from_secs(365 * 24 * 3600);
     let mut deadline = far_off;
     let (status, reason) = loop {
@@ -160,6 +186,11 @@ pub async fn run(
                 Some(ProviderEvent::Ringing) => { let _ = run.progress.send(Progress::Ringing).await; }
                 Some(ProviderEvent::Answered) => {
                     run.answered = Some(Instant::now());
+                    run.recorder = options.recording.as_deref().and_then(|path| {
+                        Recorder::create(path)
+                            .map_err(|e| tracing::error!(error = %e, "could not start a call's recording"))
+                            .ok()
+                    });
                     deadline = Instant::now() + options.max_duration;
                     let _ = run.progress.send(Progress::Answered).await;
                     if let Some(greeting) = run.agent.greeting() {
@@ -186,6 +217,7 @@ pub async fn run(
                     (CallStatus::Canceled, EndedReason::Canceled)
                 };
             }
+            _ = flush.tick() => run.flush_recording(),
             _ = tokio::time::sleep_until(deadline) => {
                 let _ = run.commands.send(Command::Hangup).await;
                 break (CallStatus::Completed, EndedReason::MaxDuration);
@@ -193,8 +225,14 @@ pub async fn run(
         }
     };
     let duration_ms = run.now_ms();
-    let recording =
-        (options.record && run.answered.is_some()).then(|| std::mem::take(&mut run.recorder).finish(duration_ms));
+    let recording = match run.recorder.take().map(|r| r.finish(duration_ms)) {
+        Some(Ok(recording)) => Some(recording),
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "could not finish a call's recording");
+            None
+        }
+        None => None,
+    };
     Outcome { status, reason, duration_ms, recording, segments: run.segments }
 }
 
@@ -227,7 +265,9 @@ mod tests {
             std::mem::forget(hang);
         }
         let agent = Box::new(BuiltinAgent { name: "Ava".into(), first_message: Some("Hi, Ava here.".into()) });
-        let options = Options::new(Duration::from_secs(30), true);
+        let dir = std::env::temp_dir().join(format!("parley-engine-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = Options::new(Duration::from_secs(30), Some(dir.join("call.wav")));
         let outcome = run(placed, agent, options, tx, hangup).await;
         let mut seen = Vec::new();
         while let Ok(p) = rx.try_recv() {
@@ -330,7 +370,7 @@ mod tests {
         events_tx.send(ProviderEvent::Heard { audio: vec![100; 1600], text: None }).await.unwrap();
         events_tx.send(ProviderEvent::Heard { audio: vec![100; 800], text: None }).await.unwrap();
         events_tx.send(ProviderEvent::Ended(FarEnd::HungUp)).await.unwrap();
-        let mut options = Options::new(Duration::from_secs(30), false);
+        let mut options = Options::new(Duration::from_secs(30), None);
         options.transcriber = Some(Arc::new(Counting));
         let agent = Box::new(BuiltinAgent { name: "Ava".into(), first_message: Some("Hi.".into()) });
         let (progress, _rx) = mpsc::channel(64);
