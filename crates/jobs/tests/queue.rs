@@ -247,53 +247,31 @@ async fn a_job_of_a_killed_worker_runs_again_after_its_lease(url: &str) {
     assert!(pending(&db, "test.work").await.is_empty());
 }
 
-#[tokio::test]
-async fn claims_lease_jobs_and_keep_queue_order_on_sqlite() {
-    let db = TestDatabase::sqlite();
-    claims_lease_jobs_and_keep_queue_order(&db.url).await;
+/// Runs each story on a fresh SQLite and a fresh PostgreSQL database.
+macro_rules! on_both_backends {
+    ($($story:ident),* $(,)?) => {$(
+        mod $story {
+            #[tokio::test]
+            async fn sqlite() {
+                let db = parley_store::testing::TestDatabase::sqlite();
+                super::$story(&db.url).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let db = parley_store::testing::TestDatabase::postgres().await;
+                super::$story(&db.url).await;
+            }
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn claims_lease_jobs_and_keep_queue_order_on_postgres() {
-    let db = TestDatabase::postgres().await;
-    claims_lease_jobs_and_keep_queue_order(&db.url).await;
-}
-
-#[tokio::test]
-async fn a_lapsed_lease_lets_another_worker_take_the_job_on_sqlite() {
-    let db = TestDatabase::sqlite();
-    a_lapsed_lease_lets_another_worker_take_the_job(&db.url).await;
-}
-
-#[tokio::test]
-async fn a_lapsed_lease_lets_another_worker_take_the_job_on_postgres() {
-    let db = TestDatabase::postgres().await;
-    a_lapsed_lease_lets_another_worker_take_the_job(&db.url).await;
-}
-
-#[tokio::test]
-async fn failures_follow_the_retry_schedule_then_the_job_is_dead_on_sqlite() {
-    let db = TestDatabase::sqlite();
-    failures_follow_the_retry_schedule_then_the_job_is_dead(&db.url).await;
-}
-
-#[tokio::test]
-async fn failures_follow_the_retry_schedule_then_the_job_is_dead_on_postgres() {
-    let db = TestDatabase::postgres().await;
-    failures_follow_the_retry_schedule_then_the_job_is_dead(&db.url).await;
-}
-
-#[tokio::test]
-async fn a_job_of_a_killed_worker_runs_again_after_its_lease_on_sqlite() {
-    let db = TestDatabase::sqlite();
-    a_job_of_a_killed_worker_runs_again_after_its_lease(&db.url).await;
-}
-
-#[tokio::test]
-async fn a_job_of_a_killed_worker_runs_again_after_its_lease_on_postgres() {
-    let db = TestDatabase::postgres().await;
-    a_job_of_a_killed_worker_runs_again_after_its_lease(&db.url).await;
-}
+on_both_backends!(
+    claims_lease_jobs_and_keep_queue_order,
+    a_lapsed_lease_lets_another_worker_take_the_job,
+    failures_follow_the_retry_schedule_then_the_job_is_dead,
+    a_job_of_a_killed_worker_runs_again_after_its_lease,
+);
 
 /// Two worker processes on one PostgreSQL database: every job's effect is
 /// recorded exactly once (claims never overlap; effects commit with the
