@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::{Arg, Where, bind_args, like_contains, versions};
+use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 // Unqualified: SQLite's RETURNING does not accept table-qualified names.
@@ -125,8 +126,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
     let row: Option<Row> = fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(&f.name)
             .bind(&f.slug)
             .bind(&f.description)
@@ -162,8 +162,7 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentField
     let row: Option<Row> = fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
             .bind(&f.name)
             .bind(&f.slug)
@@ -195,8 +194,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool)
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM agents a WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.id = $3{lock}"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
     row.map(Agent::try_from).transpose()
 }
 
@@ -213,8 +211,7 @@ pub async fn slugs_like(
             "SELECT slug FROM agents
          WHERE workspace_id = $1 AND livemode = $2 AND (slug = $3 OR slug LIKE $4) AND id <> $5",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(base)
         .bind(format!("{base}-%"))
         .bind(except_id.unwrap_or(-1))
@@ -276,8 +273,7 @@ pub async fn add_trigger_count(c: &mut impl AsHandle, scope: Scope, id: i64, del
             "UPDATE agents SET trigger_count = trigger_count + $4, updated_at = $5
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(delta)
         .bind(Timestamp::now())
@@ -295,8 +291,7 @@ pub async fn ids_using_prompt_block(c: &mut impl AsHandle, scope: Scope, block_i
                 "SELECT DISTINCT a.id FROM agents a, json_each(a.prompt_block_ids) j
                  WHERE a.workspace_id = $1 AND a.livemode = $2 AND j.value = $3 ORDER BY a.id",
             )
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(block_id)
             .fetch_all(conn)
             .await?
@@ -307,8 +302,7 @@ pub async fn ids_using_prompt_block(c: &mut impl AsHandle, scope: Scope, block_i
                  WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.prompt_block_ids @> jsonb_build_array($3::bigint)
                  ORDER BY a.id",
             )
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(block_id)
             .fetch_all(conn)
             .await?

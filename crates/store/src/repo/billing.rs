@@ -10,6 +10,7 @@ use parley_domain::billing::{EntryType, LedgerEntry};
 use parley_domain::{Scope, Timestamp};
 
 use super::{Arg, Where, bind_args};
+use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// The change counter of ledger lists.
@@ -104,8 +105,7 @@ pub async fn open(c: &mut impl AsHandle, scope: Scope) -> StoreResult<()> {
             "INSERT INTO billing_accounts (workspace_id, livemode, balance_cents, held_cents, created_at, updated_at)
              VALUES ($1, $2, 0, 0, $3, $3) ON CONFLICT (workspace_id, livemode) DO NOTHING",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(now)
     )?;
     Ok(())
@@ -121,8 +121,7 @@ async fn read_account(c: &mut impl AsHandle, scope: Scope, lock: bool) -> StoreR
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT balance_cents, held_cents FROM billing_accounts WHERE workspace_id = $1 AND livemode = $2{lock}"
     ));
-    let row: Option<(i64, i64)> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()))?;
+    let row: Option<(i64, i64)> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope))?;
     Ok(row.map(|(balance_cents, held_cents)| Account { balance_cents, held_cents }))
 }
 
@@ -139,8 +138,7 @@ async fn entry_by_key(c: &mut impl AsHandle, scope: Scope, key: &str) -> StoreRe
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {ENTRY_COLUMNS} FROM ledger_entries WHERE workspace_id = $1 AND livemode = $2 AND entry_key = $3"
     ));
-    let row: Option<EntryRow> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(key))?;
+    let row: Option<EntryRow> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(key))?;
     row.map(LedgerEntry::try_from).transpose()
 }
 
@@ -162,8 +160,7 @@ pub async fn post(c: &mut impl AsHandle, scope: Scope, e: &NewEntry<'_>) -> Stor
         sqlx::query(
             "UPDATE billing_accounts SET balance_cents = $3, updated_at = $4 WHERE workspace_id = $1 AND livemode = $2",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(after)
         .bind(now)
     )?;
@@ -174,8 +171,7 @@ pub async fn post(c: &mut impl AsHandle, scope: Scope, e: &NewEntry<'_>) -> Stor
                                          resource_type, resource_id, entry_key, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(e.kind.as_str())
         .bind(e.amount_cents)
         .bind(after)
@@ -207,8 +203,7 @@ pub async fn hold(c: &mut impl AsHandle, scope: Scope, key: &str, amount_cents: 
         sqlx::query_as(
             "SELECT amount_cents FROM billing_holds WHERE workspace_id = $1 AND livemode = $2 AND hold_key = $3"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(key)
     )?;
     if existing.is_some() {
@@ -223,8 +218,7 @@ pub async fn hold(c: &mut impl AsHandle, scope: Scope, key: &str, amount_cents: 
             "INSERT INTO billing_holds (workspace_id, livemode, hold_key, amount_cents, created_at)
              VALUES ($1, $2, $3, $4, $5)",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(key)
         .bind(amount_cents)
         .bind(Timestamp::now())
@@ -241,8 +235,7 @@ pub async fn release(c: &mut impl AsHandle, scope: Scope, key: &str) -> StoreRes
         sqlx::query_as(
             "DELETE FROM billing_holds WHERE workspace_id = $1 AND livemode = $2 AND hold_key = $3 RETURNING amount_cents",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(key)
     )?;
     if let Some((amount,)) = released {
@@ -258,8 +251,7 @@ async fn move_held(c: &mut impl AsHandle, scope: Scope, delta: i64) -> StoreResu
             "UPDATE billing_accounts SET held_cents = held_cents + $3, updated_at = $4
              WHERE workspace_id = $1 AND livemode = $2",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(delta)
         .bind(Timestamp::now())
     )?;

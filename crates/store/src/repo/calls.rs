@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::{Arg, Where, corrupt, versions};
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "calls";
@@ -121,8 +122,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewCall<'_>) -> Sto
         c,
         sqlx::query_as(sql)
             .bind(n.public_id)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(n.agent_id)
             .bind(n.contact_id)
             .bind(n.conversation_id)
@@ -145,7 +145,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, public_id: &str) -> StoreR
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM calls WHERE workspace_id = $1 AND livemode = $2 AND public_id = $3"
     ));
-    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(public_id))?)
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(public_id))?)
 }
 
 /// Calls of the scope that have not ended.
@@ -156,8 +156,7 @@ pub async fn count_live(c: &mut impl AsHandle, scope: Scope) -> StoreResult<i64>
             "SELECT COUNT(*) FROM calls WHERE workspace_id = $1 AND livemode = $2
                AND status IN ('queued', 'ringing', 'in_progress')"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
     )?;
     Ok(n)
 }
@@ -187,15 +186,7 @@ pub async fn advance(
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ({})",
         from.join(", ")
     ));
-    let n = execute!(
-        c,
-        sqlx::query(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(id)
-            .bind(to.as_str())
-            .bind(Timestamp::now())
-    )?;
+    let n = execute!(c, sqlx::query(sql).bind_scope(scope).bind(id).bind(to.as_str()).bind(Timestamp::now()))?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(n > 0)
 }
@@ -209,8 +200,7 @@ pub async fn set_provider_call_id(
     execute!(
         c,
         sqlx::query("UPDATE calls SET provider_call_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
             .bind(provider_call_id)
     )?;
@@ -238,8 +228,7 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
                 recording_status = $9, recording_key = $10, recording_duration_ms = $11, owner = NULL, updated_at = $6
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'ringing', 'in_progress')",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(e.status.as_str())
         .bind(e.reason.as_str())
@@ -368,8 +357,7 @@ pub async fn link_address(c: &mut impl AsHandle, scope: Scope, to_address: &str,
             "UPDATE calls SET contact_id = $4
              WHERE workspace_id = $1 AND livemode = $2 AND to_address = $3 AND contact_id IS NULL",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(to_address)
         .bind(contact_id)
     )?;

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::versions;
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "channels";
@@ -90,8 +91,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ChannelFields) -> S
     let row: ChannelRow = fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(f.kind.as_str())
             .bind(&f.name)
             .bind(&f.public_id)
@@ -121,8 +121,7 @@ pub async fn update(
     let row: Option<ChannelRow> = fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
             .bind(&f.name)
             .bind(&f.address)
@@ -143,15 +142,14 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Op
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
     ));
-    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?)
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?)
 }
 
 pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<bool> {
     let n = execute!(
         c,
         sqlx::query("DELETE FROM channels WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
     )?;
     if n > 0 {
@@ -170,7 +168,7 @@ pub async fn first_active_of_type(
         "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND type = $3 AND status = 'active'
          ORDER BY id LIMIT 1"
     ));
-    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(kind))?)
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(kind))?)
 }
 
 /// Channels newest first, optionally of one type, and how many match.
@@ -186,23 +184,15 @@ pub async fn list(
         sqlx::query_as(
             "SELECT COUNT(*) FROM channels WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(kind)
     )?;
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM channels WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)
          ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5"
     ));
-    let rows: Vec<ChannelRow> = fetch_all!(
-        c,
-        sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(kind)
-            .bind(page.limit)
-            .bind(page.offset)
-    )?;
+    let rows: Vec<ChannelRow> =
+        fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(kind).bind(page.limit).bind(page.offset))?;
     Ok((rows, total))
 }
 

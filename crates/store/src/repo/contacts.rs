@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::{Arg, Where, bind_args, versions};
+use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// The `scope_versions` counter every contact write bumps.
@@ -131,8 +132,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ContactFields) -> S
     let row: Row = fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(&f.display_name)
             .bind(&f.canonical_name)
             .bind(&f.normalized_phone)
@@ -199,8 +199,7 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &ContactFie
                 avatar_url = $8, notes = $9, tags = $10, metadata = $11, search_text = $12, updated_at = $13
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(&f.display_name)
         .bind(&f.canonical_name)
@@ -224,15 +223,13 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
     execute!(
         c,
         sqlx::query("DELETE FROM contact_identities WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
     )?;
     let n = execute!(
         c,
         sqlx::query("DELETE FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
     )?;
     if n > 0 {
@@ -248,8 +245,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool)
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND id = $3{lock}"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
     let Some(row) = row else { return Ok(None) };
     let mut identities = identities_of(c, scope, &[id]).await?;
     row.into_contact(identities.remove(&id).unwrap_or_default()).map(Some)
@@ -339,8 +335,7 @@ pub async fn id_by_identity(c: &mut impl AsHandle, scope: Scope, identity: &Iden
             "SELECT contact_id FROM contact_identities
              WHERE workspace_id = $1 AND livemode = $2 AND channel = $3 AND address = $4",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(&identity.channel)
         .bind(&identity.address)
     )?;
@@ -385,8 +380,7 @@ pub async fn add_identity(
             "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, created_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(contact_id)
         .bind(&identity.channel)
         .bind(&identity.address)
@@ -400,8 +394,7 @@ pub async fn clear_identities(c: &mut impl AsHandle, scope: Scope, contact_id: i
     execute!(
         c,
         sqlx::query("DELETE FROM contact_identities WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(contact_id)
     )?;
     Ok(())
@@ -414,8 +407,7 @@ pub async fn move_identities(c: &mut impl AsHandle, scope: Scope, from: i64, to:
         sqlx::query(
             "UPDATE contact_identities SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(from)
         .bind(to)
     )?;

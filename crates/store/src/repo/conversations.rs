@@ -10,6 +10,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::{Arg, Where, versions};
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "conversations";
@@ -89,8 +90,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewConversation<'_>
     let row: Row = fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(n.channel_id)
             .bind(n.channel)
             .bind(n.kind.as_str())
@@ -116,10 +116,8 @@ pub async fn find_open(
          WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND channel_ref = $4 AND status <> 'closed'
            AND kind <> 'call'"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(channel_ref)
-    )?;
+    let row: Option<Row> =
+        fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(channel_id).bind(channel_ref))?;
     row.map(Conversation::try_from).transpose()
 }
 
@@ -127,8 +125,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Op
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
     row.map(Conversation::try_from).transpose()
 }
 
@@ -139,8 +136,7 @@ pub async fn set_status(c: &mut impl AsHandle, scope: Scope, id: i64, status: Co
             "UPDATE conversations SET status = $4, snoozed_until = NULL, updated_at = $5
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(status.as_str())
         .bind(Timestamp::now())
@@ -164,8 +160,7 @@ pub async fn record_inbound(
                 waiting_since = COALESCE(waiting_since, $4), updated_at = $4
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(at)
         .bind(preview)
@@ -235,8 +230,7 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, ch: &Conversat
             "UPDATE conversations SET title = $4, status = $5, snoozed_until = $6, agent_id = $7, updated_at = $8
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(&ch.title)
         .bind(ch.status.as_str())
@@ -254,8 +248,7 @@ pub async fn mark_read(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreRes
         sqlx::query(
             "UPDATE conversations SET unread_count = 0, updated_at = $4 WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(Timestamp::now())
     )?;
@@ -274,10 +267,7 @@ pub async fn newest_open_for_contact(
          WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3 AND channel = $4 AND status <> 'closed'
          ORDER BY updated_at DESC, id DESC LIMIT 1"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(contact_id).bind(channel)
-    )?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(contact_id).bind(channel))?;
     row.map(Conversation::try_from).transpose()
 }
 
@@ -288,8 +278,7 @@ pub async fn exist_on_channel(c: &mut impl AsHandle, scope: Scope, channel_id: i
         sqlx::query_as(
             "SELECT id FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 LIMIT 1"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(channel_id)
     )?;
     Ok(row.is_some())
@@ -316,8 +305,7 @@ pub async fn link_address(c: &mut impl AsHandle, scope: Scope, channel_ref: &str
             "UPDATE conversations SET contact_id = $4
              WHERE workspace_id = $1 AND livemode = $2 AND channel_ref = $3 AND contact_id IS NULL",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(channel_ref)
         .bind(contact_id)
     )?;
@@ -343,8 +331,7 @@ pub async fn unlinked_addresses(c: &mut impl AsHandle, scope: Scope) -> StoreRes
              FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND contact_id IS NULL
              GROUP BY channel_ref ORDER BY seen DESC, channel_ref",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
     )?;
     Ok(rows
         .into_iter()
@@ -436,8 +423,7 @@ pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<
     let row: MessageRow = fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(m.conversation_id)
             .bind(m.channel_id)
             .bind(m.direction.as_str())
@@ -469,10 +455,8 @@ pub async fn by_external_id(
          WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4 AND direction = '{direction}'
          ORDER BY id DESC LIMIT 1"
     ));
-    let row: Option<MessageRow> = fetch_optional!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(channel_id).bind(external_id)
-    )?;
+    let row: Option<MessageRow> =
+        fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(channel_id).bind(external_id))?;
     row.map(Message::try_from).transpose()
 }
 
@@ -489,8 +473,7 @@ pub async fn messages(
         sqlx::query_as(
             "SELECT COUNT(*) FROM messages WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(conversation_id)
     )?;
     let order = if newest_first { "DESC" } else { "ASC" };
@@ -498,15 +481,8 @@ pub async fn messages(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
          ORDER BY id {order} LIMIT $4 OFFSET $5"
     ));
-    let rows: Vec<MessageRow> = fetch_all!(
-        c,
-        sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(conversation_id)
-            .bind(page.limit)
-            .bind(page.offset)
-    )?;
+    let rows: Vec<MessageRow> =
+        fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(conversation_id).bind(page.limit).bind(page.offset))?;
     Ok((rows.into_iter().map(Message::try_from).collect::<Result<_, _>>()?, total))
 }
 
@@ -514,8 +490,7 @@ pub async fn get_message(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreR
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
     ));
-    let row: Option<MessageRow> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let row: Option<MessageRow> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
     row.map(Message::try_from).transpose()
 }
 
@@ -547,8 +522,7 @@ pub async fn advance_status(
     let n = execute!(
         c,
         sqlx::query(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
             .bind(to.as_str())
             .bind(Timestamp::now())
@@ -572,8 +546,7 @@ pub async fn record_outbound(
             "UPDATE conversations SET last_message_ts = $4, last_message_preview = $5, waiting_since = NULL, updated_at = $4
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(at)
         .bind(preview)
@@ -591,8 +564,7 @@ pub async fn mark_inbound_read(c: &mut impl AsHandle, scope: Scope, conversation
              WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3 AND direction = 'inbound'
                AND read_at IS NULL",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(conversation_id)
         .bind(Timestamp::now())
     )?;
@@ -614,8 +586,7 @@ pub async fn set_handler(
             "UPDATE conversations SET handler = $4, assignee_user_id = $5, agent_id = $6, updated_at = $7
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
         .bind(handler.as_str())
         .bind(assignee_user_id)

@@ -5,6 +5,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// Appends an event of type `kind` whose `data` is the resource as the API
@@ -56,8 +57,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: 
             "INSERT INTO events (id, workspace_id, livemode, type, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&event.id)
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(&event.kind)
         .bind(Json(&event.data))
         .bind(event.created_at)
@@ -84,8 +84,7 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, kind: Option<&str>, limit
          WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)
          ORDER BY created_at DESC, id DESC LIMIT $4",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(kind)
         .bind(limit)
     )?;
@@ -101,8 +100,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: &str) -> StoreResult<O
         sqlx::query_as(
             "SELECT id, livemode, type, data, created_at FROM events WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(id)
     )?;
     Ok(row.map(|r| Event { id: r.id, kind: r.kind, livemode: r.livemode, data: r.data.0, created_at: r.created_at }))
@@ -120,8 +118,7 @@ pub async fn page(
         sqlx::query_as(
             "SELECT COUNT(*) FROM events WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(kind)
     )?;
     let rows: Vec<Row> = fetch_all!(
@@ -131,8 +128,7 @@ pub async fn page(
              WHERE workspace_id = $1 AND livemode = $2 AND ($3 IS NULL OR type = $3)
              ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(kind)
         .bind(page.limit)
         .bind(page.offset)

@@ -5,6 +5,7 @@ use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 
 use super::{Arg, Where};
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, conversation_id, target, agent_id, user_id, reason, note, status, requested_by, \
@@ -73,8 +74,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, h: &NewHandoff<'_>) -> 
     let row: Row = fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(h.conversation_id)
             .bind(h.to.as_str())
             .bind(h.agent_id)
@@ -92,8 +92,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Op
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM handoffs WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
     row.map(Handoff::try_from).transpose()
 }
 
@@ -103,8 +102,7 @@ pub async fn open_for(c: &mut impl AsHandle, scope: Scope, conversation_id: i64)
         "SELECT {COLUMNS} FROM handoffs WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
            AND status IN ('requested', 'accepted')"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(conversation_id))?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(conversation_id))?;
     row.map(Handoff::try_from).transpose()
 }
 
@@ -132,13 +130,7 @@ pub async fn transition(
     ));
     let n = execute!(
         c,
-        sqlx::query(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(id)
-            .bind(to.as_str())
-            .bind(Timestamp::now())
-            .bind(user_id)
+        sqlx::query(sql).bind_scope(scope).bind(id).bind(to.as_str()).bind(Timestamp::now()).bind(user_id)
     )?;
     Ok(n > 0)
 }

@@ -7,6 +7,7 @@
 
 use parley_domain::{Scope, Timestamp};
 
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_optional};
 
 /// The outcome of trying to claim a key.
@@ -45,8 +46,7 @@ pub async fn claim(
             "INSERT INTO idempotency_keys (workspace_id, livemode, key, fingerprint, locked_until, created_at)
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (workspace_id, livemode, key) DO NOTHING",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(key)
         .bind(fingerprint)
         .bind(lease)
@@ -61,8 +61,7 @@ pub async fn claim(
             "SELECT fingerprint, response_status, response_body, locked_until FROM idempotency_keys
          WHERE workspace_id = $1 AND livemode = $2 AND key = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(key)
     )?;
     let Some(row) = row else {
@@ -83,8 +82,7 @@ pub async fn claim(
                 "UPDATE idempotency_keys SET locked_until = $4
              WHERE workspace_id = $1 AND livemode = $2 AND key = $3 AND response_status IS NULL AND locked_until < $5",
             )
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(key)
             .bind(lease)
             .bind(now)
@@ -104,8 +102,7 @@ pub async fn complete(c: &mut impl AsHandle, scope: Scope, key: &str, status: u1
             "UPDATE idempotency_keys SET response_status = $4, response_body = $5, locked_until = NULL
          WHERE workspace_id = $1 AND livemode = $2 AND key = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(key)
         .bind(status as i32)
         .bind(body)
@@ -118,8 +115,7 @@ pub async fn release(c: &mut impl AsHandle, scope: Scope, key: &str) -> StoreRes
     execute!(c, sqlx::query(
         "DELETE FROM idempotency_keys WHERE workspace_id = $1 AND livemode = $2 AND key = $3 AND response_status IS NULL",
     )
-    .bind(scope.workspace_id)
-    .bind(scope.livemode())
+    .bind_scope(scope)
     .bind(key))?;
     Ok(())
 }

@@ -137,7 +137,7 @@ pub(crate) async fn repoint_contact(
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE {table} SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3"
     ));
-    crate::execute!(c, sqlx::query(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(from).bind(to))?;
+    crate::execute!(c, sqlx::query(sql).bind_scope(scope).bind(from).bind(to))?;
     Ok(())
 }
 
@@ -157,4 +157,31 @@ pub(crate) fn like_contains(term: &str) -> String {
 
 fn corrupt(what: &str, value: &str) -> crate::StoreError {
     crate::StoreError::Corrupt(format!("{what}: {value:?}"))
+}
+
+/// Binds a scope as the next two parameters (`workspace_id`, then
+/// `livemode`). Scoped queries take them as `$1` and `$2`, so a query
+/// without `.bind_scope(scope)` stands out in review.
+pub(crate) trait BindScope: Sized {
+    fn bind_scope(self, scope: parley_domain::Scope) -> Self;
+}
+
+impl<'q, DB: sqlx::Database> BindScope for sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>
+where
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    bool: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    fn bind_scope(self, scope: parley_domain::Scope) -> Self {
+        self.bind(scope.workspace_id).bind(scope.livemode())
+    }
+}
+
+impl<'q, DB: sqlx::Database, O> BindScope for sqlx::query::QueryAs<'q, DB, O, <DB as sqlx::Database>::Arguments>
+where
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    fn bind_scope(self, scope: parley_domain::Scope) -> Self {
+        self.bind(scope.workspace_id).bind(scope.livemode())
+    }
 }

@@ -6,6 +6,7 @@ use parley_domain::{Scope, Timestamp};
 use sqlx::types::Json;
 
 use super::{Arg, Where, bind_args, like_contains, versions};
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, name, slug, kind, content, variables, version, created_at, updated_at";
@@ -62,8 +63,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &BlockFields) -> Sto
     let row: Option<Row> = fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(&f.name)
             .bind(&f.slug)
             .bind(&f.kind)
@@ -87,8 +87,7 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &BlockField
     let row: Option<Row> = fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
             .bind(&f.name)
             .bind(&f.slug)
@@ -107,8 +106,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Op
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM prompt_blocks WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
     Ok(row.map(Into::into))
 }
 
@@ -129,15 +127,13 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
     execute!(
         c,
         sqlx::query("DELETE FROM prompt_block_versions WHERE workspace_id = $1 AND livemode = $2 AND block_id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
     )?;
     let done = execute!(
         c,
         sqlx::query("DELETE FROM prompt_blocks WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
     )?;
     if done == 1 {
@@ -158,8 +154,7 @@ pub async fn slugs_like(
             "SELECT slug FROM prompt_blocks
          WHERE workspace_id = $1 AND livemode = $2 AND (slug = $3 OR slug LIKE $4) AND id <> $5",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(base)
         .bind(format!("{base}-%"))
         .bind(except_id.unwrap_or(-1))
@@ -207,8 +202,7 @@ pub async fn save_version(c: &mut impl AsHandle, scope: Scope, block: &PromptBlo
         "INSERT INTO prompt_block_versions (workspace_id, livemode, block_id, version, name, kind, content, variables, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
-    .bind(scope.workspace_id)
-    .bind(scope.livemode())
+    .bind_scope(scope)
     .bind(block.id)
     .bind(block.version)
     .bind(&block.name)
@@ -241,8 +235,7 @@ pub async fn list_versions(
         fetch_one!(c, sqlx::query_as(
         "SELECT COUNT(*) FROM prompt_block_versions WHERE workspace_id = $1 AND livemode = $2 AND block_id = $3",
     )
-    .bind(scope.workspace_id)
-    .bind(scope.livemode())
+    .bind_scope(scope)
     .bind(block_id))?;
     let rows: Vec<VersionRow> = fetch_all!(
         c,
@@ -250,8 +243,7 @@ pub async fn list_versions(
             "SELECT block_id, version, name, kind, content, variables, created_at FROM prompt_block_versions
          WHERE workspace_id = $1 AND livemode = $2 AND block_id = $3 ORDER BY version DESC LIMIT $4 OFFSET $5",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(block_id)
         .bind(page.limit)
         .bind(page.offset)

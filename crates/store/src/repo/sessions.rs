@@ -2,6 +2,7 @@
 
 use parley_domain::{Mode, Scope, Timestamp};
 
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_optional};
 
 /// A signing key as stored: its secret is sealed with the master key.
@@ -86,8 +87,7 @@ pub async fn insert_refresh_token(
         .bind(token_hash)
         .bind(family_id)
         .bind(user_id)
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(Timestamp::now())
         .bind(expires_at)
     )?;

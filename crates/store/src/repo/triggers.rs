@@ -4,6 +4,7 @@ use parley_domain::agent::{PatternType, Trigger, TriggerEvent};
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, agent_id, event, channel, kind, pattern, pattern_type, enabled, created_at, updated_at";
@@ -73,8 +74,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, agent_id: i64, f: &Trig
     let row: Row = fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(agent_id)
             .bind(f.event.as_str())
             .bind(&f.channel)
@@ -102,8 +102,7 @@ pub async fn update(
     let row: Option<Row> = fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(agent_id)
             .bind(id)
             .bind(f.event.as_str())
@@ -121,10 +120,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, agent_id: i64, id: i64) ->
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3 AND id = $4"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(agent_id).bind(id)
-    )?;
+    let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(agent_id).bind(id))?;
     row.map(Trigger::try_from).transpose()
 }
 
@@ -135,8 +131,7 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, agent_id: i64, id: i64)
         sqlx::query(
             "DELETE FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3 AND id = $4",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(agent_id)
         .bind(id)
     )?;
@@ -150,23 +145,15 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, agent_id: i64, page: Page
         sqlx::query_as(
             "SELECT COUNT(*) FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(agent_id)
     )?;
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM agent_triggers WHERE workspace_id = $1 AND livemode = $2 AND agent_id = $3
          ORDER BY id LIMIT $4 OFFSET $5"
     ));
-    let rows: Vec<Row> = fetch_all!(
-        c,
-        sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(agent_id)
-            .bind(page.limit)
-            .bind(page.offset)
-    )?;
+    let rows: Vec<Row> =
+        fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(agent_id).bind(page.limit).bind(page.offset))?;
     let items = rows.into_iter().map(Trigger::try_from).collect::<Result<_, _>>()?;
     Ok((items, total))
 }

@@ -5,6 +5,7 @@ use parley_domain::Timestamp;
 use parley_domain::user::{Membership, Role, User};
 
 use super::corrupt;
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 #[derive(sqlx::FromRow)]
@@ -118,8 +119,7 @@ pub async fn session_role_and_versions(
                AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family_id = $4 AND r.revoked_at IS NOT NULL)",
         )
         .bind(user_id)
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(session_id)
     )?;
     let Some((role, _, _)) = rows.first() else { return Ok(None) };

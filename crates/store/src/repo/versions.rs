@@ -2,6 +2,7 @@
 
 use parley_domain::Scope;
 
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_all};
 
 /// The change counters of one scope at one moment.
@@ -24,8 +25,7 @@ pub async fn snapshot(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Snapsh
     let rows: Vec<(String, i64)> = fetch_all!(
         c,
         sqlx::query_as("SELECT resource, version FROM scope_versions WHERE workspace_id = $1 AND livemode = $2")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
     )?;
     Ok(Snapshot(rows))
 }
@@ -41,8 +41,7 @@ pub async fn bump(c: &mut impl AsHandle, scope: Scope, resource: &str) -> StoreR
             "INSERT INTO scope_versions (workspace_id, livemode, resource, version) VALUES ($1, $2, $3, 1)
              ON CONFLICT (workspace_id, livemode, resource) DO UPDATE SET version = scope_versions.version + 1",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(resource)
     )?;
     Ok(())

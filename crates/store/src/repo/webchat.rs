@@ -2,6 +2,7 @@
 
 use parley_domain::{Scope, Timestamp};
 
+use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -24,8 +25,7 @@ pub async fn insert(
             "INSERT INTO webchat_visitors (workspace_id, livemode, channel_id, public_id, token_hash, created_at, last_seen_at)
              VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id, public_id",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(channel_id)
         .bind(public_id)
         .bind(token_hash)
@@ -46,8 +46,7 @@ pub async fn find_by_token(
             "SELECT id, public_id FROM webchat_visitors
              WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND token_hash = $4",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(channel_id)
         .bind(token_hash)
     )?;

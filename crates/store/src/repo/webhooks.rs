@@ -11,6 +11,7 @@ use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, workspace_id, livemode, url, description, events, status, disabled_reason, sealed_secret, \
@@ -78,8 +79,7 @@ pub async fn insert_endpoint(
     Ok(fetch_one!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(url)
             .bind(description)
             .bind(Json(events))
@@ -92,24 +92,20 @@ pub async fn get_endpoint(c: &mut impl AsHandle, scope: Scope, id: i64) -> Store
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
     ));
-    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?)
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(id))?)
 }
 
 pub async fn list_endpoints(c: &mut impl AsHandle, scope: Scope, page: Page) -> StoreResult<(Vec<EndpointRow>, i64)> {
     let (total,): (i64,) = fetch_one!(
         c,
         sqlx::query_as("SELECT COUNT(*) FROM webhook_endpoints WHERE workspace_id = $1 AND livemode = $2")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
     )?;
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 AND livemode = $2
          ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
     ));
-    let rows = fetch_all!(
-        c,
-        sqlx::query_as(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(page.limit).bind(page.offset)
-    )?;
+    let rows = fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(page.limit).bind(page.offset))?;
     Ok((rows, total))
 }
 
@@ -138,8 +134,7 @@ pub async fn update_endpoint(
     Ok(fetch_optional!(
         c,
         sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
             .bind(ch.url)
             .bind(Json(ch.events))
@@ -165,13 +160,7 @@ pub async fn rotate_secret(
     ));
     Ok(fetch_optional!(
         c,
-        sqlx::query_as(sql)
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
-            .bind(id)
-            .bind(sealed_new)
-            .bind(previous_until)
-            .bind(Timestamp::now())
+        sqlx::query_as(sql).bind_scope(scope).bind(id).bind(sealed_new).bind(previous_until).bind(Timestamp::now())
     )?)
 }
 
@@ -181,13 +170,12 @@ pub async fn delete_endpoint(c: &mut impl AsHandle, scope: Scope, id: i64) -> St
         let sql = sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE workspace_id = $1 AND livemode = $2 AND endpoint_id = $3"
         ));
-        execute!(c, sqlx::query(sql).bind(scope.workspace_id).bind(scope.livemode()).bind(id))?;
+        execute!(c, sqlx::query(sql).bind_scope(scope).bind(id))?;
     }
     let n = execute!(
         c,
         sqlx::query("DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
-            .bind(scope.workspace_id)
-            .bind(scope.livemode())
+            .bind_scope(scope)
             .bind(id)
     )?;
     Ok(n == 1)
@@ -223,8 +211,7 @@ async fn subscribers(c: &mut impl AsHandle, scope: Scope, kind: &str) -> StoreRe
             "SELECT e.id FROM webhook_endpoints e
              WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active' AND {subscribed} ORDER BY e.id"
         )))
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(kind)
     )?;
     let ids: Vec<i64> = rows.into_iter().map(|(id,)| id).collect();
@@ -293,8 +280,7 @@ pub async fn enqueue(
             "INSERT INTO webhook_deliveries (workspace_id, livemode, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at)
              VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6)",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(endpoint_id)
         .bind(event_id)
         .bind(kind)
@@ -329,8 +315,7 @@ pub async fn list_attempts(
         sqlx::query_as(
             "SELECT COUNT(*) FROM webhook_attempts WHERE workspace_id = $1 AND livemode = $2 AND endpoint_id = $3"
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(endpoint_id)
     )?;
     let rows: Vec<AttemptRow> = fetch_all!(
@@ -341,8 +326,7 @@ pub async fn list_attempts(
              FROM webhook_attempts WHERE workspace_id = $1 AND livemode = $2 AND endpoint_id = $3
              ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(endpoint_id)
         .bind(page.limit)
         .bind(page.offset)
@@ -378,8 +362,7 @@ pub async fn retry_attempt(
         sqlx::query_as(
             "SELECT delivery_id FROM webhook_attempts WHERE workspace_id = $1 AND livemode = $2 AND endpoint_id = $3 AND id = $4",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(endpoint_id)
         .bind(attempt_id)
     )?;
@@ -390,8 +373,7 @@ pub async fn retry_attempt(
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $4
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
         )
-        .bind(scope.workspace_id)
-        .bind(scope.livemode())
+        .bind_scope(scope)
         .bind(delivery_id)
         .bind(Timestamp::now())
     )?;
