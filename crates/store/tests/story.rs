@@ -1,0 +1,197 @@
+//! The store's own story, told on SQLite and on PostgreSQL: each
+//! repository's life cycle below the HTTP layer, so that the two dialects
+//! are proven to agree where the queries are written, scope included.
+
+use parley_domain::agent::{AgentStatus, PatternType, TriggerEvent};
+use parley_domain::event::EventType;
+use parley_domain::validation::Page;
+use parley_domain::{Mode, Scope, Timestamp};
+use parley_store::repo::agents::{self, AgentFields, AgentFilter};
+use parley_store::repo::idempotency::{self, Claim};
+use parley_store::repo::triggers::{self, TriggerFields};
+use parley_store::repo::{events, webhooks, workspaces};
+use parley_store::{Db, DbOptions};
+use serde_json::json;
+
+/// Runs each story on a fresh SQLite and a fresh PostgreSQL database.
+macro_rules! on_both_backends {
+    ($($story:ident),* $(,)?) => {$(
+        mod $story {
+            #[tokio::test]
+            async fn sqlite() {
+                let db = parley_store::testing::TestDatabase::sqlite();
+                super::$story(super::open(&db.url).await).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let db = parley_store::testing::TestDatabase::postgres().await;
+                super::$story(super::open(&db.url).await).await;
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    agents_and_triggers_stay_in_their_scope,
+    idempotency_keys_claim_replay_and_release,
+    events_fan_out_to_subscribed_endpoints
+);
+
+async fn open(url: &str) -> Db {
+    let db = Db::connect(url, &DbOptions::default()).await.unwrap();
+    db.migrate().await.unwrap();
+    db
+}
+
+const PAGE: Page = Page { limit: 50, offset: 0 };
+
+/// Two workspaces; the scopes a story uses, and two it must never see.
+async fn scopes(db: &Db) -> (Scope, Scope, Scope) {
+    let mut tx = db.begin().await.unwrap();
+    let a = workspaces::insert(&mut tx, "A", false).await.unwrap();
+    let b = workspaces::insert(&mut tx, "B", false).await.unwrap();
+    tx.commit().await.unwrap();
+    (Scope::new(a.id, Mode::Test), Scope::new(a.id, Mode::Live), Scope::new(b.id, Mode::Test))
+}
+
+fn agent(name: &str) -> AgentFields {
+    AgentFields {
+        name: name.to_owned(),
+        slug: name.to_lowercase(),
+        description: Some("Answers the phone".into()),
+        text_engine: "builtin".into(),
+        status: AgentStatus::Active,
+        priority: 0,
+        is_template: false,
+        system_prompt: "Be brief.".into(),
+        first_message: None,
+        language: "en".into(),
+        voice: None,
+        prompt_block_ids: vec![],
+        knowledge_collection_ids: vec![],
+        handoff: Default::default(),
+        metadata: Default::default(),
+    }
+}
+
+async fn agents_and_triggers_stay_in_their_scope(db: Db) {
+    let (mine, live, theirs) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let ava = agents::insert(&mut tx, mine, &agent("Ava")).await.unwrap().unwrap();
+    agents::insert(&mut tx, mine, &agent("Bob")).await.unwrap().unwrap();
+    // The slug is unique per scope, not across scopes.
+    assert!(agents::insert(&mut tx, live, &agent("Ava")).await.unwrap().is_some());
+    tx.commit().await.unwrap();
+
+    let mut c = db.read().await.unwrap();
+    assert_eq!(agents::get(&mut c, mine, ava.id, false).await.unwrap().unwrap().name, "Ava");
+    for other in [live, theirs] {
+        assert!(agents::get(&mut c, other, ava.id, false).await.unwrap().is_none(), "{other:?} sees agent {}", ava.id);
+    }
+    let filter = AgentFilter { q: Some("av".into()), ..Default::default() };
+    let (found, total) = agents::list(&mut c, mine, &filter, PAGE).await.unwrap();
+    assert_eq!((found.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), total), (vec!["Ava"], 1));
+    drop(c);
+
+    let mut tx = db.begin().await.unwrap();
+    let mut paused = agent("Ava");
+    paused.status = AgentStatus::Paused;
+    let updated = agents::update(&mut tx, mine, ava.id, &paused).await.unwrap().unwrap();
+    assert_eq!(updated.status, AgentStatus::Paused);
+    assert!(agents::update(&mut tx, theirs, ava.id, &paused).await.unwrap().is_none());
+    let fields = TriggerFields {
+        event: TriggerEvent::MessageReceived,
+        channel: "*".into(),
+        kind: None,
+        pattern: Some("refund".into()),
+        pattern_type: PatternType::Keyword,
+        enabled: true,
+    };
+    let trigger = triggers::insert(&mut tx, mine, ava.id, &fields).await.unwrap();
+    let mut off = fields.clone();
+    off.enabled = false;
+    assert!(!triggers::update(&mut tx, mine, ava.id, trigger.id, &off).await.unwrap().unwrap().enabled);
+    assert!(triggers::get(&mut tx, theirs, ava.id, trigger.id).await.unwrap().is_none());
+    assert!(!triggers::delete(&mut tx, live, ava.id, trigger.id).await.unwrap());
+    assert_eq!(triggers::list(&mut tx, mine, ava.id, PAGE).await.unwrap().1, 1);
+    assert!(triggers::delete(&mut tx, mine, ava.id, trigger.id).await.unwrap());
+    tx.commit().await.unwrap();
+
+    // A stored value outside its enum is an error, never a silent default.
+    let mut tx = db.begin().await.unwrap();
+    parley_store::execute!(&mut tx, sqlx::query("UPDATE agents SET status = 'sleeping' WHERE id = $1").bind(ava.id))
+        .unwrap();
+    assert!(agents::get(&mut tx, mine, ava.id, false).await.is_err());
+}
+
+async fn idempotency_keys_claim_replay_and_release(db: Db) {
+    let (mine, live, _) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    assert_eq!(idempotency::claim(&mut tx, mine, "k", "fp", 60).await.unwrap(), Claim::Acquired);
+    assert_eq!(idempotency::claim(&mut tx, mine, "k", "fp", 60).await.unwrap(), Claim::InProgress);
+    assert_eq!(idempotency::claim(&mut tx, mine, "k", "other", 60).await.unwrap(), Claim::FingerprintMismatch);
+    // Keys belong to a scope.
+    assert_eq!(idempotency::claim(&mut tx, live, "k", "other", 60).await.unwrap(), Claim::Acquired);
+    idempotency::complete(&mut tx, mine, "k", 201, "{\"id\":1}").await.unwrap();
+    assert_eq!(
+        idempotency::claim(&mut tx, mine, "k", "fp", 60).await.unwrap(),
+        Claim::Replay { status: 201, body: "{\"id\":1}".into() }
+    );
+    // A released key runs again; an expired claim is taken over.
+    idempotency::release(&mut tx, live, "k").await.unwrap();
+    assert_eq!(idempotency::claim(&mut tx, live, "k", "fp", 60).await.unwrap(), Claim::Acquired);
+    assert_eq!(idempotency::claim(&mut tx, mine, "lapsed", "fp", -1).await.unwrap(), Claim::Acquired);
+    assert_eq!(idempotency::claim(&mut tx, mine, "lapsed", "fp", 60).await.unwrap(), Claim::Acquired);
+    tx.commit().await.unwrap();
+}
+
+async fn events_fan_out_to_subscribed_endpoints(db: Db) {
+    let (mine, _, theirs) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let exact = webhooks::insert_endpoint(&mut tx, mine, "https://a.example/h", &["agent.updated".into()], None, "s")
+        .await
+        .unwrap();
+    let all = webhooks::insert_endpoint(&mut tx, mine, "https://b.example/h", &["*".into()], None, "s").await.unwrap();
+    let other = webhooks::insert_endpoint(&mut tx, mine, "https://c.example/h", &["contact.created".into()], None, "s")
+        .await
+        .unwrap();
+    let elsewhere =
+        webhooks::insert_endpoint(&mut tx, theirs, "https://d.example/h", &["*".into()], None, "s").await.unwrap();
+    let event = events::append(&mut tx, mine, EventType::AgentUpdated, json!({"id": 7})).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut c = db.read().await.unwrap();
+    for (endpoint, expected) in [(exact.id, 1), (all.id, 1), (other.id, 0), (elsewhere.id, 0)] {
+        let due = webhooks::due_deliveries(&mut c, endpoint, 10).await.unwrap();
+        assert_eq!(due.len(), expected, "endpoint {endpoint}");
+        if let Some(d) = due.first() {
+            assert_eq!(
+                (d.event_id.as_str(), d.event_type.as_str(), &d.data.0),
+                (event.id.as_str(), "agent.updated", &json!({"id": 7}))
+            );
+        }
+    }
+    let due = webhooks::due_deliveries(&mut c, exact.id, 10).await.unwrap();
+    drop(c);
+    let outcome = webhooks::AttemptOutcome {
+        delivery_id: due[0].id,
+        event_id: due[0].event_id.clone(),
+        event_type: due[0].event_type.clone(),
+        attempt: 1,
+        status_code: Some(200),
+        error: None,
+        duration_ms: 3,
+        response_body_excerpt: Some("ok".into()),
+        at: Timestamp::now(),
+        next_attempt_at: None,
+        succeeded: true,
+    };
+    let mut tx = db.begin().await.unwrap();
+    webhooks::record_attempts(&mut tx, &exact, &[outcome], None).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    assert!(webhooks::due_deliveries(&mut c, exact.id, 10).await.unwrap().is_empty());
+    assert_eq!(webhooks::list_attempts(&mut c, mine, exact.id, PAGE).await.unwrap().1, 1);
+    assert_eq!(webhooks::list_attempts(&mut c, theirs, exact.id, PAGE).await.unwrap().1, 0);
+}
