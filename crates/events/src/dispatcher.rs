@@ -1,26 +1,29 @@
 //! The webhook dispatcher: delivers queued events, retries, records.
 //!
-//! Each instance takes a lease on endpoints that have due deliveries (one
-//! holder per endpoint, `FOR UPDATE SKIP LOCKED` on PostgreSQL) and runs one
-//! sender per endpoint, which delivers its events one at a time in order and
-//! keeps the lease a little while after its queue empties, so a steady
-//! stream of events costs no claim and release per event. A recorder writes
-//! the attempts of every sender in shared transactions. A keeper renews the
-//! leases. If the process dies, its leases lapse and any instance (or the
-//! restarted one) delivers again what was not recorded, with the same
-//! `webhook-id`: delivery is at least once, and an endpoint is never served
-//! by two instances at once. Slow endpoints only hold up their own queue.
+//! Queuing deliveries for an endpoint makes sure it has a drain job
+//! (`webhook.endpoint`, see `parley_store::repo::webhooks`), run by the job
+//! queue's worker (`parley_jobs`), which leases it to one instance at a
+//! time (`FOR UPDATE SKIP LOCKED` on PostgreSQL). The drain delivers the
+//! endpoint's due events one at a time in order and keeps going a little
+//! while after its queue empties, so a steady stream of events costs no
+//! claim per event; then it reschedules itself for the next retry, or ends
+//! when nothing is pending. A recorder writes the attempts of every drain in
+//! shared transactions. If the process dies, its leases lapse and any
+//! instance (or the restarted one) delivers again what was not recorded,
+//! with the same `webhook-id`: delivery is at least once, and an endpoint
+//! is never served by two instances at once. Slow endpoints only hold up
+//! their own queue.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use parley_domain::Timestamp;
 use parley_domain::crypto::SecretBox;
+use parley_jobs::{Handler, Job, Outcome, RetryPolicy};
 use parley_store::Db;
 use parley_store::repo::webhooks::{self, AttemptOutcome, DueDelivery, EndpointRow};
-use tokio::sync::{Notify, mpsc, oneshot, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::post;
 use crate::signing::WebhookSecret;
@@ -75,138 +78,48 @@ pub struct Dispatcher {
     secrets: SecretBox,
     client: reqwest::Client,
     config: DispatcherConfig,
-    /// Names this process's leases; new at every start.
-    instance: String,
     /// Bumped (by the API) when new deliveries may be due.
     wake: watch::Receiver<u64>,
-    /// Signalled when a sender gives its endpoint back.
-    released: Notify,
-    /// Attempts waiting to be written, from every sender.
+    /// Attempts waiting to be written, from every drain.
     recorder: mpsc::Sender<Record>,
     recorder_rx: std::sync::Mutex<Option<mpsc::Receiver<Record>>>,
-    /// Endpoints this instance is delivering to right now.
-    active: std::sync::Mutex<HashSet<i64>>,
 }
 
 impl Dispatcher {
     pub fn new(db: Db, secrets: SecretBox, config: DispatcherConfig, wake: watch::Receiver<u64>) -> Self {
         let client = ssrf::http_client(config.allow_private_targets, config.request_timeout);
         let (recorder, recorder_rx) = mpsc::channel(1024);
-        Self {
-            db,
-            secrets,
-            client,
-            config,
-            instance: format!("dispatcher-{}", ulid::Ulid::new()),
-            wake,
-            released: Notify::new(),
-            recorder,
-            recorder_rx: std::sync::Mutex::new(Some(recorder_rx)),
-            active: std::sync::Mutex::new(HashSet::new()),
+        Self { db, secrets, client, config, wake, recorder, recorder_rx: std::sync::Mutex::new(Some(recorder_rx)) }
+    }
+
+    /// The worker that runs this dispatcher's drains (one per endpoint at a
+    /// time, up to `max_endpoints` at once); starts the attempt recorder.
+    pub fn worker(self: Arc<Self>) -> parley_jobs::Worker {
+        if let Some(rx) = self.recorder_rx.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            tokio::spawn(Arc::clone(&self).record(rx));
         }
+        let config = parley_jobs::WorkerConfig {
+            lease: self.config.lease,
+            poll_interval: self.config.poll_interval,
+            concurrency: self.config.max_endpoints,
+        };
+        parley_jobs::Worker::new(self.db.clone(), config).handle(self)
     }
 
     fn scaled(&self, seconds: u64) -> Duration {
         Duration::from_secs_f64((seconds as f64 * self.config.retry_scale).max(0.0))
     }
 
-    fn lease_until(&self) -> Timestamp {
-        Timestamp::from_datetime(Timestamp::now().as_datetime() + self.config.lease)
-    }
-
-    /// Runs until `shutdown` turns true, then lets in-flight deliveries finish
-    /// (up to the request timeout) and hands its leases back.
-    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let keeper = tokio::spawn(Arc::clone(&self).keep_leases());
-        let records = self.recorder_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let recorder = records.map(|rx| tokio::spawn(Arc::clone(&self).record(rx)));
-        let mut wake = self.wake.clone();
-        let mut senders: JoinSet<()> = JoinSet::new();
-        loop {
-            while senders.try_join_next().is_some() {}
-            let room = self.config.max_endpoints.saturating_sub(self.active().len());
-            if room > 0 {
-                match self.claim(room as i64).await {
-                    Ok(ids) => {
-                        for id in ids {
-                            // A sender leaves `active` before it releases its lease,
-                            // so a claimed endpoint never has a sender already.
-                            if self.active().insert(id) {
-                                let me = Arc::clone(&self);
-                                senders.spawn(async move { me.serve_endpoint(id).await });
-                            }
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "could not claim webhook endpoints"),
-                }
-            }
-            tokio::select! {
-                _ = woken(&mut wake) => {}
-                _ = self.released.notified() => {}
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
-                _ = shutdown.changed() => break,
-            }
-        }
-        let _ =
-            tokio::time::timeout(self.config.request_timeout, async { while senders.join_next().await.is_some() {} })
-                .await;
-        senders.abort_all();
-        keeper.abort();
-        if let Some(r) = recorder {
-            r.abort();
-        }
-        let leftover: Vec<i64> = self.active().drain().collect();
-        for id in leftover {
-            let _ = self.release(id).await;
-        }
-    }
-
-    fn active(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
-        self.active.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    async fn claim(&self, limit: i64) -> Result<Vec<i64>, parley_store::StoreError> {
+    /// Drains the endpoint, then settles its job: due again at the next
+    /// retry, or done when nothing is pending.
+    async fn serve(&self, job: &Job) -> Result<(), parley_store::StoreError> {
+        let endpoint_id = job.payload["endpoint_id"].as_i64().ok_or_else(|| {
+            parley_store::StoreError::Corrupt(format!("webhook drain job {} names no endpoint", job.id))
+        })?;
+        self.drain(endpoint_id).await?;
         let mut tx = self.db.begin().await?;
-        let ids = webhooks::claim_endpoints(&mut tx, &self.instance, self.lease_until(), limit).await?;
-        tx.commit().await?;
-        Ok(ids)
-    }
-
-    async fn release(&self, endpoint_id: i64) -> Result<(), parley_store::StoreError> {
-        let mut tx = self.db.begin().await?;
-        webhooks::release_endpoint(&mut tx, &self.instance, endpoint_id).await?;
+        webhooks::settle_drain(&mut tx, job.id, job.held_by(), endpoint_id).await?;
         tx.commit().await
-    }
-
-    async fn keep_leases(self: Arc<Self>) {
-        let every = (self.config.lease / 3).max(Duration::from_millis(100));
-        loop {
-            tokio::time::sleep(every).await;
-            let renewed = async {
-                let mut tx = self.db.begin().await?;
-                webhooks::renew_leases(&mut tx, &self.instance, self.lease_until()).await?;
-                tx.commit().await
-            }
-            .await;
-            if let Err(e) = renewed {
-                tracing::warn!(error = %e, "could not renew webhook leases");
-            }
-        }
-    }
-
-    /// Delivers an endpoint's due events in order until none is due.
-    async fn serve_endpoint(&self, endpoint_id: i64) {
-        let drained = self.drain(endpoint_id).await;
-        self.active().remove(&endpoint_id);
-        if let Err(e) = drained {
-            tracing::warn!(error = %e, endpoint_id, "webhook delivery round failed; the lease will lapse and it will be retried");
-            return;
-        }
-        if let Err(e) = self.release(endpoint_id).await {
-            tracing::warn!(error = %e, endpoint_id, "could not release a webhook endpoint");
-        }
-        // Events may have arrived while we gave the lease back: look again.
-        self.released.notify_one();
     }
 
     /// Delivers due events in order; once none is due, waits (holding the
@@ -385,6 +298,30 @@ impl Dispatcher {
             read_limit: EXCERPT_BYTES,
         };
         post::send(&self.client, self.config.request_timeout, request).await
+    }
+}
+
+impl Handler for Dispatcher {
+    fn kind(&self) -> &'static str {
+        webhooks::DRAIN_KIND
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        // Deliveries keep their own schedule (RETRY_SCHEDULE_S); a drain
+        // that fails (the database) is simply run again later.
+        RetryPolicy { schedule: Vec::new() }
+    }
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            match self.serve(job).await {
+                Ok(()) => Outcome::Committed,
+                Err(e) => {
+                    tracing::warn!(error = %e, job = job.id, "webhook delivery round failed; it runs again shortly");
+                    Outcome::Later(Timestamp::now().plus_duration(self.config.poll_interval))
+                }
+            }
+        })
     }
 }
 

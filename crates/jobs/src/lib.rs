@@ -101,6 +101,11 @@ impl Job {
         repo::complete(tx, self.id, &self.worker).await
     }
 
+    /// The worker holding the job (for a handler that settles it itself).
+    pub fn held_by(&self) -> &str {
+        &self.worker
+    }
+
     /// The payload as `T`.
     pub fn payload<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
         serde_json::from_value(self.payload.clone()).map_err(|e| format!("job {} has a bad payload: {e}", self.id))

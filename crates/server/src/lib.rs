@@ -115,7 +115,8 @@ pub async fn serve(
         tokio::spawn(maintain(state, settings.idempotency.retention_hours, settings.webhooks.retention_days));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let dispatching = tokio::spawn(dispatcher.run(stop_rx.clone()));
+    let dispatching =
+        tokio::spawn(std::sync::Arc::new(dispatcher.worker()).run(services.outbox.subscribe(), stop_rx.clone()));
     let working = tokio::spawn(parley_services::jobs::run(services.clone(), stop_rx.clone()));
     let hangups = tokio::spawn(parley_services::calls::follow_hangups(services.clone(), stop_rx.clone()));
     let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));

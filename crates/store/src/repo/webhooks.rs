@@ -125,6 +125,10 @@ pub async fn update_endpoint(
     ch: &EndpointChanges<'_>,
 ) -> StoreResult<Option<EndpointRow>> {
     forget_subscribers(c);
+    if ch.status == EndpointStatus::Active {
+        // Deliveries that waited while it was disabled go out again.
+        ensure_drains(c, scope, &[id]).await?;
+    }
     // Re-enabling forgets the failure streak.
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE webhook_endpoints SET url = $4, events = $5, description = $6, status = $7, disabled_reason = $8,
@@ -263,6 +267,7 @@ pub(crate) async fn fan_out_many(
             q.build().execute(conn).await.map(|r| r.rows_affected())
         })?;
     }
+    ensure_drains(c, scope, &endpoints).await?;
     Ok(queued)
 }
 
@@ -286,6 +291,7 @@ pub async fn enqueue(
         .bind(kind)
         .bind(Timestamp::now())
     )?;
+    ensure_drains(c, scope, &[endpoint_id]).await?;
     Ok(())
 }
 
@@ -377,66 +383,105 @@ pub async fn retry_attempt(
         .bind(delivery_id)
         .bind(Timestamp::now())
     )?;
+    ensure_drains(c, scope, &[endpoint_id]).await?;
     Ok(Some(delivery_id))
 }
 
 // ---- the dispatcher's side --------------------------------------------------
 
-/// Takes the delivery lease on up to `limit` active endpoints that have due
-/// deliveries and no live lease. Only the lease holder delivers to an
-/// endpoint, so deliveries go out in order and never twice at once.
-pub async fn claim_endpoints(
-    c: &mut impl AsHandle,
-    instance: &str,
-    lease_until: Timestamp,
-    limit: i64,
-) -> StoreResult<Vec<i64>> {
+/// The job kind that delivers one endpoint's due deliveries, in order: at
+/// most one is pending per endpoint (its queue), created whenever
+/// deliveries are queued for an endpoint that has none.
+pub const DRAIN_KIND: &str = "webhook.endpoint";
+
+fn drain_queue(endpoint_id: i64) -> String {
+    format!("webhook:{endpoint_id}")
+}
+
+/// Makes sure each endpoint has a pending drain job (in the caller's
+/// transaction, after queuing deliveries). On PostgreSQL an existing job is
+/// share-locked until commit, so a drain that is finishing waits for these
+/// deliveries to commit and then sees them (see [`settle_drain`]).
+async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]) -> StoreResult<()> {
+    if endpoint_ids.is_empty() {
+        return Ok(());
+    }
+    let lock = if matches!(c.handle(), Handle::Postgres(_)) { " FOR SHARE" } else { "" };
+    let queues: Vec<String> = endpoint_ids.iter().map(|id| drain_queue(*id)).collect();
     let now = Timestamp::now();
-    let skip_locked = if matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE SKIP LOCKED" } else { "" };
-    let sql = sqlx::AssertSqlSafe(format!(
-        "UPDATE webhook_endpoints SET dispatch_locked_by = $1, dispatch_locked_until = $2
-         WHERE id IN (
-            SELECT e.id FROM webhook_endpoints e
-            WHERE e.status = 'active'
-              AND (e.dispatch_locked_until IS NULL OR e.dispatch_locked_until < $3)
-              AND EXISTS (SELECT 1 FROM webhook_deliveries d
-                          WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $3)
-            ORDER BY e.id LIMIT $4{skip_locked})
-         RETURNING id"
-    ));
-    let rows: Vec<(i64,)> = fetch_all!(c, sqlx::query_as(sql).bind(instance).bind(lease_until).bind(now).bind(limit))?;
-    Ok(rows.into_iter().map(|(id,)| id).collect())
-}
-
-/// Extends every lease this instance still holds.
-pub async fn renew_leases(c: &mut impl AsHandle, instance: &str, lease_until: Timestamp) -> StoreResult<u64> {
-    Ok(execute!(
-        c,
-        sqlx::query(
-            "UPDATE webhook_endpoints SET dispatch_locked_until = $2
-             WHERE dispatch_locked_by = $1 AND dispatch_locked_until >= $3",
-        )
-        .bind(instance)
-        .bind(lease_until)
-        .bind(Timestamp::now())
-    )?)
-}
-
-/// Gives an endpoint's lease back (if this instance still holds it).
-pub async fn release_endpoint(c: &mut impl AsHandle, instance: &str, endpoint_id: i64) -> StoreResult<()> {
-    execute!(
-        c,
-        sqlx::query(
-            "UPDATE webhook_endpoints SET dispatch_locked_by = NULL, dispatch_locked_until = NULL
-             WHERE id = $1 AND dispatch_locked_by = $2",
-        )
-        .bind(endpoint_id)
-        .bind(instance)
-    )?;
+    // A drain waiting for a retry hours away runs now for the new delivery.
+    crate::dispatch!(c, conn => {
+        let mut q = sqlx::QueryBuilder::new("UPDATE jobs SET run_at = ");
+        q.push_bind(now).push(" WHERE kind = ").push_bind(DRAIN_KIND);
+        q.push(" AND status = 'pending' AND run_at > ").push_bind(now).push(" AND queue IN (");
+        let mut list = q.separated(", ");
+        for queue in &queues {
+            list.push_bind(queue.as_str());
+        }
+        list.push_unseparated(")");
+        q.build().execute(conn).await.map(|_| ())
+    })?;
+    let existing: Vec<(Option<String>,)> = crate::dispatch!(c, conn => {
+        let mut q = sqlx::QueryBuilder::new("SELECT queue FROM jobs WHERE kind = ");
+        q.push_bind(DRAIN_KIND).push(" AND status = 'pending' AND queue IN (");
+        let mut list = q.separated(", ");
+        for queue in &queues {
+            list.push_bind(queue.as_str());
+        }
+        list.push_unseparated(")");
+        q.push(lock);
+        q.build_query_as().fetch_all(conn).await
+    })?;
+    for (id, queue) in endpoint_ids.iter().zip(queues) {
+        if existing.iter().any(|(q,)| q.as_deref() == Some(queue.as_str())) {
+            continue;
+        }
+        let job = crate::repo::jobs::NewJob {
+            kind: DRAIN_KIND,
+            queue: Some(queue),
+            payload: serde_json::json!({ "endpoint_id": id }),
+            scope: Some(scope),
+            run_at: now,
+        };
+        crate::repo::jobs::enqueue(c, job).await?;
+    }
     Ok(())
 }
 
-/// An endpoint the dispatcher holds the lease on.
+/// Ends or reschedules drain job `job_id` (held by `worker`) once its
+/// endpoint has nothing due: it stays, due when the next retry is, while
+/// the endpoint has pending deliveries, and is removed otherwise. The job
+/// row is locked first, so deliveries queued meanwhile (which share-lock
+/// it) have committed and are seen. False if the worker lost the job.
+pub async fn settle_drain(c: &mut impl AsHandle, job_id: i64, worker: &str, endpoint_id: i64) -> StoreResult<bool> {
+    let lock = if matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let held: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM jobs WHERE id = $1 AND leased_by = $2 AND status = 'pending'{lock}"
+        )))
+        .bind(job_id)
+        .bind(worker)
+    )?;
+    if held.is_none() {
+        return Ok(false);
+    }
+    let next: Option<(Timestamp,)> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT d.next_attempt_at FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+             WHERE d.endpoint_id = $1 AND d.status = 'pending' AND e.status = 'active'
+             ORDER BY d.next_attempt_at LIMIT 1",
+        )
+        .bind(endpoint_id)
+    )?;
+    match next {
+        Some((at,)) => crate::repo::jobs::reschedule(c, job_id, worker, at, None).await,
+        None => crate::repo::jobs::complete(c, job_id, worker).await,
+    }
+}
+
+/// An endpoint being drained.
 pub async fn endpoint_for_dispatch(c: &mut impl AsHandle, endpoint_id: i64) -> StoreResult<Option<EndpointRow>> {
     let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE id = $1"));
     Ok(fetch_optional!(c, sqlx::query_as(sql).bind(endpoint_id))?)
