@@ -1,16 +1,16 @@
-//! Channel connections: create, read, list, update, delete.
+//! Channel connections: create, read, list, update, delete, and the
+//! authentication of inbound requests.
 //!
-//! Each channel type is a [`Connector`]: it reads and checks its own
-//! settings and says which of them are secret. Secrets are sealed with the
-//! master key and never returned. Adding a type (email, SMS, Telegram,
-//! voice) means adding a connector, not changing this module.
+//! Each channel type is a [`Connector`] (in `parley-connectors`): it reads
+//! and checks its own settings and says which of them are secret. Secrets
+//! are sealed with the master key and never returned. Adding a type (email,
+//! SMS, Telegram, voice) means adding a connector, not changing this module.
 
-use futures::future::BoxFuture;
+use parley_connectors::{AVAILABLE, Connector, Credentials, Hook, Incoming, connector};
+pub use parley_connectors::{Inbound, InboundContact, InboundRequest, StatusReport};
 use parley_domain::Scope;
 use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
-use parley_domain::validation::{
-    FieldError, LocPart, Page, Parsed, QueryReader, header_value, list_of, loc, one_of, parse_object, string,
-};
+use parley_domain::validation::{FieldError, LocPart, Page, Parsed, QueryReader, loc, one_of, parse_object, string};
 use parley_events::signing::WebhookSecret;
 use parley_store::Tx;
 use parley_store::repo::channels::{self as repo, ChannelFields, ChannelRow};
@@ -20,235 +20,6 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::{ServiceError, ServiceResult, Services};
-
-/// What one channel type contributes.
-pub trait Connector: Send + Sync {
-    fn kind(&self) -> ChannelType;
-    /// Names of settings whose values are write-only.
-    fn secret_settings(&self) -> &'static [&'static str];
-    /// Checks one setting; `None` for a name the type does not know.
-    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>>;
-    /// The OpenAPI schema of the settings object: each setting `parse_setting`
-    /// takes, with its constraints (null removes a setting).
-    fn settings_schema(&self) -> utoipa::openapi::Object;
-    /// Whether traffic is signed (Standard Webhooks) with a generated `whsec_` secret.
-    fn signs_traffic(&self) -> bool;
-    /// Prefix of the channel's public id (and address).
-    fn public_prefix(&self) -> &'static str;
-    /// A setting that is a URL Parley will call (checked against SSRF).
-    fn outbound_url_setting(&self) -> Option<&'static str> {
-        None
-    }
-    /// Why a channel with these settings cannot send, if it cannot.
-    fn cannot_send(&self, _config: &Map<String, Value>) -> Option<String> {
-        None
-    }
-    /// Whether sending reaches a third party's servers (in test mode such
-    /// messages never leave the process). The api and webchat channels
-    /// reach only the customer's own systems, so they send in both modes.
-    fn reaches_third_party(&self) -> bool {
-        false
-    }
-    /// Sends one outbound message.
-    fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;
-}
-
-/// Everything a connector needs to send one message.
-pub struct Delivery<'a> {
-    pub client: &'a reqwest::Client,
-    pub timeout: std::time::Duration,
-    pub allow_private: bool,
-    pub channel: &'a ChannelRow,
-    /// The channel's secret settings, opened.
-    pub secrets: &'a Map<String, Value>,
-    /// The channel's `whsec_` secret, for types that sign traffic.
-    pub signing: Option<&'a WebhookSecret>,
-    pub message: &'a parley_domain::conversation::Message,
-    /// The recipient's address on the channel.
-    pub to: &'a str,
-    pub livemode: bool,
-}
-
-/// How a send went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivered {
-    /// Accepted; the provider's id for the message, if it gave one.
-    Sent { external_id: Option<String> },
-    /// Worth another try (after the provider's wish, if it said).
-    Retry { error: String, after: Option<std::time::Duration> },
-    /// Will never succeed as it stands.
-    Failed { error: String },
-}
-
-/// The `api` channel: your own system, over signed HTTP both ways.
-struct ApiConnector;
-
-impl Connector for ApiConnector {
-    fn kind(&self) -> ChannelType {
-        ChannelType::Api
-    }
-    fn secret_settings(&self) -> &'static [&'static str] {
-        &["authorization"]
-    }
-    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
-        Some(match name {
-            // Where outbound messages are POSTed; without it the channel only receives.
-            "url" => string(1, 2048)(value, at).and_then(|u| {
-                parley_events::ssrf::parse_target(&u)
-                    .map(|u| Value::String(u.to_string()))
-                    .map_err(|e| vec![FieldError::new(at.to_vec(), "value_error.url", e.to_string())])
-            }),
-            // Sent as the Authorization header of outbound requests.
-            "authorization" => header_value(1, 1000)(value, at).map(Value::String),
-            _ => return None,
-        })
-    }
-    fn settings_schema(&self) -> utoipa::openapi::Object {
-        use parley_domain::schema::{nullable, string};
-        parley_domain::schema::closed_object(vec![
-            (
-                "url",
-                nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())
-                    .into(),
-                "Where outbound messages are POSTed (http or https, no credentials); without it the channel only receives.",
-            ),
-            (
-                "authorization",
-                nullable(string(1, 1000).pattern(Some("^[ -~]+$")).build()).into(),
-                "Secret, write-only: sent as the Authorization header of outbound requests (printable ASCII).",
-            ),
-        ])
-    }
-    fn signs_traffic(&self) -> bool {
-        true
-    }
-    fn public_prefix(&self) -> &'static str {
-        "api"
-    }
-    fn outbound_url_setting(&self) -> Option<&'static str> {
-        Some("url")
-    }
-    fn cannot_send(&self, config: &Map<String, Value>) -> Option<String> {
-        (!config.contains_key("url")).then(|| "it has no `url` to send to (set config.url)".to_owned())
-    }
-    fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
-        Box::pin(deliver_api(d))
-    }
-}
-
-/// Bytes of an api channel's reply read for its `external_id`.
-const API_REPLY_LIMIT: usize = 16 * 1024;
-
-/// POSTs the message to the channel's `url`, signed with its secret. The
-/// reply may name the message: `{"external_id": "…"}`. Timeouts, 408, 425,
-/// 429 and 5xx are retried; any other 4xx fails the message.
-async fn deliver_api(d: Delivery<'_>) -> Delivered {
-    let Some(Value::String(url)) = d.channel.config.0.get("url") else {
-        return Delivered::Failed { error: "the channel has no url".to_owned() };
-    };
-    let Some(signing) = d.signing else {
-        return Delivered::Failed { error: "the channel has no signing secret".to_owned() };
-    };
-    let m = d.message;
-    let body = serde_json::json!({
-        "type": "message",
-        "livemode": d.livemode,
-        "data": {
-            "id": m.id,
-            "conversation_id": m.conversation_id,
-            "channel_id": d.channel.id,
-            "to": d.to,
-            "author": m.author,
-            "text": m.text,
-            "attachments": m.attachments,
-            "created_at": m.created_at,
-        },
-    });
-    let post = parley_events::post::SignedPost {
-        url,
-        secrets: std::slice::from_ref(signing),
-        id: &format!("msg_{}", m.id),
-        body: serde_json::to_vec(&body).unwrap_or_default(),
-        authorization: d.secrets.get("authorization").and_then(Value::as_str),
-        allow_private: d.allow_private,
-        read_limit: API_REPLY_LIMIT,
-    };
-    match parley_events::post::send(d.client, d.timeout, post).await {
-        Err(error) => Delivered::Retry { error, after: None },
-        Ok(reply) if reply.succeeded() => {
-            let external_id =
-                serde_json::from_str::<Value>(&reply.body).ok().and_then(|v| match v.get("external_id") {
-                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 255 => Some(s.clone()),
-                    Some(Value::Number(n)) => Some(n.to_string()),
-                    _ => None,
-                });
-            Delivered::Sent { external_id }
-        }
-        Ok(reply) => {
-            let error = reply.error().unwrap_or_default();
-            match reply.status {
-                408 | 425 | 429 | 500..=599 => Delivered::Retry { error, after: reply.retry_after },
-                _ => Delivered::Failed { error },
-            }
-        }
-    }
-}
-
-/// The `webchat` channel: the widget on your pages.
-struct WebchatConnector;
-
-impl Connector for WebchatConnector {
-    fn kind(&self) -> ChannelType {
-        ChannelType::Webchat
-    }
-    fn secret_settings(&self) -> &'static [&'static str] {
-        &[]
-    }
-    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
-        Some(match name {
-            // Pages allowed to open the chat ("https://shop.example"), or ["*"].
-            "allowed_origins" => list_of(20, |v, l| string(1, 200)(v, l))(value, at)
-                .map(|o| Value::Array(o.into_iter().map(Value::String).collect())),
-            "title" => string(1, 100)(value, at).map(Value::String),
-            "greeting" => string(1, 500)(value, at).map(Value::String),
-            _ => return None,
-        })
-    }
-    fn settings_schema(&self) -> utoipa::openapi::Object {
-        use parley_domain::schema::{nullable, nullable_array, string, strings};
-        parley_domain::schema::closed_object(vec![
-            (
-                "allowed_origins",
-                nullable_array(strings(20, 1, 200)).into(),
-                "Pages allowed to open the chat (\"https://shop.example\"), or [\"*\"]; default any.",
-            ),
-            ("title", nullable(string(1, 100).build()).into(), "The widget's title."),
-            ("greeting", nullable(string(1, 500).build()).into(), "Shown before the first message."),
-        ])
-    }
-    fn signs_traffic(&self) -> bool {
-        false
-    }
-    fn public_prefix(&self) -> &'static str {
-        "wc"
-    }
-    /// The message is stored; the visitor's socket shows it now or when
-    /// they come back.
-    fn deliver<'a>(&'a self, _: Delivery<'a>) -> BoxFuture<'a, Delivered> {
-        Box::pin(async { Delivered::Sent { external_id: None } })
-    }
-}
-
-/// The connectors available in this version.
-pub fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
-    match kind {
-        ChannelType::Api => Some(&ApiConnector),
-        ChannelType::Webchat => Some(&WebchatConnector),
-        _ => None,
-    }
-}
-
-const AVAILABLE: &[&str] = &["api", "webchat"];
 
 /// Settings as sent: each value, or `null` to remove it (in an update).
 pub type SettingChanges = Map<String, Value>;
@@ -568,63 +339,54 @@ pub async fn prepare_update(svc: &Services, scope: Scope, id: i64, input: &Updat
     prepare(svc, channel.kind, input.config.as_ref()).await
 }
 
-/// How far an inbound request's `webhook-timestamp` may be from now.
-pub const INBOUND_TOLERANCE_S: i64 = 5 * 60;
-
-/// The Standard Webhooks headers of an inbound request.
-pub struct SignatureHeaders<'a> {
-    pub id: Option<&'a str>,
-    pub timestamp: Option<&'a str>,
-    pub signature: Option<&'a str>,
-}
-
-/// A secret no request is signed with, checked against when the id names no
-/// api channel.
+/// Credentials no request is authenticated with, checked against when the
+/// id names no channel that takes inbound requests.
 static DECOY_SECRET: std::sync::LazyLock<WebhookSecret> = std::sync::LazyLock::new(WebhookSecret::generate);
 
-/// Checks that a request for api channel `id` is signed with the channel's
-/// `whsec_` secret within five minutes of now (401 otherwise) and that the
-/// channel is active (403); returns its scope and row. Until the signature
-/// matches, every answer is the same whatever the id names — a missing
-/// channel, another type's, another workspace's — so unsigned requests
-/// learn nothing about which channels exist.
-pub async fn verified_api_channel(
+/// Authenticates a request on channel `id`'s `hook` with the channel's
+/// credentials (401 otherwise), checks that the channel is active (403),
+/// and reads it. Until the request is authenticated, every answer is the
+/// same whatever the id names (a missing channel, one that takes no such
+/// requests, another workspace's), so callers learn nothing about which
+/// channels exist.
+pub async fn receive_hook(
     svc: &Services,
     id: i64,
-    headers: SignatureHeaders<'_>,
-    body: &[u8],
-) -> ServiceResult<(Scope, ChannelRow)> {
-    let refused =
-        |e: parley_events::signing::VerifyError| ServiceError::Unauthorized(format!("Invalid signature: {e}"));
+    hook: Hook,
+    request: InboundRequest<'_>,
+) -> ServiceResult<(Scope, ChannelRow, Incoming)> {
     let now = parley_domain::Timestamp::now().unix_micros() / 1_000_000;
-    let signed = parley_events::signing::SignedHeaders::check(
-        headers.id,
-        headers.timestamp,
-        headers.signature,
-        now,
-        INBOUND_TOLERANCE_S,
-    )
-    .map_err(refused)?;
     let found = {
         let mut c = svc.db.read().await?;
         repo::find_for_inbound(&mut c, id).await?
     };
-    let verified = match found {
-        Some((scope, channel)) if channel.kind == ChannelType::Api => {
-            signed.matches(&signing_secret(svc, &channel)?, body).then_some((scope, channel))
+    let hooked = found.and_then(|(scope, row)| {
+        let connector = connector(row.kind).filter(|c| c.hooks().contains(&hook))?;
+        Some((scope, row, connector))
+    });
+    let (scope, channel, connector) = match hooked {
+        Some((scope, row, connector)) => {
+            let secrets = secret_settings(svc, &row)?;
+            let signing = if connector.signs_traffic() { Some(signing_secret(svc, &row)?) } else { None };
+            let creds = Credentials { secrets: &secrets, signing: signing.as_ref() };
+            connector.authenticate(&request, &creds, now).map_err(|r| ServiceError::Unauthorized(r.0))?;
+            (scope, row, connector)
         }
-        _ => {
-            // The same work as a real check, so that the time taken does not
-            // tell a channel that exists from one that does not.
-            let _ = signed.matches(&DECOY_SECRET, body);
-            None
+        None => {
+            // The same work as a real check, so that neither the answer nor
+            // the time taken tells a channel that exists from one that does not.
+            let decoy = connector(ChannelType::Api).expect("the api connector exists");
+            let creds = Credentials { secrets: &Map::new(), signing: Some(&DECOY_SECRET) };
+            let refused = decoy.authenticate(&request, &creds, now).err();
+            let reason = refused.map_or_else(|| "Invalid signature: no signature matches".to_owned(), |r| r.0);
+            return Err(ServiceError::Unauthorized(reason));
         }
     };
-    let (scope, channel) = verified.ok_or_else(|| refused(parley_events::signing::VerifyError::NoMatch))?;
     if channel.status != ChannelStatus::Active {
         return Err(ServiceError::Forbidden(format!("Channel {id} is {}", channel.status)));
     }
-    Ok((scope, channel))
+    let incoming = connector.read(hook, &request)?;
+    Ok((scope, channel, incoming))
 }
 
 /// The channel's `whsec_` secret, opened.
@@ -649,17 +411,16 @@ pub fn secret_settings(svc: &Services, channel: &ChannelRow) -> ServiceResult<Ma
     open_json(svc, channel.sealed_secrets.as_deref())
 }
 
-/// Takes a message for api channel `id` (signed, see
-/// [`verified_api_channel`]). Stored once per `external_id`.
+/// Takes a message for channel `id` (authenticated, see [`receive_hook`]).
+/// Stored once per provider id (`external_id`).
 pub async fn receive_inbound(
     svc: &Services,
     id: i64,
-    headers: SignatureHeaders<'_>,
-    body: &[u8],
+    request: InboundRequest<'_>,
 ) -> ServiceResult<crate::conversations::Received> {
-    let (scope, channel) = verified_api_channel(svc, id, headers, body).await?;
-    let value: Value =
-        serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
-    let inbound = crate::conversations::parse_inbound(value)?;
+    let (scope, channel, incoming) = receive_hook(svc, id, Hook::Message, request).await?;
+    let Incoming::Message(inbound) = incoming else {
+        return Err(ServiceError::invariant("a message hook read something other than a message"));
+    };
     crate::conversations::receive_committed(svc, crate::conversations::InboundJob { scope, channel, inbound }).await
 }

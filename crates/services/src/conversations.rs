@@ -16,7 +16,7 @@ use parley_domain::conversation::{
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
 use parley_domain::validation::{
-    FieldError, Page, Parsed, QueryReader, integer, loc, object, one_of, parse_object, string, timestamp,
+    FieldError, Page, Parsed, QueryReader, integer, loc, one_of, parse_object, string, timestamp,
 };
 use parley_store::Tx;
 use parley_store::repo::channels::ChannelRow;
@@ -28,48 +28,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use parley_connectors::Inbound;
+
 use crate::{ServiceError, ServiceResult, Services, Work, contacts, event_data};
-
-/// A message arriving on a channel.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"from": "user-42", "text": "Hello, where is my order?", "external_id": "m-1", "contact": {"display_name": "Ana"}}))]
-pub struct Inbound {
-    /// The sender's address on the channel (for the api channel, your id
-    /// for the person); 1–255 characters.
-    #[schema(min_length = 1, max_length = 255)]
-    pub from: String,
-    /// 1–10,000 characters.
-    #[schema(min_length = 1, max_length = 10000)]
-    pub text: String,
-    /// Your id for the message (1–255 characters); a message sent twice with one id is stored once.
-    #[schema(min_length = 1, max_length = 255)]
-    pub external_id: String,
-    /// What you know of the sender, used when Parley creates their contact.
-    #[schema(nullable = false)]
-    pub contact: Option<InboundContact>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InboundContact {
-    /// 1–200 characters.
-    #[schema(nullable = false, min_length = 1, max_length = 200)]
-    pub display_name: Option<String>,
-}
-
-pub fn parse_inbound(body: Value) -> Parsed<Inbound> {
-    parse_object(body, loc(&["body"]), |r| {
-        let from = r.required("from", string(1, 255));
-        let text = r.required("text", string(1, 10_000));
-        let external_id = r.required("external_id", string(1, 255));
-        let contact = r.optional(
-            "contact",
-            object(|r| Some(InboundContact { display_name: r.optional("display_name", string(1, 200)) })),
-        );
-        Some(Inbound { from: from?, text: text?, external_id: external_id?, contact })
-    })
-}
 
 /// What `receive` did.
 pub struct Received {

@@ -21,8 +21,8 @@ use parley_store::repo::{channels as channel_repo, conversations as conversation
 use parley_store::{StoreResult, Tx};
 use serde::{Deserialize, Serialize};
 
-use crate::channels::{Delivered, Delivery, connector};
 use crate::{ServiceError, ServiceResult, Services, messages};
+use parley_connectors::{Delivered, Delivery, connector};
 
 /// The job kind.
 pub const KIND: &str = "message.send";
@@ -177,11 +177,12 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
             let secrets = crate::channels::secret_settings(svc, &channel)?;
             let signing = if k.signs_traffic() { Some(crate::channels::signing_secret(svc, &channel)?) } else { None };
             let to = conversation.item.channel_ref.split_once(':').map_or("", |(_, a)| a);
+            let domain_channel = channel.to_api()?;
             k.deliver(Delivery {
                 client,
                 timeout: svc.config.courier.request_timeout,
                 allow_private: svc.config.webhooks_allow_private,
-                channel: &channel,
+                channel: &domain_channel,
                 secrets: &secrets,
                 signing: signing.as_ref(),
                 message: &message,

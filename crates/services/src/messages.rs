@@ -13,17 +13,16 @@ use parley_domain::conversation::{
     preview,
 };
 use parley_domain::event::EventType;
-use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, one_of, parse_object, string};
+use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, parse_object, string};
 use parley_store::Tx;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
 use parley_store::repo::conversations as repo;
 use parley_store::repo::events;
-use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::channels::{SignatureHeaders, connector};
 use crate::{ServiceError, ServiceResult, Services, conversations, event_data};
+use parley_connectors::{Hook, InboundRequest, Incoming, connector};
 
 /// Where a message goes: exactly one of the three forms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -431,43 +430,12 @@ pub async fn advance(
     Ok(message)
 }
 
-/// `POST /api/v1/channels/{id}/status`: a delivery report.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StatusReport {
-    /// The id your system gave the message (in its reply to Parley's POST); 1–255 characters.
-    #[schema(min_length = 1, max_length = 255)]
-    pub external_id: String,
-    /// `sent|delivered|read|failed`.
-    #[schema(schema_with = parley_domain::schema::reported_status)]
-    pub status: MessageStatus,
-    /// Why it failed (with `failed`); 1–1,000 characters.
-    #[schema(nullable = false, min_length = 1, max_length = 1000)]
-    pub error: Option<String>,
-}
-
-pub fn parse_status_report(body: Value) -> Parsed<StatusReport> {
-    parse_object(body, loc(&["body"]), |r| {
-        let external_id = r.required("external_id", string(1, 255));
-        let status = r
-            .required("status", one_of(&["sent", "delivered", "read", "failed"]))
-            .and_then(|s| MessageStatus::parse(&s));
-        let error = r.optional("error", string(1, 1000));
-        Some(StatusReport { external_id: external_id?, status: status?, error })
-    })
-}
-
-/// Applies a signed delivery report for api channel `channel_id`.
-pub async fn report_status(
-    svc: &Services,
-    channel_id: i64,
-    headers: SignatureHeaders<'_>,
-    body: &[u8],
-) -> ServiceResult<Message> {
-    let (scope, channel) = crate::channels::verified_api_channel(svc, channel_id, headers, body).await?;
-    let value: Value =
-        serde_json::from_slice(body).map_err(|_| ServiceError::Validation(vec![FieldError::invalid_json()]))?;
-    let report = parse_status_report(value)?;
+/// Applies an authenticated delivery report for channel `channel_id`.
+pub async fn report_status(svc: &Services, channel_id: i64, request: InboundRequest<'_>) -> ServiceResult<Message> {
+    let (scope, channel, incoming) = crate::channels::receive_hook(svc, channel_id, Hook::Status, request).await?;
+    let Incoming::Status(report) = incoming else {
+        return Err(ServiceError::invariant("a status hook read something other than a status report"));
+    };
     let mut work = svc.begin().await?;
     let message = repo::by_external_id(&mut work, scope, channel.id, Direction::Outbound, &report.external_id)
         .await?

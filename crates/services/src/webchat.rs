@@ -135,7 +135,7 @@ pub async fn say(
     client_id: Option<String>,
 ) -> ServiceResult<Message> {
     // The same checks as any inbound message.
-    let inbound = crate::conversations::parse_inbound(json!({
+    let inbound = parley_connectors::Inbound::parse(json!({
         "from": visitor.public_id,
         "text": text,
         "external_id": client_id.unwrap_or_else(|| format!("wc_{}", ulid::Ulid::new())),

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::channels::{self, ChannelWithSecret, CreateChannel, UpdateChannel};
+use parley_services::channels::{self, ChannelWithSecret, CreateChannel, InboundRequest, UpdateChannel};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -27,15 +27,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The Standard Webhooks headers of a signed request to a channel.
-fn signature_headers(headers: &HeaderMap) -> channels::SignatureHeaders<'_> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    channels::SignatureHeaders {
-        id: header("webhook-id"),
-        timestamp: header("webhook-timestamp"),
-        signature: header("webhook-signature"),
-    }
-}
-
 impl FromBody for CreateChannel {
     fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
         channels::parse_create(body)
@@ -176,7 +167,7 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
 #[utoipa::path(
     post, path = "/api/v1/channels/{channel_id}/inbound", tag = "Channels",
     params(("channel_id" = i64, Path)),
-    request_body = parley_services::conversations::Inbound,
+    request_body = parley_services::channels::Inbound,
     responses(
         (status = 200, body = parley_domain::conversation::Message, description = "Seen before: the first message"),
         (status = 201, body = parley_domain::conversation::Message),
@@ -193,7 +184,8 @@ async fn receive_inbound(
 ) -> Result<Response, ApiError> {
     let [id] = path.0;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    let received = channels::receive_inbound(&s.services, id, signature_headers(&headers), &bytes).await?;
+    let received =
+        channels::receive_inbound(&s.services, id, InboundRequest { headers: &headers, body: &bytes }).await?;
     let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(received.message)).into_response())
 }
@@ -209,7 +201,7 @@ async fn receive_inbound(
 #[utoipa::path(
     post, path = "/api/v1/channels/{channel_id}/status", tag = "Channels",
     params(("channel_id" = i64, Path)),
-    request_body = parley_services::messages::StatusReport,
+    request_body = parley_services::channels::StatusReport,
     responses(
         (status = 200, body = parley_domain::conversation::Message),
         (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature — also when no api channel has this id, so the answer reveals nothing"),
@@ -226,5 +218,8 @@ async fn receive_status(
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
     let [id] = path.0;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    Ok(Json(parley_services::messages::report_status(&s.services, id, signature_headers(&headers), &bytes).await?))
+    Ok(Json(
+        parley_services::messages::report_status(&s.services, id, InboundRequest { headers: &headers, body: &bytes })
+            .await?,
+    ))
 }

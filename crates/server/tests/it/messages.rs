@@ -132,7 +132,7 @@ both_backends! {
         let conv = conversation_with(&app, ch, &secret, "user-1").await;
         let id = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conv, "text": "x"})).await.body["id"].as_i64().unwrap();
         let failed = wait_for_status(&app, &ws.live, id, "failed").await;
-        assert_eq!(failed["error"], "HTTP 400 (after 1 attempt)");
+        assert_eq!(failed["error"], "HTTP 400: ok (after 1 attempt)", "the receiver's words are kept");
         assert_eq!(rx.received().len(), 1, "a 400 is not retried");
         let events = app.events(ws.id, Mode::Live, "message.failed").await;
         assert_eq!((events.len(), events[0].data["id"].clone()), (1, json!(id)));
