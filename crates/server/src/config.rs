@@ -189,7 +189,7 @@ pub struct AuthSettings {
 
 impl Default for AuthSettings {
     fn default() -> Self {
-        let d = parley_services::identity::AuthConfig::default();
+        let d = parley_services::tenancy::identity::AuthConfig::default();
         Self {
             access_token_ttl_seconds: d.access_token_ttl_s,
             refresh_token_ttl_seconds: d.refresh_token_ttl_s,
@@ -314,8 +314,8 @@ impl Default for StorageSettings {
 }
 
 impl StorageSettings {
-    fn backend(&self) -> anyhow::Result<parley_services::storage::Backend> {
-        use parley_services::storage::Backend;
+    fn backend(&self) -> anyhow::Result<parley_services::files::Backend> {
+        use parley_services::files::Backend;
         match self.backend.as_str() {
             "local" => Ok(Backend::Local),
             "s3" => Ok(Backend::S3 {
@@ -357,10 +357,10 @@ impl Default for MessageSettings {
 }
 
 impl MessageSettings {
-    pub fn courier_config(&self) -> parley_services::courier::CourierConfig {
+    pub fn courier_config(&self) -> parley_services::messaging::courier::CourierConfig {
         use std::time::Duration;
         let timeout = Duration::from_secs(self.timeout_seconds.max(1));
-        parley_services::courier::CourierConfig {
+        parley_services::messaging::courier::CourierConfig {
             retry_scale: self.retry_scale,
             request_timeout: timeout,
             // Never shorter than a send can take, or two instances could send at once.
@@ -530,7 +530,7 @@ impl Settings {
         engines.push("builtin".into());
         parley_services::ServicesConfig {
             text_engines: engines,
-            auth: parley_services::identity::AuthConfig {
+            auth: parley_services::tenancy::identity::AuthConfig {
                 access_token_ttl_s: self.auth.access_token_ttl_seconds,
                 refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,
             },
@@ -542,15 +542,15 @@ impl Settings {
                 initial_live_credit_cents: self.billing.initial_live_credit_cents,
                 low_balance_threshold_cents: self.billing.low_balance_threshold_cents,
             },
-            contacts: parley_services::contacts::ContactsConfig {
+            contacts: parley_services::crm::contacts::ContactsConfig {
                 // Checked when the settings are loaded.
                 default_region: self.contacts.default_region.parse().unwrap_or_default(),
                 auto_create: self.contacts.auto_create,
             },
             courier: self.messages.courier_config(),
-            storage: parley_services::storage::StorageConfig {
+            storage: parley_services::files::StorageConfig {
                 // Checked when the settings are loaded.
-                backend: self.storage.backend().unwrap_or(parley_services::storage::Backend::Local),
+                backend: self.storage.backend().unwrap_or(parley_services::files::Backend::Local),
                 path: self.storage.path.clone().into(),
                 url_ttl: std::time::Duration::from_secs(self.storage.url_ttl_seconds.max(1)),
                 public_url: self.public_url(),

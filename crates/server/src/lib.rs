@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use parley_api::AppState;
 use parley_services::Services;
-use parley_services::workspaces::Bootstrap;
+use parley_services::tenancy::workspaces::Bootstrap;
 use parley_store::Db;
 use tokio::net::TcpListener;
 
@@ -84,7 +84,7 @@ pub fn bootstrap_banner(b: &Bootstrap) -> String {
 /// The use cases over `db`, with the master key and a JWT signing key ready.
 pub async fn services(settings: &Settings, db: Db) -> anyhow::Result<Services> {
     let services = Services::new(db, settings.services_config(), settings.master_key()?);
-    services.keyring.ensure(&services.db).await.context("could not prepare the JWT signing keys")?;
+    services.prepare().await.context("could not prepare the JWT signing keys")?;
     Ok(services)
 }
 
@@ -103,20 +103,22 @@ pub async fn serve(
         settings.public_url = Some(format!("http://{bound}").replace("0.0.0.0", "127.0.0.1"));
     }
     let services = services(&settings, db.clone()).await?;
-    let dispatcher = std::sync::Arc::new(parley_events::dispatcher::Dispatcher::new(
-        db.clone(),
-        services.keyring.secrets().clone(),
-        settings.webhooks.dispatcher_config(),
-        services.outbox.subscribe(),
-    ));
     let state = AppState::new(services.clone(), settings.api_config()).map_err(anyhow::Error::msg)?;
     let (router, _) = parley_api::app(state.clone());
-    let maintenance =
-        tokio::spawn(maintain(state, settings.idempotency.retention_hours, settings.webhooks.retention_days));
+    let maintenance = tokio::spawn(maintain(
+        state,
+        parley_services::housekeeping::Retention {
+            idempotency_hours: settings.idempotency.retention_hours,
+            event_days: settings.webhooks.retention_days,
+        },
+    ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let dispatching =
-        tokio::spawn(std::sync::Arc::new(dispatcher.worker()).run(services.outbox.subscribe(), stop_rx.clone()));
+    let dispatching = tokio::spawn(parley_services::webhooks::dispatch(
+        services.clone(),
+        settings.webhooks.dispatcher_config(),
+        stop_rx.clone(),
+    ));
     let working = tokio::spawn(parley_services::jobs::run(services.clone(), stop_rx.clone()));
     let hangups = tokio::spawn(parley_services::calls::follow_hangups(services.clone(), stop_rx.clone()));
     let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));
@@ -150,29 +152,17 @@ pub async fn serve(
 
 /// Periodic housekeeping: purge old idempotency keys, events and delivery
 /// logs, retired signing keys; forget idle rate-limit state.
-async fn maintain(state: AppState, retention_hours: i64, event_retention_days: i64) {
+async fn maintain(state: AppState, retention: parley_services::housekeeping::Retention) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     loop {
         tick.tick().await;
         state.prune_rate_limits();
-        let before = parley_domain::Timestamp::now().plus_seconds(-retention_hours * 3600);
-        // Keys retired a day ago signed no token that is still valid.
-        let retired_before = parley_domain::Timestamp::now().plus_seconds(-24 * 3600);
-        let purged = async {
-            let mut tx = state.services.db.begin().await?;
-            let n = parley_store::repo::idempotency::purge_created_before(&mut tx, before).await?;
-            parley_store::repo::sessions::delete_signing_keys_retired_before(&mut tx, retired_before).await?;
-            let events_before = parley_domain::Timestamp::now().plus_seconds(-event_retention_days * 24 * 3600);
-            parley_store::repo::webhooks::purge_created_before(&mut tx, events_before).await?;
-            parley_store::repo::events::purge_created_before(&mut tx, events_before).await?;
-            tx.commit().await?;
-            Ok::<_, parley_store::StoreError>(n)
-        }
-        .await;
-        match purged {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "purged expired idempotency keys"),
-            Err(e) => tracing::warn!(error = %e, "could not purge idempotency keys"),
+        match parley_services::housekeeping::purge(&state.services, retention).await {
+            Ok(purged) if purged.idempotency_keys > 0 => {
+                tracing::info!(purged = purged.idempotency_keys, "purged expired idempotency keys")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not purge expired records"),
         }
     }
 }

@@ -10,7 +10,7 @@ use parley_domain::Mode;
 use parley_domain::user::Role;
 use parley_server::{Settings, bootstrap_banner, init_logging, open_database, serve, shutdown_signal};
 use parley_services::ServiceError;
-use parley_services::workspaces::{self, NewKey};
+use parley_services::tenancy::workspaces::{self, NewKey};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -278,7 +278,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let password = password.trim_end_matches(['\n', '\r']);
             let db = open_database(&settings).await?;
             let membership = workspace.zip(role.map(Role::from));
-            let user = parley_services::identity::create_user(&db, &email, password, membership).await?;
+            let user = parley_services::tenancy::identity::create_user(&db, &email, password, membership).await?;
             let membership =
                 membership.map(|(workspace_id, role)| json!({ "workspace_id": workspace_id, "role": role }));
             print_json(&json!({ "user": user, "membership": membership }));
@@ -287,7 +287,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SigningKey { command: SigningKeyCommand::Rotate } => {
             let db = open_database(&settings).await?;
             let services = parley_server::services(&settings, db).await?;
-            let kid = services.keyring.rotate(&services.db).await?;
+            let kid = parley_services::tenancy::identity::rotate_signing_key(&services).await?;
             print_json(&json!({ "kid": kid }));
             Ok(())
         }
@@ -309,9 +309,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Billing { command: BillingCommand::Verify } => {
-            let db = open_database(&settings).await?;
-            let mut c = db.read().await?;
-            let wrong = parley_store::repo::billing::discrepancies(&mut c).await?;
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
+            let wrong = parley_services::billing::discrepancies(&services).await?;
             let report: Vec<_> = wrong
                 .iter()
                 .map(|d| {

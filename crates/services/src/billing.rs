@@ -313,3 +313,13 @@ pub async fn charge_call(
     };
     post(tx, scope, config, entry).await.map(Some)
 }
+
+pub use parley_store::repo::billing::Discrepancy;
+
+/// Every account, of every workspace, whose balance is not the sum of its
+/// entries or whose held amount is not the sum of its holds (`parley
+/// billing verify`; an operator check, not scoped on purpose).
+pub async fn discrepancies(svc: &Services) -> ServiceResult<Vec<Discrepancy>> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::discrepancies(&mut c).await?)
+}

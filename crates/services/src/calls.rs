@@ -40,9 +40,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
+use crate::crm::contacts;
 use crate::signals::Signal;
 use crate::unit::{Answer, Answered, Idempotent, Work};
-use crate::{ServiceError, ServiceResult, Services, billing, contacts, event_data};
+use crate::{ServiceError, ServiceResult, Services, billing, event_data};
 
 #[derive(Debug, Clone)]
 pub struct CallsConfig {
@@ -293,7 +294,7 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
         }
         None => None,
     };
-    let channel = crate::channels::voice_channel(tx, scope).await?;
+    let channel = crate::messaging::channels::voice_channel(tx, scope).await?;
     let channel_ref = format!("voice:{}", input.to);
     let conversation = conversation_repo::insert(
         tx,

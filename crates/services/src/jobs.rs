@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::{Services, calls, courier};
+use crate::messaging::courier;
+use crate::{Services, calls};
 
 /// A worker for every job kind of this version: `message.send` (the
 /// courier) and `call.watch` (the call watchdog).

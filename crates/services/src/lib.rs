@@ -6,30 +6,25 @@
 //! after the commit) and run in a unit of work ([`unit`]) that callers (the
 //! REST API, the CLI, MCP) start with one call; reads take `&Services`.
 
+// Areas: each groups the use cases of one part of the product.
 pub mod agents;
-pub mod api_keys;
-pub mod auth;
 pub mod billing;
 pub mod calls;
-pub mod channels;
-pub mod contact_import;
-pub mod contacts;
-pub mod conversations;
-pub mod courier;
+pub mod crm;
+pub mod files;
+pub mod messaging;
+pub mod search;
+pub mod tenancy;
+pub mod webhooks;
+
+// What the areas share: the unit of work, the job queue, errors, signals
+// between instances, group commits.
 mod error;
 pub mod group_commit;
-pub mod handoffs;
-pub mod identity;
+pub mod housekeeping;
 pub mod jobs;
-pub mod messages;
-pub mod prompt_blocks;
-pub mod search;
 pub mod signals;
-pub mod storage;
 pub mod unit;
-pub mod webchat;
-pub mod webhooks;
-pub mod workspaces;
 
 use std::sync::Arc;
 
@@ -42,13 +37,13 @@ pub use unit::{Answer, Answered, Idempotent, KeyHold, Work};
 pub struct ServicesConfig {
     /// Names of the configured text engines; `builtin` is always among them.
     pub text_engines: Vec<String>,
-    pub auth: identity::AuthConfig,
+    pub auth: tenancy::identity::AuthConfig,
     /// Let webhook URLs point at private addresses (development and tests).
     pub webhooks_allow_private: bool,
     pub billing: billing::BillingConfig,
-    pub contacts: contacts::ContactsConfig,
-    pub courier: courier::CourierConfig,
-    pub storage: storage::StorageConfig,
+    pub contacts: crm::contacts::ContactsConfig,
+    pub courier: messaging::courier::CourierConfig,
+    pub storage: files::StorageConfig,
     pub calls: calls::CallsConfig,
     /// How long an unfinished idempotency claim blocks retries if its
     /// process dies (a finished one is replayed instead).
@@ -59,12 +54,12 @@ impl Default for ServicesConfig {
     fn default() -> Self {
         Self {
             text_engines: vec!["builtin".to_owned()],
-            auth: identity::AuthConfig::default(),
+            auth: tenancy::identity::AuthConfig::default(),
             webhooks_allow_private: false,
             billing: billing::BillingConfig::default(),
-            contacts: contacts::ContactsConfig::default(),
-            courier: courier::CourierConfig::default(),
-            storage: storage::StorageConfig::default(),
+            contacts: crm::contacts::ContactsConfig::default(),
+            courier: messaging::courier::CourierConfig::default(),
+            storage: files::StorageConfig::default(),
             calls: calls::CallsConfig::default(),
             idempotency_lease_s: 60,
         }
@@ -83,42 +78,75 @@ impl ServicesConfig {
     }
 }
 
-/// The database, settings and JWT keys, cheap to clone.
+/// What the use cases share, cheap to clone. Its parts are private: the
+/// areas reach them inside this crate, callers get only what they need
+/// (settings, files, live signals, a health check) and otherwise call the
+/// areas' operations.
 #[derive(Clone)]
 pub struct Services {
-    pub db: Db,
-    pub config: Arc<ServicesConfig>,
-    pub keyring: Arc<identity::Keyring>,
+    pub(crate) db: Db,
+    pub(crate) config: Arc<ServicesConfig>,
+    pub(crate) keyring: Arc<tenancy::identity::Keyring>,
     /// Bumped after writes, so the webhook dispatcher delivers new events at once.
-    pub outbox: Arc<tokio::sync::watch::Sender<u64>>,
+    pub(crate) outbox: Arc<tokio::sync::watch::Sender<u64>>,
     /// Signals between instances (conversation changes, hang-ups).
-    pub signals: Arc<signals::Signals>,
-    /// Files: attachments (and later recordings).
-    pub storage: Arc<storage::Storage>,
+    pub(crate) signals: Arc<signals::Signals>,
+    /// Files: attachments and recordings.
+    pub(crate) storage: Arc<files::Storage>,
     /// This instance's live calls and its telephony providers.
-    pub calls: Arc<calls::CallRuntime>,
+    pub(crate) calls: Arc<calls::CallRuntime>,
     /// Inbound messages, committed in groups.
-    pub inbound: Arc<group_commit::GroupCommit<conversations::InboundJob, conversations::Received>>,
+    pub(crate) inbound:
+        Arc<group_commit::GroupCommit<messaging::conversations::InboundJob, messaging::conversations::Received>>,
 }
 
 impl Services {
-    /// `secrets` seals secrets stored in the database (JWT signing keys).
+    /// `secrets` seals secrets stored in the database (JWT signing keys,
+    /// channel credentials). Call [`Services::prepare`] before serving.
     pub fn new(db: Db, config: ServicesConfig, secrets: parley_domain::crypto::SecretBox) -> Self {
-        let storage = storage::Storage::open(config.storage.clone(), secrets.derive_key("parley/files"));
+        let storage = files::Storage::open(config.storage.clone(), secrets.derive_key("parley/files"));
         Self {
             storage: Arc::new(storage),
             calls: Arc::new(calls::CallRuntime::default()),
             db,
             config: Arc::new(config.normalised()),
-            keyring: Arc::new(identity::Keyring::new(secrets)),
+            keyring: Arc::new(tenancy::identity::Keyring::new(secrets)),
             outbox: Arc::new(tokio::sync::watch::channel(0).0),
             signals: Arc::new(signals::Signals::default()),
-            inbound: Arc::new(group_commit::GroupCommit::new(conversations::run_receive)),
+            inbound: Arc::new(group_commit::GroupCommit::new(messaging::conversations::run_receive)),
         }
     }
-}
 
-impl Services {
+    /// Loads the JWT signing keys, creating the first one on a new database.
+    pub async fn prepare(&self) -> ServiceResult<()> {
+        self.keyring.ensure(&self.db).await
+    }
+
+    /// The same use cases placing calls through `runtime`'s providers.
+    pub fn with_call_runtime(mut self, runtime: calls::CallRuntime) -> Self {
+        self.calls = Arc::new(runtime);
+        self
+    }
+
+    pub fn config(&self) -> &Arc<ServicesConfig> {
+        &self.config
+    }
+
+    /// Stored files (attachments, recordings) and their download links.
+    pub fn files(&self) -> &files::Storage {
+        &self.storage
+    }
+
+    /// Changes to conversations and calls, from this instance and others.
+    pub fn subscribe_signals(&self) -> tokio::sync::broadcast::Receiver<signals::Signal> {
+        self.signals.subscribe()
+    }
+
+    /// Whether the database answers (the health check).
+    pub async fn ping(&self) -> ServiceResult<()> {
+        Ok(self.db.ping().await?)
+    }
+
     /// Tells the dispatcher that a committed write may have queued deliveries.
     pub fn wake_outbox(&self) {
         self.outbox.send_modify(|generation| *generation = generation.wrapping_add(1));

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::auth::{Credential, Principal};
+use crate::tenancy::auth::{Credential, Principal};
 use crate::{ServiceError, ServiceResult, Services};
 
 /// After a rotation the old secret keeps signing this long.
@@ -308,4 +308,20 @@ pub async fn list_events(
 pub async fn get_event(svc: &Services, scope: Scope, id: &str) -> ServiceResult<Event> {
     let mut c = svc.db.read().await?;
     events::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Event", id))
+}
+
+/// Delivers queued webhook events until `stop`: the dispatcher drains each
+/// endpoint's queue as a `webhook.endpoint` job, woken by committed writes.
+pub async fn dispatch(
+    svc: Services,
+    config: parley_events::dispatcher::DispatcherConfig,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let dispatcher = std::sync::Arc::new(parley_events::dispatcher::Dispatcher::new(
+        svc.db.clone(),
+        svc.keyring.secrets().clone(),
+        config,
+        svc.outbox.subscribe(),
+    ));
+    std::sync::Arc::new(dispatcher.worker()).run(svc.outbox.subscribe(), stop).await
 }

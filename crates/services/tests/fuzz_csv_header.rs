@@ -14,7 +14,7 @@
 use parley_domain::contact::Region;
 use parley_domain::validation::{FieldError, LocPart};
 use parley_services::ServiceError;
-use parley_services::contact_import::{MAX_COLUMNS, MAX_REPORTED_FAULTS, validate};
+use parley_services::crm::contact_import::{MAX_COLUMNS, MAX_REPORTED_FAULTS, validate};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use std::sync::LazyLock;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use parley_domain::{Mode, Scope};
 use parley_services::ServiceError;
 use parley_services::billing::{self, BillingConfig};
-use parley_services::workspaces;
+use parley_services::tenancy::workspaces;
 use parley_store::repo::billing as ledger;
 use parley_store::testing::TestDatabase;
 use parley_store::{Db, DbOptions};

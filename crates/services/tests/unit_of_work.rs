@@ -12,7 +12,8 @@ use parley_domain::crypto::SecretBox;
 use parley_domain::idempotency::IdempotencyKey;
 use parley_domain::{Mode, Scope};
 use parley_services::calls::{self, CallRuntime};
-use parley_services::{Idempotent, Services, ServicesConfig, agents, workspaces};
+use parley_services::tenancy::workspaces;
+use parley_services::{Idempotent, Services, ServicesConfig, agents};
 use parley_store::testing::TestDatabase;
 use parley_store::{Db, DbOptions};
 use parley_voice::provider::{Dial, DialError, Placed, Provider};
@@ -50,16 +51,16 @@ impl Provider for Probe {
 async fn setup(database: &TestDatabase) -> (Services, Arc<Probe>, Scope, i64) {
     let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
     db.migrate().await.unwrap();
-    let mut svc = Services::new(db.clone(), ServicesConfig::default(), SecretBox::new([7; 32]));
+    let svc = Services::new(db.clone(), ServicesConfig::default(), SecretBox::new([7; 32]));
     let probe = Arc::new(Probe { db, simulated: Simulated::default(), writable_during_dial: Mutex::new(Vec::new()) });
-    svc.calls = Arc::new(CallRuntime::new(probe.clone(), probe.clone()));
-    let billing = svc.config.billing.clone();
+    let svc = svc.with_call_runtime(CallRuntime::new(probe.clone(), probe.clone()));
+    let billing = svc.config().billing.clone();
     let created = svc
         .transaction(async |work| workspaces::create_workspace(work, "Acme", true, &billing, 10_000).await)
         .await
         .unwrap();
     let scope = Scope::new(created.workspace.id, Mode::Test);
-    let input = agents::parse_create(json!({"name": "Ava"}), &svc.config.text_engines).unwrap();
+    let input = agents::parse_create(json!({"name": "Ava"}), &svc.config().text_engines).unwrap();
     let agent = svc.transaction(async |work| agents::create(work, scope, &billing, input).await).await.unwrap();
     (svc, probe, scope, agent.id)
 }
@@ -110,8 +111,8 @@ async fn placing_a_call_dials_outside_any_transaction_and_replays(database: Test
 
 async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     let (svc, _probe, scope, _agent) = setup(&database).await;
-    let billing = svc.config.billing.clone();
-    let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config.text_engines).unwrap();
+    let billing = svc.config().billing.clone();
+    let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config().text_engines).unwrap();
     let mut work = svc.begin().await.unwrap();
     let agent = agents::create(&mut work, scope, &billing, input).await.unwrap();
     drop(work);

@@ -6,7 +6,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use parley_services::auth::{self, Principal};
+use parley_services::tenancy::auth::{self, Principal};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -94,7 +94,7 @@ pub(crate) async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Id
         Err(why) => return Ok(Identity::Malformed(why)),
     };
     let outcome = match &presented {
-        Presented::ApiKey(raw) => auth::authenticate_api_key(&state.services.db, raw).await?.ok(),
+        Presented::ApiKey(raw) => auth::authenticate_api_key(&state.services, raw).await?.ok(),
         Presented::AccessToken(token) => auth::authenticate_bearer(&state.services, token).await?,
     };
     Ok(match (outcome, presented) {

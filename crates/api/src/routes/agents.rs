@@ -35,13 +35,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 impl FromBody for CreateAgent {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        agents::parse_create(body, &state.services.config.text_engines)
+        agents::parse_create(body, &state.services.config().text_engines)
     }
 }
 
 impl FromBody for UpdateAgent {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        agents::parse_update(body, &state.services.config.text_engines)
+        agents::parse_update(body, &state.services.config().text_engines)
     }
 }
 
@@ -139,7 +139,7 @@ async fn create_agent(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
-    let config = s.services.config.clone();
+    let config = s.services.config().clone();
     write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
         agents::create(work, scope, &config.billing, value).await
     })

@@ -8,7 +8,7 @@ use axum::response::Response;
 use parley_domain::Mode;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_domain::workspace::ApiKeyInfo;
-use parley_services::api_keys::{self, CreateApiKey, UpdateApiKey};
+use parley_services::tenancy::api_keys::{self, CreateApiKey, UpdateApiKey};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};

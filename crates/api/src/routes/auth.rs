@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use parley_domain::Mode;
 use parley_domain::user::Role;
 use parley_domain::validation::{Parsed, integer, loc, one_of, parse_object, string};
-use parley_services::identity::{self, Me, Session, TokenResponse};
+use parley_services::tenancy::identity::{self, Me, Session, TokenResponse};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;

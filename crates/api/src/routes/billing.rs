@@ -104,7 +104,7 @@ async fn add_credit(
     auth.0.require_owner("add credit")?;
     let JsonBody { value, canonical } = body;
     let scope = auth.scope();
-    let config = s.services.config.clone();
+    let config = s.services.config().clone();
     write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
         let description = value.description.as_deref().unwrap_or("Credit");
         billing::credit(work, scope, &config.billing, value.amount_cents, description).await
@@ -124,7 +124,7 @@ async fn add_credit(
 )]
 async fn reset_test_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
     let scope = auth.scope();
-    let config = s.services.config.clone();
+    let config = s.services.config().clone();
     let balance = s
         .services
         .transaction(async move |work| billing::reset_test_balance(work, scope, &config.billing).await)

@@ -32,7 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 impl FromBody for CreateCall {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        calls::parse_create(body, state.services.config.contacts.default_region)
+        calls::parse_create(body, state.services.config().contacts.default_region)
     }
 }
 

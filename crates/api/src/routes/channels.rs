@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::channels::{self, ChannelWithSecret, CreateChannel, InboundRequest, UpdateChannel};
+use parley_services::messaging::channels::{self, ChannelWithSecret, CreateChannel, InboundRequest, UpdateChannel};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -167,7 +167,7 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
 #[utoipa::path(
     post, path = "/api/v1/channels/{channel_id}/inbound", tag = "Channels",
     params(("channel_id" = i64, Path)),
-    request_body = parley_services::channels::Inbound,
+    request_body = parley_services::messaging::channels::Inbound,
     responses(
         (status = 200, body = parley_domain::conversation::Message, description = "Seen before: the first message"),
         (status = 201, body = parley_domain::conversation::Message),
@@ -201,7 +201,7 @@ async fn receive_inbound(
 #[utoipa::path(
     post, path = "/api/v1/channels/{channel_id}/status", tag = "Channels",
     params(("channel_id" = i64, Path)),
-    request_body = parley_services::channels::StatusReport,
+    request_body = parley_services::messaging::channels::StatusReport,
     responses(
         (status = 200, body = parley_domain::conversation::Message),
         (status = 401, body = ErrorBody, description = "Missing, stale or wrong signature — also when no api channel has this id, so the answer reveals nothing"),
@@ -219,7 +219,11 @@ async fn receive_status(
     let [id] = path.0;
     let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
     Ok(Json(
-        parley_services::messages::report_status(&s.services, id, InboundRequest { headers: &headers, body: &bytes })
-            .await?,
+        parley_services::messaging::messages::report_status(
+            &s.services,
+            id,
+            InboundRequest { headers: &headers, body: &bytes },
+        )
+        .await?,
     ))
 }

@@ -10,8 +10,8 @@ use axum::response::Response;
 use futures::TryStreamExt;
 use parley_domain::contact::{Contact, Origin};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::contact_import::{self, ImportReport};
-use parley_services::contacts::{self, ContactChanges, Discover, Discovery, MergeContacts};
+use parley_services::crm::contact_import::{self, ImportReport};
+use parley_services::crm::contacts::{self, ContactChanges, Discover, Discovery, MergeContacts};
 use parley_store::repo::contacts::ContactFilter;
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -55,7 +55,7 @@ async fn discover_contacts(
 ) -> Result<Json<Discovery>, ApiError> {
     let scope = auth.scope();
     let create = body.value.create.unwrap_or(false);
-    let config = s.services.config.clone();
+    let config = s.services.config().clone();
     let found = s
         .services
         .transaction(async move |work| contacts::discover(work, scope, &config.contacts, create).await)
@@ -70,13 +70,13 @@ pub struct ContactUpdate(ContactChanges);
 
 impl FromBody for NewContact {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        contacts::parse_create(body, state.services.config.contacts.default_region).map(NewContact)
+        contacts::parse_create(body, state.services.config().contacts.default_region).map(NewContact)
     }
 }
 
 impl FromBody for ContactUpdate {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        contacts::parse_update(body, state.services.config.contacts.default_region).map(ContactUpdate)
+        contacts::parse_update(body, state.services.config().contacts.default_region).map(ContactUpdate)
     }
 }
 
@@ -135,7 +135,7 @@ async fn list_contacts(
 #[utoipa::path(
     post, path = "/api/v1/contacts", tag = "Contacts",
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional; a retry replays the first response.")),
-    request_body = parley_services::contacts::CreateContact,
+    request_body = parley_services::crm::contacts::CreateContact,
     responses(
         (status = 201, body = Contact),
         (status = 409, body = ErrorBody, example = json!({"detail": "Contact 12 already has the phone number +14155550100"})),

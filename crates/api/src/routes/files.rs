@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use parley_domain::validation::QueryReader;
-use parley_services::storage::StorageError;
+use parley_services::files::StorageError;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -99,7 +99,7 @@ async fn download(
     Params(signed): Params<Signed>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let storage = &s.services.storage;
+    let storage = s.services.files();
     let forbidden = |why: &str| ApiError::Status(StatusCode::FORBIDDEN, format!("This link is not valid: {why}"));
     let (Some(kind), Some(expires), Some(signature)) = (signed.kind, signed.expires, signed.signature) else {
         return Err(forbidden("it is not signed"));

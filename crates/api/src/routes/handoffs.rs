@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use parley_domain::conversation::{Author, AuthorType, Handoff};
 use parley_domain::ids::{ConversationId, HandoffId};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::handoffs::{self, AcceptHandoff, CompleteHandoff, CreateHandoff};
+use parley_services::messaging::handoffs::{self, AcceptHandoff, CompleteHandoff, CreateHandoff};
 use parley_store::repo::handoffs::HandoffFilter;
 use serde_json::Value;
 use utoipa::IntoParams;

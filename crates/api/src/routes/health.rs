@@ -35,7 +35,7 @@ async fn healthz() -> axum::Json<Health> {
     responses((status = 200, body = Health), (status = 503, body = ErrorBody, description = "The database does not answer"))
 )]
 async fn readyz(State(state): State<AppState>) -> Response {
-    match state.services.db.ping().await {
+    match state.services.ping().await {
         Ok(()) => axum::Json(Health { status: "ready" }).into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::conversation::Message;
 use parley_domain::validation::Parsed;
-use parley_services::messages::{self, SendMessage, Sender};
+use parley_services::messaging::messages::{self, SendMessage, Sender};
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

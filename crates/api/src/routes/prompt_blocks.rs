@@ -6,7 +6,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use parley_domain::prompt::{PromptBlock, PromptBlockVersion};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::prompt_blocks::{self, CreatePromptBlock, UpdatePromptBlock};
+use parley_services::agents::prompt_blocks::{self, CreatePromptBlock, UpdatePromptBlock};
 use parley_store::repo::prompt_blocks::{self as block_repo, BlockFilter};
 use serde_json::Value;
 use utoipa::IntoParams;

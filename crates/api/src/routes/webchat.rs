@@ -23,8 +23,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use parley_domain::conversation::{Direction, MessageStatus};
+use parley_services::messaging::webchat::{self, Visitor, Webchat};
 use parley_services::signals::Signal;
-use parley_services::webchat::{self, Visitor, Webchat};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -169,7 +169,7 @@ impl Session {
         });
         out.send(frame(ready)).await.map_err(|e| e.to_string())?;
 
-        let mut signals = state.services.signals.subscribe();
+        let mut signals = state.services.subscribe_signals();
         let mut poll = tokio::time::interval(state.config.webchat_poll_interval);
         loop {
             let outgoing: Vec<Value> = tokio::select! {

@@ -33,7 +33,7 @@ both_backends! {
         let ws = app.workspace("A").await;
         assert_eq!(app.get(&ws.live, "/api/v1/agents").await.status, 200);
         let mut tx = app.db.begin().await.unwrap();
-        parley_services::workspaces::revoke_key(&mut tx, ws.live_key_id).await.unwrap();
+        parley_services::tenancy::workspaces::revoke_key(&mut tx, ws.live_key_id).await.unwrap();
         tx.commit().await.unwrap();
         let r = app.get(&ws.live, "/api/v1/agents").await;
         assert_eq!(r.status, 401);
@@ -44,7 +44,7 @@ both_backends! {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("A").await;
         let mut tx = app.db.begin().await.unwrap();
-        let key = parley_services::workspaces::create_key(&mut tx, parley_services::workspaces::NewKey {
+        let key = parley_services::tenancy::workspaces::create_key(&mut tx, parley_services::tenancy::workspaces::NewKey {
             workspace_id: ws.id,
             mode: Mode::Live,
             name: "short-lived".into(),

@@ -216,7 +216,7 @@ both_backends! {
         // Voice disabled: 403.
         let quiet = {
             let mut tx = app.db.begin().await.unwrap();
-            let created = parley_services::workspaces::create_workspace(&mut tx, "Quiet", false, &parley_services::billing::BillingConfig::default(), 10_000).await.unwrap();
+            let created = parley_services::tenancy::workspaces::create_workspace(&mut tx, "Quiet", false, &parley_services::billing::BillingConfig::default(), 10_000).await.unwrap();
             tx.commit().await.unwrap();
             created
         };

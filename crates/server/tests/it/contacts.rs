@@ -3,7 +3,7 @@
 
 use parley_domain::contact::Identity;
 use parley_domain::{Mode, Scope};
-use parley_services::contacts::{self, ContactsConfig};
+use parley_services::crm::contacts::{self, ContactsConfig};
 use serde_json::{Value, json};
 
 use crate::support::*;

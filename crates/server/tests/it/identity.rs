@@ -231,13 +231,13 @@ both_backends! {
         let before = app.token("ana@example.com", PW).await;
         let other_instance = app.sibling().await;
         let services = parley_server::services(&test_settings(&app.database_url), app.db.clone()).await.unwrap();
-        let new_kid = services.keyring.rotate(&services.db).await.unwrap();
+        let new_kid = parley_services::tenancy::identity::rotate_signing_key(&services).await.unwrap();
         // The old token still works; tokens signed after the rotation carry
         // the new kid, and an instance that has not seen it yet reloads.
         assert_eq!(app.bearer(Method::GET, "/api/v1/agents", &before, None).await.status, 200);
         assert_ne!(parley_domain::jwt::key_id(&before).unwrap(), new_kid);
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        let fresh = parley_services::identity::login(&services, "ana@example.com", PW).await.unwrap().access_token;
+        let fresh = parley_services::tenancy::identity::login(&services, "ana@example.com", PW).await.unwrap().access_token;
         assert_eq!(parley_domain::jwt::key_id(&fresh).unwrap(), new_kid);
         for token in [&before, &fresh] {
             assert_eq!(other_instance.bearer(Method::GET, "/api/v1/agents", token, None).await.status, 200);

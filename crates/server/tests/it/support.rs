@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use parley_domain::Mode;
 use parley_server::Settings;
 use parley_services::billing::BillingConfig;
-use parley_services::workspaces::{self, NewKey};
+use parley_services::tenancy::workspaces::{self, NewKey};
 use parley_store::Db;
 use parley_store::testing::TestDatabase;
 use reqwest::Method;
@@ -214,7 +214,10 @@ impl TestApp {
 
     /// A user with `role` in `workspace_id`; returns its id.
     pub async fn user(&self, email: &str, password: &str, workspace_id: i64, role: parley_domain::user::Role) -> i64 {
-        parley_services::identity::create_user(&self.db, email, password, Some((workspace_id, role))).await.unwrap().id
+        parley_services::tenancy::identity::create_user(&self.db, email, password, Some((workspace_id, role)))
+            .await
+            .unwrap()
+            .id
     }
 
     /// Signs in; returns the login response (token in `body.access_token`).

@@ -30,7 +30,8 @@ use utoipa::ToSchema;
 
 use parley_connectors::Inbound;
 
-use crate::{ServiceError, ServiceResult, Services, Work, contacts, event_data};
+use crate::crm::contacts;
+use crate::{ServiceError, ServiceResult, Services, Work, event_data};
 
 /// What `receive` did.
 pub struct Received {

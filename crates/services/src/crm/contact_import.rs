@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
-use crate::contacts::clean_tags;
+use crate::crm::contacts::clean_tags;
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// The most rows one import takes.

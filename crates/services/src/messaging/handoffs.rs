@@ -2,7 +2,7 @@
 //!
 //! A conversation's `handler` says who answers it: `agent`, `human`, or
 //! `none` while a handoff to a human waits for someone to accept it. Agents
-//! write only while the handler is `agent` ([`crate::messages::agent_may_reply`]).
+//! write only while the handler is `agent` ([`crate::messaging::messages::agent_may_reply`]).
 //!
 //! - To a human: requested (handler `none`) → accepted by a user (handler
 //!   `human`, assigned to them) → completed (back to the agent, or the

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::auth::Principal;
-use crate::workspaces::{CreatedKey, NewKey, create_key};
+use crate::tenancy::auth::Principal;
+use crate::tenancy::workspaces::{CreatedKey, NewKey, create_key};
 use crate::{ServiceError, ServiceResult, Services};
 
 const WHAT: &str = "manage API keys";

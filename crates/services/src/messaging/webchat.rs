@@ -18,8 +18,9 @@ use rand::Rng;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::conversations::{InboundJob, receive_committed};
-use crate::{ServiceError, ServiceResult, Services, messages};
+use crate::messaging::conversations::{InboundJob, receive_committed};
+use crate::messaging::messages;
+use crate::{ServiceError, ServiceResult, Services};
 
 /// Messages a socket shows: the latest of the conversation.
 pub const HISTORY: i64 = 100;

@@ -21,7 +21,8 @@ use parley_store::repo::events;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::{ServiceError, ServiceResult, Services, conversations, event_data};
+use crate::messaging::conversations;
+use crate::{ServiceError, ServiceResult, Services, event_data};
 use parley_connectors::{Hook, InboundRequest, Incoming, connector};
 
 /// Where a message goes: exactly one of the three forms.
@@ -293,7 +294,7 @@ pub async fn send(
     )
     .await?;
     repo::record_outbound(tx, scope, id, message.created_at, &preview(&message.text)).await?;
-    crate::courier::enqueue(tx, scope, message.id, id, channel.id).await?;
+    crate::messaging::courier::enqueue(tx, scope, message.id, id, channel.id).await?;
     svc.storage.present(&mut message).await;
     Ok(message)
 }
@@ -414,7 +415,7 @@ fn status_event(status: MessageStatus) -> Option<EventType> {
 /// Returns the message as it now is.
 pub async fn advance(
     tx: &mut Tx,
-    storage: &crate::storage::Storage,
+    storage: &crate::files::Storage,
     scope: Scope,
     id: i64,
     status: MessageStatus,
@@ -432,7 +433,8 @@ pub async fn advance(
 
 /// Applies an authenticated delivery report for channel `channel_id`.
 pub async fn report_status(svc: &Services, channel_id: i64, request: InboundRequest<'_>) -> ServiceResult<Message> {
-    let (scope, channel, incoming) = crate::channels::receive_hook(svc, channel_id, Hook::Status, request).await?;
+    let (scope, channel, incoming) =
+        crate::messaging::channels::receive_hook(svc, channel_id, Hook::Status, request).await?;
     let Incoming::Status(report) = incoming else {
         return Err(ServiceError::invariant("a status hook read something other than a status report"));
     };

@@ -1,5 +1,8 @@
 //! Agents: create (from scratch or from a template), read, list, update with
 //! the status machine, archive; their triggers; and the prompt preview.
+//! The prompt blocks agents share live in [`prompt_blocks`].
+
+pub mod prompt_blocks;
 
 use std::collections::BTreeMap;
 
@@ -18,7 +21,7 @@ use parley_domain::validation::{
 };
 use parley_store::repo::agents::{self as repo, AgentFields, AgentFilter};
 use parley_store::repo::triggers::{self as trigger_repo, TriggerFields};
-use parley_store::repo::{events, prompt_blocks, users};
+use parley_store::repo::{events, prompt_blocks as block_repo, users};
 use parley_store::{AsHandle, StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -273,7 +276,7 @@ async fn check_references(
     f: &AgentFields,
     target_user_sent: Option<i64>,
 ) -> ServiceResult<()> {
-    let found = prompt_blocks::get_many(c, scope, &f.prompt_block_ids).await?;
+    let found = block_repo::get_many(c, scope, &f.prompt_block_ids).await?;
     let mut errors = Vec::new();
     for (i, id) in f.prompt_block_ids.iter().enumerate() {
         if !found.iter().any(|b| b.id == *id) {
@@ -670,7 +673,7 @@ pub async fn preview_prompt(
     let agent_id = agent_id.get();
     let mut c = svc.db.read().await?;
     let agent = require_agent(&mut c, scope, agent_id).await?;
-    let blocks = prompt_blocks::get_many(&mut c, scope, &agent.prompt_block_ids).await?;
+    let blocks = block_repo::get_many(&mut c, scope, &agent.prompt_block_ids).await?;
     let mut parts = Vec::new();
     let mut used = Vec::new();
     let mut missing: Vec<(String, String)> = Vec::new();

@@ -2,7 +2,6 @@
 
 use parley_domain::api_key::{ApiKey, hash_key};
 use parley_domain::{Mode, Scope, Timestamp};
-use parley_store::Db;
 use parley_store::repo::api_keys;
 use parley_store::repo::versions::Snapshot;
 
@@ -79,10 +78,8 @@ impl Principal {
 /// Verifies a dashboard access token; `None` if it is invalid, expired,
 /// tampered with, for another audience, or its user left the workspace.
 pub async fn authenticate_bearer(svc: &Services, token: &str) -> ServiceResult<Option<Principal>> {
-    Ok(crate::identity::authenticate_jwt(svc, token).await?.map(|(user_id, role, scope, versions)| Principal {
-        scope,
-        credential: Credential::User { user_id, role },
-        versions,
+    Ok(crate::tenancy::identity::authenticate_jwt(svc, token).await?.map(|(user_id, role, scope, versions)| {
+        Principal { scope, credential: Credential::User { user_id, role }, versions }
     }))
 }
 
@@ -101,10 +98,10 @@ const LAST_USED_INTERVAL_S: i64 = 60;
 
 /// Checks a presented API key against the database, on every request: no
 /// cache, so a revocation takes effect on the very next request everywhere.
-pub async fn authenticate_api_key(db: &Db, raw: &str) -> ServiceResult<Result<Principal, KeyRejection>> {
+pub async fn authenticate_api_key(svc: &crate::Services, raw: &str) -> ServiceResult<Result<Principal, KeyRejection>> {
     // The checksum rejects typos and guesses without a database round trip.
     let Some(key) = ApiKey::parse(raw) else { return Ok(Err(KeyRejection::Malformed)) };
-    let mut c = db.read().await?;
+    let mut c = svc.db.read().await?;
     let Some(found) = api_keys::find_for_auth(&mut c, &hash_key(key.expose())).await? else {
         return Ok(Err(KeyRejection::Unknown));
     };
@@ -122,7 +119,7 @@ pub async fn authenticate_api_key(db: &Db, raw: &str) -> ServiceResult<Result<Pr
     }
     if found.last_used_at.is_none_or(|t| t < now.plus_seconds(-LAST_USED_INTERVAL_S)) {
         // Off the request path: the write must not slow or fail the request.
-        let db = db.clone();
+        let db = svc.db.clone();
         tokio::spawn(async move {
             let result = async {
                 let mut tx = db.begin().await?;

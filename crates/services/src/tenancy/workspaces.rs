@@ -125,7 +125,7 @@ pub async fn bootstrap(db: &Db, billing_config: &BillingConfig) -> ServiceResult
     }
     // Hashing is slow: do it before taking the write lock.
     let owner_password = random_password();
-    let password_hash = crate::identity::hash_password(owner_password.clone()).await?;
+    let password_hash = crate::tenancy::identity::hash_password(owner_password.clone()).await?;
     let live_credit = BOOTSTRAP_LIVE_CREDIT_CENTS.max(billing_config.initial_live_credit_cents);
     let mut tx = db.begin().await?;
     let first = settings::set_if_absent(&mut tx, "bootstrapped_at", &Timestamp::now().to_rfc3339()).await?;

@@ -451,3 +451,9 @@ pub async fn authenticate_jwt(
     };
     Ok(Some((user_id, role, scope, versions)))
 }
+
+/// Starts signing new tokens with a fresh key; tokens signed with the old
+/// one stay valid until it is purged a day later. Returns the new key's id.
+pub async fn rotate_signing_key(svc: &crate::Services) -> ServiceResult<String> {
+    svc.keyring.rotate(&svc.db).await
+}

@@ -21,7 +21,8 @@ use parley_store::repo::{channels as channel_repo, conversations as conversation
 use parley_store::{StoreResult, Tx};
 use serde::{Deserialize, Serialize};
 
-use crate::{ServiceError, ServiceResult, Services, messages};
+use crate::messaging::messages;
+use crate::{ServiceError, ServiceResult, Services};
 use parley_connectors::{Delivered, Delivery, connector};
 
 /// The job kind.
@@ -174,8 +175,9 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
         // Test mode never reaches a third party's servers.
         Some(k) if k.reaches_third_party() && !scope.livemode() => Delivered::Sent { external_id: None },
         Some(k) => {
-            let secrets = crate::channels::secret_settings(svc, &channel)?;
-            let signing = if k.signs_traffic() { Some(crate::channels::signing_secret(svc, &channel)?) } else { None };
+            let secrets = crate::messaging::channels::secret_settings(svc, &channel)?;
+            let signing =
+                if k.signs_traffic() { Some(crate::messaging::channels::signing_secret(svc, &channel)?) } else { None };
             let to = conversation.item.channel_ref.split_once(':').map_or("", |(_, a)| a);
             let domain_channel = channel.to_api()?;
             k.deliver(Delivery {

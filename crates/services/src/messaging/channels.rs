@@ -417,10 +417,14 @@ pub async fn receive_inbound(
     svc: &Services,
     id: i64,
     request: InboundRequest<'_>,
-) -> ServiceResult<crate::conversations::Received> {
+) -> ServiceResult<crate::messaging::conversations::Received> {
     let (scope, channel, incoming) = receive_hook(svc, id, Hook::Message, request).await?;
     let Incoming::Message(inbound) = incoming else {
         return Err(ServiceError::invariant("a message hook read something other than a message"));
     };
-    crate::conversations::receive_committed(svc, crate::conversations::InboundJob { scope, channel, inbound }).await
+    crate::messaging::conversations::receive_committed(
+        svc,
+        crate::messaging::conversations::InboundJob { scope, channel, inbound },
+    )
+    .await
 }

@@ -1,0 +1,37 @@
+//! Periodic housekeeping: what expires is purged so tables stay small.
+
+use parley_domain::Timestamp;
+use parley_store::repo;
+
+use crate::{ServiceResult, Services};
+
+/// How long things are kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Idempotency keys (hours).
+    pub idempotency_hours: i64,
+    /// Events and their delivery logs (days).
+    pub event_days: i64,
+}
+
+/// What one pass purged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub idempotency_keys: u64,
+}
+
+/// Purges idempotency keys, events and delivery logs past their retention,
+/// and signing keys retired a day ago (they signed no token still valid),
+/// in one transaction.
+pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged> {
+    let now = Timestamp::now();
+    let mut tx = svc.db.begin().await?;
+    let keys =
+        repo::idempotency::purge_created_before(&mut tx, now.plus_seconds(-retention.idempotency_hours * 3600)).await?;
+    repo::sessions::delete_signing_keys_retired_before(&mut tx, now.plus_seconds(-24 * 3600)).await?;
+    let events_before = now.plus_seconds(-retention.event_days * 24 * 3600);
+    repo::webhooks::purge_created_before(&mut tx, events_before).await?;
+    repo::events::purge_created_before(&mut tx, events_before).await?;
+    tx.commit().await?;
+    Ok(Purged { idempotency_keys: keys })
+}

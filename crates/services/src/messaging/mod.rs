@@ -1,0 +1,10 @@
+//! Conversations across channels: channel connections and their inbound
+//! traffic, conversations and messages, the courier that sends them,
+//! handoffs between agents and people, and the webchat widget.
+
+pub mod channels;
+pub mod conversations;
+pub mod courier;
+pub mod handoffs;
+pub mod messages;
+pub mod webchat;

@@ -1,0 +1,7 @@
+//! Tenancy and identity: workspaces and their members, users, sessions and
+//! JWTs, API keys, and authenticating each request.
+
+pub mod api_keys;
+pub mod auth;
+pub mod identity;
+pub mod workspaces;
