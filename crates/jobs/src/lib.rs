@@ -164,8 +164,9 @@ pub trait Handler: Send + Sync + 'static {
     fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome>;
 
     /// The job died (its last attempt failed, or it failed for good): runs in
-    /// the transaction that buries it.
-    fn dead<'a>(&'a self, _tx: &'a mut Tx, _job: &'a Job, _error: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+    /// the transaction that buries it. An error rolls the burial back (the
+    /// job runs again after its lease) and is logged with its causes.
+    fn dead<'a>(&'a self, _tx: &'a mut Tx, _job: &'a Job, _error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async { Ok(()) })
     }
 
@@ -307,12 +308,12 @@ impl Worker {
         let outcome = handler.run(&job).await;
         if let Err(e) = self.settle(handler.as_ref(), &job, outcome).await {
             // The lease lapses and the job runs again.
-            tracing::warn!(job = job.id, kind = %job.kind, error = %e, "could not record a job's outcome");
+            tracing::warn!(job = job.id, kind = %job.kind, error = format!("{e:#}"), "could not record a job's outcome");
         }
     }
 
     /// Writes what became of a job.
-    async fn settle(&self, handler: &dyn Handler, job: &Job, outcome: Outcome) -> StoreResult<()> {
+    async fn settle(&self, handler: &dyn Handler, job: &Job, outcome: Outcome) -> anyhow::Result<()> {
         if outcome == Outcome::Committed {
             return Ok(());
         }
@@ -340,7 +341,7 @@ impl Worker {
         Ok(())
     }
 
-    async fn bury(&self, tx: &mut Tx, handler: &dyn Handler, job: &Job, error: &str) -> StoreResult<()> {
+    async fn bury(&self, tx: &mut Tx, handler: &dyn Handler, job: &Job, error: &str) -> anyhow::Result<()> {
         tracing::warn!(job = job.id, kind = %job.kind, attempt = job.attempt, %error, "job failed for good");
         if repo::bury(tx, job.id, &self.id, error).await? {
             handler.dead(tx, job, error).await?;

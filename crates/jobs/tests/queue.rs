@@ -13,7 +13,7 @@ use parley_domain::Timestamp;
 use parley_jobs::{Enqueue, Handler, Job, Outcome, RetryPolicy, Worker, WorkerConfig};
 use parley_store::repo::jobs as repo;
 use parley_store::testing::TestDatabase;
-use parley_store::{Db, DbOptions, StoreResult, Tx};
+use parley_store::{Db, DbOptions, Tx};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -42,7 +42,8 @@ async fn pending(db: &Db, kind: &str) -> Vec<repo::JobRow> {
     repo::of_kind(&mut c, kind).await.unwrap().into_iter().filter(|j| j.status == "pending").collect()
 }
 
-async fn claims_lease_jobs_and_keep_queue_order(url: &str) {
+async fn claims_lease_jobs_and_keep_queue_order(database: TestDatabase) {
+    let url = &database.url;
     let db = open(url).await;
     let first = enqueue(&db, Enqueue::new("test.work", json!({"n": 1})).in_queue("conversation:1")).await;
     let second = enqueue(&db, Enqueue::new("test.work", json!({"n": 2})).in_queue("conversation:1")).await;
@@ -66,7 +67,8 @@ async fn claims_lease_jobs_and_keep_queue_order(url: &str) {
     assert_eq!(left, vec![second, free, later]);
 }
 
-async fn a_lapsed_lease_lets_another_worker_take_the_job(url: &str) {
+async fn a_lapsed_lease_lets_another_worker_take_the_job(database: TestDatabase) {
+    let url = &database.url;
     let db = open(url).await;
     let id = enqueue(&db, Enqueue::new("test.work", json!({}))).await;
     assert_eq!(claim(&db, "a", Duration::from_millis(300)).await, vec![id]);
@@ -101,7 +103,7 @@ impl Handler for AlwaysFails {
         Box::pin(async move { Outcome::Retry { error: format!("refused on attempt {}", job.attempt), after: None } })
     }
 
-    fn dead<'a>(&'a self, _tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+    fn dead<'a>(&'a self, _tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
         self.buried.lock().unwrap().push((job.id, error.to_owned()));
         Box::pin(async { Ok(()) })
     }
@@ -111,7 +113,8 @@ fn fast() -> WorkerConfig {
     WorkerConfig { lease: Duration::from_secs(5), poll_interval: Duration::from_millis(50), concurrency: 4 }
 }
 
-async fn failures_follow_the_retry_schedule_then_the_job_is_dead(url: &str) {
+async fn failures_follow_the_retry_schedule_then_the_job_is_dead(database: TestDatabase) {
+    let url = &database.url;
     let db = open(url).await;
     let id = enqueue(&db, Enqueue::new("test.work", json!({}))).await;
     let handler = Arc::new(AlwaysFails { attempts: Mutex::default(), buried: Mutex::default() });
@@ -215,7 +218,8 @@ async fn ran(db: &Db) -> Vec<i64> {
     ids
 }
 
-async fn a_job_of_a_killed_worker_runs_again_after_its_lease(url: &str) {
+async fn a_job_of_a_killed_worker_runs_again_after_its_lease(database: TestDatabase) {
+    let url = &database.url;
     let db = open(url).await;
     let id = enqueue(&db, Enqueue::new("test.work", json!({}))).await;
     let mut child = spawn_worker(url, true);
@@ -247,26 +251,7 @@ async fn a_job_of_a_killed_worker_runs_again_after_its_lease(url: &str) {
     assert!(pending(&db, "test.work").await.is_empty());
 }
 
-/// Runs each story on a fresh SQLite and a fresh PostgreSQL database.
-macro_rules! on_both_backends {
-    ($($story:ident),* $(,)?) => {$(
-        mod $story {
-            #[tokio::test]
-            async fn sqlite() {
-                let db = parley_store::testing::TestDatabase::sqlite();
-                super::$story(&db.url).await;
-            }
-
-            #[tokio::test]
-            async fn postgres() {
-                let db = parley_store::testing::TestDatabase::postgres().await;
-                super::$story(&db.url).await;
-            }
-        }
-    )*};
-}
-
-on_both_backends!(
+parley_store::on_both_backends!(
     claims_lease_jobs_and_keep_queue_order,
     a_lapsed_lease_lets_another_worker_take_the_job,
     failures_follow_the_retry_schedule_then_the_job_is_dead,

@@ -120,22 +120,7 @@ async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     assert!(matches!(gone, parley_services::ServiceError::NotFound { .. }), "{gone:?}");
 }
 
-#[tokio::test]
-async fn placing_a_call_dials_outside_any_transaction_and_replays_on_sqlite() {
-    placing_a_call_dials_outside_any_transaction_and_replays(TestDatabase::sqlite()).await;
-}
-
-#[tokio::test]
-async fn placing_a_call_dials_outside_any_transaction_and_replays_on_postgres() {
-    placing_a_call_dials_outside_any_transaction_and_replays(TestDatabase::postgres().await).await;
-}
-
-#[tokio::test]
-async fn a_dropped_unit_of_work_leaves_nothing_on_sqlite() {
-    a_dropped_unit_of_work_leaves_nothing(TestDatabase::sqlite()).await;
-}
-
-#[tokio::test]
-async fn a_dropped_unit_of_work_leaves_nothing_on_postgres() {
-    a_dropped_unit_of_work_leaves_nothing(TestDatabase::postgres().await).await;
-}
+parley_store::on_both_backends!(
+    placing_a_call_dials_outside_any_transaction_and_replays,
+    a_dropped_unit_of_work_leaves_nothing
+);

@@ -87,3 +87,22 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+
+/// Runs each story, an `async fn(TestDatabase)` in scope, as two tests: on
+/// a fresh SQLite database and on a fresh PostgreSQL one.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($story:ident),* $(,)?) => {$(
+        mod $story {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$story($crate::testing::TestDatabase::sqlite()).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                super::$story($crate::testing::TestDatabase::postgres().await).await;
+            }
+        }
+    )*};
+}

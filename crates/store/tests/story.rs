@@ -10,29 +10,11 @@ use parley_store::repo::agents::{self, AgentFields, AgentFilter};
 use parley_store::repo::idempotency::{self, Claim};
 use parley_store::repo::triggers::{self, TriggerFields};
 use parley_store::repo::{events, webhooks, workspaces};
+use parley_store::testing::TestDatabase;
 use parley_store::{Db, DbOptions};
 use serde_json::json;
 
-/// Runs each story on a fresh SQLite and a fresh PostgreSQL database.
-macro_rules! on_both_backends {
-    ($($story:ident),* $(,)?) => {$(
-        mod $story {
-            #[tokio::test]
-            async fn sqlite() {
-                let db = parley_store::testing::TestDatabase::sqlite();
-                super::$story(super::open(&db.url).await).await;
-            }
-
-            #[tokio::test]
-            async fn postgres() {
-                let db = parley_store::testing::TestDatabase::postgres().await;
-                super::$story(super::open(&db.url).await).await;
-            }
-        }
-    )*};
-}
-
-on_both_backends!(
+parley_store::on_both_backends!(
     agents_and_triggers_stay_in_their_scope,
     idempotency_keys_claim_replay_and_release,
     events_fan_out_to_subscribed_endpoints
@@ -75,7 +57,8 @@ fn agent(name: &str) -> AgentFields {
     }
 }
 
-async fn agents_and_triggers_stay_in_their_scope(db: Db) {
+async fn agents_and_triggers_stay_in_their_scope(database: TestDatabase) {
+    let db = open(&database.url).await;
     let (mine, live, theirs) = scopes(&db).await;
     let mut tx = db.begin().await.unwrap();
     let ava = agents::insert(&mut tx, mine, &agent("Ava")).await.unwrap().unwrap();
@@ -125,7 +108,8 @@ async fn agents_and_triggers_stay_in_their_scope(db: Db) {
     assert!(agents::get(&mut tx, mine, ava.id, false).await.is_err());
 }
 
-async fn idempotency_keys_claim_replay_and_release(db: Db) {
+async fn idempotency_keys_claim_replay_and_release(database: TestDatabase) {
+    let db = open(&database.url).await;
     let (mine, live, _) = scopes(&db).await;
     let mut tx = db.begin().await.unwrap();
     assert_eq!(idempotency::claim(&mut tx, mine, "k", "fp", 60).await.unwrap(), Claim::Acquired);
@@ -146,7 +130,8 @@ async fn idempotency_keys_claim_replay_and_release(db: Db) {
     tx.commit().await.unwrap();
 }
 
-async fn events_fan_out_to_subscribed_endpoints(db: Db) {
+async fn events_fan_out_to_subscribed_endpoints(database: TestDatabase) {
+    let db = open(&database.url).await;
     let (mine, _, theirs) = scopes(&db).await;
     let mut tx = db.begin().await.unwrap();
     let exact = webhooks::insert_endpoint(&mut tx, mine, "https://a.example/h", &["agent.updated".into()], None, "s")

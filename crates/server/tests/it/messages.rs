@@ -150,7 +150,7 @@ both_backends! {
             assert!(Instant::now() < deadline, "never failed: {m}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        assert_eq!(failed["error"], "HTTP 503 (after 8 attempts)");
+        assert_eq!(failed["error"], "HTTP 503: ok (after 8 attempts)");
         assert_eq!(rx2.received().len(), 8);
     }
 

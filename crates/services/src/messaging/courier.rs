@@ -111,7 +111,7 @@ impl Handler for Courier {
         })
     }
 
-    fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+    fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async move {
             let (Some(scope), Ok(send)) = (job.scope, job.payload::<Send>()) else { return Ok(()) };
             let attempts = job.attempt;
@@ -128,10 +128,7 @@ impl Handler for Courier {
             .await;
             match failed {
                 Ok(_) | Err(ServiceError::NotFound { .. }) => Ok(()),
-                Err(ServiceError::Store(e)) => Err(e),
-                Err(e) => {
-                    Err(parley_store::StoreError::Corrupt(format!("marking message {} failed: {e}", send.message_id)))
-                }
+                Err(e) => Err(anyhow::Error::new(e).context(format!("marking message {} failed", send.message_id))),
             }
         })
     }
