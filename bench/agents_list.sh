@@ -11,22 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-15}"
 PORT="${PORT:-18181}"
-command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2; exit 1; }
-
-cargo build --release --bin parley >&2
-WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
-
-cd "$WORK"
-PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
-  "$OLDPWD/target/release/parley" serve --listen "127.0.0.1:$PORT" >banner.txt 2>server.log &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt)
-BASE="http://127.0.0.1:$PORT"
+source bench/lib.sh
+need_wrk
+bench_prepare
+start_server
 
 # Each agent costs pricing.agent_create_cents (50): fund 1,000 of them.
-"$OLDPWD/target/release/parley" billing credit --workspace 1 --cents 100000 >/dev/null
+parley billing credit --workspace 1 --cents 100000 >/dev/null
 echo "loading 1,000 agents…" >&2
 seq 1 1000 | xargs -P 8 -I{} curl -sf -o /dev/null -X POST "$BASE/api/v1/agents" \
   -H "X-API-Key: $KEY" -H "Idempotency-Key: load-{}" -H "Content-Type: application/json" \

@@ -10,18 +10,10 @@ cd "$(dirname "$0")/.."
 CALLS="${1:-200}"
 PORT="${PORT:-18585}"
 
-cargo build --release --bin parley >&2
-WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
-ROOT=$PWD
-cd "$WORK"
-PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
-  PARLEY_VOICE__MAX_CONCURRENT_CALLS=$((CALLS + 10)) \
-  "$ROOT/target/release/parley" serve --listen "127.0.0.1:$PORT" >banner.txt 2>server.log &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt)
-"$ROOT/target/release/parley" billing credit --workspace 1 --cents 1000000 >/dev/null
+source bench/lib.sh
+bench_prepare
+start_server PARLEY_VOICE__MAX_CONCURRENT_CALLS=$((CALLS + 10))
+parley billing credit --workspace 1 --cents 1000000 >/dev/null
 
 python3 - "$PORT" "$KEY" "$CALLS" "$SERVER" <<'PY'
 import json, os, sys, threading, time, http.client

@@ -13,19 +13,10 @@ cd "$(dirname "$0")/.."
 DURATION="${1:-15}"
 CONNECTIONS="${2:-4}"
 PORT="${PORT:-18383}"
-command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2; exit 1; }
-
-cargo build --release --bin parley >&2
-WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; [ -n "${KEEP_WORK:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"' EXIT
-ROOT=$PWD
-cd "$WORK"
-PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
-  "$ROOT/target/release/parley" serve --listen "127.0.0.1:$PORT" >banner.txt 2>server.log &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt)
-BASE="http://127.0.0.1:$PORT"
+source bench/lib.sh
+need_wrk
+bench_prepare
+start_server
 
 python3 - <<'PY'
 import random

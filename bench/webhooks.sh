@@ -16,24 +16,14 @@ CONNECTIONS="${2:-8}"
 ENDPOINTS=8
 PORT="${PORT:-18282}"
 RX_PORT="${RX_PORT:-18283}"
-command -v wrk >/dev/null || { echo "wrk is required (apt-get install wrk)" >&2; exit 1; }
-
-cargo build --release --bin parley >&2
-WORK=$(mktemp -d)
-cleanup() { kill "$SERVER" "$RECEIVER" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-ROOT=$PWD
-cd "$WORK"
+source bench/lib.sh
+need_wrk
+bench_prepare
 
 python3 "$ROOT/bench/webhook_receiver.py" "$RX_PORT" "$WORK/summary.json" &
 RECEIVER=$!
-PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
-PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS=true PARLEY_WEBHOOKS__POLL_INTERVAL_MS=100 \
-  "$ROOT/target/release/parley" serve --listen "127.0.0.1:$PORT" >banner.txt 2>server.log &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt)
-BASE="http://127.0.0.1:$PORT"
+EXTRA_PIDS=$RECEIVER
+start_server PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS=true PARLEY_WEBHOOKS__POLL_INTERVAL_MS=100
 
 for i in $(seq 1 $ENDPOINTS); do
   curl -sf -o /dev/null -X POST "$BASE/api/v1/webhooks" -H "X-API-Key: $KEY" -H "Content-Type: application/json" \

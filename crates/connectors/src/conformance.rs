@@ -26,7 +26,9 @@ use parley_domain::conversation::{Author, AuthorType, Direction, Message, Messag
 use parley_events::signing::WebhookSecret;
 use serde_json::{Map, Value};
 
-use crate::{Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundContact, InboundRequest, Incoming};
+use crate::{
+    Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundContact, InboundRequest, Incoming, StatusReport,
+};
 
 /// One request the provider stand-in received.
 #[derive(Debug, Clone)]
@@ -170,15 +172,9 @@ pub trait Fixture: Sync {
     /// A request carrying `message`, as the provider sends it at `now_s`;
     /// `None` when the connector takes no inbound messages.
     fn inbound_message(&self, channel: &TestChannel, message: &Inbound, now_s: i64) -> Option<Request>;
-    /// A delivery report for the message the provider knows as
-    /// `external_id`; `None` when the connector takes no status callbacks.
-    fn status_callback(
-        &self,
-        channel: &TestChannel,
-        external_id: &str,
-        status: MessageStatus,
-        now_s: i64,
-    ) -> Option<Request>;
+    /// `report` as the provider sends it at `now_s`; `None` when the
+    /// connector takes no status callbacks.
+    fn status_callback(&self, channel: &TestChannel, report: &StatusReport, now_s: i64) -> Option<Request>;
 }
 
 /// Runs every check; panics with the first failure.
@@ -372,7 +368,9 @@ pub fn reads_status_callbacks(fixture: &dyn Fixture) {
     let channel = fixture.channel("http://127.0.0.1:9");
     let now = now_s();
     for status in [MessageStatus::Sent, MessageStatus::Delivered, MessageStatus::Read, MessageStatus::Failed] {
-        let Some(request) = fixture.status_callback(&channel, "p-77", status, now) else {
+        let error = (status == MessageStatus::Failed).then(|| "mailbox full".to_owned());
+        let sent = StatusReport { external_id: "p-77".to_owned(), status, error };
+        let Some(request) = fixture.status_callback(&channel, &sent, now) else {
             assert!(
                 !connector.hooks().contains(&Hook::Status),
                 "the connector has a status hook but no fixture for it"
@@ -381,9 +379,7 @@ pub fn reads_status_callbacks(fixture: &dyn Fixture) {
         };
         assert_eq!(connector.authenticate(&request.inbound(), &channel.credentials(), now), Ok(()));
         match connector.read(Hook::Status, &request.inbound()) {
-            Ok(Incoming::Status(report)) => {
-                assert_eq!((report.external_id.as_str(), report.status), ("p-77", status), "the report as sent")
-            }
+            Ok(Incoming::Status(report)) => assert_eq!(report, sent, "the report as sent"),
             other => panic!("a status callback reads as a status report, not {other:?}"),
         }
     }

@@ -4,7 +4,7 @@
 
 use parley_domain::conversation::MessageStatus;
 use parley_domain::validation::{Parsed, loc, object, one_of, parse_object, string};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
@@ -53,7 +53,7 @@ impl Inbound {
 }
 
 /// A delivery report for an outbound message (`POST /api/v1/channels/{id}/status`).
-#[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusReport {
     /// The id your system gave the message (in its reply to Parley's POST); 1–255 characters.
@@ -64,6 +64,7 @@ pub struct StatusReport {
     pub status: MessageStatus,
     /// Why it failed (with `failed`); 1–1,000 characters.
     #[schema(nullable = false, min_length = 1, max_length = 1000)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 

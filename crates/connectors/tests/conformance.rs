@@ -1,9 +1,9 @@
 //! Every connector passes the conformance kit.
 
 use parley_connectors::conformance::{self, Fixture, Recorded, Reply, Request, TestChannel};
-use parley_connectors::{Connector, Inbound, connector};
+use parley_connectors::{Connector, Inbound, StatusReport, connector};
 use parley_domain::channel::ChannelType;
-use parley_domain::conversation::{Message, MessageStatus};
+use parley_domain::conversation::Message;
 use serde_json::{Map, Value, json};
 
 /// The api channel: your system, Standard Webhooks both ways.
@@ -70,18 +70,9 @@ impl Fixture for Api {
             "contact": {"display_name": message.contact.as_ref().and_then(|c| c.display_name.clone())}});
         Some(signed(channel, &format!("in_{}", message.external_id), now_s, serde_json::to_vec(&body).unwrap()))
     }
-    fn status_callback(
-        &self,
-        channel: &TestChannel,
-        external_id: &str,
-        status: MessageStatus,
-        now_s: i64,
-    ) -> Option<Request> {
-        let mut body = json!({"external_id": external_id, "status": status});
-        if status == MessageStatus::Failed {
-            body["error"] = json!("mailbox full");
-        }
-        Some(signed(channel, &format!("st_{external_id}_{status}"), now_s, serde_json::to_vec(&body).unwrap()))
+    fn status_callback(&self, channel: &TestChannel, report: &StatusReport, now_s: i64) -> Option<Request> {
+        let body = serde_json::to_vec(report).unwrap();
+        Some(signed(channel, &format!("st_{}_{}", report.external_id, report.status), now_s, body))
     }
 }
 
@@ -104,7 +95,7 @@ impl Fixture for Webchat {
     fn inbound_message(&self, _: &TestChannel, _: &Inbound, _: i64) -> Option<Request> {
         None
     }
-    fn status_callback(&self, _: &TestChannel, _: &str, _: MessageStatus, _: i64) -> Option<Request> {
+    fn status_callback(&self, _: &TestChannel, _: &StatusReport, _: i64) -> Option<Request> {
         None
     }
 }
@@ -191,8 +182,8 @@ async fn the_kit_fails_a_connector_that_skips_the_signature_check() {
         fn inbound_message(&self, c: &TestChannel, m: &Inbound, now: i64) -> Option<Request> {
             Api.inbound_message(c, m, now)
         }
-        fn status_callback(&self, c: &TestChannel, id: &str, s: MessageStatus, now: i64) -> Option<Request> {
-            Api.status_callback(c, id, s, now)
+        fn status_callback(&self, c: &TestChannel, r: &StatusReport, now: i64) -> Option<Request> {
+            Api.status_callback(c, r, now)
         }
     }
     conformance::checks_signatures(&LaxApi);

@@ -176,16 +176,8 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
         (status = 422, body = ValidationErrorBody),
     )
 )]
-async fn receive_inbound(
-    State(s): State<AppState>,
-    path: Ids<1>,
-    headers: HeaderMap,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    let [id] = path.0;
-    let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    let received =
-        channels::receive_inbound(&s.services, id, InboundRequest { headers: &headers, body: &bytes }).await?;
+async fn receive_inbound(State(s): State<AppState>, hook: HookRequest) -> Result<Response, ApiError> {
+    let received = channels::receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
     let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(received.message)).into_response())
 }
@@ -212,18 +204,35 @@ async fn receive_inbound(
 )]
 async fn receive_status(
     State(s): State<AppState>,
-    path: Ids<1>,
-    headers: HeaderMap,
-    body: axum::body::Body,
+    hook: HookRequest,
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
-    let [id] = path.0;
-    let bytes = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-    Ok(Json(
-        parley_services::messaging::messages::report_status(
-            &s.services,
-            id,
-            InboundRequest { headers: &headers, body: &bytes },
-        )
-        .await?,
-    ))
+    let message = parley_services::messaging::messages::report_status(&s.services, hook.channel_id, hook.request());
+    Ok(Json(message.await?))
+}
+
+/// A provider's request to one of a channel's hooks, as it arrived: the
+/// channel id from the path, the headers and the body (within the size
+/// limit). The connector authenticates it before anything is read.
+struct HookRequest {
+    channel_id: i64,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl HookRequest {
+    fn request(&self) -> InboundRequest<'_> {
+        InboundRequest { headers: &self.headers, body: &self.body }
+    }
+}
+
+impl axum::extract::FromRequest<AppState> for HookRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, s: &AppState) -> Result<Self, ApiError> {
+        use axum::extract::FromRequestParts;
+        let (mut parts, body) = req.into_parts();
+        let Ids([channel_id]) = Ids::<1>::from_request_parts(&mut parts, s).await?;
+        let body = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
+        Ok(Self { channel_id, headers: parts.headers, body })
+    }
 }
