@@ -81,27 +81,29 @@ impl From<&ChannelRow> for ChannelFields {
     }
 }
 
+/// Binds the fields a channel's writes share, in the order both number them.
+macro_rules! bind_fields {
+    ($q:expr, $f:expr) => {
+        $q.bind(&$f.name)
+            .bind(&$f.address)
+            .bind($f.status.as_str())
+            .bind(Json(&$f.config))
+            .bind(Json(&$f.secret_names))
+            .bind(&$f.sealed_secrets)
+            .bind(&$f.sealed_signing_secret)
+    };
+}
+
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ChannelFields) -> StoreResult<ChannelRow> {
     let now = Timestamp::now();
     let sql = sqlx::AssertSqlSafe(format!(
-        "INSERT INTO channels (workspace_id, livemode, type, name, public_id, address, status, config, secret_names,
+        "INSERT INTO channels (workspace_id, livemode, type, public_id, name, address, status, config, secret_names,
             sealed_secrets, sealed_signing_secret, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) RETURNING {COLUMNS}"
     ));
     let row: ChannelRow = fetch_one!(
         c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(f.kind.as_str())
-            .bind(&f.name)
-            .bind(&f.public_id)
-            .bind(&f.address)
-            .bind(f.status.as_str())
-            .bind(Json(&f.config))
-            .bind(Json(&f.secret_names))
-            .bind(&f.sealed_secrets)
-            .bind(&f.sealed_signing_secret)
-            .bind(now)
+        bind_fields!(sqlx::query_as(sql).bind_scope(scope).bind(f.kind.as_str()).bind(&f.public_id), f).bind(now)
     )?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(row)
@@ -118,20 +120,8 @@ pub async fn update(
             sealed_signing_secret = $10, updated_at = $11
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3 RETURNING {COLUMNS}"
     ));
-    let row: Option<ChannelRow> = fetch_optional!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(id)
-            .bind(&f.name)
-            .bind(&f.address)
-            .bind(f.status.as_str())
-            .bind(Json(&f.config))
-            .bind(Json(&f.secret_names))
-            .bind(&f.sealed_secrets)
-            .bind(&f.sealed_signing_secret)
-            .bind(Timestamp::now())
-    )?;
+    let row: Option<ChannelRow> =
+        fetch_optional!(c, bind_fields!(sqlx::query_as(sql).bind_scope(scope).bind(id), f).bind(Timestamp::now()))?;
     if row.is_some() {
         versions::bump(c, scope, VERSION_KEY).await?;
     }

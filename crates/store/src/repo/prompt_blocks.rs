@@ -53,6 +53,13 @@ pub struct BlockFields {
     pub variables: Vec<String>,
 }
 
+/// Binds a block's fields in the order both writes number them.
+macro_rules! bind_fields {
+    ($q:expr, $f:expr) => {
+        $q.bind(&$f.name).bind(&$f.slug).bind(&$f.kind).bind(&$f.content).bind(Json(&$f.variables))
+    };
+}
+
 /// Inserts a block at version 1; `None` if the slug is taken.
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &BlockFields) -> StoreResult<Option<PromptBlock>> {
     let sql = sqlx::AssertSqlSafe(format!(
@@ -60,17 +67,8 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &BlockFields) -> Sto
          VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8)
          ON CONFLICT (workspace_id, livemode, slug) DO NOTHING RETURNING {COLUMNS}"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(&f.name)
-            .bind(&f.slug)
-            .bind(&f.kind)
-            .bind(&f.content)
-            .bind(Json(&f.variables))
-            .bind(Timestamp::now())
-    )?;
+    let row: Option<Row> =
+        fetch_optional!(c, bind_fields!(sqlx::query_as(sql).bind_scope(scope), f).bind(Timestamp::now()))?;
     if row.is_some() {
         versions::bump(c, scope, VERSION_KEY).await?;
     }
@@ -84,18 +82,8 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &BlockField
             version = version + 1, updated_at = $9
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3 RETURNING {COLUMNS}"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(id)
-            .bind(&f.name)
-            .bind(&f.slug)
-            .bind(&f.kind)
-            .bind(&f.content)
-            .bind(Json(&f.variables))
-            .bind(Timestamp::now())
-    )?;
+    let row: Option<Row> =
+        fetch_optional!(c, bind_fields!(sqlx::query_as(sql).bind_scope(scope).bind(id), f).bind(Timestamp::now()))?;
     if row.is_some() {
         versions::bump(c, scope, VERSION_KEY).await?;
     }

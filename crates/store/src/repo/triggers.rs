@@ -65,25 +65,26 @@ impl From<&Trigger> for TriggerFields {
     }
 }
 
+/// Binds a trigger's fields in the order both writes number them.
+macro_rules! bind_fields {
+    ($q:expr, $f:expr) => {
+        $q.bind($f.event.as_str())
+            .bind(&$f.channel)
+            .bind(&$f.kind)
+            .bind(&$f.pattern)
+            .bind($f.pattern_type.as_str())
+            .bind($f.enabled)
+    };
+}
+
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, agent_id: i64, f: &TriggerFields) -> StoreResult<Trigger> {
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO agent_triggers (workspace_id, livemode, agent_id, event, channel, kind, pattern, pattern_type,
             enabled, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {COLUMNS}"
     ));
-    let row: Row = fetch_one!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(agent_id)
-            .bind(f.event.as_str())
-            .bind(&f.channel)
-            .bind(&f.kind)
-            .bind(&f.pattern)
-            .bind(f.pattern_type.as_str())
-            .bind(f.enabled)
-            .bind(Timestamp::now())
-    )?;
+    let row: Row =
+        fetch_one!(c, bind_fields!(sqlx::query_as(sql).bind_scope(scope).bind(agent_id), f).bind(Timestamp::now()))?;
     row.try_into()
 }
 
@@ -101,17 +102,7 @@ pub async fn update(
     ));
     let row: Option<Row> = fetch_optional!(
         c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(agent_id)
-            .bind(id)
-            .bind(f.event.as_str())
-            .bind(&f.channel)
-            .bind(&f.kind)
-            .bind(&f.pattern)
-            .bind(f.pattern_type.as_str())
-            .bind(f.enabled)
-            .bind(Timestamp::now())
+        bind_fields!(sqlx::query_as(sql).bind_scope(scope).bind(agent_id).bind(id), f).bind(Timestamp::now())
     )?;
     row.map(Trigger::try_from).transpose()
 }
