@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use parley_domain::Scope;
-use parley_store::repo::versions::Snapshot;
+use parley_services::Snapshot;
 
 use crate::error::ApiError;
 

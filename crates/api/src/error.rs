@@ -70,12 +70,6 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-impl From<parley_store::StoreError> for ApiError {
-    fn from(e: parley_store::StoreError) -> Self {
-        ApiError::Service(e.into())
-    }
-}
-
 impl From<Vec<FieldError>> for ApiError {
     fn from(errors: Vec<FieldError>) -> Self {
         ApiError::Validation(errors)

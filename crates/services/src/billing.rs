@@ -10,13 +10,16 @@ use parley_domain::billing::{Balance, EntryType, LedgerEntry, call_cost_cents};
 use parley_domain::event::EventType;
 use parley_domain::validation::{Page, Parsed, QueryReader, integer, loc, parse_object, string};
 use parley_domain::{Mode, Scope};
-use parley_store::repo::billing::{self as repo, Account, EntryFilter, Holding, NewEntry, Posting};
+use parley_store::repo::billing::{self as repo, Account, Holding, NewEntry, Posting};
 use parley_store::repo::events;
 use parley_store::{AsHandle, Tx};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::{ServiceError, ServiceResult, Services, event_data};
+
+/// The filters lists take.
+pub use parley_store::repo::billing::EntryFilter;
 
 /// Prices and starting balances, from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use parley_domain::validation::{
     FieldError, LocPart, Page, Parsed, QueryReader, boolean, integer, json_object, loc, parse_object, string,
 };
 use parley_store::Tx;
-use parley_store::repo::calls::{self as repo, CallFilter, CallRow, Ending, NewCall};
+use parley_store::repo::calls::{self as repo, CallRow, Ending, NewCall};
 use parley_store::repo::conversations::{self as conversation_repo, NewConversation, NewMessage};
 use parley_store::repo::events;
 use parley_voice::engine::{self, Outcome, Progress};
@@ -44,6 +44,9 @@ use crate::crm::contacts;
 use crate::signals::Signal;
 use crate::unit::{Answer, Answered, Idempotent, Work};
 use crate::{ServiceError, ServiceResult, Services, billing, event_data};
+
+/// The filters lists take.
+pub use parley_store::repo::calls::CallFilter;
 
 #[derive(Debug, Clone)]
 pub struct CallsConfig {

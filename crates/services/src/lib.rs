@@ -30,6 +30,8 @@ use std::sync::Arc;
 
 pub use error::{ServiceError, ServiceResult};
 use parley_store::Db;
+/// The change counters a request saw when it began (list caches key on them).
+pub use parley_store::repo::versions::Snapshot;
 pub use unit::{Answer, Answered, Idempotent, KeyHold, Work};
 
 /// Settings the use cases need.

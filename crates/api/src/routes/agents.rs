@@ -7,10 +7,10 @@ use axum::response::Response;
 use parley_domain::agent::{Agent, AgentStatus, Trigger};
 use parley_domain::ids::{AgentId, TriggerId};
 use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::agents::{self as agent_repo, AgentFilter};
 use parley_services::agents::{
     self, CreateAgent, CreateTrigger, PromptPreview, PromptPreviewRequest, UpdateAgent, UpdateTrigger,
 };
-use parley_store::repo::agents::{self as agent_repo, AgentFilter};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};

@@ -9,7 +9,7 @@ use parley_domain::ids::ConversationId;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::messaging::conversations;
 use parley_services::messaging::conversations::UpdateConversation;
-use parley_store::repo::conversations::{ConversationFilter, VERSION_KEY};
+use parley_services::messaging::conversations::{ConversationFilter, VERSION_KEY};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;

@@ -19,7 +19,7 @@ use parley_domain::validation::{
     FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, list_of,
     loc, object, one_of, parse_object, string,
 };
-use parley_store::repo::agents::{self as repo, AgentFields, AgentFilter};
+use parley_store::repo::agents::{self as repo, AgentFields};
 use parley_store::repo::triggers::{self as trigger_repo, TriggerFields};
 use parley_store::repo::{events, prompt_blocks as block_repo, users};
 use parley_store::{AsHandle, StoreError, Tx};
@@ -29,6 +29,9 @@ use utoipa::ToSchema;
 
 use crate::billing::{self, BillingConfig};
 use crate::{ServiceError, ServiceResult, Services, event_data, free_slug};
+
+/// The filters lists take (and the version key their cache follows).
+pub use parley_store::repo::agents::{AgentFilter, VERSION_KEY};
 
 const NAME_MAX: usize = 200;
 const TEXT_MAX: usize = 2_000;

@@ -8,13 +8,16 @@ use parley_domain::validation::{
     FieldError, LocPart, Page, Parsed, QueryReader, enum_value, list_of, loc, parse_object, string,
 };
 use parley_store::Tx;
-use parley_store::repo::prompt_blocks::{self as repo, BlockFields, BlockFilter};
+use parley_store::repo::prompt_blocks::{self as repo, BlockFields};
 use parley_store::repo::{agents, events};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{ServiceError, ServiceResult, Services, event_data, free_slug};
+
+/// The filters lists take (and the version key their cache follows).
+pub use parley_store::repo::prompt_blocks::{BlockFilter, VERSION_KEY};
 
 const NAME_MAX: usize = 200;
 const CONTENT_MAX: usize = 100_000;

@@ -13,7 +13,7 @@ use parley_domain::validation::{
 };
 use parley_events::ssrf;
 use parley_store::Tx;
-use parley_store::repo::contacts::{self as repo, AddressColumn, ContactFields, ContactFilter, SearchTerms};
+use parley_store::repo::contacts::{self as repo, AddressColumn, ContactFields, SearchTerms};
 use parley_store::repo::conversations;
 use parley_store::repo::events;
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,9 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::{ServiceError, ServiceResult, Services, event_data};
+
+/// The filters lists take.
+pub use parley_store::repo::contacts::ContactFilter;
 
 const NAME_MAX: usize = 200;
 const NOTES_MAX: usize = 10_000;

@@ -20,9 +20,7 @@ use parley_domain::validation::{
 };
 use parley_store::Tx;
 use parley_store::repo::channels::ChannelRow;
-use parley_store::repo::conversations::{
-    self as repo, ConversationChanges, ConversationFilter, NewConversation, NewMessage,
-};
+use parley_store::repo::conversations::{self as repo, ConversationChanges, NewConversation, NewMessage};
 use parley_store::repo::events;
 use serde::Deserialize;
 use serde_json::Value;
@@ -32,6 +30,9 @@ use parley_connectors::Inbound;
 
 use crate::crm::contacts;
 use crate::{ServiceError, ServiceResult, Services, Work, event_data};
+
+/// The filters lists take (and the version key their cache follows).
+pub use parley_store::repo::conversations::{ConversationFilter, VERSION_KEY};
 
 /// What `receive` did.
 pub struct Received {

@@ -21,12 +21,15 @@ use parley_domain::validation::{
 use parley_store::Tx;
 use parley_store::repo::conversations as conversation_repo;
 use parley_store::repo::events;
-use parley_store::repo::handoffs::{self as repo, HandoffFilter, NewHandoff};
+use parley_store::repo::handoffs::{self as repo, NewHandoff};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{ServiceError, ServiceResult, Services, event_data};
+
+/// The filters lists take.
+pub use parley_store::repo::handoffs::HandoffFilter;
 
 /// `POST /api/v1/conversations/{id}/handoff`.
 #[derive(Debug, Clone)]
