@@ -34,7 +34,8 @@ struct Record {
     endpoint: EndpointRow,
     outcomes: Vec<AttemptOutcome>,
     disable: Option<String>,
-    done: oneshot::Sender<Result<(), parley_store::StoreError>>,
+    /// The write's outcome (a failure in words: one error serves a whole batch).
+    done: oneshot::Sender<Result<(), String>>,
 }
 
 /// Seconds to wait after the 1st, 2nd, … failed attempt (before scaling).
@@ -112,19 +113,19 @@ impl Dispatcher {
 
     /// Drains the endpoint, then settles its job: due again at the next
     /// retry, or done when nothing is pending.
-    async fn serve(&self, job: &Job) -> Result<(), parley_store::StoreError> {
-        let endpoint_id = job.payload["endpoint_id"].as_i64().ok_or_else(|| {
-            parley_store::StoreError::Corrupt(format!("webhook drain job {} names no endpoint", job.id))
-        })?;
+    async fn serve(&self, job: &Job) -> anyhow::Result<()> {
+        let endpoint_id = job.payload["endpoint_id"]
+            .as_i64()
+            .ok_or_else(|| anyhow::anyhow!("webhook drain job {} names no endpoint", job.id))?;
         self.drain(endpoint_id).await?;
         let mut tx = self.db.begin().await?;
         webhooks::settle_drain(&mut tx, job.id, job.held_by(), endpoint_id).await?;
-        tx.commit().await
+        Ok(tx.commit().await?)
     }
 
     /// Delivers due events in order; once none is due, waits (holding the
     /// lease) for new events up to the poll interval, then returns.
-    async fn drain(&self, endpoint_id: i64) -> Result<(), parley_store::StoreError> {
+    async fn drain(&self, endpoint_id: i64) -> anyhow::Result<()> {
         let mut wake = self.wake.clone();
         let mut idle_since: Option<Instant> = None;
         loop {
@@ -165,9 +166,12 @@ impl Dispatcher {
             // Wait for the write: the next fetch must not see these deliveries as due.
             let (done, written) = oneshot::channel();
             if self.recorder.send(Record { endpoint, outcomes, disable, done }).await.is_err() {
-                return Err(parley_store::StoreError::Corrupt("the webhook recorder stopped".into()));
+                anyhow::bail!("the webhook attempt recorder stopped");
             }
-            written.await.map_err(|_| parley_store::StoreError::Corrupt("the webhook recorder stopped".into()))??;
+            written
+                .await
+                .map_err(|_| anyhow::anyhow!("the webhook attempt recorder stopped"))?
+                .map_err(|e| anyhow::anyhow!("recording webhook attempts failed: {e}"))?;
             if stop {
                 return Ok(());
             }
@@ -195,13 +199,7 @@ impl Dispatcher {
             .await;
             let failure = written.err().map(|e| e.to_string());
             for r in batch.drain(..) {
-                let result = match &failure {
-                    None => Ok(()),
-                    Some(e) => {
-                        Err(parley_store::StoreError::Corrupt(format!("recording webhook attempts failed: {e}")))
-                    }
-                };
-                let _ = r.done.send(result);
+                let _ = r.done.send(failure.clone().map_or(Ok(()), Err));
             }
         }
     }
@@ -212,7 +210,7 @@ impl Dispatcher {
         failing_for >= self.scaled(DISABLE_AFTER_S).as_micros() as i64
     }
 
-    fn open_secrets(&self, endpoint: &EndpointRow) -> Result<Vec<WebhookSecret>, parley_store::StoreError> {
+    fn open_secrets(&self, endpoint: &EndpointRow) -> anyhow::Result<Vec<WebhookSecret>> {
         endpoint
             .signing_secrets(Timestamp::now())
             .into_iter()
@@ -222,12 +220,7 @@ impl Dispatcher {
                     .ok()
                     .and_then(|raw| String::from_utf8(raw).ok())
                     .and_then(|s| WebhookSecret::parse(&s))
-                    .ok_or_else(|| {
-                        parley_store::StoreError::Corrupt(format!(
-                            "webhook endpoint {} secret cannot be opened",
-                            endpoint.id
-                        ))
-                    })
+                    .ok_or_else(|| anyhow::anyhow!("webhook endpoint {}'s secret cannot be opened", endpoint.id))
             })
             .collect()
     }
@@ -317,7 +310,11 @@ impl Handler for Dispatcher {
             match self.serve(job).await {
                 Ok(()) => Outcome::Committed,
                 Err(e) => {
-                    tracing::warn!(error = %e, job = job.id, "webhook delivery round failed; it runs again shortly");
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        job = job.id,
+                        "webhook delivery round failed; it runs again shortly"
+                    );
                     Outcome::Later(Timestamp::now().plus_duration(self.config.poll_interval))
                 }
             }
