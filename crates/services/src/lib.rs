@@ -1,6 +1,8 @@
-//! Parley's use cases. Each module owns one resource group: it parses input
-//! into typed commands (`parse_*`), applies the business rules, writes
-//! through the store, and appends the matching event in the same transaction.
+//! Parley's use cases, grouped by area (`tenancy`, `billing`, `crm`,
+//! `messaging`, `agents`, `calls`, `files`, `search`, `webhooks`). Each
+//! module owns one resource group: it parses input into typed commands
+//! (`parse_*`), applies the business rules, writes through the store, and
+//! appends the matching event in the same transaction.
 //!
 //! Writes take a `&mut Tx` (or a `&mut Work` when they leave something for
 //! after the commit) and run in a unit of work ([`unit`]) that callers (the

@@ -4,9 +4,11 @@
 //!
 //! Queries are written once in SQL that both dialects accept (sqlx numbers
 //! SQLite's `$N` placeholders as PostgreSQL does) and run through
-//! [`dispatch!`] (or its shorthands `execute!`, `fetch_one!`, …), which expands the body once per backend. Only where the
-//! dialects really differ (JSON containment, row locking) does a repository
-//! branch on [`Handle`].
+//! [`dispatch!`] (or its shorthands `execute!`, `fetch_one!`, …), which
+//! expands the body once per backend. Only where the dialects really differ
+//! (JSON containment, row locking, full-text search) does a repository
+//! branch on [`Handle`]. [`testing`] makes fresh databases of both kinds
+//! for tests, and `on_both_backends!` runs a test story on each.
 
 mod db;
 mod error;
