@@ -42,7 +42,7 @@ use utoipa::ToSchema;
 
 use crate::crm::contacts;
 use crate::signals::Signal;
-use crate::unit::{Answer, Answered, Idempotent, Work};
+use crate::unit::{Answer, Answered, Claimed, Idempotent, Work};
 use crate::{ServiceError, ServiceResult, Services, billing, event_data};
 
 /// The filters lists take.
@@ -214,46 +214,51 @@ struct Queued {
 
 /// Places a call (see the module comment), answering 201 with the call or
 /// 502 when the provider failed. Three steps, so that no network round trip
-/// happens while a transaction is open: store the call `queued` (checks,
-/// funds held, conversation) and commit; dial; record the outcome, complete
-/// the idempotency key and commit, then start the call on this instance.
+/// happens while a transaction is open: claim the idempotency key and store
+/// the call `queued` (checks, funds held, conversation) in one transaction
+/// (a refusal rolls the claim back with it); dial; record the outcome,
+/// complete the key and commit, then start the call on this instance.
 pub async fn place(
     svc: &Services,
     scope: Scope,
     idem: Option<Idempotent>,
     input: CreateCall,
 ) -> ServiceResult<Answered> {
-    svc.idempotent(scope, idem, async move |hold| {
+    let mut work = svc.begin().await?;
+    let hold = match svc.claim_key(&mut work, scope, idem.as_ref()).await? {
+        Claimed::Replay(answered) => return Ok(answered),
+        Claimed::Run(hold) => hold,
+    };
+    let queued = queue(&mut work, svc, scope, input).await?;
+    svc.commit(work).await?;
+    let dialed = queued.provider.dial(queued.dial.clone()).await;
+    let recorded = async {
         let mut work = svc.begin().await?;
-        let queued = queue(&mut work, svc, scope, input).await?;
+        let answer = record_dial(&mut work, scope, &queued, dialed).await?;
+        if let Some(hold) = &hold {
+            hold.complete(&mut work, &answer).await?;
+        }
         svc.commit(work).await?;
-        let dialed = queued.provider.dial(queued.dial.clone()).await;
-        let recorded = async {
+        Ok(answer)
+    }
+    .await;
+    if recorded.is_err() {
+        // The dialled call was hung up with its unit of work; do not leave
+        // it `queued` (holding funds and a concurrency slot), nor its key held.
+        let failed = async {
             let mut work = svc.begin().await?;
-            let answer = record_dial(&mut work, scope, &queued, dialed).await?;
-            if let Some(hold) = &hold {
-                hold.complete(&mut work, &answer).await?;
-            }
-            svc.commit(work).await?;
-            Ok(answer)
+            fail_dial(&mut work, scope, &queued.row, queued.conversation_id).await?;
+            svc.commit(work).await
         }
         .await;
-        if recorded.is_err() {
-            // The dialled call was hung up with its unit of work; do not
-            // leave it `queued` (holding funds and a concurrency slot).
-            let failed = async {
-                let mut work = svc.begin().await?;
-                fail_dial(&mut work, scope, &queued.row, queued.conversation_id).await?;
-                svc.commit(work).await
-            }
-            .await;
-            if let Err(e) = failed {
-                tracing::error!(call = %queued.row.public_id, error = %e, "could not end a call left queued; the watchdog will");
-            }
+        if let Err(e) = failed {
+            tracing::error!(call = %queued.row.public_id, error = %e, "could not end a call left queued; the watchdog will");
         }
-        recorded
-    })
-    .await
+        if let Some(hold) = &hold {
+            svc.release_key(hold).await;
+        }
+    }
+    recorded.map(|answer| Answered { answer, replayed: false })
 }
 
 /// Checks and stores a call `queued`, with its conversation and held funds.

@@ -120,6 +120,14 @@ pub struct Answered {
     pub replayed: bool,
 }
 
+/// What claiming an idempotency key found.
+pub enum Claimed {
+    /// Run the operation, holding the key if one was sent.
+    Run(Option<KeyHold>),
+    /// The key's request already finished: its stored answer.
+    Replay(Answered),
+}
+
 /// An idempotency key this request holds: the operation stores its answer
 /// with [`KeyHold::complete`] in its last transaction.
 pub struct KeyHold {
@@ -194,50 +202,66 @@ impl Services {
     /// The idempotency protocol around an operation that runs its own
     /// units of work: `op` gets the key it holds (if one was sent) and must
     /// [`KeyHold::complete`] it in its last transaction. If `op` fails, the
-    /// key is released so that a retry runs again.
+    /// key is released so that a retry runs again. (An operation may
+    /// instead claim the key in its own first transaction with
+    /// [`Services::claim_key`], saving one.)
     pub async fn idempotent(
         &self,
         scope: Scope,
         idem: Option<Idempotent>,
         op: impl AsyncFnOnce(Option<KeyHold>) -> ServiceResult<Answer>,
     ) -> ServiceResult<Answered> {
-        let Some(idem) = idem else {
-            return Ok(Answered { answer: op(None).await?, replayed: false });
-        };
-        let claim = {
+        let claimed = {
             let mut tx = self.db.begin().await?;
-            let claim =
-                repo::claim(&mut tx, scope, idem.key.as_str(), &idem.fingerprint, self.config.idempotency_lease_s)
-                    .await?;
+            let claimed = self.claim_key(&mut tx, scope, idem.as_ref()).await?;
             tx.commit().await?;
-            claim
+            claimed
         };
-        match claim {
-            Claim::Acquired => {}
-            Claim::Replay { status, body } => return Ok(Answered { answer: Answer { status, body }, replayed: true }),
-            Claim::FingerprintMismatch => {
-                return Err(ServiceError::Conflict(
-                    "This Idempotency-Key was already used with a different request; use a new key".into(),
-                ));
-            }
-            Claim::InProgress => return Err(ServiceError::KeyInUse),
-        }
-        let key = idem.key.clone();
-        match op(Some(KeyHold { scope, key })).await {
+        let hold = match claimed {
+            Claimed::Replay(answered) => return Ok(answered),
+            Claimed::Run(hold) => hold,
+        };
+        let key = hold.as_ref().map(|h| h.key.clone());
+        match op(hold).await {
             Ok(answer) => Ok(Answered { answer, replayed: false }),
             Err(e) => {
-                let released = async {
-                    let mut tx = self.db.begin().await?;
-                    repo::release(&mut tx, scope, idem.key.as_str()).await?;
-                    tx.commit().await
-                }
-                .await;
-                if let Err(re) = released {
-                    // The lease expires on its own; until then retries get a 409.
-                    tracing::warn!(error = %re, "could not release an idempotency key");
+                if let Some(key) = key {
+                    self.release_key(&KeyHold { scope, key }).await;
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// Claims the idempotency key (if one was sent) in `tx`: a replay of a
+    /// finished request answers its stored response; a different request
+    /// under the key is a 409, as is one still running. Rolling `tx` back
+    /// gives the key up.
+    pub async fn claim_key(&self, tx: &mut Tx, scope: Scope, idem: Option<&Idempotent>) -> ServiceResult<Claimed> {
+        let Some(idem) = idem else { return Ok(Claimed::Run(None)) };
+        match repo::claim(tx, scope, idem.key.as_str(), &idem.fingerprint, self.config.idempotency_lease_s).await? {
+            Claim::Acquired => Ok(Claimed::Run(Some(KeyHold { scope, key: idem.key.clone() }))),
+            Claim::Replay { status, body } => {
+                Ok(Claimed::Replay(Answered { answer: Answer { status, body }, replayed: true }))
+            }
+            Claim::FingerprintMismatch => Err(ServiceError::Conflict(
+                "This Idempotency-Key was already used with a different request; use a new key".into(),
+            )),
+            Claim::InProgress => Err(ServiceError::KeyInUse),
+        }
+    }
+
+    /// Gives up a committed claim after the operation failed, so a retry
+    /// runs again (if this fails, the claim's lease expires on its own).
+    pub async fn release_key(&self, hold: &KeyHold) {
+        let released = async {
+            let mut tx = self.db.begin().await?;
+            repo::release(&mut tx, hold.scope, hold.key.as_str()).await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = released {
+            tracing::warn!(error = %e, "could not release an idempotency key");
         }
     }
 }
