@@ -161,3 +161,21 @@ mod tests {
         }
     }
 }
+
+string_enum!(
+    /// How a text engine is reached: any OpenAI-compatible chat-completions
+    /// server, or the offline builtin engine.
+    EngineKind { Openai = "openai", Builtin = "builtin" }
+);
+
+/// A configured text engine, as listed by `GET /api/v1/text-engines`
+/// (never its secrets).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(example = json!({"name": "openai", "kind": "openai", "model": "gpt-4o-mini"}))]
+pub struct TextEngineInfo {
+    /// What agents name in `text_engine`.
+    pub name: String,
+    pub kind: EngineKind,
+    /// The model asked for unless an agent names its own (`builtin` for the builtin engine).
+    pub model: String,
+}
