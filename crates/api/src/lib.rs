@@ -29,7 +29,7 @@ pub fn openapi(text_engines: &[String]) -> utoipa::openapi::OpenApi {
 /// Builds the whole HTTP application and its OpenAPI document.
 pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
     let (api, _) = routes::router().split_for_parts();
-    let doc = openapi(&state.services.config().text_engines);
+    let doc = openapi(&state.services.config().text_engines.names());
     let json = serde_json::to_string(&doc).expect("the OpenAPI document serialises");
     let router = api
         .layer(axum::Extension(routes::docs::OpenApiJson(json.into())))

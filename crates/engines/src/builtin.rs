@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn it_quotes_the_best_passage_with_its_source() {
         let events = ask(
-            vec![passage("FAQ", "We ship worldwide.", 1.0), passage("Hours", "We open at 9am,\n Monday to Friday.", 2.5)],
+            vec![
+                passage("FAQ", "We ship worldwide.", 1.0),
+                passage("Hours", "We open at 9am,\n Monday to Friday.", 2.5),
+            ],
             vec![],
         );
         assert_eq!(events[0], EngineEvent::Delta("From \"Hours\": \"We open at 9am, Monday to Friday.\"".into()));
@@ -125,7 +128,8 @@ mod tests {
 
     #[test]
     fn without_an_answer_it_asks_for_a_person() {
-        let handoff = ToolSpec { name: "handoff_to_human".into(), description: String::new(), parameters: serde_json::json!({}) };
+        let handoff =
+            ToolSpec { name: "handoff_to_human".into(), description: String::new(), parameters: serde_json::json!({}) };
         let events = ask(vec![], vec![handoff]);
         assert_eq!(events[0], EngineEvent::Delta(NO_ANSWER.into()));
         let EngineEvent::ToolCall(call) = &events[1] else { panic!("{events:?}") };

@@ -33,9 +33,15 @@ pub enum ChatMessage {
     System(String),
     User(String),
     /// What the model said before, with the tools it called.
-    Assistant { text: String, tool_calls: Vec<ToolCall> },
+    Assistant {
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
     /// A tool's result, answering the call with this id.
-    Tool { call_id: String, content: String },
+    Tool {
+        call_id: String,
+        content: String,
+    },
 }
 
 /// A tool the model may call.
@@ -132,9 +138,10 @@ impl Engines {
         for (name, s) in settings {
             let engine: Arc<dyn TextEngine> = match s {
                 EngineSettings::Builtin => Arc::new(builtin::BuiltinEngine),
-                EngineSettings::Openai(o) => Arc::new(openai::OpenAiEngine::new(o.clone()).map_err(|e| {
-                    SettingsError(format!("text_engines.{name}: {e}"))
-                })?),
+                EngineSettings::Openai(o) => Arc::new(
+                    openai::OpenAiEngine::new(o.clone())
+                        .map_err(|e| SettingsError(format!("text_engines.{name}: {e}")))?,
+                ),
             };
             engines.insert(name.clone(), engine);
         }

@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::{
-    ChatMessage, ChatRequest, EngineError, EngineEvent, EngineKind, EngineStream, OpenAiSettings, Pricing,
-    TextEngine, ToolCall, Usage,
+    ChatMessage, ChatRequest, EngineError, EngineEvent, EngineKind, EngineStream, OpenAiSettings, Pricing, TextEngine,
+    ToolCall, Usage,
 };
 
 pub struct OpenAiEngine {
@@ -118,7 +118,9 @@ impl TextEngine for OpenAiEngine {
             let chat = client.chat();
             let opened = tokio::time::timeout_at(deadline, chat.create_stream_byot::<Value, Chunk>(body));
             let mut chunks = match opened.await {
-                Err(_) => return tx.fail(EngineError::Transient(format!("no answer within {}s", timeout.as_secs()))).await,
+                Err(_) => {
+                    return tx.fail(EngineError::Transient(format!("no answer within {}s", timeout.as_secs()))).await;
+                }
                 Ok(Err(e)) => return tx.fail(classify(e)).await,
                 Ok(Ok(chunks)) => chunks,
             };
@@ -280,9 +282,10 @@ where
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let task = tokio::spawn(producer(Sender(tx)));
     let guard = AbortOnDrop(task);
-    futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        rx.recv().await.map(|item| (item, (rx, guard)))
-    })
+    futures::stream::unfold(
+        (rx, guard),
+        |(mut rx, guard)| async move { rx.recv().await.map(|item| (item, (rx, guard))) },
+    )
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -93,7 +93,8 @@ impl EngineSettings {
         match raw.kind.as_deref().unwrap_or("openai") {
             "builtin" => Ok(EngineSettings::Builtin),
             "openai" => {
-                let model = raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| fail("`model` is required".into()))?;
+                let model =
+                    raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| fail("`model` is required".into()))?;
                 let base_url = raw.base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
                 if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
                     return Err(fail(format!("`base_url` must be an http(s) URL, not {base_url:?}")));
@@ -128,7 +129,11 @@ mod tests {
 
     #[test]
     fn an_openai_engine_needs_a_model_and_keeps_its_key_out_of_debug() {
-        let e = EngineSettings::parse("groq", json!({"base_url": "https://api.groq.com/openai/v1/", "api_key": "gsk_secret", "model": "llama"})).unwrap();
+        let e = EngineSettings::parse(
+            "groq",
+            json!({"base_url": "https://api.groq.com/openai/v1/", "api_key": "gsk_secret", "model": "llama"}),
+        )
+        .unwrap();
         let EngineSettings::Openai(o) = &e else { panic!("{e:?}") };
         assert_eq!(o.base_url, "https://api.groq.com/openai/v1");
         assert!(!format!("{e:?}").contains("gsk_secret"));

@@ -23,8 +23,15 @@ use serde_json::{Value, json};
 enum Script {
     /// SSE `data:` payloads, then `[DONE]`; with `stall`, it stops after
     /// that many payloads and keeps the connection open.
-    Stream { events: Vec<Value>, stall: Option<usize> },
-    Status { status: u16, retry_after: Option<u64>, body: Value },
+    Stream {
+        events: Vec<Value>,
+        stall: Option<usize>,
+    },
+    Status {
+        status: u16,
+        retry_after: Option<u64>,
+        body: Value,
+    },
 }
 
 #[derive(Clone)]
@@ -85,11 +92,12 @@ fn answer(script: Script) -> axum::response::Response {
             }
             let keep = stall.unwrap_or(frames.len());
             let sent = futures::stream::iter(frames.into_iter().take(keep).map(Ok::<_, std::convert::Infallible>));
-            let body = if stall.is_some() { Body::from_stream(sent.chain(futures::stream::pending())) } else { Body::from_stream(sent) };
-            axum::response::Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(body)
-                .unwrap()
+            let body = if stall.is_some() {
+                Body::from_stream(sent.chain(futures::stream::pending()))
+            } else {
+                Body::from_stream(sent)
+            };
+            axum::response::Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
         }
     }
 }
@@ -146,7 +154,11 @@ async fn a_streamed_answer_yields_text_tool_calls_split_across_chunks_and_usage(
             ChatMessage::User("Who am I?".into()),
             ChatMessage::Assistant {
                 text: String::new(),
-                tool_calls: vec![ToolCall { id: "call_0".into(), name: "lookup_contact".into(), arguments: "{}".into() }],
+                tool_calls: vec![ToolCall {
+                    id: "call_0".into(),
+                    name: "lookup_contact".into(),
+                    arguments: "{}".into(),
+                }],
             },
             ChatMessage::Tool { call_id: "call_0".into(), content: "{\"name\": \"Ana\"}".into() },
         ],
@@ -163,7 +175,11 @@ async fn a_streamed_answer_yields_text_tool_calls_split_across_chunks_and_usage(
         vec![
             EngineEvent::Delta("Let me ".into()),
             EngineEvent::Delta("check.".into()),
-            EngineEvent::ToolCall(ToolCall { id: "call_a".into(), name: "lookup_contact".into(), arguments: "{\"field\": \"email\"}".into() }),
+            EngineEvent::ToolCall(ToolCall {
+                id: "call_a".into(),
+                name: "lookup_contact".into(),
+                arguments: "{\"field\": \"email\"}".into()
+            }),
             EngineEvent::ToolCall(ToolCall { id: "call_b".into(), name: "search".into(), arguments: "{}".into() }),
             EngineEvent::Usage(Usage { input_tokens: 42, output_tokens: 7 }),
         ]
@@ -197,7 +213,8 @@ async fn a_streamed_answer_yields_text_tool_calls_split_across_chunks_and_usage(
 
 #[tokio::test]
 async fn a_429_is_retried_after_its_retry_after() {
-    let rate_limited = json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}});
+    let rate_limited =
+        json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}});
     let (server, url) = Server::start(vec![
         Script::Status { status: 429, retry_after: Some(1), body: rate_limited },
         Script::Stream { events: vec![chunk(json!({"content": "Hi"}))], stall: None },

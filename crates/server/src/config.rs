@@ -35,8 +35,8 @@ pub struct Settings {
     /// Where clients reach this server, for links Parley hands out (file
     /// downloads); default `http://<listen>`.
     pub public_url: Option<String>,
-    /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`.
-    /// Their options are read by the agent runtime.
+    /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`
+    /// (see `parley_engines::EngineSettings`); checked at start-up.
     pub text_engines: BTreeMap<String, serde_json::Value>,
     pub log: LogSettings,
     /// Seconds in-flight requests get to finish after SIGTERM.
@@ -512,6 +512,7 @@ impl Settings {
             .default_region
             .parse::<parley_domain::contact::Region>()
             .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
+        settings.text_engine_settings()?;
         settings.storage.backend()?;
         if settings.storage.backend == "s3" && !cfg!(feature = "s3") {
             anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (cargo build --features s3)");
@@ -525,9 +526,21 @@ impl Settings {
         Ok(settings)
     }
 
+    /// Each `[text_engines.NAME]`, parsed.
+    pub fn text_engine_settings(
+        &self,
+    ) -> Result<BTreeMap<String, parley_engines::EngineSettings>, parley_engines::SettingsError> {
+        self.text_engines
+            .iter()
+            .map(|(name, value)| Ok((name.clone(), parley_engines::EngineSettings::parse(name, value.clone())?)))
+            .collect()
+    }
+
     pub fn services_config(&self) -> parley_services::ServicesConfig {
-        let mut engines: Vec<String> = self.text_engines.keys().cloned().collect();
-        engines.push("builtin".into());
+        let engines = self
+            .text_engine_settings()
+            .and_then(|s| parley_engines::Engines::from_settings(&s))
+            .expect("text engines are checked when settings load");
         parley_services::ServicesConfig {
             text_engines: engines,
             auth: parley_services::tenancy::identity::AuthConfig {

@@ -329,7 +329,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Openapi => {
-            print_json(&serde_json::to_value(parley_api::openapi(&settings.services_config().text_engines))?);
+            print_json(&serde_json::to_value(parley_api::openapi(&settings.services_config().text_engines.names()))?);
             Ok(())
         }
     }

@@ -39,8 +39,8 @@ pub use unit::{Answer, Answered, Claimed, Idempotent, KeyHold, Work};
 /// Settings the use cases need.
 #[derive(Debug, Clone)]
 pub struct ServicesConfig {
-    /// Names of the configured text engines; `builtin` is always among them.
-    pub text_engines: Vec<String>,
+    /// The configured text engines; `builtin` is always among them.
+    pub text_engines: parley_engines::Engines,
     pub auth: tenancy::identity::AuthConfig,
     /// Let webhook URLs point at private addresses (development and tests).
     pub webhooks_allow_private: bool,
@@ -57,7 +57,7 @@ pub struct ServicesConfig {
 impl Default for ServicesConfig {
     fn default() -> Self {
         Self {
-            text_engines: vec!["builtin".to_owned()],
+            text_engines: parley_engines::Engines::builtin_only(),
             auth: tenancy::identity::AuthConfig::default(),
             webhooks_allow_private: false,
             billing: billing::BillingConfig::default(),
@@ -67,18 +67,6 @@ impl Default for ServicesConfig {
             calls: calls::CallsConfig::default(),
             idempotency_lease_s: 60,
         }
-    }
-}
-
-impl ServicesConfig {
-    /// Adds `builtin` if the configuration forgot it, and sorts the names.
-    pub fn normalised(mut self) -> Self {
-        if !self.text_engines.iter().any(|e| e == "builtin") {
-            self.text_engines.push("builtin".to_owned());
-        }
-        self.text_engines.sort();
-        self.text_engines.dedup();
-        self
     }
 }
 
@@ -113,7 +101,7 @@ impl Services {
             storage: Arc::new(storage),
             calls: Arc::new(calls::CallRuntime::default()),
             db,
-            config: Arc::new(config.normalised()),
+            config: Arc::new(config),
             keyring: Arc::new(tenancy::identity::Keyring::new(secrets)),
             outbox: Arc::new(tokio::sync::watch::channel(0).0),
             signals: Arc::new(signals::Signals::default()),

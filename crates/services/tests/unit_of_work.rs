@@ -60,7 +60,7 @@ async fn setup(database: &TestDatabase) -> (Services, Arc<Probe>, Scope, i64) {
         .await
         .unwrap();
     let scope = Scope::new(created.workspace.id, Mode::Test);
-    let input = agents::parse_create(json!({"name": "Ava"}), &svc.config().text_engines).unwrap();
+    let input = agents::parse_create(json!({"name": "Ava"}), &svc.config().text_engines.names()).unwrap();
     let agent = svc.transaction(async |work| agents::create(work, scope, &billing, input).await).await.unwrap();
     (svc, probe, scope, agent.id)
 }
@@ -112,7 +112,7 @@ async fn placing_a_call_dials_outside_any_transaction_and_replays(database: Test
 async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     let (svc, _probe, scope, _agent) = setup(&database).await;
     let billing = svc.config().billing.clone();
-    let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config().text_engines).unwrap();
+    let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config().text_engines.names()).unwrap();
     let mut work = svc.begin().await.unwrap();
     let agent = agents::create(&mut work, scope, &billing, input).await.unwrap();
     drop(work);

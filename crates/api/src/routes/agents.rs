@@ -35,13 +35,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 impl FromBody for CreateAgent {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        agents::parse_create(body, &state.services.config().text_engines)
+        agents::parse_create(body, &state.services.config().text_engines.names())
     }
 }
 
 impl FromBody for UpdateAgent {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        agents::parse_update(body, &state.services.config().text_engines)
+        agents::parse_update(body, &state.services.config().text_engines.names())
     }
 }
 

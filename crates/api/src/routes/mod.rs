@@ -15,6 +15,7 @@ pub mod health;
 pub mod messages;
 pub mod prompt_blocks;
 pub mod search;
+pub mod text_engines;
 pub mod webchat;
 pub mod webhooks;
 
@@ -43,6 +44,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(files::router())
         .merge(calls::router())
         .merge(search::router())
+        .merge(text_engines::router())
 }
 
 /// The items envelope of every list except agents.

@@ -141,7 +141,7 @@ both_backends! {
 
     async fn text_engines_are_validated_against_the_configuration(backend) {
         let app = TestApp::spawn_with(backend, |s| {
-            s.text_engines.insert("openai".into(), json!({"base_url": "http://127.0.0.1:9/v1"}));
+            s.text_engines.insert("openai".into(), json!({"base_url": "http://127.0.0.1:9/v1", "model": "gpt-4o-mini"}));
         }).await;
         let ws = app.workspace("A").await;
         let a = app.create_agent(&ws.live, json!({"name": "A", "text_engine": "openai"})).await;
@@ -149,6 +149,27 @@ both_backends! {
         let r = app.post_idem(&ws.live, "/api/v1/agents", "k", json!({"name": "B", "text_engine": "claude"})).await;
         assert_eq!(r.status, 422);
         assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'builtin', 'openai'");
+    }
+
+    async fn the_text_engine_list_names_kinds_and_models_but_never_secrets(backend) {
+        let app = TestApp::spawn_with(backend, |s| {
+            s.text_engines.insert("groq".into(), json!({"base_url": "http://127.0.0.1:9/openai/v1", "api_key": "gsk_do_not_show", "model": "llama-3.1-8b"}));
+            s.text_engines.insert("offline".into(), json!({"kind": "builtin"}));
+        }).await;
+        let ws = app.workspace("A").await;
+        let r = app.get(&ws.live, "/api/v1/text-engines").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, json!({"items": [
+            {"name": "builtin", "kind": "builtin", "model": "builtin"},
+            {"name": "groq", "kind": "openai", "model": "llama-3.1-8b"},
+            {"name": "offline", "kind": "builtin", "model": "builtin"},
+        ], "total": 3, "limit": 50, "offset": 0}));
+        let page = app.get(&ws.test, "/api/v1/text-engines?limit=1&offset=1").await;
+        assert_eq!((page.body["items"][0]["name"].clone(), page.body["total"].clone()), (json!("groq"), json!(3)));
+        let raw = app.client.get(app.url("/api/v1/text-engines")).send().await.unwrap();
+        assert_eq!(raw.status(), 401);
+        let everything = app.get(&ws.live, "/api/v1/text-engines").await.body.to_string();
+        assert!(!everything.contains("gsk_") && !everything.contains("127.0.0.1"), "{everything}");
     }
 
     async fn references_to_missing_prompt_blocks_or_collections_are_422(backend) {
@@ -220,4 +241,19 @@ both_backends! {
         app.patch(&ws.test, &format!("/api/v1/agents/{}", a["id"]), json!({"priority": 2})).await;
         assert_eq!(app.events(ws.id, Mode::Test, "agent.updated").await.len(), 1);
     }
+}
+
+#[test]
+fn a_text_engine_with_bad_settings_stops_the_server_from_starting() {
+    let dir = std::env::temp_dir().join(format!("parley-engines-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("parley.toml");
+    std::fs::write(&file, "[text_engines.groq]\nbase_url = \"https://api.groq.com/openai/v1\"\n").unwrap();
+    let err = parley_server::config::Settings::load(Some(&file)).unwrap_err();
+    assert_eq!(err.to_string(), "text_engines.groq: `model` is required");
+    std::fs::write(&file, "[text_engines.groq]\nbase_url = \"https://api.groq.com/openai/v1\"\nmodel = \"llama\"\n")
+        .unwrap();
+    let settings = parley_server::config::Settings::load(Some(&file)).unwrap();
+    assert_eq!(settings.services_config().text_engines.names(), vec!["builtin", "groq"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -95,6 +95,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/calls/{call_id}/transcript"),
     ("GET", "/api/v1/calls/{call_id}/recording"),
     ("GET", "/api/v1/search"),
+    ("GET", "/api/v1/text-engines"),
 ];
 
 /// The examples of every JSON request body, by (method, path).

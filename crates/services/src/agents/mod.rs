@@ -714,3 +714,10 @@ pub async fn preview_prompt(
     }
     Ok(PromptPreview { agent_id, prompt: parts.join("\n\n"), blocks: used })
 }
+
+/// The configured text engines (`GET /api/v1/text-engines`), by name; no secrets.
+pub fn text_engines(svc: &Services, page: Page) -> (Vec<parley_domain::agent::TextEngineInfo>, i64) {
+    let all = svc.config.text_engines.list();
+    let total = all.len() as i64;
+    (all.into_iter().skip(page.offset as usize).take(page.limit as usize).collect(), total)
+}
