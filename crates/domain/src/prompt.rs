@@ -89,12 +89,15 @@ fn parse(template: &str) -> Result<Vec<Piece<'_>>, TemplateError> {
     Ok(pieces)
 }
 
-/// `[A-Za-z_][A-Za-z0-9_]*`, at most 64 characters.
+/// Words (`[A-Za-z_][A-Za-z0-9_]*`) joined by dots, at most 64 characters:
+/// `name`, or `contact.display_name` for the runtime's built-in variables.
 pub fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 64
+    let word = |w: &str| {
+        let mut chars = w.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    name.len() <= 64 && name.split('.').all(word)
 }
 
 /// The distinct placeholder names of `template`, in order of first use.
@@ -148,6 +151,17 @@ mod tests {
     fn placeholders_are_found_in_order_without_duplicates() {
         let t = "Hi {{ name }}, you are {{role}}. Bye {{name}}.";
         assert_eq!(placeholders(t).unwrap(), vec!["name", "role"]);
+    }
+
+    #[test]
+    fn variable_names_are_dotted_words() {
+        for ok in ["name", "_x1", "contact.display_name", "conversation.title"] {
+            assert!(is_variable_name(ok), "{ok}");
+        }
+        for bad in ["", "1x", "a..b", ".a", "a.", "a-b", "contact.1st", &"x".repeat(65)] {
+            assert!(!is_variable_name(bad), "{bad}");
+        }
+        assert_eq!(placeholders("Hi {{ contact.display_name }}").unwrap(), vec!["contact.display_name"]);
     }
 
     #[test]

@@ -145,7 +145,7 @@ pub fn reported_status() -> Object {
 /// Prompt-block variable names.
 pub fn variable_names() -> Array {
     ArrayBuilder::new()
-        .items(string(1, 64).pattern(Some("^[A-Za-z_][A-Za-z0-9_]*$")))
+        .items(string(1, 64).pattern(Some("^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$")))
         .max_items(Some(100))
         .unique_items(true)
         .build()

@@ -67,6 +67,29 @@ both_backends! {
         assert_eq!(r.status, 422);
     }
 
+    async fn prompts_render_built_in_variables_and_dotted_names(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme Support").await;
+        let b = app.post(&ws.live, "/api/v1/prompt-blocks", json!({"name": "Who", "content": "You are {{agent.name}} at {{workspace.name}}; the customer is {{contact.display_name}}.", "variables": ["agent.name", "workspace.name", "contact.display_name"]})).await;
+        assert_eq!(b.status, 201, "{}", b.text);
+        let a = app.create_agent(&ws.live, json!({"name": "Ava", "prompt_block_ids": [b.body["id"]], "system_prompt": "Today is {{now}}. Order {{order.id}}. Keep {{unknown}}."})).await;
+        let path = format!("/api/v1/agents/{}/prompt/preview", a["id"]);
+        let r = app.post(&ws.live, &path, json!({"variables": {"contact.display_name": "Ana", "order.id": "A-17", "agent.name": "Not Ava"}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let prompt = r.body["prompt"].as_str().unwrap();
+        let (first, second) = prompt.split_once("\n\n").unwrap();
+        assert_eq!(first, "You are Ava at Acme Support; the customer is Ana.", "built-ins win over the caller's values");
+        let now = second.strip_prefix("Today is ").unwrap().split_once(". Order").unwrap().0;
+        assert!(parley_domain::Timestamp::parse_rfc3339(now).is_some(), "{now}");
+        assert!(second.ends_with(". Order A-17. Keep {{unknown}}."), "{second}");
+        // A built-in the preview has no value for (no conversation) is asked for.
+        let r = app.post(&ws.live, &path, json!({})).await;
+        assert_eq!(r.status, 422);
+        assert_eq!(r.body["detail"][0]["loc"], json!(["body", "variables", "contact.display_name"]));
+        let bad = app.post(&ws.live, "/api/v1/prompt-blocks", json!({"name": "Bad", "content": "x", "variables": ["contact..name"]})).await;
+        assert_eq!(bad.faults()[0].1, "value_error.variable_name");
+    }
+
     async fn a_block_in_use_cannot_be_deleted(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("A").await;

@@ -2,6 +2,7 @@
 //! the status machine, archive; their triggers; and the prompt preview.
 //! The prompt blocks agents share live in [`prompt_blocks`].
 
+pub mod prompt;
 pub mod prompt_blocks;
 
 use std::collections::BTreeMap;
@@ -13,7 +14,6 @@ use parley_domain::agent::{
 use parley_domain::conversation::ConversationKind;
 use parley_domain::event::EventType;
 use parley_domain::ids::{AgentId, TriggerId};
-use parley_domain::prompt::{RenderError, render};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
     FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, list_of,
@@ -628,15 +628,7 @@ pub struct PromptPreviewRequest {
 pub struct PromptPreview {
     pub agent_id: i64,
     pub prompt: String,
-    pub blocks: Vec<BlockRef>,
-}
-
-/// A block that went into a rendered prompt, at the version used.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct BlockRef {
-    pub id: i64,
-    pub slug: String,
-    pub version: i64,
+    pub blocks: Vec<prompt::BlockRef>,
 }
 
 pub fn parse_preview(body: Value) -> Parsed<PromptPreviewRequest> {
@@ -667,6 +659,9 @@ pub fn parse_preview(body: Value) -> Parsed<PromptPreviewRequest> {
     })
 }
 
+/// Renders the agent's system prompt as a run would, with the built-in
+/// variables a preview has (`agent.name`, `workspace.name`, `now`) and the
+/// caller's; a block's variable without a value is a 422.
 pub async fn preview_prompt(
     svc: &Services,
     scope: Scope,
@@ -677,42 +672,19 @@ pub async fn preview_prompt(
     let mut c = svc.db.read().await?;
     let agent = require_agent(&mut c, scope, agent_id).await?;
     let blocks = block_repo::get_many(&mut c, scope, &agent.prompt_block_ids).await?;
-    let mut parts = Vec::new();
-    let mut used = Vec::new();
-    let mut missing: Vec<(String, String)> = Vec::new();
-    for id in &agent.prompt_block_ids {
-        let Some(block) = blocks.iter().find(|b| b.id == *id) else { continue };
-        match render(&block.content, &req.variables) {
-            Ok(text) => parts.push(text),
-            Err(RenderError::Missing(names)) => {
-                for n in names {
-                    if !missing.iter().any(|(m, _)| *m == n) {
-                        missing.push((n, block.slug.clone()));
-                    }
-                }
-            }
-            // Stored content was validated on write; a fault here is data corruption.
-            Err(RenderError::Template(e)) => {
-                return Err(ServiceError::Store(StoreError::Corrupt(format!("prompt block {}: {e}", block.id))));
-            }
-        }
-        used.push(BlockRef { id: block.id, slug: block.slug.clone(), version: block.version });
-    }
-    if !missing.is_empty() {
-        return Err(ServiceError::Validation(
-            missing
-                .into_iter()
-                .map(|(name, slug)| {
-                    FieldError::missing(vec!["body".into(), "variables".into(), LocPart::Key(name)])
-                        .with_ctx(serde_json::json!({ "prompt_block": slug }))
-                })
-                .collect(),
-        ));
-    }
-    if !agent.system_prompt.is_empty() {
-        parts.push(agent.system_prompt.clone());
-    }
-    Ok(PromptPreview { agent_id, prompt: parts.join("\n\n"), blocks: used })
+    let workspace = parley_store::repo::workspaces::get(&mut c, scope.workspace_id).await?.ok_or_else(|| {
+        ServiceError::invariant(format!("workspace {} of a valid credential is gone", scope.workspace_id))
+    })?;
+    let context = prompt::Context {
+        agent: &agent,
+        workspace_name: &workspace.name,
+        conversation: None,
+        contact: None,
+        now: parley_domain::Timestamp::now(),
+    };
+    let vars = prompt::variables(prompt::builtin_variables(context), &req.variables);
+    let rendered = prompt::system_prompt(&agent, &blocks, &vars, prompt::Missing::Refuse)?;
+    Ok(PromptPreview { agent_id, prompt: rendered.prompt, blocks: rendered.blocks })
 }
 
 /// The configured text engines (`GET /api/v1/text-engines`), by name; no secrets.

@@ -71,7 +71,7 @@ fn variables() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<String>> {
                 Err(vec![FieldError::new(
                     l.to_vec(),
                     "value_error.variable_name",
-                    "use letters, digits and underscores, not starting with a digit",
+                    "use words of letters, digits and underscores (not starting with a digit), joined by dots",
                 )])
             }
         })(v, l)?;

@@ -1,0 +1,239 @@
+//! Prompt assembly: the system prompt (the agent's prompt blocks in order,
+//! then its `system_prompt`, rendered with variables) and the
+//! conversation's memory within a token budget. The preview and a live run
+//! use the same functions, so the preview shows what the model sees.
+
+use std::collections::BTreeMap;
+
+use parley_domain::Timestamp;
+use parley_domain::agent::Agent;
+use parley_domain::contact::Contact;
+use parley_domain::conversation::{AuthorType, Conversation, Direction, Message};
+use parley_domain::prompt::{PromptBlock, RenderError, render};
+use parley_domain::validation::{FieldError, LocPart};
+use parley_engines::{ChatMessage, estimate_tokens};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult};
+
+/// A block that went into a rendered prompt, at the version used.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BlockRef {
+    pub id: i64,
+    pub slug: String,
+    pub version: i64,
+}
+
+/// A rendered system prompt and the blocks in it.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub prompt: String,
+    pub blocks: Vec<BlockRef>,
+}
+
+/// What a block's variable without a value does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// A 422 naming each (the preview: the caller is there to fix it).
+    Refuse,
+    /// Renders as nothing (a live run must answer anyway).
+    Empty,
+}
+
+/// What the built-in variables are read from.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub agent: &'a Agent,
+    pub workspace_name: &'a str,
+    pub conversation: Option<&'a Conversation>,
+    pub contact: Option<&'a Contact>,
+    pub now: Timestamp,
+}
+
+/// The built-in variables: `agent.name`, `workspace.name`, `now`, and with
+/// a conversation `channel` and `conversation.title`, and with a contact
+/// `contact.id`, `contact.display_name`, `contact.email`, `contact.phone`,
+/// `contact.notes`, `contact.tags` (comma-separated) and
+/// `contact.metadata.KEY` for each scalar metadata value.
+pub fn builtin_variables(ctx: Context<'_>) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    let mut set = |k: &str, v: String| {
+        vars.insert(k.to_owned(), v);
+    };
+    set("agent.name", ctx.agent.name.clone());
+    set("workspace.name", ctx.workspace_name.to_owned());
+    set("now", ctx.now.to_rfc3339());
+    if let Some(c) = ctx.conversation {
+        set("channel", c.item.channel.clone());
+        set("conversation.title", c.item.title.clone());
+    }
+    if let Some(c) = ctx.contact {
+        set("contact.id", c.id.to_string());
+        set("contact.display_name", c.display_name.clone());
+        set("contact.email", c.normalized_email.clone().unwrap_or_default());
+        set("contact.phone", c.normalized_phone.clone().unwrap_or_default());
+        set("contact.notes", c.notes.clone().unwrap_or_default());
+        set("contact.tags", c.tags.join(", "));
+        for (k, v) in &c.metadata {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => continue,
+            };
+            set(&format!("contact.metadata.{k}"), text);
+        }
+    }
+    vars
+}
+
+/// Joins the built-ins with the caller's values (call `variables`, message
+/// metadata, the preview's body); built-ins win where both name one.
+pub fn variables(builtins: BTreeMap<String, String>, caller: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut vars = caller.clone();
+    vars.extend(builtins);
+    vars
+}
+
+/// The system prompt: `blocks` in the agent's order, then its
+/// `system_prompt`, each rendered with `vars`. The `system_prompt` is free
+/// text: a placeholder with no value, or text that is not a template (a
+/// stray `{{`), is kept as written.
+pub fn system_prompt(
+    agent: &Agent,
+    blocks: &[PromptBlock],
+    vars: &BTreeMap<String, String>,
+    missing: Missing,
+) -> ServiceResult<Rendered> {
+    let mut parts = Vec::new();
+    let mut used = Vec::new();
+    let mut absent: Vec<(String, String)> = Vec::new();
+    for id in &agent.prompt_block_ids {
+        let Some(block) = blocks.iter().find(|b| b.id == *id) else { continue };
+        match render(&block.content, vars) {
+            Ok(text) => parts.push(text),
+            Err(RenderError::Missing(names)) => {
+                for n in &names {
+                    if !absent.iter().any(|(m, _)| m == n) {
+                        absent.push((n.clone(), block.slug.clone()));
+                    }
+                }
+                parts.push(render(&block.content, &with_empty(vars, &names)).unwrap_or_default());
+            }
+            // Stored content was validated on write; a fault here is data corruption.
+            Err(RenderError::Template(e)) => {
+                return Err(parley_store::StoreError::Corrupt(format!("prompt block {}: {e}", block.id)).into());
+            }
+        }
+        used.push(BlockRef { id: block.id, slug: block.slug.clone(), version: block.version });
+    }
+    if missing == Missing::Refuse && !absent.is_empty() {
+        return Err(ServiceError::Validation(
+            absent
+                .into_iter()
+                .map(|(name, slug)| {
+                    FieldError::missing(vec!["body".into(), "variables".into(), LocPart::Key(name)])
+                        .with_ctx(serde_json::json!({ "prompt_block": slug }))
+                })
+                .collect(),
+        ));
+    }
+    if !agent.system_prompt.is_empty() {
+        let text = match render(&agent.system_prompt, vars) {
+            Ok(text) => text,
+            Err(RenderError::Missing(names)) => {
+                let mut kept = vars.clone();
+                for n in names {
+                    kept.insert(n.clone(), format!("{{{{{n}}}}}"));
+                }
+                render(&agent.system_prompt, &kept).unwrap_or_else(|_| agent.system_prompt.clone())
+            }
+            Err(RenderError::Template(_)) => agent.system_prompt.clone(),
+        };
+        parts.push(text);
+    }
+    Ok(Rendered { prompt: parts.join("\n\n"), blocks: used })
+}
+
+fn with_empty(vars: &BTreeMap<String, String>, names: &[String]) -> BTreeMap<String, String> {
+    let mut all = vars.clone();
+    for n in names {
+        all.entry(n.clone()).or_default();
+    }
+    all
+}
+
+/// The conversation's memory: its latest messages (given oldest first),
+/// as many as fit in `budget` tokens, oldest first. Contacts' messages are
+/// the user's; the agent's and team members' are the assistant's; system
+/// notes are left out. Tokens are estimated (about four characters each,
+/// see `parley_engines::estimate_tokens`); the newest message is kept even
+/// when it alone is over the budget.
+pub fn memory(messages: &[Message], budget: u64) -> Vec<ChatMessage> {
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for m in messages.iter().rev() {
+        let turn = match (m.direction, m.author.kind) {
+            (_, AuthorType::System) => continue,
+            (Direction::Inbound, _) => ChatMessage::User(m.text.clone()),
+            (Direction::Outbound, _) => ChatMessage::Assistant { text: m.text.clone(), tool_calls: Vec::new() },
+        };
+        let cost = estimate_tokens(&m.text) + 4;
+        if !kept.is_empty() && used + cost > budget {
+            break;
+        }
+        used += cost;
+        kept.push(turn);
+    }
+    kept.reverse();
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use parley_domain::conversation::{Author, MessageStatus};
+
+    use super::*;
+
+    fn message(direction: Direction, kind: AuthorType, text: &str) -> Message {
+        Message {
+            id: 1,
+            conversation_id: 1,
+            direction,
+            author: Author { kind, id: None },
+            text: text.to_owned(),
+            attachments: Vec::new(),
+            status: MessageStatus::Received,
+            error: None,
+            external_id: None,
+            created_at: Timestamp::now(),
+            sent_at: None,
+            delivered_at: None,
+            read_at: None,
+        }
+    }
+
+    #[test]
+    fn memory_keeps_the_newest_turns_that_fit_the_budget_in_order() {
+        let history = vec![
+            message(Direction::Inbound, AuthorType::Contact, &"old ".repeat(100)),
+            message(Direction::Outbound, AuthorType::Agent, "Hello!"),
+            message(Direction::Outbound, AuthorType::System, "Handed to Ana"),
+            message(Direction::Outbound, AuthorType::User, "Ana here."),
+            message(Direction::Inbound, AuthorType::Contact, "Where is my order?"),
+        ];
+        let kept = memory(&history, 40);
+        assert_eq!(
+            kept,
+            vec![
+                ChatMessage::Assistant { text: "Hello!".into(), tool_calls: vec![] },
+                ChatMessage::Assistant { text: "Ana here.".into(), tool_calls: vec![] },
+                ChatMessage::User("Where is my order?".into()),
+            ]
+        );
+        assert_eq!(memory(&history, 1), vec![ChatMessage::User("Where is my order?".into())], "the newest is kept");
+        assert_eq!(memory(&history, 10_000).len(), 4, "everything but the system note");
+    }
+}
