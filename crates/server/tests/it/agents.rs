@@ -151,6 +151,49 @@ both_backends! {
         assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'builtin', 'openai'");
     }
 
+    async fn inbound_messages_are_routed_by_triggers_in_priority_order(backend) {
+        use crate::conversations::{api_channel, inbound};
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        let general = app.create_agent(&ws.live, json!({"name": "General", "priority": 1})).await;
+        let billing = app.create_agent(&ws.live, json!({"name": "Billing", "priority": 5})).await;
+        let paused = app.create_agent(&ws.live, json!({"name": "Paused", "priority": 9})).await;
+        let webchat = app.create_agent(&ws.live, json!({"name": "Webchat", "priority": 9})).await;
+        let trigger = |agent: &Value, body: Value| {
+            let (app, key, id) = (&app, ws.live.clone(), agent["id"].clone());
+            async move {
+                let r = app.post(&key, &format!("/api/v1/agents/{id}/triggers"), body).await;
+                assert_eq!(r.status, 201, "{}", r.text);
+            }
+        };
+        trigger(&general, json!({"event": "message.received", "channel": "*"})).await;
+        trigger(&billing, json!({"event": "message.received", "channel": "api", "pattern": "invoice", "pattern_type": "keyword"})).await;
+        trigger(&paused, json!({"event": "message.received", "channel": "*"})).await;
+        trigger(&webchat, json!({"event": "message.received", "channel": "webchat"})).await;
+        app.patch(&ws.live, &format!("/api/v1/agents/{}", paused["id"]), json!({"status": "paused"})).await;
+
+        let conversation_of = |r: crate::support::Resp| r.body["conversation_id"].as_i64().unwrap();
+        let c1 = conversation_of(inbound(&app, ch, &secret, json!({"from": "u-1", "text": "Where is my INVOICE?", "external_id": "m-1"})).await);
+        let c2 = conversation_of(inbound(&app, ch, &secret, json!({"from": "u-2", "text": "Hello there", "external_id": "m-2"})).await);
+        let agent_of = |id: i64| {
+            let app = &app;
+            let key = ws.live.clone();
+            async move { app.get(&key, &format!("/api/v1/conversations/{id}")).await.body["agent_id"].clone() }
+        };
+        assert_eq!(agent_of(c1).await, billing["id"], "the keyword agent has the higher priority");
+        assert_eq!(agent_of(c2).await, general["id"], "paused agents and other channels' triggers are skipped");
+        // A routed conversation keeps its agent.
+        inbound(&app, ch, &secret, json!({"from": "u-2", "text": "and my invoice?", "external_id": "m-3"})).await;
+        assert_eq!(agent_of(c2).await, general["id"]);
+        let updated = app.events(ws.id, Mode::Live, "conversation.updated").await;
+        assert_eq!(updated.len(), 2, "one conversation.updated per routing");
+        // Test mode has its own agents: none there, so nothing is routed.
+        let (tch, tsecret) = api_channel(&app, &ws.test).await;
+        let t = conversation_of(inbound(&app, tch, &tsecret, json!({"from": "u-1", "text": "invoice", "external_id": "m-1"})).await);
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/conversations/{t}")).await.body["agent_id"], Value::Null);
+    }
+
     async fn the_text_engine_list_names_kinds_and_models_but_never_secrets(backend) {
         let app = TestApp::spawn_with(backend, |s| {
             s.text_engines.insert("groq".into(), json!({"base_url": "http://127.0.0.1:9/openai/v1", "api_key": "gsk_do_not_show", "model": "llama-3.1-8b"}));

@@ -4,6 +4,7 @@
 
 pub mod prompt;
 pub mod prompt_blocks;
+pub mod routing;
 
 use std::collections::BTreeMap;
 

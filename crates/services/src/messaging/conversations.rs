@@ -7,7 +7,9 @@
 //! events, all in the caller's transaction.
 
 use futures::future::BoxFuture;
+use parley_connectors::Inbound;
 use parley_domain::Scope;
+use parley_domain::agent::TriggerEvent;
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{
     Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Handler,
@@ -26,8 +28,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use parley_connectors::Inbound;
-
+use crate::agents::routing;
 use crate::crm::contacts;
 use crate::{ServiceError, ServiceResult, Services, Work, event_data};
 
@@ -106,6 +107,13 @@ pub async fn receive(
     .await?;
     repo::record_inbound(tx, scope, conversation.item.id, message.created_at, &preview(&message.text)).await?;
     events::append(tx, scope, EventType::MessageReceived, event_data(&message)?).await?;
+    let traffic = routing::Traffic {
+        event: TriggerEvent::MessageReceived,
+        channel: channel.kind.as_str(),
+        kind: conversation.item.kind,
+        text: &inbound.text,
+    };
+    routing::route(tx, scope, &conversation, traffic).await?;
     Ok(Received { message, new: true })
 }
 

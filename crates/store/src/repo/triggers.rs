@@ -148,3 +148,19 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, agent_id: i64, page: Page
     let items = rows.into_iter().map(Trigger::try_from).collect::<Result<_, _>>()?;
     Ok((items, total))
 }
+
+/// The enabled triggers for `event` of the scope's active, non-template
+/// agents, in routing order: the agent's priority (highest first), then its
+/// id, then the trigger's id.
+pub async fn routable(c: &mut impl AsHandle, scope: Scope, event: TriggerEvent) -> StoreResult<Vec<Trigger>> {
+    let columns = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {columns} FROM agent_triggers t
+         JOIN agents a ON a.workspace_id = t.workspace_id AND a.livemode = t.livemode AND a.id = t.agent_id
+         WHERE t.workspace_id = $1 AND t.livemode = $2 AND t.event = $3 AND t.enabled
+           AND a.status = 'active' AND NOT a.is_template
+         ORDER BY a.priority DESC, a.id, t.id"
+    ));
+    let rows: Vec<Row> = fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(event.as_str()))?;
+    rows.into_iter().map(Trigger::try_from).collect()
+}
