@@ -179,3 +179,61 @@ pub struct TextEngineInfo {
     /// The model asked for unless an agent names its own (`builtin` for the builtin engine).
     pub model: String,
 }
+
+string_enum!(
+    /// What started a run.
+    RunTrigger { Message = "message", CallTurn = "call_turn", Playground = "playground" }
+);
+
+string_enum!(
+    /// queued → running → completed | failed; canceled when it no longer
+    /// should answer (a person took over, the agent stopped).
+    RunStatus { Queued = "queued", Running = "running", Completed = "completed", Failed = "failed", Canceled = "canceled" }
+);
+
+/// A tool the model called during a run (secrets redacted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunToolCall {
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    #[schema(value_type = Object)]
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub ms: i64,
+}
+
+/// A knowledge passage a run retrieved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RetrievalHit {
+    pub passage_id: i64,
+    pub score: f64,
+}
+
+/// One answer an agent gave, or tried to give.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct AgentRun {
+    pub id: i64,
+    pub agent_id: i64,
+    pub conversation_id: Option<i64>,
+    pub call_id: Option<i64>,
+    pub trigger: RunTrigger,
+    pub status: RunStatus,
+    /// The text engine's name.
+    pub engine: String,
+    pub model: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_cents: i64,
+    /// Milliseconds from the engine request to its first token.
+    pub first_token_ms: Option<i64>,
+    /// Milliseconds from the start of the run to its end.
+    pub total_ms: Option<i64>,
+    /// The message the run wrote.
+    pub reply_message_id: Option<i64>,
+    pub tool_calls: Vec<RunToolCall>,
+    pub retrieval: Vec<RetrievalHit>,
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub completed_at: Option<Timestamp>,
+}

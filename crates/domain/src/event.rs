@@ -11,6 +11,8 @@ string_enum!(
     EventType {
         AgentCreated = "agent.created",
         AgentUpdated = "agent.updated",
+        AgentRunCompleted = "agent.run.completed",
+        AgentRunFailed = "agent.run.failed",
         PromptBlockCreated = "prompt_block.created",
         PromptBlockUpdated = "prompt_block.updated",
         PromptBlockDeleted = "prompt_block.deleted",

@@ -28,6 +28,7 @@ pub struct Settings {
     pub billing: BillingSettings,
     pub contacts: ContactSettings,
     pub messages: MessageSettings,
+    pub agents: AgentSettings,
     pub storage: StorageSettings,
     pub webchat: WebchatSettings,
     pub voice: VoiceSettings,
@@ -60,6 +61,7 @@ impl Default for Settings {
             billing: BillingSettings::default(),
             contacts: ContactSettings::default(),
             messages: MessageSettings::default(),
+            agents: AgentSettings::default(),
             storage: StorageSettings::default(),
             webchat: WebchatSettings::default(),
             voice: VoiceSettings::default(),
@@ -332,6 +334,26 @@ impl StorageSettings {
     }
 }
 
+/// Agents answering conversations (the runtime).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSettings {
+    /// An answer waits until the conversation has been quiet this long, so
+    /// a burst of messages gets one answer.
+    pub debounce_ms: u64,
+    /// Tokens of conversation memory given to the model (estimated).
+    pub memory_tokens: u64,
+    /// Multiplies the retry schedule of a failing engine (2 s, 10 s, 30 s,
+    /// 2 min; then the run fails); e.g. 0.01 in tests.
+    pub retry_scale: f64,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self { debounce_ms: 1500, memory_tokens: 3000, retry_scale: 1.0 }
+    }
+}
+
 /// Sending outbound messages (the courier).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -475,6 +497,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "billing",
     "contacts",
     "messages",
+    "agents",
     "storage",
     "webchat",
     "public_url",
@@ -561,6 +584,11 @@ impl Settings {
                 auto_create: self.contacts.auto_create,
             },
             courier: self.messages.courier_config(),
+            runtime: parley_services::agents::runs::RuntimeConfig {
+                debounce: std::time::Duration::from_millis(self.agents.debounce_ms),
+                memory_tokens: self.agents.memory_tokens.max(1),
+                retry_scale: self.agents.retry_scale.max(0.0),
+            },
             storage: parley_services::files::StorageConfig {
                 // Checked when the settings are loaded.
                 backend: self.storage.backend().unwrap_or(parley_services::files::Backend::Local),

@@ -49,6 +49,7 @@ pub struct ServicesConfig {
     pub courier: messaging::courier::CourierConfig,
     pub storage: files::StorageConfig,
     pub calls: calls::CallsConfig,
+    pub runtime: agents::runs::RuntimeConfig,
     /// How long an unfinished idempotency claim blocks retries if its
     /// process dies (a finished one is replayed instead).
     pub idempotency_lease_s: i64,
@@ -65,6 +66,7 @@ impl Default for ServicesConfig {
             courier: messaging::courier::CourierConfig::default(),
             storage: files::StorageConfig::default(),
             calls: calls::CallsConfig::default(),
+            runtime: agents::runs::RuntimeConfig::default(),
             idempotency_lease_s: 60,
         }
     }

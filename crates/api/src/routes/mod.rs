@@ -1,5 +1,6 @@
 //! One module per resource group, each exposing `router()`.
 
+pub mod agent_runs;
 pub mod agents;
 pub mod api_keys;
 pub mod auth;
@@ -32,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(auth::router())
         .merge(api_keys::router())
         .merge(agents::router())
+        .merge(agent_runs::router())
         .merge(prompt_blocks::router())
         .merge(webhooks::router())
         .merge(billing::router())

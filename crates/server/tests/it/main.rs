@@ -23,6 +23,7 @@ mod isolation;
 mod messages;
 mod operations;
 mod prompt_blocks;
+mod runtime;
 mod scale_out;
 mod search;
 mod webchat;

@@ -95,6 +95,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/calls/{call_id}/transcript"),
     ("GET", "/api/v1/calls/{call_id}/recording"),
     ("GET", "/api/v1/search"),
+    ("GET", "/api/v1/agent-runs"),
+    ("GET", "/api/v1/agent-runs/{run_id}"),
     ("GET", "/api/v1/text-engines"),
 ];
 

@@ -5,6 +5,7 @@
 pub mod prompt;
 pub mod prompt_blocks;
 pub mod routing;
+pub mod runs;
 
 use std::collections::BTreeMap;
 

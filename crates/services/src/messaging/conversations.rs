@@ -113,7 +113,9 @@ pub async fn receive(
         kind: conversation.item.kind,
         text: &inbound.text,
     };
-    routing::route(tx, scope, &conversation, traffic).await?;
+    if let Some(agent_id) = routing::route(tx, scope, &conversation, traffic).await? {
+        crate::agents::runs::queue_answer(tx, svc, scope, &conversation, agent_id).await?;
+    }
     Ok(Received { message, new: true })
 }
 

@@ -610,3 +610,20 @@ pub async fn set_agent(c: &mut impl AsHandle, scope: Scope, id: i64, agent_id: i
     )?;
     versions::bump(c, scope, VERSION_KEY).await
 }
+
+/// The conversation's latest `limit` messages, oldest first.
+pub async fn recent_messages(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    conversation_id: i64,
+    limit: i64,
+) -> StoreResult<Vec<Message>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
+         ORDER BY id DESC LIMIT $4"
+    ));
+    let rows: Vec<MessageRow> = fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(conversation_id).bind(limit))?;
+    let mut messages = rows.into_iter().map(Message::try_from).collect::<Result<Vec<_>, _>>()?;
+    messages.reverse();
+    Ok(messages)
+}

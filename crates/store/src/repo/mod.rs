@@ -1,5 +1,6 @@
 //! Repositories. Every function on workspace-owned data takes a `Scope`.
 
+pub mod agent_runs;
 pub mod agents;
 pub mod api_keys;
 pub mod billing;

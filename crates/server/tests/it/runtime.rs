@@ -1,0 +1,134 @@
+//! The agent runtime end to end: inbound messages routed to an agent that
+//! answers on the same channel (through the builtin engine), once per
+//! burst, recorded as runs; and silence when a person handles the
+//! conversation.
+
+use std::time::{Duration, Instant};
+
+use parley_domain::Mode;
+use serde_json::{Value, json};
+
+use crate::conversations::inbound;
+use crate::messages::sending_channel;
+use crate::receiver::Receiver;
+use crate::support::*;
+
+/// An agent answering every message on every channel.
+async fn catch_all_agent(app: &TestApp, key: &str, name: &str) -> Value {
+    let agent = app.create_agent(key, json!({"name": name})).await;
+    let r = app
+        .post(
+            key,
+            &format!("/api/v1/agents/{}/triggers", agent["id"]),
+            json!({"event": "message.received", "channel": "*"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    agent
+}
+
+/// The conversation's outbound messages once some arrived and none more
+/// came for `settle` (panics after 15 s without any).
+async fn replies(app: &TestApp, key: &str, conversation: i64, settle: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let outbound = || async {
+        let page = app.get(key, &format!("/api/v1/conversations/{conversation}/messages?limit=100")).await.body;
+        page["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").cloned().collect::<Vec<_>>()
+    };
+    loop {
+        let found = outbound().await;
+        if !found.is_empty() {
+            tokio::time::sleep(settle).await;
+            return outbound().await;
+        }
+        assert!(Instant::now() < deadline, "the agent never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+both_backends! {
+    async fn an_agent_answers_a_burst_of_messages_once_on_the_same_channel(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 400).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let agent = catch_all_agent(&app, &ws.live, "Ava").await;
+
+        let mut conversation = 0;
+        for (n, text) in ["Hi", "I have a question", "about my order"].iter().enumerate() {
+            let r = inbound(&app, ch, &secret, json!({"from": "user-1", "text": text, "external_id": format!("m-{n}")})).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            conversation = r.body["conversation_id"].as_i64().unwrap();
+        }
+        let answered = replies(&app, &ws.live, conversation, Duration::from_millis(1200)).await;
+        assert_eq!(answered.len(), 1, "one answer to the burst: {answered:?}");
+        let reply = &answered[0];
+        assert_eq!(reply["author"], json!({"type": "agent", "id": agent["id"]}));
+        assert_eq!(reply["text"], parley_engines::builtin::NO_ANSWER, "the builtin engine, with no knowledge, asks for a person");
+
+        // The reply left on the channel it came in on.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rx.received().is_empty() {
+            assert!(Instant::now() < deadline, "the reply was never delivered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let sent: Value = serde_json::from_slice(&rx.received()[0].body).unwrap();
+        assert_eq!((sent["data"]["text"].clone(), sent["data"]["to"].clone()), (reply["text"].clone(), json!("user-1")));
+
+        // One run, completed, with its figures.
+        let runs = app.get(&ws.live, &format!("/api/v1/agent-runs?conversation_id={conversation}")).await.body;
+        assert_eq!(runs["total"], 1, "{runs}");
+        let run = &runs["items"][0];
+        assert_eq!((run["status"].clone(), run["trigger"].clone()), (json!("completed"), json!("message")));
+        assert_eq!((run["engine"].clone(), run["model"].clone()), (json!("builtin"), json!("builtin")));
+        assert_eq!((run["agent_id"].clone(), run["reply_message_id"].clone()), (agent["id"].clone(), reply["id"].clone()));
+        assert!(run["input_tokens"].as_i64().unwrap() > 0 && run["output_tokens"].as_i64().unwrap() > 0, "{run}");
+        assert!(run["total_ms"].as_i64().is_some() && run["completed_at"].is_string(), "{run}");
+        let one = app.get(&ws.live, &format!("/api/v1/agent-runs/{}", run["id"])).await;
+        assert_eq!(one.body, *run);
+        let events = app.events(ws.id, Mode::Live, "agent.run.completed").await;
+        assert_eq!((events.len(), events[0].data["id"].clone()), (1, run["id"].clone()));
+        // Runs are scoped: test mode and filters see none of it.
+        assert_eq!(app.get(&ws.test, "/api/v1/agent-runs").await.body["total"], 0);
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/agent-runs/{}", run["id"])).await.status, 404);
+        assert_eq!(app.get(&ws.live, "/api/v1/agent-runs?status=failed").await.body["total"], 0);
+
+        // A later message is answered again.
+        inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hello?", "external_id": "m-9"})).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while app.get(&ws.live, "/api/v1/agent-runs?status=completed").await.body["total"] != 2 {
+            assert!(Instant::now() < deadline, "the second message was never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn no_agent_answers_while_a_person_handles_the_conversation(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 100).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        catch_all_agent(&app, &ws.live, "Ava").await;
+        let first = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await;
+        let conversation = first.body["conversation_id"].as_i64().unwrap();
+        assert_eq!(replies(&app, &ws.live, conversation, Duration::from_millis(300)).await.len(), 1);
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{conversation}/handoff"), json!({"to": "human", "reason": "VIP"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Still there?", "external_id": "m-2"})).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(replies(&app, &ws.live, conversation, Duration::ZERO).await.len(), 1, "no answer while handed off");
+        assert_eq!(app.get(&ws.live, "/api/v1/agent-runs").await.body["total"], 1, "no run was queued");
+    }
+
+    async fn messages_nobody_is_routed_to_get_no_answer(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 100).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let paused = catch_all_agent(&app, &ws.live, "Paused").await;
+        app.patch(&ws.live, &format!("/api/v1/agents/{}", paused["id"]), json!({"status": "paused"})).await;
+        inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(app.get(&ws.live, "/api/v1/agent-runs").await.body["total"], 0);
+        assert!(rx.received().is_empty());
+    }
+}

@@ -1,0 +1,323 @@
+//! Agent runs: an agent answering a conversation, as a durable job.
+//!
+//! An inbound message that an agent must answer queues a run (`queued`)
+//! and its `agent.run` job in the message's own transaction, unless the
+//! conversation already has a run waiting: messages that arrive in quick
+//! succession are answered once. The job waits until the conversation has
+//! been quiet for the debounce time, then builds the prompt (system prompt
+//! and memory), streams the engine's answer, and writes the reply (queued
+//! for its channel), the run's figures and the job's completion in one
+//! transaction: a process killed mid-run answers once, after its lease
+//! lapses. A failing engine is retried on the run schedule; after the last
+//! attempt, or a permanent failure, the run is `failed`.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use parley_domain::agent::{AgentRun, AgentStatus, RunStatus, RunTrigger};
+use parley_domain::conversation::{Conversation, ConversationStatus, Direction, Handler};
+use parley_domain::event::EventType;
+use parley_domain::{Scope, Timestamp};
+use parley_engines::{ChatMessage, ChatRequest, EngineError, EngineEvent, Usage};
+use parley_jobs::{Enqueue, Job, Outcome, RetryPolicy};
+use parley_store::Tx;
+use parley_store::repo::agent_runs::{self as repo, NewRun, RunEnd};
+use parley_store::repo::{agents as agent_repo, conversations as conversation_repo, events};
+use serde::{Deserialize, Serialize};
+
+use super::prompt;
+use crate::messaging::messages::{self, Recipient, SendMessage, Sender};
+use crate::{ServiceError, ServiceResult, Services, event_data};
+
+pub const KIND: &str = "agent.run";
+
+/// Seconds between a failed run's attempts (then it fails for good).
+pub const RETRY_SCHEDULE_S: [u64; 4] = [2, 10, 30, 120];
+
+/// How the runtime behaves.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// A run waits until the conversation has been quiet this long, so a
+    /// burst of messages gets one answer.
+    pub debounce: Duration,
+    /// Tokens of conversation memory given to the model.
+    pub memory_tokens: u64,
+    /// Multiplies the retry schedule (tests shrink it).
+    pub retry_scale: f64,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self { debounce: Duration::from_millis(1500), memory_tokens: 3000, retry_scale: 1.0 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RunJob {
+    run_id: i64,
+    conversation_id: i64,
+}
+
+/// Queues the answer of agent `agent_id` to the conversation's newest
+/// message, in the caller's transaction, if the agent should answer: the
+/// conversation is the agent's (not a person's), the agent is active, and
+/// no run is already waiting to answer it.
+pub async fn queue_answer(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    conversation: &Conversation,
+    agent_id: i64,
+) -> ServiceResult<Option<AgentRun>> {
+    if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
+        return Ok(None);
+    }
+    let Some(agent) = agent_repo::get(tx, scope, agent_id, false).await? else { return Ok(None) };
+    if agent.status != AgentStatus::Active || agent.is_template {
+        return Ok(None);
+    }
+    let conversation_id = conversation.item.id;
+    if repo::queued_for_conversation(tx, scope, conversation_id).await?.is_some() {
+        return Ok(None);
+    }
+    let model = svc.config.text_engines.get(&agent.text_engine).map(|e| e.model().to_owned()).unwrap_or_default();
+    let run = repo::insert(
+        tx,
+        scope,
+        &NewRun {
+            agent_id,
+            conversation_id: Some(conversation_id),
+            trigger: RunTrigger::Message,
+            engine: &agent.text_engine,
+            model: &model,
+        },
+    )
+    .await?;
+    let at = Timestamp::now().plus_duration(svc.config.runtime.debounce);
+    let payload = serde_json::json!(RunJob { run_id: run.id, conversation_id });
+    let job = Enqueue::new(KIND, payload).in_queue(format!("agent:{conversation_id}")).for_scope(scope).at(at);
+    parley_jobs::enqueue(tx, job).await?;
+    Ok(Some(run))
+}
+
+/// The `agent.run` job handler.
+pub struct Runner {
+    svc: Services,
+}
+
+impl Runner {
+    pub fn new(svc: Services) -> Self {
+        Self { svc }
+    }
+}
+
+impl parley_jobs::Handler for Runner {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        let scale = self.svc.config.runtime.retry_scale;
+        RetryPolicy { schedule: RETRY_SCHEDULE_S.iter().map(|s| Duration::from_secs_f64(*s as f64 * scale)).collect() }
+    }
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            match answer(&self.svc, job).await {
+                Ok(outcome) => outcome,
+                // The database: worth another try.
+                Err(e) => Outcome::Retry { error: e.to_string(), after: None },
+            }
+        })
+    }
+
+    fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            let (Some(scope), Ok(due)) = (job.scope, job.payload::<RunJob>()) else { return Ok(()) };
+            let end = RunEnd { status: RunStatus::Failed, error: Some(error), ..RunEnd::empty("") };
+            if repo::finish(tx, scope, due.run_id, &end).await?
+                && let Some(run) = repo::get(tx, scope, due.run_id).await?
+            {
+                events::append(tx, scope, EventType::AgentRunFailed, event_data(&run)?).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Runs one job: waits out the debounce, checks the agent should still
+/// answer, asks the engine, and writes the answer.
+async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
+    let started = Instant::now();
+    let Some(scope) = job.scope else { return Ok(Outcome::Fail("the job has no scope".into())) };
+    let due = match job.payload::<RunJob>() {
+        Ok(due) => due,
+        Err(e) => return Ok(Outcome::Fail(e)),
+    };
+    let (run, conversation, agent, history, contact, workspace, blocks) = {
+        let mut c = svc.db.read().await?;
+        let run = repo::get(&mut c, scope, due.run_id).await?;
+        let conversation = conversation_repo::get(&mut c, scope, due.conversation_id).await?;
+        let (Some(run), Some(conversation)) = (run, conversation) else {
+            return Ok(Outcome::Fail("the run or its conversation is gone".into()));
+        };
+        let agent = agent_repo::get(&mut c, scope, run.agent_id, false).await?;
+        let history = conversation_repo::recent_messages(&mut c, scope, due.conversation_id, 100).await?;
+        let contact = match conversation.contact_id {
+            Some(id) => parley_store::repo::contacts::get(&mut c, scope, id, false).await?,
+            None => None,
+        };
+        let workspace = parley_store::repo::workspaces::get(&mut c, scope.workspace_id).await?;
+        let blocks = match &agent {
+            Some(a) => parley_store::repo::prompt_blocks::get_many(&mut c, scope, &a.prompt_block_ids).await?,
+            None => Vec::new(),
+        };
+        (run, conversation, agent, history, contact, workspace, blocks)
+    };
+    if !matches!(run.status, RunStatus::Queued | RunStatus::Running) {
+        // Recorded by an earlier holder that died before completing the job.
+        return Ok(Outcome::Done);
+    }
+    // Wait until the conversation has been quiet for the debounce time.
+    let debounce = svc.config.runtime.debounce;
+    if let Some(last) = history.iter().rev().find(|m| m.direction == Direction::Inbound)
+        && let quiet_at = last.created_at.plus_duration(debounce)
+        && quiet_at > Timestamp::now()
+    {
+        return Ok(Outcome::Later(quiet_at));
+    }
+    let agent = match agent {
+        Some(a) if a.status == AgentStatus::Active && !a.is_template => a,
+        _ => return cancel(svc, job, scope, &run, "the agent no longer answers").await,
+    };
+    if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
+        return cancel(svc, job, scope, &run, "a person handles the conversation").await;
+    }
+    let Some(engine) = svc.config.text_engines.get(&agent.text_engine) else {
+        return Ok(Outcome::Fail(format!("text engine {:?} is not configured", agent.text_engine)));
+    };
+    let workspace_name = workspace.map(|w| w.name).unwrap_or_default();
+    let context = prompt::Context {
+        agent: &agent,
+        workspace_name: &workspace_name,
+        conversation: Some(&conversation),
+        contact: contact.as_ref(),
+        now: Timestamp::now(),
+    };
+    let vars = prompt::variables(prompt::builtin_variables(context), &Default::default());
+    let system = prompt::system_prompt(&agent, &blocks, &vars, prompt::Missing::Empty)?;
+    let mut messages = Vec::new();
+    if !system.prompt.is_empty() {
+        messages.push(ChatMessage::System(system.prompt));
+    }
+    messages.extend(prompt::memory(&history, svc.config.runtime.memory_tokens));
+    let request = ChatRequest { model: None, messages, tools: Vec::new(), passages: Vec::new() };
+
+    let asked = Instant::now();
+    let mut first_token_ms = None;
+    let mut text = String::new();
+    let mut usage = Usage::default();
+    let mut stream = engine.stream(request);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(EngineEvent::Delta(delta)) => {
+                first_token_ms.get_or_insert(asked.elapsed().as_millis() as i64);
+                text.push_str(&delta);
+            }
+            Ok(EngineEvent::Usage(u)) => usage = u,
+            // No tools are offered to the engine yet.
+            Ok(EngineEvent::ToolCall(_)) => {}
+            Err(EngineError::Transient(e)) => return Ok(Outcome::Retry { error: e, after: None }),
+            Err(EngineError::Permanent(e)) => return Ok(Outcome::Fail(e)),
+        }
+    }
+    let text = text.trim().to_owned();
+    if text.is_empty() {
+        return Ok(Outcome::Retry { error: "the engine gave an empty answer".into(), after: None });
+    }
+
+    let mut work = svc.begin().await?;
+    let send = SendMessage {
+        conversation_id: Some(conversation.item.id),
+        channel_id: None,
+        to: None,
+        contact_id: None,
+        channel: None,
+        text: text.chars().take(10_000).collect(),
+        attachments: None,
+        recipient: Recipient::Conversation(conversation.item.id),
+    };
+    let reply = match messages::send(&mut work, svc, scope, Sender::Agent, send).await {
+        Ok(reply) => reply,
+        // The channel cannot send, or a person took over meanwhile.
+        Err(ServiceError::Conflict(why)) => return Ok(Outcome::Fail(why)),
+        Err(e) => return Err(e),
+    };
+    let end = RunEnd {
+        status: RunStatus::Completed,
+        model: engine.model(),
+        input_tokens: usage.input_tokens as i64,
+        output_tokens: usage.output_tokens as i64,
+        cost_cents: engine.pricing().cost_cents(usage),
+        first_token_ms,
+        total_ms: Some(started.elapsed().as_millis() as i64),
+        reply_message_id: Some(reply.id),
+        ..RunEnd::empty("")
+    };
+    repo::finish(&mut work, scope, run.id, &end).await?;
+    if let Some(done) = repo::get(&mut work, scope, run.id).await? {
+        events::append(&mut work, scope, EventType::AgentRunCompleted, event_data(&done)?).await?;
+    }
+    if !job.complete(&mut work).await? {
+        // Another instance took the job over; it answers.
+        return Ok(Outcome::Committed);
+    }
+    work.conversation_changed(conversation.item.id);
+    svc.commit(work).await?;
+    Ok(Outcome::Committed)
+}
+
+/// Ends the run as canceled, with the job.
+async fn cancel(svc: &Services, job: &Job, scope: Scope, run: &AgentRun, why: &str) -> ServiceResult<Outcome> {
+    let mut work = svc.begin().await?;
+    repo::finish(
+        &mut work,
+        scope,
+        run.id,
+        &RunEnd { status: RunStatus::Canceled, error: Some(why), ..RunEnd::empty("") },
+    )
+    .await?;
+    if job.complete(&mut work).await? {
+        svc.commit(work).await?;
+    }
+    Ok(Outcome::Committed)
+}
+
+/// `GET /api/v1/agent-runs/{id}`.
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<AgentRun> {
+    let mut c = svc.db.read().await?;
+    repo::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Agent run", id))
+}
+
+pub use parley_store::repo::agent_runs::RunFilter;
+
+/// `GET /api/v1/agent-runs`.
+pub async fn list(
+    svc: &Services,
+    scope: Scope,
+    filter: &RunFilter,
+    page: parley_domain::validation::Page,
+) -> ServiceResult<(Vec<AgentRun>, i64)> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::list(&mut c, scope, filter, page).await?)
+}
+
+/// Reads the list's filters (`agent_id`, `conversation_id`, `status`).
+pub fn parse_filter(q: &mut parley_domain::validation::QueryReader) -> RunFilter {
+    RunFilter {
+        agent_id: q.integer("agent_id", 1, i64::MAX),
+        conversation_id: q.integer("conversation_id", 1, i64::MAX),
+        status: q.enum_value::<RunStatus>("status"),
+    }
+}
