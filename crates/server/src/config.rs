@@ -346,11 +346,18 @@ pub struct AgentSettings {
     /// Multiplies the retry schedule of a failing engine (2 s, 10 s, 30 s,
     /// 2 min; then the run fails); e.g. 0.01 in tests.
     pub retry_scale: f64,
+    /// What an agent says when it cannot answer, before a person is asked.
+    pub fallback_message: String,
 }
 
 impl Default for AgentSettings {
     fn default() -> Self {
-        Self { debounce_ms: 1500, memory_tokens: 3000, retry_scale: 1.0 }
+        Self {
+            debounce_ms: 1500,
+            memory_tokens: 3000,
+            retry_scale: 1.0,
+            fallback_message: parley_services::agents::runs::FALLBACK_MESSAGE.to_owned(),
+        }
     }
 }
 
@@ -588,6 +595,7 @@ impl Settings {
                 debounce: std::time::Duration::from_millis(self.agents.debounce_ms),
                 memory_tokens: self.agents.memory_tokens.max(1),
                 retry_scale: self.agents.retry_scale.max(0.0),
+                fallback_message: self.agents.fallback_message.clone(),
             },
             storage: parley_services::files::StorageConfig {
                 // Checked when the settings are loaded.

@@ -46,6 +46,29 @@ async fn replies(app: &TestApp, key: &str, conversation: i64, settle: Duration) 
     }
 }
 
+/// A chat-completions server that refuses every request with `status`
+/// (OpenAI's error shape); returns its `/v1` URL and the request count.
+async fn refusing_engine(status: u16) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let seen = seen.clone();
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let body = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
+                (axum::http::StatusCode::from_u16(status).unwrap(), axum::Json(body))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, count)
+}
+
 both_backends! {
     async fn an_agent_answers_a_burst_of_messages_once_on_the_same_channel(backend) {
         let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 400).await;
@@ -130,5 +153,42 @@ both_backends! {
         tokio::time::sleep(Duration::from_millis(800)).await;
         assert_eq!(app.get(&ws.live, "/api/v1/agent-runs").await.body["total"], 0);
         assert!(rx.received().is_empty());
+    }
+
+    async fn a_failing_engine_ends_in_the_fallback_message_and_a_handoff_never_silence(backend) {
+        let (engine_url, requests) = refusing_engine(401).await;
+        let app = TestApp::spawn_with(backend, move |s| {
+            s.agents.debounce_ms = 100;
+            s.text_engines.insert("openai".into(), json!({"base_url": engine_url, "api_key": "sk-wrong", "model": "gpt-test", "max_retries": 0}));
+        }).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "openai"})).await;
+        app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "message.received", "channel": "*"})).await;
+        let r = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await;
+        let conversation = r.body["conversation_id"].as_i64().unwrap();
+
+        let answered = replies(&app, &ws.live, conversation, Duration::from_millis(300)).await;
+        assert_eq!(answered.len(), 1, "{answered:?}");
+        assert_eq!(answered[0]["text"], parley_services::agents::runs::FALLBACK_MESSAGE);
+        assert_eq!(answered[0]["author"], json!({"type": "agent", "id": agent["id"]}));
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1, "a 401 is permanent: asked once");
+
+        let run = &app.get(&ws.live, "/api/v1/agent-runs").await.body["items"][0];
+        assert_eq!(run["status"], "failed");
+        let error = run["error"].as_str().unwrap();
+        assert!(error.contains("401") && error.contains("Incorrect API key"), "{error}");
+        assert_eq!(app.events(ws.id, Mode::Live, "agent.run.failed").await.len(), 1);
+
+        let handoffs = app.get(&ws.live, &format!("/api/v1/handoffs?conversation_id={conversation}")).await.body;
+        assert_eq!(handoffs["total"], 1, "{handoffs}");
+        assert_eq!((handoffs["items"][0]["to"].clone(), handoffs["items"][0]["requested_by"].clone()), (json!("human"), json!({"type": "agent", "id": agent["id"]})));
+        assert!(handoffs["items"][0]["reason"].as_str().unwrap().starts_with("The agent could not answer: "));
+        // Handed off, the agent is silent.
+        inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hello?", "external_id": "m-2"})).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(replies(&app, &ws.live, conversation, Duration::ZERO).await.len(), 1);
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

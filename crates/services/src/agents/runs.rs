@@ -9,15 +9,20 @@
 //! for its channel), the run's figures and the job's completion in one
 //! transaction: a process killed mid-run answers once, after its lease
 //! lapses. A failing engine is retried on the run schedule; after the last
-//! attempt, or a permanent failure, the run is `failed`.
+//! attempt, or a permanent failure, the run is `failed`, and the contact is
+//! never left in silence: the agent sends the fallback message and hands
+//! the conversation to a person.
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use parley_domain::agent::{AgentRun, AgentStatus, RunStatus, RunTrigger};
-use parley_domain::conversation::{Conversation, ConversationStatus, Direction, Handler};
+use parley_domain::conversation::{
+    Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, HandoffTarget,
+};
 use parley_domain::event::EventType;
+use parley_domain::ids::ConversationId;
 use parley_domain::{Scope, Timestamp};
 use parley_engines::{ChatMessage, ChatRequest, EngineError, EngineEvent, Usage};
 use parley_jobs::{Enqueue, Job, Outcome, RetryPolicy};
@@ -27,6 +32,7 @@ use parley_store::repo::{agents as agent_repo, conversations as conversation_rep
 use serde::{Deserialize, Serialize};
 
 use super::prompt;
+use crate::messaging::handoffs::{self, CreateHandoff};
 use crate::messaging::messages::{self, Recipient, SendMessage, Sender};
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
@@ -45,11 +51,22 @@ pub struct RuntimeConfig {
     pub memory_tokens: u64,
     /// Multiplies the retry schedule (tests shrink it).
     pub retry_scale: f64,
+    /// What the agent says when it cannot answer (then a person is asked).
+    pub fallback_message: String,
 }
+
+/// The default `fallback_message`.
+pub const FALLBACK_MESSAGE: &str =
+    "Sorry, I can't answer that right now. Someone from the team will get back to you here.";
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        Self { debounce: Duration::from_millis(1500), memory_tokens: 3000, retry_scale: 1.0 }
+        Self {
+            debounce: Duration::from_millis(1500),
+            memory_tokens: 3000,
+            retry_scale: 1.0,
+            fallback_message: FALLBACK_MESSAGE.to_owned(),
+        }
     }
 }
 
@@ -140,9 +157,47 @@ impl parley_jobs::Handler for Runner {
                 && let Some(run) = repo::get(tx, scope, due.run_id).await?
             {
                 events::append(tx, scope, EventType::AgentRunFailed, event_data(&run)?).await?;
+                fall_back(tx, &self.svc, scope, &run, error).await?;
             }
             Ok(())
         })
+    }
+}
+
+/// After a failed run: the fallback message and a handoff to a person, if
+/// the conversation is still the agent's. Refusals (a channel that cannot
+/// send, a handoff already open) leave the other step standing.
+async fn fall_back(tx: &mut Tx, svc: &Services, scope: Scope, run: &AgentRun, error: &str) -> ServiceResult<()> {
+    let Some(conversation_id) = run.conversation_id else { return Ok(()) };
+    let Some(conversation) = conversation_repo::get(tx, scope, conversation_id).await? else { return Ok(()) };
+    if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
+        return Ok(());
+    }
+    let send = SendMessage {
+        conversation_id: Some(conversation_id),
+        channel_id: None,
+        to: None,
+        contact_id: None,
+        channel: None,
+        text: svc.config.runtime.fallback_message.clone(),
+        attachments: None,
+        recipient: Recipient::Conversation(conversation_id),
+    };
+    match messages::send(tx, svc, scope, Sender::Agent, send).await {
+        Ok(_) | Err(ServiceError::Conflict(_)) => {}
+        Err(e) => return Err(e),
+    }
+    let handoff = CreateHandoff {
+        to: HandoffTarget::Human,
+        agent_id: None,
+        user_id: None,
+        reason: format!("The agent could not answer: {}", error.chars().take(400).collect::<String>()),
+        note: None,
+    };
+    let by = Author { kind: AuthorType::Agent, id: Some(run.agent_id) };
+    match handoffs::request(tx, scope, ConversationId(conversation_id), by, handoff).await {
+        Ok(_) | Err(ServiceError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
