@@ -69,6 +69,51 @@ async fn refusing_engine(status: u16) -> (String, std::sync::Arc<std::sync::atom
     (url, count)
 }
 
+/// A chat-completions server whose first answer streams one chunk and then
+/// stalls (the server asking is killed meanwhile); later answers stream
+/// `text` in two chunks with usage. Returns its `/v1` URL and the request count.
+async fn stalling_engine(text: &'static str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::StreamExt;
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let seen = seen.clone();
+            async move {
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                let chunk = |delta: Value| {
+                    let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+                    format!("data: {c}\n\n")
+                };
+                let (head, tail) = text.split_at(text.len() / 2);
+                let usage = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+                    "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}});
+                let frames = vec![
+                    chunk(json!({"content": head})),
+                    chunk(json!({"content": tail})),
+                    format!("data: {usage}\n\n"),
+                    "data: [DONE]\n\n".to_owned(),
+                ];
+                let stream = futures::stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
+                let body = if n == 0 {
+                    axum::body::Body::from_stream(stream.take(1).chain(futures::stream::pending()))
+                } else {
+                    axum::body::Body::from_stream(stream)
+                };
+                axum::response::Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, count)
+}
+
 both_backends! {
     async fn an_agent_answers_a_burst_of_messages_once_on_the_same_channel(backend) {
         let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 400).await;
@@ -190,5 +235,88 @@ both_backends! {
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert_eq!(replies(&app, &ws.live, conversation, Duration::ZERO).await.len(), 1);
         assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    async fn a_server_killed_mid_run_answers_once_after_restart(backend) {
+        use std::sync::atomic::Ordering;
+        let database = fresh_database(backend).await;
+        let (engine_url, asked) = stalling_engine("Your order ships today.").await;
+        let rx = Receiver::start().await;
+        let env: Vec<(String, String)> = vec![
+            ("PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS".into(), "true".into()),
+            ("PARLEY_MESSAGES__LEASE_SECONDS".into(), "2".into()),
+            ("PARLEY_MESSAGES__POLL_INTERVAL_MS".into(), "100".into()),
+            ("PARLEY_AGENTS__DEBOUNCE_MS".into(), "50".into()),
+            ("PARLEY_TEXT_ENGINES__MODEL__BASE_URL".into(), engine_url),
+            ("PARLEY_TEXT_ENGINES__MODEL__MODEL".into(), "gpt-test".into()),
+            ("PARLEY_TEXT_ENGINES__MODEL__IDLE_TIMEOUT_S".into(), "120".into()),
+        ];
+        let start = |url: String, env: Vec<(String, String)>| async move {
+            tokio::task::spawn_blocking(move || {
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                crate::cli::start_server_with(&url, &env)
+            })
+            .await
+            .unwrap()
+        };
+        let mut first = start(database.url.clone(), env.clone()).await;
+        let base = format!("http://127.0.0.1:{}", first.port);
+        let key = crate::cli::key_in(&first.banner, "live").unwrap();
+        let client = reqwest::Client::new();
+        let call = |method: reqwest::Method, path: String, body: Value| {
+            let (client, key, base) = (client.clone(), key.clone(), base.clone());
+            async move {
+                let r = client.request(method, format!("{base}{path}")).header("X-API-Key", key).header("Idempotency-Key", ulid::Ulid::new().to_string()).json(&body).send().await.unwrap();
+                assert!(r.status().is_success(), "{path}: {}", r.status());
+                r.json::<Value>().await.unwrap()
+            }
+        };
+        let channel = call(reqwest::Method::POST, "/api/v1/channels".into(), json!({"type": "api", "name": "Backend", "config": {"url": rx.url}})).await;
+        let agent = call(reqwest::Method::POST, "/api/v1/agents".into(), json!({"name": "Ava", "text_engine": "model"})).await;
+        call(reqwest::Method::POST, format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "message.received", "channel": "*"})).await;
+
+        let secret = parley_events::signing::WebhookSecret::parse(channel["secret"].as_str().unwrap()).unwrap();
+        let body = serde_json::to_vec(&json!({"from": "user-1", "text": "Where is my order?", "external_id": "m-1"})).unwrap();
+        let ts = crate::conversations::now_s();
+        let r = client
+            .post(format!("{base}/api/v1/channels/{}/inbound", channel["id"]))
+            .header("webhook-id", "msg_1")
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", secret.sign("msg_1", ts, &body))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let conversation = r.json::<Value>().await.unwrap()["conversation_id"].as_i64().unwrap();
+
+        // The run is mid-stream: kill the server.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while asked.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the engine was never asked");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        std::process::Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
+        let _ = first.child.wait();
+
+        let second = start(database.url.clone(), env).await;
+        let got = rx.wait_for(1, Duration::from_secs(30)).await;
+        assert_eq!(got[0].json()["data"]["text"], "Your order ships today.");
+        // Settle, then count: one reply, one run, the engine asked twice.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(rx.received().len(), 1, "the reply was sent once");
+        let base = format!("http://127.0.0.1:{}", second.port);
+        let get = |path: String| {
+            let (client, key, base) = (client.clone(), key.clone(), base.clone());
+            async move { client.get(format!("{base}{path}")).header("X-API-Key", key).send().await.unwrap().json::<Value>().await.unwrap() }
+        };
+        let messages = get(format!("/api/v1/conversations/{conversation}/messages?limit=100")).await;
+        let outbound: Vec<&Value> = messages["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").collect();
+        assert_eq!(outbound.len(), 1, "{messages}");
+        let runs = get("/api/v1/agent-runs".into()).await;
+        assert_eq!((runs["total"].clone(), runs["items"][0]["status"].clone()), (json!(1), json!("completed")), "{runs}");
+        assert_eq!((runs["items"][0]["input_tokens"].clone(), runs["items"][0]["output_tokens"].clone()), (json!(20), json!(5)));
+        assert_eq!(asked.load(Ordering::SeqCst), 2, "asked again after the restart, once");
     }
 }
