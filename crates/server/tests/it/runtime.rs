@@ -319,4 +319,64 @@ both_backends! {
         assert_eq!((runs["items"][0]["input_tokens"].clone(), runs["items"][0]["output_tokens"].clone()), (json!(20), json!(5)));
         assert_eq!(asked.load(Ordering::SeqCst), 2, "asked again after the restart, once");
     }
+
+    async fn handoff_keywords_and_the_turn_limit_hand_the_conversation_to_a_person(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 100).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let agent = catch_all_agent(&app, &ws.live, "Ava").await;
+        let r = app.patch(&ws.live, &format!("/api/v1/agents/{}", agent["id"]), json!({"handoff": {"keywords": ["refund", "speak to a human"], "max_turns": 2}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let handoffs_of = |conversation: i64| {
+            let (app, key) = (&app, ws.live.clone());
+            async move { app.get(&key, &format!("/api/v1/handoffs?conversation_id={conversation}")).await.body }
+        };
+        let wait_handoff = |conversation: i64| async move {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                let h = handoffs_of(conversation).await;
+                if h["total"] == 1 {
+                    return h["items"][0].clone();
+                }
+                assert!(Instant::now() < deadline, "no handoff: {h}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+
+        // A keyword: handed off at once, no answer.
+        let c1 = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "I want to SPEAK TO A HUMAN please", "external_id": "k-1"})).await.body["conversation_id"].as_i64().unwrap();
+        let h = wait_handoff(c1).await;
+        assert_eq!((h["to"].clone(), h["status"].clone()), (json!("human"), json!("requested")));
+        assert_eq!(h["reason"], "The contact wrote \"speak to a human\"");
+        assert_eq!(h["requested_by"], json!({"type": "agent", "id": agent["id"]}));
+        assert_eq!(replies_now(&app, &ws.live, c1).await, 0);
+        let run = &app.get(&ws.live, &format!("/api/v1/agent-runs?conversation_id={c1}")).await.body["items"][0];
+        assert_eq!(run["status"], "canceled");
+        assert_eq!(app.events(ws.id, Mode::Live, "handoff.requested").await.len(), 1);
+
+        // The turn limit: two answers, then a person.
+        let mut c2 = 0;
+        for n in 0..3 {
+            c2 = inbound(&app, ch, &secret, json!({"from": "user-2", "text": format!("question {n}"), "external_id": format!("t-{n}")})).await.body["conversation_id"].as_i64().unwrap();
+            if n < 2 {
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while replies_now(&app, &ws.live, c2).await < n + 1 {
+                    assert!(Instant::now() < deadline, "turn {n} was never answered");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        let h = wait_handoff(c2).await;
+        assert_eq!(h["reason"], "The agent reached its limit of 2 turns");
+        assert_eq!(replies_now(&app, &ws.live, c2).await, 2);
+        let conversation = app.get(&ws.live, &format!("/api/v1/conversations/{c2}")).await.body;
+        assert_ne!(conversation["handler"], "agent", "{conversation}");
+    }
+}
+
+/// How many outbound messages the conversation has now.
+async fn replies_now(app: &TestApp, key: &str, conversation: i64) -> usize {
+    let page = app.get(key, &format!("/api/v1/conversations/{conversation}/messages?limit=100")).await.body;
+    page["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").count()
 }

@@ -45,7 +45,7 @@ pub fn matches(trigger: &Trigger, traffic: &Traffic<'_>) -> bool {
 }
 
 /// Whether `text` holds `keyword` as whole words, ignoring case.
-fn contains_word(text: &str, keyword: &str) -> bool {
+pub(crate) fn contains_word(text: &str, keyword: &str) -> bool {
     let (text, keyword) = (text.to_lowercase(), keyword.trim().to_lowercase());
     if keyword.is_empty() {
         return false;

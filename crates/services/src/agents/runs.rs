@@ -249,6 +249,9 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
         return cancel(svc, job, scope, &run, "a person handles the conversation").await;
     }
+    if let Some(reason) = handoff_due(&agent, &history) {
+        return hand_off(svc, job, scope, &run, &agent, &reason).await;
+    }
     let Some(engine) = svc.config.text_engines.get(&agent.text_engine) else {
         return Ok(Outcome::Fail(format!("text engine {:?} is not configured", agent.text_engine)));
     };
@@ -330,6 +333,73 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     }
     work.conversation_changed(conversation.item.id);
     svc.commit(work).await?;
+    Ok(Outcome::Committed)
+}
+
+/// Why the agent should hand the conversation to a person instead of
+/// answering: a handoff keyword in what the contact wrote since the agent
+/// last spoke, or the agent's turn limit reached.
+fn handoff_due(
+    agent: &parley_domain::agent::Agent,
+    history: &[parley_domain::conversation::Message],
+) -> Option<String> {
+    let policy = &agent.handoff;
+    let since_reply = history
+        .iter()
+        .rev()
+        .take_while(|m| !(m.direction == Direction::Outbound && m.author.kind == AuthorType::Agent))
+        .filter(|m| m.direction == Direction::Inbound);
+    for message in since_reply {
+        if let Some(word) = policy.keywords.iter().find(|k| super::routing::contains_word(&message.text, k)) {
+            return Some(format!("The contact wrote \"{word}\""));
+        }
+    }
+    let turns =
+        history.iter().filter(|m| m.direction == Direction::Outbound && m.author.kind == AuthorType::Agent).count();
+    match policy.max_turns {
+        Some(max) if turns as i64 >= max => Some(format!("The agent reached its limit of {max} turns")),
+        _ => None,
+    }
+}
+
+/// Ends the run with a handoff to a person (as `POST
+/// /conversations/{id}/handoff` does, events included), with the job.
+async fn hand_off(
+    svc: &Services,
+    job: &Job,
+    scope: Scope,
+    run: &AgentRun,
+    agent: &parley_domain::agent::Agent,
+    reason: &str,
+) -> ServiceResult<Outcome> {
+    let mut work = svc.begin().await?;
+    let Some(conversation_id) = run.conversation_id else {
+        return Ok(Outcome::Fail("the run has no conversation".into()));
+    };
+    let handoff = CreateHandoff {
+        to: HandoffTarget::Human,
+        agent_id: None,
+        user_id: agent.handoff.target_user_id,
+        reason: reason.to_owned(),
+        note: None,
+    };
+    let by = Author { kind: AuthorType::Agent, id: Some(agent.id) };
+    match handoffs::request(&mut work, scope, ConversationId(conversation_id), by, handoff).await {
+        Ok(_) | Err(ServiceError::Conflict(_)) => {}
+        Err(e) => return Err(e),
+    }
+    let why = format!("Handed to a person: {reason}");
+    repo::finish(
+        &mut work,
+        scope,
+        run.id,
+        &RunEnd { status: RunStatus::Canceled, error: Some(&why), ..RunEnd::empty("") },
+    )
+    .await?;
+    if job.complete(&mut work).await? {
+        work.conversation_changed(conversation_id);
+        svc.commit(work).await?;
+    }
     Ok(Outcome::Committed)
 }
 
