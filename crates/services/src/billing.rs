@@ -326,3 +326,41 @@ pub async fn discrepancies(svc: &Services) -> ServiceResult<Vec<Discrepancy>> {
     let mut c = svc.db.read().await?;
     Ok(repo::discrepancies(&mut c).await?)
 }
+
+// ---- agent runs ----------------------------------------------------------------
+//
+// A run of a priced engine needs some available balance to start; its
+// tokens are charged once it has answered, exactly once (keyed by the run),
+// even below zero: the model has already been paid for.
+
+/// Whether a run of a priced engine may start (some balance is available).
+pub async fn run_funded(c: &mut impl AsHandle, scope: Scope) -> ServiceResult<bool> {
+    Ok(repo::account(c, scope).await?.available_cents() > 0)
+}
+
+/// Charges run `run_id` `cents` for its tokens, once however often it is called.
+pub async fn charge_run(
+    tx: &mut Tx,
+    scope: Scope,
+    config: &BillingConfig,
+    run_id: i64,
+    cents: i64,
+    usage: &str,
+) -> ServiceResult<Option<LedgerEntry>> {
+    if cents <= 0 {
+        return Ok(None);
+    }
+    let key = format!("agent_run:{run_id}");
+    let id = run_id.to_string();
+    let description = format!("Agent run, {usage}");
+    let entry = NewEntry {
+        kind: EntryType::Charge,
+        amount_cents: -cents,
+        description: &description,
+        resource_type: Some("agent_run"),
+        resource_id: Some(&id),
+        key: Some(&key),
+        require_funds: false,
+    };
+    post(tx, scope, config, entry).await.map(Some)
+}

@@ -69,10 +69,14 @@ async fn refusing_engine(status: u16) -> (String, std::sync::Arc<std::sync::atom
     (url, count)
 }
 
-/// A chat-completions server whose first answer streams one chunk and then
-/// stalls (the server asking is killed meanwhile); later answers stream
-/// `text` in two chunks with usage. Returns its `/v1` URL and the request count.
-async fn stalling_engine(text: &'static str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// A chat-completions server streaming `text` in two chunks with usage (20
+/// tokens in, 5 out); with `stall_first`, its first answer streams one chunk
+/// and then stalls (the server asking is killed meanwhile). Returns its
+/// `/v1` URL and the request count.
+async fn streaming_engine(
+    text: &'static str,
+    stall_first: bool,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use futures::StreamExt;
@@ -99,7 +103,7 @@ async fn stalling_engine(text: &'static str) -> (String, std::sync::Arc<std::syn
                     "data: [DONE]\n\n".to_owned(),
                 ];
                 let stream = futures::stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
-                let body = if n == 0 {
+                let body = if n == 0 && stall_first {
                     axum::body::Body::from_stream(stream.take(1).chain(futures::stream::pending()))
                 } else {
                     axum::body::Body::from_stream(stream)
@@ -240,7 +244,7 @@ both_backends! {
     async fn a_server_killed_mid_run_answers_once_after_restart(backend) {
         use std::sync::atomic::Ordering;
         let database = fresh_database(backend).await;
-        let (engine_url, asked) = stalling_engine("Your order ships today.").await;
+        let (engine_url, asked) = streaming_engine("Your order ships today.", true).await;
         let rx = Receiver::start().await;
         let env: Vec<(String, String)> = vec![
             ("PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS".into(), "true".into()),
@@ -372,6 +376,51 @@ both_backends! {
         assert_eq!(replies_now(&app, &ws.live, c2).await, 2);
         let conversation = app.get(&ws.live, &format!("/api/v1/conversations/{c2}")).await.body;
         assert_ne!(conversation["handler"], "agent", "{conversation}");
+    }
+}
+
+both_backends! {
+    async fn a_priced_engine_charges_each_run_once_and_an_empty_balance_hands_off(backend) {
+        let (engine_url, asked) = streaming_engine("Happy to help.", false).await;
+        let app = TestApp::spawn_with(backend, move |s| {
+            s.agents.debounce_ms = 100;
+            s.text_engines.insert("paid".into(), json!({"base_url": engine_url, "model": "gpt-test",
+                "pricing": {"input_per_1k_cents": 100, "output_per_1k_cents": 1000}}));
+        }).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "paid"})).await;
+        app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "message.received", "channel": "*"})).await;
+        let before = app.get(&ws.live, "/api/v1/billing/balance").await.body["balance_cents"].as_i64().unwrap();
+        let c = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await.body["conversation_id"].as_i64().unwrap();
+        let answered = replies(&app, &ws.live, c, Duration::from_millis(300)).await;
+        assert_eq!(answered[0]["text"], "Happy to help.");
+        let run = app.get(&ws.live, "/api/v1/agent-runs").await.body["items"][0].clone();
+        // 20 tokens at 100 ¢/1k plus 5 at 1000 ¢/1k: 2 + 5 = 7 cents.
+        assert_eq!((run["cost_cents"].clone(), run["model"].clone()), (json!(7), json!("gpt-test")));
+        let after = app.get(&ws.live, "/api/v1/billing/balance").await.body["balance_cents"].as_i64().unwrap();
+        assert_eq!(before - after, 7);
+        let entries = app.get(&ws.live, "/api/v1/billing/transactions?limit=1").await.body;
+        assert_eq!((entries["items"][0]["amount_cents"].clone(), entries["items"][0]["resource_type"].clone()), (json!(-7), json!("agent_run")));
+        assert_eq!(entries["items"][0]["resource_id"], run["id"].to_string());
+
+        // A workspace with nothing left: the agent hands off instead of asking the engine.
+        let poor = app.workspace_with_credit("Poor", 50).await;
+        let (pch, psecret) = sending_channel(&app, &poor.live, &rx.url).await;
+        let pagent = app.create_agent(&poor.live, json!({"name": "Ava", "text_engine": "paid"})).await;
+        app.post(&poor.live, &format!("/api/v1/agents/{}/triggers", pagent["id"]), json!({"event": "message.received", "channel": "*"})).await;
+        assert_eq!(app.get(&poor.live, "/api/v1/billing/balance").await.body["available_cents"], 0);
+        let pc = inbound(&app, pch, &psecret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await.body["conversation_id"].as_i64().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let handoff = loop {
+            let h = app.get(&poor.live, &format!("/api/v1/handoffs?conversation_id={pc}")).await.body;
+            if h["total"] == 1 { break h["items"][0].clone(); }
+            assert!(Instant::now() < deadline, "no handoff: {h}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(handoff["reason"], "The workspace's balance is empty");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "the engine was not asked for the empty workspace");
     }
 }
 

@@ -255,6 +255,10 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let Some(engine) = svc.config.text_engines.get(&agent.text_engine) else {
         return Ok(Outcome::Fail(format!("text engine {:?} is not configured", agent.text_engine)));
     };
+    let priced = engine.pricing() != parley_engines::Pricing::default();
+    if priced && !crate::billing::run_funded(&mut svc.db.read().await?, scope).await? {
+        return hand_off(svc, job, scope, &run, &agent, "The workspace's balance is empty").await;
+    }
     let workspace_name = workspace.map(|w| w.name).unwrap_or_default();
     let context = prompt::Context {
         agent: &agent,
@@ -324,6 +328,8 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         ..RunEnd::empty("")
     };
     repo::finish(&mut work, scope, run.id, &end).await?;
+    let tokens = format!("{} tokens in, {} out", usage.input_tokens, usage.output_tokens);
+    crate::billing::charge_run(&mut work, scope, &svc.config.billing, run.id, end.cost_cents, &tokens).await?;
     if let Some(done) = repo::get(&mut work, scope, run.id).await? {
         events::append(&mut work, scope, EventType::AgentRunCompleted, event_data(&done)?).await?;
     }
