@@ -287,9 +287,12 @@ async fn delete_trigger(auth: Auth, State(s): State<AppState>, path: Ids<2>) -> 
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Render the agent's system prompt: its prompt blocks in order, then
-/// `system_prompt` (used literally). A variable a block needs but the request
-/// lacks is a 422 at `["body", "variables", <name>]`.
+/// Render the agent's system prompt as a run would: its prompt blocks in
+/// order, then `system_prompt`, with the built-in variables a preview has
+/// (`agent.name`, `workspace.name`, `now`; they win over the request's) and
+/// the request's `variables`. A variable a block needs but neither gives is
+/// a 422 at `["body", "variables", <name>]`; in `system_prompt` a
+/// placeholder without a value is kept as written.
 #[utoipa::path(
     post, path = "/api/v1/agents/{agent_id}/prompt/preview", tag = "Agents",
     params(("agent_id" = i64, Path)),
