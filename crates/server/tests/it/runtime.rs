@@ -27,23 +27,29 @@ async fn catch_all_agent(app: &TestApp, key: &str, name: &str) -> Value {
     agent
 }
 
+/// Polls `check` every 50 ms until it gives a value (panics after 15 s,
+/// naming `what`).
+async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The conversation's outbound messages once some arrived and none more
 /// came for `settle` (panics after 15 s without any).
 async fn replies(app: &TestApp, key: &str, conversation: i64, settle: Duration) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
     let outbound = || async {
         let page = app.get(key, &format!("/api/v1/conversations/{conversation}/messages?limit=100")).await.body;
         page["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").cloned().collect::<Vec<_>>()
     };
-    loop {
-        let found = outbound().await;
-        if !found.is_empty() {
-            tokio::time::sleep(settle).await;
-            return outbound().await;
-        }
-        assert!(Instant::now() < deadline, "the agent never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the agent never answered", || async { Some(outbound().await).filter(|o| !o.is_empty()) }).await;
+    tokio::time::sleep(settle).await;
+    outbound().await
 }
 
 /// A chat-completions server that refuses every request with `status`
@@ -139,11 +145,7 @@ both_backends! {
         assert_eq!(reply["text"], parley_engines::builtin::NO_ANSWER, "the builtin engine, with no knowledge, asks for a person");
 
         // The reply left on the channel it came in on.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while rx.received().is_empty() {
-            assert!(Instant::now() < deadline, "the reply was never delivered");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually("the reply was never delivered", || async { (!rx.received().is_empty()).then_some(()) }).await;
         let sent: Value = serde_json::from_slice(&rx.received()[0].body).unwrap();
         assert_eq!((sent["data"]["text"].clone(), sent["data"]["to"].clone()), (reply["text"].clone(), json!("user-1")));
 
@@ -167,11 +169,10 @@ both_backends! {
 
         // A later message is answered again.
         inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hello?", "external_id": "m-9"})).await;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while app.get(&ws.live, "/api/v1/agent-runs?status=completed").await.body["total"] != 2 {
-            assert!(Instant::now() < deadline, "the second message was never answered");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually("the second message was never answered", || async {
+            (app.get(&ws.live, "/api/v1/agent-runs?status=completed").await.body["total"] == 2).then_some(())
+        })
+        .await;
     }
 
     async fn no_agent_answers_while_a_person_handles_the_conversation(backend) {
@@ -296,11 +297,7 @@ both_backends! {
         let conversation = r.json::<Value>().await.unwrap()["conversation_id"].as_i64().unwrap();
 
         // The run is mid-stream: kill the server.
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while asked.load(Ordering::SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the engine was never asked");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually("the engine was never asked", || async { (asked.load(Ordering::SeqCst) > 0).then_some(()) }).await;
         std::process::Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
         let _ = first.child.wait();
 
@@ -332,21 +329,7 @@ both_backends! {
         let agent = catch_all_agent(&app, &ws.live, "Ava").await;
         let r = app.patch(&ws.live, &format!("/api/v1/agents/{}", agent["id"]), json!({"handoff": {"keywords": ["refund", "speak to a human"], "max_turns": 2}})).await;
         assert_eq!(r.status, 200, "{}", r.text);
-        let handoffs_of = |conversation: i64| {
-            let (app, key) = (&app, ws.live.clone());
-            async move { app.get(&key, &format!("/api/v1/handoffs?conversation_id={conversation}")).await.body }
-        };
-        let wait_handoff = |conversation: i64| async move {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            loop {
-                let h = handoffs_of(conversation).await;
-                if h["total"] == 1 {
-                    return h["items"][0].clone();
-                }
-                assert!(Instant::now() < deadline, "no handoff: {h}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
+        let wait_handoff = |conversation: i64| handoff_of(&app, ws.live.clone(), conversation);
 
         // A keyword: handed off at once, no answer.
         let c1 = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "I want to SPEAK TO A HUMAN please", "external_id": "k-1"})).await.body["conversation_id"].as_i64().unwrap();
@@ -364,11 +347,7 @@ both_backends! {
         for n in 0..3 {
             c2 = inbound(&app, ch, &secret, json!({"from": "user-2", "text": format!("question {n}"), "external_id": format!("t-{n}")})).await.body["conversation_id"].as_i64().unwrap();
             if n < 2 {
-                let deadline = Instant::now() + Duration::from_secs(15);
-                while replies_now(&app, &ws.live, c2).await < n + 1 {
-                    assert!(Instant::now() < deadline, "turn {n} was never answered");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                eventually("a turn was never answered", || async { (replies_now(&app, &ws.live, c2).await > n).then_some(()) }).await;
             }
         }
         let h = wait_handoff(c2).await;
@@ -412,16 +391,19 @@ both_backends! {
         app.post(&poor.live, &format!("/api/v1/agents/{}/triggers", pagent["id"]), json!({"event": "message.received", "channel": "*"})).await;
         assert_eq!(app.get(&poor.live, "/api/v1/billing/balance").await.body["available_cents"], 0);
         let pc = inbound(&app, pch, &psecret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await.body["conversation_id"].as_i64().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let handoff = loop {
-            let h = app.get(&poor.live, &format!("/api/v1/handoffs?conversation_id={pc}")).await.body;
-            if h["total"] == 1 { break h["items"][0].clone(); }
-            assert!(Instant::now() < deadline, "no handoff: {h}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let handoff = handoff_of(&app, poor.live.clone(), pc).await;
         assert_eq!(handoff["reason"], "The workspace's balance is empty");
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "the engine was not asked for the empty workspace");
     }
+}
+
+/// The conversation's one handoff, once there is one.
+async fn handoff_of(app: &TestApp, key: String, conversation: i64) -> Value {
+    eventually("no handoff was requested", || async {
+        let h = app.get(&key, &format!("/api/v1/handoffs?conversation_id={conversation}")).await.body;
+        (h["total"] == 1).then(|| h["items"][0].clone())
+    })
+    .await
 }
 
 /// How many outbound messages the conversation has now.

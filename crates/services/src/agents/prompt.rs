@@ -193,26 +193,14 @@ pub fn memory(messages: &[Message], budget: u64) -> Vec<ChatMessage> {
 
 #[cfg(test)]
 mod tests {
-    use parley_domain::conversation::{Author, MessageStatus};
+    use parley_domain::conversation::Author;
 
     use super::*;
 
     fn message(direction: Direction, kind: AuthorType, text: &str) -> Message {
-        Message {
-            id: 1,
-            conversation_id: 1,
-            direction,
-            author: Author { kind, id: None },
-            text: text.to_owned(),
-            attachments: Vec::new(),
-            status: MessageStatus::Received,
-            error: None,
-            external_id: None,
-            created_at: Timestamp::now(),
-            sent_at: None,
-            delivered_at: None,
-            read_at: None,
-        }
+        let mut m = parley_connectors::conformance::sample_message();
+        (m.direction, m.author, m.text) = (direction, Author { kind, id: None }, text.to_owned());
+        m
     }
 
     #[test]

@@ -75,7 +75,8 @@ pub async fn route(
     }
     let candidates = triggers::routable(tx, scope, traffic.event).await?;
     let Some(agent_id) = choose(&candidates, &traffic) else { return Ok(None) };
-    conversations::set_agent(tx, scope, conversation.item.id, agent_id).await?;
+    let c = conversation;
+    conversations::set_handler(tx, scope, c.item.id, c.handler, c.assignee_user_id, Some(agent_id)).await?;
     if let Some(routed) = conversations::get(tx, scope, conversation.item.id).await? {
         events::append(tx, scope, EventType::ConversationUpdated, event_data(&routed)?).await?;
     }

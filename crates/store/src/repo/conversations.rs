@@ -596,21 +596,6 @@ pub async fn set_handler(
     versions::bump(c, scope, VERSION_KEY).await
 }
 
-/// Hands the conversation to agent `agent_id` (routing's choice).
-pub async fn set_agent(c: &mut impl AsHandle, scope: Scope, id: i64, agent_id: i64) -> StoreResult<()> {
-    execute!(
-        c,
-        sqlx::query(
-            "UPDATE conversations SET agent_id = $4, updated_at = $5 WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
-        )
-        .bind_scope(scope)
-        .bind(id)
-        .bind(agent_id)
-        .bind(Timestamp::now())
-    )?;
-    versions::bump(c, scope, VERSION_KEY).await
-}
-
 /// The conversation's latest `limit` messages, oldest first.
 pub async fn recent_messages(
     c: &mut impl AsHandle,
