@@ -112,6 +112,27 @@ impl From<&Agent> for AgentFields {
     }
 }
 
+/// Binds an agent's fields in the order both writes number them.
+macro_rules! bind_fields {
+    ($q:expr, $f:expr) => {
+        $q.bind(&$f.name)
+            .bind(&$f.slug)
+            .bind(&$f.description)
+            .bind(&$f.text_engine)
+            .bind($f.status.as_str())
+            .bind($f.priority)
+            .bind($f.is_template)
+            .bind(&$f.system_prompt)
+            .bind(&$f.first_message)
+            .bind(&$f.language)
+            .bind(&$f.voice)
+            .bind(Json(&$f.prompt_block_ids))
+            .bind(Json(&$f.knowledge_collection_ids))
+            .bind(Json(&$f.handoff))
+            .bind(Json(&$f.metadata))
+    };
+}
+
 /// Inserts an agent; `None` if its slug is already taken in the scope.
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> StoreResult<Option<Agent>> {
     let now = Timestamp::now();
@@ -123,27 +144,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
          ON CONFLICT (workspace_id, livemode, slug) DO NOTHING
          RETURNING {COLUMNS}"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(&f.name)
-            .bind(&f.slug)
-            .bind(&f.description)
-            .bind(&f.text_engine)
-            .bind(f.status.as_str())
-            .bind(f.priority)
-            .bind(f.is_template)
-            .bind(&f.system_prompt)
-            .bind(&f.first_message)
-            .bind(&f.language)
-            .bind(&f.voice)
-            .bind(Json(&f.prompt_block_ids))
-            .bind(Json(&f.knowledge_collection_ids))
-            .bind(Json(&f.handoff))
-            .bind(Json(&f.metadata))
-            .bind(now)
-    )?;
+    let row: Option<Row> = fetch_optional!(c, bind_fields!(sqlx::query_as(sql).bind_scope(scope), f).bind(now))?;
     if row.is_some() {
         versions::bump(c, scope, VERSION_KEY).await?;
     }
@@ -159,28 +160,8 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentField
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3
          RETURNING {COLUMNS}"
     ));
-    let row: Option<Row> = fetch_optional!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(id)
-            .bind(&f.name)
-            .bind(&f.slug)
-            .bind(&f.description)
-            .bind(&f.text_engine)
-            .bind(f.status.as_str())
-            .bind(f.priority)
-            .bind(f.is_template)
-            .bind(&f.system_prompt)
-            .bind(&f.first_message)
-            .bind(&f.language)
-            .bind(&f.voice)
-            .bind(Json(&f.prompt_block_ids))
-            .bind(Json(&f.knowledge_collection_ids))
-            .bind(Json(&f.handoff))
-            .bind(Json(&f.metadata))
-            .bind(Timestamp::now())
-    )?;
+    let row: Option<Row> =
+        fetch_optional!(c, bind_fields!(sqlx::query_as(sql).bind_scope(scope).bind(id), f).bind(Timestamp::now()))?;
     if row.is_some() {
         versions::bump(c, scope, VERSION_KEY).await?;
     }
@@ -205,18 +186,7 @@ pub async fn slugs_like(
     base: &str,
     except_id: Option<i64>,
 ) -> StoreResult<Vec<String>> {
-    let rows: Vec<(String,)> = fetch_all!(
-        c,
-        sqlx::query_as(
-            "SELECT slug FROM agents
-         WHERE workspace_id = $1 AND livemode = $2 AND (slug = $3 OR slug LIKE $4) AND id <> $5",
-        )
-        .bind_scope(scope)
-        .bind(base)
-        .bind(format!("{base}-%"))
-        .bind(except_id.unwrap_or(-1))
-    )?;
-    Ok(rows.into_iter().map(|(s,)| s).collect())
+    super::slugs_like(c, "agents", scope, base, except_id).await
 }
 
 /// List filters. Archived agents are listed only when asked for by status.

@@ -98,6 +98,25 @@ macro_rules! bind_args {
 }
 pub(crate) use bind_args;
 
+/// Slugs in `table` (a table name from the code, never from input) in the
+/// scope equal to `base` or of the form `base-N`, except row `except_id`'s.
+pub(crate) async fn slugs_like(
+    c: &mut impl crate::AsHandle,
+    table: &'static str,
+    scope: parley_domain::Scope,
+    base: &str,
+    except_id: Option<i64>,
+) -> crate::StoreResult<Vec<String>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT slug FROM {table} WHERE workspace_id = $1 AND livemode = $2 AND (slug = $3 OR slug LIKE $4) AND id <> $5"
+    ));
+    let rows: Vec<(String,)> = crate::fetch_all!(
+        c,
+        sqlx::query_as(sql).bind_scope(scope).bind(base).bind(format!("{base}-%")).bind(except_id.unwrap_or(-1))
+    )?;
+    Ok(rows.into_iter().map(|(s,)| s).collect())
+}
+
 /// One newest-first page of `from` (`"<table> <alias>"`) rows matching `w`,
 /// and how many match in all: the count and the page share the filters.
 pub(crate) async fn newest_page<R>(

@@ -130,24 +130,14 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
     Ok(done == 1)
 }
 
+/// Slugs in the scope equal to `base` or of the form `base-N`, except block `except_id`'s.
 pub async fn slugs_like(
     c: &mut impl AsHandle,
     scope: Scope,
     base: &str,
     except_id: Option<i64>,
 ) -> StoreResult<Vec<String>> {
-    let rows: Vec<(String,)> = fetch_all!(
-        c,
-        sqlx::query_as(
-            "SELECT slug FROM prompt_blocks
-         WHERE workspace_id = $1 AND livemode = $2 AND (slug = $3 OR slug LIKE $4) AND id <> $5",
-        )
-        .bind_scope(scope)
-        .bind(base)
-        .bind(format!("{base}-%"))
-        .bind(except_id.unwrap_or(-1))
-    )?;
-    Ok(rows.into_iter().map(|(s,)| s).collect())
+    super::slugs_like(c, "prompt_blocks", scope, base, except_id).await
 }
 
 #[derive(Debug, Clone, Default)]
