@@ -52,21 +52,18 @@ async fn replies(app: &TestApp, key: &str, conversation: i64, settle: Duration) 
     outbound().await
 }
 
-/// A chat-completions server that refuses every request with `status`
-/// (OpenAI's error shape); returns its `/v1` URL and the request count.
-async fn refusing_engine(status: u16) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let count = std::sync::Arc::new(AtomicUsize::new(0));
+/// A local chat-completions server: `answer(n)` answers its `n`th request
+/// (from 0). Returns its `/v1` URL and how many requests it received.
+async fn engine_server(
+    answer: impl Fn(usize) -> axum::response::Response + Clone + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = count.clone();
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post(move || {
-            let seen = seen.clone();
-            async move {
-                seen.fetch_add(1, Ordering::SeqCst);
-                let body = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
-                (axum::http::StatusCode::from_u16(status).unwrap(), axum::Json(body))
-            }
+            let (seen, answer) = (seen.clone(), answer.clone());
+            async move { answer(seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst)) }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -75,53 +72,49 @@ async fn refusing_engine(status: u16) -> (String, std::sync::Arc<std::sync::atom
     (url, count)
 }
 
+/// A chat-completions server that refuses every request with `status`
+/// (OpenAI's error shape).
+async fn refusing_engine(status: u16) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use axum::response::IntoResponse;
+    engine_server(move |_| {
+        let body = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
+        (axum::http::StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+    })
+    .await
+}
+
 /// A chat-completions server streaming `text` in two chunks with usage (20
 /// tokens in, 5 out); with `stall_first`, its first answer streams one chunk
-/// and then stalls (the server asking is killed meanwhile). Returns its
-/// `/v1` URL and the request count.
+/// and then stalls (the server asking is killed meanwhile).
 async fn streaming_engine(
     text: &'static str,
     stall_first: bool,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     use futures::StreamExt;
-    let count = std::sync::Arc::new(AtomicUsize::new(0));
-    let seen = count.clone();
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        axum::routing::post(move || {
-            let seen = seen.clone();
-            async move {
-                let n = seen.fetch_add(1, Ordering::SeqCst);
-                let chunk = |delta: Value| {
-                    let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
-                    format!("data: {c}\n\n")
-                };
-                let (head, tail) = text.split_at(text.len() / 2);
-                let usage = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
-                    "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}});
-                let frames = vec![
-                    chunk(json!({"content": head})),
-                    chunk(json!({"content": tail})),
-                    format!("data: {usage}\n\n"),
-                    "data: [DONE]\n\n".to_owned(),
-                ];
-                let stream = futures::stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
-                let body = if n == 0 && stall_first {
-                    axum::body::Body::from_stream(stream.take(1).chain(futures::stream::pending()))
-                } else {
-                    axum::body::Body::from_stream(stream)
-                };
-                axum::response::Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, count)
+    engine_server(move |n| {
+        let chunk = |delta: Value| {
+            let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+            format!("data: {c}\n\n")
+        };
+        let (head, tail) = text.split_at(text.len() / 2);
+        let usage = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+            "choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}});
+        let frames = vec![
+            chunk(json!({"content": head})),
+            chunk(json!({"content": tail})),
+            format!("data: {usage}\n\n"),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let stream = futures::stream::iter(frames.into_iter().map(Ok::<_, std::convert::Infallible>));
+        let body = if n == 0 && stall_first {
+            axum::body::Body::from_stream(stream.take(1).chain(futures::stream::pending()))
+        } else {
+            axum::body::Body::from_stream(stream)
+        };
+        axum::response::Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
+    })
+    .await
 }
 
 both_backends! {
