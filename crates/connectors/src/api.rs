@@ -137,6 +137,7 @@ async fn deliver(d: Delivery<'_>) -> Delivered {
         id: &format!("msg_{}", m.id),
         body,
         authorization: d.secrets.get("authorization").and_then(Value::as_str),
+        headers: &[],
         allow_private: d.allow_private,
         read_limit: REPLY_LIMIT,
     };

@@ -75,10 +75,92 @@ pub struct Agent {
     pub prompt_block_ids: Vec<i64>,
     pub knowledge_collection_ids: Vec<i64>,
     pub handoff: HandoffPolicy,
+    /// Overrides the text engine's model; `null` for the engine's.
+    pub model: Option<String>,
+    /// The tools the model may call.
+    pub tools: Vec<AgentTool>,
+    /// Milliseconds a run waits for the conversation to be quiet before it
+    /// answers; `null` for the server's default (`agents.debounce_ms`).
+    pub debounce_ms: Option<i64>,
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Sealed secrets, never serialised.
+    #[serde(skip)]
+    pub secrets: AgentSecrets,
+}
+
+/// An agent's sealed secrets (`crypto::Sealer`): the `whsec_` secret its
+/// HTTP tool calls are signed with, and each HTTP tool's headers (a sealed
+/// JSON object per tool name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentSecrets {
+    pub tool_secret: Option<String>,
+    pub tool_headers: std::collections::BTreeMap<String, String>,
+}
+
+string_enum!(
+    /// The tools Parley provides; each is offered only when the agent lists it.
+    BuiltinTool {
+        /// Hands the conversation to a person (`reason`).
+        HandoffToHuman = "handoff_to_human",
+        /// Closes the conversation.
+        EndConversation = "end_conversation",
+        /// Ends the call the agent is on.
+        EndCall = "end_call",
+        /// Transfers the call the agent is on (`to`).
+        TransferCall = "transfer_call",
+        /// Reads the conversation's contact.
+        LookupContact = "lookup_contact",
+        /// Changes the contact's `display_name`, `email` or `phone`.
+        UpdateContact = "update_contact",
+        /// Searches the workspace's messages, conversations and contacts.
+        Search = "search",
+        /// Sends a message to the contact on another channel.
+        SendMessage = "send_message",
+    }
+);
+
+/// A tool an agent may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentTool {
+    /// One of Parley's tools.
+    Builtin { name: BuiltinTool },
+    /// A tool of yours: Parley POSTs the arguments to `url`.
+    Http(HttpTool),
+}
+
+impl AgentTool {
+    pub fn name(&self) -> &str {
+        match self {
+            AgentTool::Builtin { name } => name.as_str(),
+            AgentTool::Http(t) => &t.name,
+        }
+    }
+}
+
+/// A custom tool: the model's arguments (validated against `parameters`)
+/// are POSTed to `url` as `{tool, arguments, conversation_id, agent_id,
+/// call_id}`, signed with Standard Webhooks headers by the agent's
+/// `tool_secret`; the JSON reply goes back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HttpTool {
+    /// 1–64 letters, digits, `_` or `-`; unique among the agent's tools.
+    pub name: String,
+    /// What the tool does, for the model (up to 1,000 characters).
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    /// An `http` or `https` URL.
+    pub url: String,
+    /// Milliseconds to wait for the reply (100–30,000; default 10,000).
+    pub timeout_ms: i64,
+    /// The names of the headers sent with each call (their values are
+    /// write-only).
+    pub header_names: Vec<String>,
 }
 
 string_enum!(

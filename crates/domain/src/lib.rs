@@ -107,6 +107,7 @@ pub mod event;
 pub mod idempotency;
 pub mod ids;
 pub mod jwt;
+pub mod knowledge;
 pub mod prompt;
 pub mod schema;
 pub mod scope;

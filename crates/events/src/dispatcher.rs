@@ -287,6 +287,7 @@ impl Dispatcher {
             id: event_id,
             body,
             authorization: None,
+            headers: &[],
             allow_private: self.config.allow_private_targets,
             read_limit: EXCERPT_BYTES,
         };

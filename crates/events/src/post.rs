@@ -44,6 +44,8 @@ pub struct SignedPost<'a> {
     pub body: Vec<u8>,
     /// Sent as `Authorization`, when set.
     pub authorization: Option<&'a str>,
+    /// Further headers (an HTTP tool's own).
+    pub headers: &'a [(String, String)],
     pub allow_private: bool,
     /// Bytes of the reply body kept.
     pub read_limit: usize,
@@ -64,6 +66,9 @@ pub async fn send(client: &reqwest::Client, timeout: Duration, post: SignedPost<
         .header("webhook-signature", signature);
     if let Some(auth) = post.authorization {
         request = request.header("authorization", auth);
+    }
+    for (name, value) in post.headers {
+        request = request.header(name.as_str(), value.as_str());
     }
     let response = request.body(post.body).send().await.map_err(|e| describe(&e, timeout))?;
     let status = response.status().as_u16();

@@ -332,6 +332,14 @@ impl Storage {
         }
     }
 
+    /// Removes `key`; a missing file is already removed.
+    pub async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        match self.store()?.delete(&ObjectPath::from(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Reads `range` (`None`: all) of `key`.
     pub async fn read(&self, key: &str, range: Option<std::ops::Range<u64>>) -> Result<Download, StorageError> {
         let options = GetOptions { range: range.clone().map(GetRange::Bounded), ..GetOptions::default() };

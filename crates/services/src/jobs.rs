@@ -6,13 +6,14 @@ use crate::messaging::courier;
 use crate::{Services, calls};
 
 /// A worker for every job kind of this version: `message.send` (the
-/// courier), `call.watch` (the call watchdog) and `agent.run` (agents
-/// answering).
+/// courier), `call.watch` (the call watchdog), `agent.run` (agents
+/// answering) and `knowledge.document` (documents split into passages).
 pub fn worker(svc: &Services) -> parley_jobs::Worker {
     parley_jobs::Worker::new(svc.db.clone(), courier::worker_config(&svc.config.courier))
         .handle(Arc::new(courier::Courier::new(svc.clone())))
         .handle(Arc::new(calls::Watchdog::new(svc.clone())))
         .handle(Arc::new(crate::agents::runs::Runner::new(svc.clone())))
+        .handle(Arc::new(crate::knowledge::DocumentProcessor::new(svc.clone())))
 }
 
 /// Runs this instance's worker until `shutdown` turns true; new jobs wake it

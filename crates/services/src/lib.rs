@@ -14,6 +14,7 @@ pub mod billing;
 pub mod calls;
 pub mod crm;
 pub mod files;
+pub mod knowledge;
 pub mod messaging;
 pub mod search;
 pub mod tenancy;

@@ -61,8 +61,8 @@ async fn setup(database: &TestDatabase) -> (Services, Arc<Probe>, Scope, i64) {
         .unwrap();
     let scope = Scope::new(created.workspace.id, Mode::Test);
     let input = agents::parse_create(json!({"name": "Ava"}), &svc.config().text_engines.names()).unwrap();
-    let agent = svc.transaction(async |work| agents::create(work, scope, &billing, input).await).await.unwrap();
-    (svc, probe, scope, agent.id)
+    let agent = svc.transaction(async |work| agents::create(work, &svc, scope, input).await).await.unwrap();
+    (svc, probe, scope, agent.agent.id)
 }
 
 fn call_to(agent_id: i64, to: &str) -> calls::CreateCall {
@@ -111,10 +111,9 @@ async fn placing_a_call_dials_outside_any_transaction_and_replays(database: Test
 
 async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     let (svc, _probe, scope, _agent) = setup(&database).await;
-    let billing = svc.config().billing.clone();
     let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config().text_engines.names()).unwrap();
     let mut work = svc.begin().await.unwrap();
-    let agent = agents::create(&mut work, scope, &billing, input).await.unwrap();
+    let agent = agents::create(&mut work, &svc, scope, input).await.unwrap().agent;
     drop(work);
     let gone = agents::get(&svc, scope, parley_domain::ids::AgentId(agent.id)).await.unwrap_err();
     assert!(matches!(gone, parley_services::ServiceError::NotFound { .. }), "{gone:?}");

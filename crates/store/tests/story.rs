@@ -54,6 +54,10 @@ fn agent(name: &str) -> AgentFields {
         knowledge_collection_ids: vec![],
         handoff: Default::default(),
         metadata: Default::default(),
+        model: None,
+        tools: vec![],
+        debounce_ms: None,
+        secrets: Default::default(),
     }
 }
 

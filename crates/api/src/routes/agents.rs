@@ -7,6 +7,7 @@ use axum::response::Response;
 use parley_domain::agent::{Agent, AgentStatus, Trigger};
 use parley_domain::ids::{AgentId, TriggerId};
 use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::agents::playground;
 use parley_services::agents::{self as agent_repo, AgentFilter};
 use parley_services::agents::{
     self, CreateAgent, CreateTrigger, PromptPreview, PromptPreviewRequest, UpdateAgent, UpdateTrigger,
@@ -31,6 +32,13 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_triggers, create_trigger))
         .routes(routes!(get_trigger, update_trigger, delete_trigger))
         .routes(routes!(preview_prompt))
+        .routes(routes!(chat))
+}
+
+impl FromBody for playground::ChatRequest {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        playground::parse_chat(body)
+    }
 }
 
 impl FromBody for CreateAgent {
@@ -124,7 +132,7 @@ async fn list_agents(
     params(("Idempotency-Key" = String, Header, description = "Required. 1–255 printable ASCII characters; a retry with the same key and body replays the first response.")),
     request_body = CreateAgent,
     responses(
-        (status = 201, body = Agent, description = "Created"),
+        (status = 201, body = agents::CreatedAgent, description = "Created, with the agent's `tool_secret` (shown only now)"),
         (status = 400, body = ErrorBody, description = "Missing Idempotency-Key"),
         (status = 402, body = ErrorBody, description = "The balance does not cover `pricing.agent_create_cents`; nothing was written"),
         (status = 409, body = ErrorBody, description = "The key was used with another body, or its first request is still running (with Retry-After)"),
@@ -139,9 +147,9 @@ async fn create_agent(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
-    let config = s.services.config().clone();
+    let svc = s.services.clone();
     write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
-        agents::create(work, scope, &config.billing, value).await
+        agents::create(work, &svc, scope, value).await
     })
     .await
 }
@@ -181,7 +189,8 @@ async fn update_agent(
     let [id] = path.0.map(AgentId);
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(s.services.transaction(async move |work| agents::update(work, scope, id, input).await).await?))
+    let svc = &s.services;
+    Ok(Json(svc.transaction(async move |work| agents::update(work, svc, scope, id, input).await).await?))
 }
 
 /// Archive an agent.
@@ -307,4 +316,83 @@ async fn preview_prompt(
 ) -> Result<Json<PromptPreview>, ApiError> {
     let [agent_id] = path.0.map(AgentId);
     Ok(Json(agents::preview_prompt(&s.services, auth.scope(), agent_id, body.value).await?))
+}
+
+/// Ask the agent (the playground).
+///
+/// The agent answers `messages` (ending with the user's turn), or the
+/// latest message of `conversation_id`, exactly as a run would (prompt,
+/// knowledge, tools, engine) but without touching any channel: nothing is
+/// sent, `update_contact` and `send_message` only say what they would do,
+/// and a handoff or end is reported, not applied. It is recorded as a run
+/// (`trigger: playground`) and billed like one.
+///
+/// With `Accept: text/event-stream` the answer streams as Server-Sent
+/// Events: `delta` events (`{"text": …}`) as the engine writes, then one
+/// `done` event with the answer below, or an `error` event (`{"status",
+/// "detail"}`).
+#[utoipa::path(
+    post, path = "/api/v1/agents/{agent_id}/chat", tag = "Agents",
+    params(("agent_id" = i64, Path)),
+    request_body = playground::ChatRequest,
+    responses(
+        (status = 200, body = playground::ChatAnswer, content_type = "application/json"),
+        (status = 402, body = ErrorBody, description = "A priced engine and an empty balance"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The agent is archived, or its engine is not configured"),
+        (status = 422, body = ValidationErrorBody),
+        (status = 503, body = ErrorBody, description = "The text engine failed"),
+    )
+)]
+async fn chat(
+    auth: Auth,
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    path: Ids<1>,
+    body: JsonBody<playground::ChatRequest>,
+) -> Result<Response, ApiError> {
+    use axum::response::IntoResponse;
+    use axum::response::sse::{Event, Sse};
+
+    let [agent_id] = path.0.map(AgentId);
+    let scope = auth.scope();
+    let streamed = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if !streamed {
+        let answer = playground::chat(&s.services, scope, agent_id, body.value, None).await?;
+        return Ok(Json(answer).into_response());
+    }
+    // A missing agent is a 404 before the stream starts.
+    agents::get(&s.services, scope, agent_id).await?;
+    let (deltas, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let svc = s.services.clone();
+    let answer = tokio::spawn(async move { playground::chat(&svc, scope, agent_id, body.value, Some(deltas)).await });
+    // Deltas as they come; the channel closes when the run ends.
+    let events = futures::stream::unfold(rx, |mut rx| async move {
+        let text = rx.recv().await?;
+        let event = Event::default().event("delta").json_data(serde_json::json!({"text": text}));
+        Some((event.map_err(axum::Error::new), rx))
+    });
+    let stream = futures::StreamExt::chain(
+        events,
+        futures::stream::once(async move {
+            let last = match answer.await {
+                Ok(Ok(answer)) => Event::default().event("done").json_data(&answer),
+                Ok(Err(e)) => {
+                    let response = ApiError::from(e).into_response();
+                    let status = response.status().as_u16();
+                    let body = axum::body::to_bytes(response.into_body(), 64 * 1024).await.unwrap_or_default();
+                    let detail: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    Event::default().event("error").json_data(serde_json::json!({"status": status, "detail": detail.get("detail").cloned().unwrap_or(detail)}))
+                }
+                Err(_) => Event::default()
+                    .event("error")
+                    .json_data(serde_json::json!({"status": 500, "detail": "The playground run stopped unexpectedly"})),
+            };
+            last.map_err(axum::Error::new)
+        }),
+    );
+    Ok(Sse::new(stream).into_response())
 }

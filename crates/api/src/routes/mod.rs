@@ -12,6 +12,7 @@ pub mod conversations;
 pub mod docs;
 pub mod files;
 pub mod handoffs;
+pub mod knowledge;
 pub mod health;
 pub mod messages;
 pub mod prompt_blocks;
@@ -47,6 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(calls::router())
         .merge(search::router())
         .merge(text_engines::router())
+        .merge(knowledge::router())
 }
 
 /// The items envelope of every list except agents.

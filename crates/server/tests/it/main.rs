@@ -26,5 +26,6 @@ mod prompt_blocks;
 mod runtime;
 mod scale_out;
 mod search;
+mod tools;
 mod webchat;
 mod webhooks;

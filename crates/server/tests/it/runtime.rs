@@ -13,9 +13,15 @@ use crate::messages::sending_channel;
 use crate::receiver::Receiver;
 use crate::support::*;
 
-/// An agent answering every message on every channel.
+/// An agent answering every message on every channel, without tools (the
+/// builtin engine then answers without asking for a person).
 async fn catch_all_agent(app: &TestApp, key: &str, name: &str) -> Value {
-    let agent = app.create_agent(key, json!({"name": name})).await;
+    catch_all_agent_with(app, key, json!({"name": name, "tools": []})).await
+}
+
+/// An agent created from `body`, answering every message on every channel.
+pub(crate) async fn catch_all_agent_with(app: &TestApp, key: &str, body: Value) -> Value {
+    let agent = app.create_agent(key, body).await;
     let r = app
         .post(
             key,
@@ -29,7 +35,7 @@ async fn catch_all_agent(app: &TestApp, key: &str, name: &str) -> Value {
 
 /// Polls `check` every 50 ms until it gives a value (panics after 15 s,
 /// naming `what`).
-async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+pub(crate) async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         if let Some(found) = check().await {
@@ -42,7 +48,7 @@ async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: imp
 
 /// The conversation's outbound messages once some arrived and none more
 /// came for `settle` (panics after 15 s without any).
-async fn replies(app: &TestApp, key: &str, conversation: i64, settle: Duration) -> Vec<Value> {
+pub(crate) async fn replies(app: &TestApp, key: &str, conversation: i64, settle: Duration) -> Vec<Value> {
     let outbound = || async {
         let page = app.get(key, &format!("/api/v1/conversations/{conversation}/messages?limit=100")).await.body;
         page["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").cloned().collect::<Vec<_>>()

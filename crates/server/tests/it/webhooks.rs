@@ -35,7 +35,7 @@ fn assert_signed(got: &crate::receiver::Received, secret: &str) {
 }
 
 /// Verifies with the `standardwebhooks` package from PyPI, written by others.
-fn verify_with_python(got: &crate::receiver::Received, secret: &str) {
+pub(crate) fn verify_with_python(got: &crate::receiver::Received, secret: &str) {
     let script = r#"
 import json, sys
 from standardwebhooks.webhooks import Webhook

@@ -3,9 +3,12 @@
 //! The prompt blocks agents share live in [`prompt_blocks`].
 
 pub mod prompt;
+pub mod playground;
 pub mod prompt_blocks;
 pub mod routing;
 pub mod runs;
+pub mod session;
+pub mod tools;
 
 use std::collections::BTreeMap;
 
@@ -29,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::billing::{self, BillingConfig};
+use crate::billing;
 use crate::{ServiceError, ServiceResult, Services, event_data, free_slug};
 
 /// The filters lists take (and the version key their cache follows).
@@ -80,6 +83,18 @@ pub struct AgentChanges {
     /// Replaces the whole handoff policy.
     #[schema(nullable = false)]
     pub handoff: Option<HandoffPolicy>,
+    /// A model name overriding the text engine's (1–200 characters), or null.
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 200)]
+    pub model: Option<Option<String>>,
+    /// The tools the model may call (at most 20, unique names). Replaces the
+    /// whole list; HTTP tools' `headers` must be sent again. Default
+    /// `[{"type": "builtin", "name": "handoff_to_human"}]`.
+    #[schema(nullable = false, max_items = 20)]
+    pub tools: Option<Vec<tools::ToolInput>>,
+    /// Milliseconds (0–60,000) a run waits for the conversation to be quiet
+    /// before it answers, or null for the server's default.
+    #[schema(value_type = Option<i64>, nullable, minimum = 0, maximum = 60000)]
+    pub debounce_ms: Option<Option<i64>>,
     /// Free-form JSON object of at most 4 KiB serialised. Replaces the whole object.
     #[schema(value_type = Option<Object>, nullable = false)]
     pub metadata: Option<Map<String, Value>>,
@@ -152,6 +167,9 @@ fn read_changes(r: &mut ObjectReader<'_>, engines: &[String]) -> AgentChanges {
         prompt_block_ids: r.optional("prompt_block_ids", unique_ids()),
         knowledge_collection_ids: r.optional("knowledge_collection_ids", unique_ids()),
         handoff: r.optional("handoff", handoff()),
+        model: r.nullable("model", string(1, 200)),
+        tools: r.optional("tools", tools::parse_tools()),
+        debounce_ms: r.nullable("debounce_ms", integer(0, 60_000)),
         metadata: r.optional("metadata", json_object(METADATA_MAX_BYTES)),
     }
 }
@@ -229,10 +247,26 @@ fn defaults() -> AgentFields {
         knowledge_collection_ids: Vec::new(),
         handoff: HandoffPolicy::default(),
         metadata: Map::new(),
+        model: None,
+        tools: vec![parley_domain::agent::AgentTool::Builtin {
+            name: parley_domain::agent::BuiltinTool::HandoffToHuman,
+        }],
+        debounce_ms: None,
+        secrets: Default::default(),
     }
 }
 
-fn apply(f: &mut AgentFields, c: AgentChanges) {
+/// Applies the changes; HTTP tools' headers are sealed with `sealer`.
+fn apply(f: &mut AgentFields, c: AgentChanges, sealer: &parley_domain::crypto::SecretBox) {
+    if let Some(v) = c.model {
+        f.model = v;
+    }
+    if let Some(v) = c.debounce_ms {
+        f.debounce_ms = v;
+    }
+    if let Some(v) = c.tools {
+        (f.tools, f.secrets.tool_headers) = tools::store(v, sealer);
+    }
     if let Some(v) = c.description {
         f.description = v;
     }
@@ -290,11 +324,13 @@ async fn check_references(
             errors.push(FieldError::not_found(l, &format!("Prompt block {id}")));
         }
     }
-    // Knowledge collections arrive with the agent runtime; until then none exist.
+    let collections = parley_store::repo::knowledge::existing(c, scope, &f.knowledge_collection_ids).await?;
     for (i, id) in f.knowledge_collection_ids.iter().enumerate() {
-        let mut l = loc(&["body", "knowledge_collection_ids"]);
-        l.push(LocPart::Index(i));
-        errors.push(FieldError::not_found(l, &format!("Knowledge collection {id}")));
+        if !collections.contains(id) {
+            let mut l = loc(&["body", "knowledge_collection_ids"]);
+            l.push(LocPart::Index(i));
+            errors.push(FieldError::not_found(l, &format!("Knowledge collection {id}")));
+        }
     }
     if let Some(user_id) = target_user_sent
         && users::role_in(c, user_id, scope.workspace_id).await?.is_none()
@@ -308,9 +344,24 @@ fn not_found(id: i64) -> ServiceError {
     ServiceError::not_found("Agent", id)
 }
 
+/// A new agent, with the secret its HTTP tool calls are signed with.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CreatedAgent {
+    #[serde(flatten)]
+    pub agent: Agent,
+    /// `whsec_…`: verify the Standard Webhooks signature of HTTP tool calls
+    /// with it. Shown only now.
+    pub tool_secret: String,
+}
+
 /// Creates an agent and charges for it in the same transaction: without the
 /// funds it is a 402 and nothing is written.
-pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: CreateAgent) -> ServiceResult<Agent> {
+pub async fn create(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateAgent) -> ServiceResult<CreatedAgent> {
+    let pricing = &svc.config.billing;
+    let sealer = svc.keyring.secrets();
+    if let Some(tools) = &input.changes.tools {
+        tools::check_urls(svc, tools)?;
+    }
     let mut fields = match input.template_id {
         Some(tid) => {
             let template = repo::get(tx, scope, tid, false).await?.filter(|a| a.is_template).ok_or_else(|| {
@@ -321,6 +372,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
             })?;
             let mut f = AgentFields::from(&template);
             f.is_template = false;
+            f.secrets.tool_secret = None;
             f.status = AgentStatus::Active;
             f
         }
@@ -331,7 +383,9 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
         fields.status = status;
     }
     let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
-    apply(&mut fields, input.changes);
+    apply(&mut fields, input.changes, sealer);
+    let tool_secret = parley_events::signing::WebhookSecret::generate().expose();
+    fields.secrets.tool_secret = Some(sealer.seal(tool_secret.as_bytes()));
     check_references(tx, scope, &fields, target_user_sent).await?;
 
     let base = slugify(&fields.name);
@@ -343,7 +397,7 @@ pub async fn create(tx: &mut Tx, scope: Scope, pricing: &BillingConfig, input: C
         if let Some(agent) = repo::insert(tx, scope, &fields).await? {
             billing::charge_agent_creation(tx, scope, pricing, agent.id).await?;
             events::append(tx, scope, EventType::AgentCreated, event_data(&agent)?).await?;
-            return Ok(agent);
+            return Ok(CreatedAgent { agent, tool_secret });
         }
     }
     Err(ServiceError::Conflict("Could not choose a unique slug; retry the request".into()))
@@ -360,8 +414,11 @@ pub async fn list(svc: &Services, scope: Scope, filter: &AgentFilter, page: Page
     Ok(repo::list(&mut c, scope, filter, page).await?)
 }
 
-pub async fn update(tx: &mut Tx, scope: Scope, id: AgentId, input: UpdateAgent) -> ServiceResult<Agent> {
+pub async fn update(tx: &mut Tx, svc: &Services, scope: Scope, id: AgentId, input: UpdateAgent) -> ServiceResult<Agent> {
     let id = id.get();
+    if let Some(tools) = &input.changes.tools {
+        tools::check_urls(svc, tools)?;
+    }
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
     if let Some(next) = input.status
         && !current.status.can_move_to(next)
@@ -378,7 +435,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: AgentId, input: UpdateAgent) 
         fields.status = status;
     }
     let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
-    apply(&mut fields, input.changes);
+    apply(&mut fields, input.changes, svc.keyring.secrets());
     if let Some(name) = input.name
         && name != current.name
     {
@@ -635,30 +692,36 @@ pub struct PromptPreview {
 
 pub fn parse_preview(body: Value) -> Parsed<PromptPreviewRequest> {
     parse_object(body, loc(&["body"]), |r| {
-        let vars = r.optional("variables", |v, l| {
-            let map = json_object(64 * 1024)(v, l)?;
-            let mut out = BTreeMap::new();
-            let mut errors = Vec::new();
-            for (k, v) in map {
-                let mut at = l.to_vec();
-                at.push(LocPart::Key(k.clone()));
-                match v {
-                    Value::String(s) => {
-                        out.insert(k, s);
-                    }
-                    Value::Number(n) => {
-                        out.insert(k, n.to_string());
-                    }
-                    Value::Bool(b) => {
-                        out.insert(k, b.to_string());
-                    }
-                    _ => errors.push(FieldError::wrong_type(at, "string")),
-                }
-            }
-            if errors.is_empty() { Ok(out) } else { Err(errors) }
-        });
+        let vars = r.optional("variables", variable_values());
         Some(PromptPreviewRequest { variables: vars.unwrap_or_default() })
     })
+}
+
+/// `variables`: an object of strings, numbers or booleans (at most 64 KiB),
+/// each as text.
+pub(crate) fn variable_values() -> impl FnOnce(Value, &[LocPart]) -> Parsed<BTreeMap<String, String>> {
+    |v, l| {
+        let map = json_object(64 * 1024)(v, l)?;
+        let mut out = BTreeMap::new();
+        let mut errors = Vec::new();
+        for (k, v) in map {
+            let mut at = l.to_vec();
+            at.push(LocPart::Key(k.clone()));
+            match v {
+                Value::String(s) => {
+                    out.insert(k, s);
+                }
+                Value::Number(n) => {
+                    out.insert(k, n.to_string());
+                }
+                Value::Bool(b) => {
+                    out.insert(k, b.to_string());
+                }
+                _ => errors.push(FieldError::wrong_type(at, "string")),
+            }
+        }
+        if errors.is_empty() { Ok(out) } else { Err(errors) }
+    }
 }
 
 /// Renders the agent's system prompt as a run would, with the built-in

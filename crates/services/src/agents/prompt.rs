@@ -191,6 +191,23 @@ pub fn memory(messages: &[Message], budget: u64) -> Vec<ChatMessage> {
     kept
 }
 
+/// The system prompt followed by the passages retrieved for the question,
+/// each with its source, for the model to answer from.
+pub fn with_passages(system: String, passages: &[parley_engines::Passage]) -> String {
+    if passages.is_empty() {
+        return system;
+    }
+    let mut out = system;
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str("Use these passages from the knowledge base when they answer the question, and name their source:");
+    for p in passages {
+        out.push_str(&format!("\n\n[Source: {}]\n{}", p.source, p.text.trim()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use parley_domain::conversation::Author;

@@ -212,7 +212,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdatePromptBlock
 /// 409: removing it silently would change that agent's prompt.
 pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
     let block = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
-    let users = agents::ids_using_prompt_block(tx, scope, id).await?;
+    let users = agents::ids_listing(tx, scope, agents::IdList::PromptBlocks, id).await?;
     if !users.is_empty() {
         let list = users.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
         return Err(ServiceError::Conflict(format!(

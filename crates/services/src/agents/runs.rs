@@ -15,7 +15,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use parley_domain::agent::{AgentRun, AgentStatus, RunStatus, RunTrigger};
 use parley_domain::conversation::{
@@ -24,14 +23,17 @@ use parley_domain::conversation::{
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
 use parley_domain::{Scope, Timestamp};
-use parley_engines::{ChatMessage, ChatRequest, EngineError, EngineEvent, Usage};
+use parley_engines::{ChatMessage, EngineError};
 use parley_jobs::{Enqueue, Job, Outcome, RetryPolicy};
 use parley_store::Tx;
 use parley_store::repo::agent_runs::{self as repo, NewRun, RunEnd};
 use parley_store::repo::{agents as agent_repo, conversations as conversation_repo, events};
 use serde::{Deserialize, Serialize};
 
+use super::session;
+use super::tools::{self, Stop};
 use super::prompt;
+use crate::messaging::conversations::{self, UpdateConversation};
 use crate::messaging::handoffs::{self, CreateHandoff};
 use crate::messaging::messages::{self, Recipient, SendMessage, Sender};
 use crate::{ServiceError, ServiceResult, Services, event_data};
@@ -98,7 +100,10 @@ pub async fn queue_answer(
     if repo::queued_for_conversation(tx, scope, conversation_id).await?.is_some() {
         return Ok(None);
     }
-    let model = svc.config.text_engines.get(&agent.text_engine).map(|e| e.model().to_owned()).unwrap_or_default();
+    let model = match &agent.model {
+        Some(model) => model.clone(),
+        None => svc.config.text_engines.get(&agent.text_engine).map(|e| e.model().to_owned()).unwrap_or_default(),
+    };
     let run = repo::insert(
         tx,
         scope,
@@ -111,11 +116,16 @@ pub async fn queue_answer(
         },
     )
     .await?;
-    let at = Timestamp::now().plus_duration(svc.config.runtime.debounce);
+    let at = Timestamp::now().plus_duration(debounce(svc, &agent));
     let payload = serde_json::json!(RunJob { run_id: run.id, conversation_id });
     let job = Enqueue::new(KIND, payload).in_queue(format!("agent:{conversation_id}")).for_scope(scope).at(at);
     parley_jobs::enqueue(tx, job).await?;
     Ok(Some(run))
+}
+
+/// How long the agent waits for a quiet conversation.
+fn debounce(svc: &Services, agent: &parley_domain::agent::Agent) -> Duration {
+    agent.debounce_ms.map_or(svc.config.runtime.debounce, |ms| Duration::from_millis(ms as u64))
 }
 
 /// The `agent.run` job handler.
@@ -235,7 +245,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         return Ok(Outcome::Done);
     }
     // Wait until the conversation has been quiet for the debounce time.
-    let debounce = svc.config.runtime.debounce;
+    let debounce = agent.as_ref().map_or(svc.config.runtime.debounce, |a| debounce(svc, a));
     if let Some(last) = history.iter().rev().find(|m| m.direction == Direction::Inbound)
         && let quiet_at = last.created_at.plus_duration(debounce)
         && quiet_at > Timestamp::now()
@@ -256,6 +266,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         return Ok(Outcome::Fail(format!("text engine {:?} is not configured", agent.text_engine)));
     };
     let priced = engine.pricing() != parley_engines::Pricing::default();
+    let engine = &engine.clone();
     if priced && !crate::billing::run_funded(&mut svc.db.read().await?, scope).await? {
         return hand_off(svc, job, scope, &run, &agent, "The workspace's balance is empty").await;
     }
@@ -269,62 +280,76 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     };
     let vars = prompt::variables(prompt::builtin_variables(context), &Default::default());
     let system = prompt::system_prompt(&agent, &blocks, &vars, prompt::Missing::Empty)?;
+    let question = history.iter().rev().find(|m| m.direction == Direction::Inbound).map(|m| m.text.as_str());
+    let knowledge = crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, question).await?;
     let mut messages = Vec::new();
-    if !system.prompt.is_empty() {
-        messages.push(ChatMessage::System(system.prompt));
+    let system = prompt::with_passages(system.prompt, &knowledge.passages);
+    if !system.is_empty() {
+        messages.push(ChatMessage::System(system));
     }
     messages.extend(prompt::memory(&history, svc.config.runtime.memory_tokens));
-    let request = ChatRequest { model: None, messages, tools: Vec::new(), passages: Vec::new() };
-
-    let asked = Instant::now();
-    let mut first_token_ms = None;
-    let mut text = String::new();
-    let mut usage = Usage::default();
-    let mut stream = engine.stream(request);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(EngineEvent::Delta(delta)) => {
-                first_token_ms.get_or_insert(asked.elapsed().as_millis() as i64);
-                text.push_str(&delta);
-            }
-            Ok(EngineEvent::Usage(u)) => usage = u,
-            // No tools are offered to the engine yet.
-            Ok(EngineEvent::ToolCall(_)) => {}
-            Err(EngineError::Transient(e)) => return Ok(Outcome::Retry { error: e, after: None }),
-            Err(EngineError::Permanent(e)) => return Ok(Outcome::Fail(e)),
-        }
-    }
-    let text = text.trim().to_owned();
-    if text.is_empty() {
+    let place = tools::Place {
+        scope,
+        run_id: run.id,
+        conversation_id: Some(conversation.item.id),
+        contact_id: conversation.contact_id,
+        call_id: None,
+        dry_run: false,
+    };
+    let turn = session::Turn { agent: &agent, place, messages, passages: knowledge.passages, on_call: false };
+    let thought = match session::think(svc, engine, turn, None).await {
+        Ok(thought) => thought,
+        Err(EngineError::Transient(e)) => return Ok(Outcome::Retry { error: e, after: None }),
+        Err(EngineError::Permanent(e)) => return Ok(Outcome::Fail(e)),
+    };
+    if thought.text.is_empty() && thought.stop.is_none() {
         return Ok(Outcome::Retry { error: "the engine gave an empty answer".into(), after: None });
     }
 
     let mut work = svc.begin().await?;
-    let send = SendMessage {
-        conversation_id: Some(conversation.item.id),
-        channel_id: None,
-        to: None,
-        contact_id: None,
-        channel: None,
-        text: text.chars().take(10_000).collect(),
-        attachments: None,
-        recipient: Recipient::Conversation(conversation.item.id),
-    };
-    let reply = match messages::send(&mut work, svc, scope, Sender::Agent, send).await {
-        Ok(reply) => reply,
-        // The channel cannot send, or a person took over meanwhile.
-        Err(ServiceError::Conflict(why)) => return Ok(Outcome::Fail(why)),
-        Err(e) => return Err(e),
-    };
+    let mut reply_id = None;
+    if !thought.text.is_empty() {
+        let send = SendMessage {
+            conversation_id: Some(conversation.item.id),
+            channel_id: None,
+            to: None,
+            contact_id: None,
+            channel: None,
+            text: thought.text.chars().take(10_000).collect(),
+            attachments: None,
+            recipient: Recipient::Conversation(conversation.item.id),
+        };
+        match messages::send(&mut work, svc, scope, Sender::Agent, send).await {
+            Ok(reply) => reply_id = Some(reply.id),
+            // The channel cannot send, or a person took over meanwhile.
+            Err(ServiceError::Conflict(why)) => return Ok(Outcome::Fail(why)),
+            Err(e) => return Err(e),
+        }
+    }
+    match &thought.stop {
+        Some(Stop::Handoff(reason)) => request_handoff(&mut work, scope, &agent, conversation.item.id, reason).await?,
+        Some(Stop::EndConversation) => {
+            let close = UpdateConversation { status: Some(ConversationStatus::Closed), ..Default::default() };
+            match conversations::update(&mut work, scope, ConversationId(conversation.item.id), close).await {
+                Ok(_) | Err(ServiceError::Conflict(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Call tools are not offered outside calls.
+        Some(Stop::EndCall | Stop::Transfer(_)) | None => {}
+    }
+    let usage = thought.usage;
     let end = RunEnd {
         status: RunStatus::Completed,
-        model: engine.model(),
+        model: agent.model.as_deref().unwrap_or(engine.model()),
         input_tokens: usage.input_tokens as i64,
         output_tokens: usage.output_tokens as i64,
         cost_cents: engine.pricing().cost_cents(usage),
-        first_token_ms,
+        first_token_ms: thought.first_token_ms,
         total_ms: Some(started.elapsed().as_millis() as i64),
-        reply_message_id: Some(reply.id),
+        reply_message_id: reply_id,
+        tool_calls: &thought.tool_calls,
+        retrieval: &knowledge.hits,
         ..RunEnd::empty("")
     };
     repo::finish(&mut work, scope, run.id, &end).await?;
@@ -340,6 +365,29 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     work.conversation_changed(conversation.item.id);
     svc.commit(work).await?;
     Ok(Outcome::Committed)
+}
+
+/// Hands the conversation to a person as `POST /conversations/{id}/handoff`
+/// does (events included); one already open stands.
+async fn request_handoff(
+    tx: &mut Tx,
+    scope: Scope,
+    agent: &parley_domain::agent::Agent,
+    conversation_id: i64,
+    reason: &str,
+) -> ServiceResult<()> {
+    let handoff = CreateHandoff {
+        to: HandoffTarget::Human,
+        agent_id: None,
+        user_id: agent.handoff.target_user_id,
+        reason: if reason.trim().is_empty() { "The agent asked for a person".to_owned() } else { reason.to_owned() },
+        note: None,
+    };
+    let by = Author { kind: AuthorType::Agent, id: Some(agent.id) };
+    match handoffs::request(tx, scope, ConversationId(conversation_id), by, handoff).await {
+        Ok(_) | Err(ServiceError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Why the agent should hand the conversation to a person instead of
@@ -382,18 +430,7 @@ async fn hand_off(
     let Some(conversation_id) = run.conversation_id else {
         return Ok(Outcome::Fail("the run has no conversation".into()));
     };
-    let handoff = CreateHandoff {
-        to: HandoffTarget::Human,
-        agent_id: None,
-        user_id: agent.handoff.target_user_id,
-        reason: reason.to_owned(),
-        note: None,
-    };
-    let by = Author { kind: AuthorType::Agent, id: Some(agent.id) };
-    match handoffs::request(&mut work, scope, ConversationId(conversation_id), by, handoff).await {
-        Ok(_) | Err(ServiceError::Conflict(_)) => {}
-        Err(e) => return Err(e),
-    }
+    request_handoff(&mut work, scope, agent, conversation_id, reason).await?;
     let why = format!("Handed to a person: {reason}");
     repo::finish(
         &mut work,

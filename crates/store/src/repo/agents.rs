@@ -1,6 +1,8 @@
 //! Agents.
 
-use parley_domain::agent::{Agent, AgentStatus, HandoffPolicy};
+use std::collections::BTreeMap;
+
+use parley_domain::agent::{Agent, AgentSecrets, AgentStatus, AgentTool, HandoffPolicy};
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 use serde_json::{Map, Value};
@@ -13,7 +15,7 @@ use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_
 // Unqualified: SQLite's RETURNING does not accept table-qualified names.
 const COLUMNS: &str = "id, name, slug, description, text_engine, status, priority, is_template, \
     system_prompt, first_message, language, voice, prompt_block_ids, knowledge_collection_ids, \
-    handoff, metadata, trigger_count, created_at, updated_at";
+    handoff, metadata, trigger_count, created_at, updated_at, model, tools, debounce_ms, tool_secret, tool_headers";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -36,6 +38,11 @@ struct Row {
     trigger_count: i64,
     created_at: Timestamp,
     updated_at: Timestamp,
+    model: Option<String>,
+    tools: Json<Vec<AgentTool>>,
+    debounce_ms: Option<i64>,
+    tool_secret: Option<String>,
+    tool_headers: Json<BTreeMap<String, String>>,
 }
 
 impl TryFrom<Row> for Agent {
@@ -60,9 +67,13 @@ impl TryFrom<Row> for Agent {
             prompt_block_ids: r.prompt_block_ids.0,
             knowledge_collection_ids: r.knowledge_collection_ids.0,
             handoff: r.handoff.0,
+            model: r.model,
+            tools: r.tools.0,
+            debounce_ms: r.debounce_ms,
             metadata: r.metadata.0,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            secrets: AgentSecrets { tool_secret: r.tool_secret, tool_headers: r.tool_headers.0 },
         })
     }
 }
@@ -88,6 +99,10 @@ pub struct AgentFields {
     pub knowledge_collection_ids: Vec<i64>,
     pub handoff: HandoffPolicy,
     pub metadata: Map<String, Value>,
+    pub model: Option<String>,
+    pub tools: Vec<AgentTool>,
+    pub debounce_ms: Option<i64>,
+    pub secrets: AgentSecrets,
 }
 
 impl From<&Agent> for AgentFields {
@@ -108,6 +123,10 @@ impl From<&Agent> for AgentFields {
             knowledge_collection_ids: a.knowledge_collection_ids.clone(),
             handoff: a.handoff.clone(),
             metadata: a.metadata.clone(),
+            model: a.model.clone(),
+            tools: a.tools.clone(),
+            debounce_ms: a.debounce_ms,
+            secrets: a.secrets.clone(),
         }
     }
 }
@@ -130,6 +149,11 @@ macro_rules! bind_fields {
             .bind(Json(&$f.knowledge_collection_ids))
             .bind(Json(&$f.handoff))
             .bind(Json(&$f.metadata))
+            .bind(&$f.model)
+            .bind(Json(&$f.tools))
+            .bind($f.debounce_ms)
+            .bind(&$f.secrets.tool_secret)
+            .bind(Json(&$f.secrets.tool_headers))
     };
 }
 
@@ -139,8 +163,10 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO agents (workspace_id, livemode, name, slug, description, text_engine, status, priority,
             is_template, system_prompt, first_message, language, voice, prompt_block_ids, knowledge_collection_ids,
-            handoff, metadata, trigger_count, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 0, $18, $18)
+            handoff, metadata, model, tools, debounce_ms, tool_secret, tool_headers, trigger_count, created_at,
+            updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+            $22, 0, $23, $23)
          ON CONFLICT (workspace_id, livemode, slug) DO NOTHING
          RETURNING {COLUMNS}"
     ));
@@ -156,7 +182,8 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentField
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE agents SET name = $4, slug = $5, description = $6, text_engine = $7, status = $8, priority = $9,
             is_template = $10, system_prompt = $11, first_message = $12, language = $13, voice = $14,
-            prompt_block_ids = $15, knowledge_collection_ids = $16, handoff = $17, metadata = $18, updated_at = $19
+            prompt_block_ids = $15, knowledge_collection_ids = $16, handoff = $17, metadata = $18, model = $19,
+            tools = $20, debounce_ms = $21, tool_secret = $22, tool_headers = $23, updated_at = $24
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3
          RETURNING {COLUMNS}"
     ));
@@ -252,30 +279,41 @@ pub async fn add_trigger_count(c: &mut impl AsHandle, scope: Scope, id: i64, del
     Ok(())
 }
 
-/// Ids of the agents (in scope) whose prompt lists block `block_id`.
-pub async fn ids_using_prompt_block(c: &mut impl AsHandle, scope: Scope, block_id: i64) -> StoreResult<Vec<i64>> {
+/// An agent's list of ids of other resources.
+#[derive(Debug, Clone, Copy)]
+pub enum IdList {
+    PromptBlocks,
+    KnowledgeCollections,
+}
+
+impl IdList {
+    fn column(self) -> &'static str {
+        match self {
+            IdList::PromptBlocks => "prompt_block_ids",
+            IdList::KnowledgeCollections => "knowledge_collection_ids",
+        }
+    }
+}
+
+/// Ids of the agents (in scope) whose `list` holds `id`.
+pub async fn ids_listing(c: &mut impl AsHandle, scope: Scope, list: IdList, id: i64) -> StoreResult<Vec<i64>> {
+    let column = list.column();
     // JSON containment is the one place the dialects differ here.
     let rows: Vec<(i64,)> = match c.handle() {
         Handle::Sqlite(conn) => {
-            sqlx::query_as(
-                "SELECT DISTINCT a.id FROM agents a, json_each(a.prompt_block_ids) j
-                 WHERE a.workspace_id = $1 AND a.livemode = $2 AND j.value = $3 ORDER BY a.id",
-            )
-            .bind_scope(scope)
-            .bind(block_id)
-            .fetch_all(conn)
-            .await?
+            let sql = sqlx::AssertSqlSafe(format!(
+                "SELECT DISTINCT a.id FROM agents a, json_each(a.{column}) j
+                 WHERE a.workspace_id = $1 AND a.livemode = $2 AND j.value = $3 ORDER BY a.id"
+            ));
+            sqlx::query_as(sql).bind_scope(scope).bind(id).fetch_all(conn).await?
         }
         Handle::Postgres(conn) => {
-            sqlx::query_as(
+            let sql = sqlx::AssertSqlSafe(format!(
                 "SELECT a.id FROM agents a
-                 WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.prompt_block_ids @> jsonb_build_array($3::bigint)
-                 ORDER BY a.id",
-            )
-            .bind_scope(scope)
-            .bind(block_id)
-            .fetch_all(conn)
-            .await?
+                 WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.{column} @> jsonb_build_array($3::bigint)
+                 ORDER BY a.id"
+            ));
+            sqlx::query_as(sql).bind_scope(scope).bind(id).fetch_all(conn).await?
         }
     };
     Ok(rows.into_iter().map(|(id,)| id).collect())

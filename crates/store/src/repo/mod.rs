@@ -12,6 +12,7 @@ pub mod events;
 pub mod handoffs;
 pub mod idempotency;
 pub mod jobs;
+pub mod knowledge;
 pub mod prompt_blocks;
 pub mod search;
 pub mod sessions;

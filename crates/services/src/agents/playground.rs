@@ -1,0 +1,266 @@
+//! The playground: `POST /api/v1/agents/{id}/chat` asks an agent what it
+//! would answer, without touching any channel. The conversation is given
+//! as messages, or read from an existing conversation (which is not
+//! changed). It is a run like any other (`trigger: playground`): recorded,
+//! retrieved from the agent's knowledge, with its tools (those that would
+//! reach the contact or change the workspace only say what they would do),
+//! and billed when the engine is priced.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use parley_domain::Scope;
+use parley_domain::agent::{AgentStatus, RunStatus, RunToolCall, RunTrigger};
+use parley_domain::event::EventType;
+use parley_domain::ids::AgentId;
+use parley_domain::validation::{FieldError, LocPart, Parsed, integer, list_of, loc, object, one_of, parse_object, string};
+use parley_engines::{ChatMessage, EngineError};
+use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
+use parley_store::repo::{conversations as conversation_repo, events};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use utoipa::ToSchema;
+
+use super::session::{self, Turn};
+use super::tools::{Place, Stop};
+use super::{prompt, require_agent};
+use crate::{ServiceError, ServiceResult, Services, event_data};
+
+const MAX_MESSAGES: usize = 100;
+
+/// One message of a playground conversation.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct PlaygroundMessage {
+    /// `user` (the contact) or `assistant` (the agent).
+    #[schema(pattern = "^(user|assistant)$")]
+    pub role: String,
+    /// 1–10,000 characters.
+    #[schema(min_length = 1, max_length = 10000)]
+    pub content: String,
+}
+
+/// `POST /api/v1/agents/{agent_id}/chat`: `messages` or `conversation_id`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"messages": [{"role": "user", "content": "When do you open?"}], "variables": {"plan": "pro"}}))]
+pub struct ChatRequest {
+    /// The conversation so far, oldest first, ending with the user's turn
+    /// (at most 100).
+    #[schema(nullable = false, max_items = 100)]
+    pub messages: Option<Vec<PlaygroundMessage>>,
+    /// Answer this conversation's latest message instead (nothing is sent).
+    #[schema(nullable = false, minimum = 1)]
+    pub conversation_id: Option<i64>,
+    /// Values for the prompt's `{{variables}}` (strings, numbers or booleans).
+    #[serde(default)]
+    #[schema(schema_with = parley_domain::schema::variable_values)]
+    pub variables: BTreeMap<String, String>,
+}
+
+pub fn parse_chat(body: Value) -> Parsed<ChatRequest> {
+    parse_object(body, loc(&["body"]), |r| {
+        let messages = r.optional("messages", list_of(MAX_MESSAGES, |v, l| message()(v, l)));
+        let conversation_id = r.optional("conversation_id", integer(1, i64::MAX));
+        let variables = r.optional("variables", super::variable_values()).unwrap_or_default();
+        match (&messages, conversation_id) {
+            (None, None) => r.push_error(FieldError::new(
+                loc(&["body"]),
+                "value_error.chat.missing",
+                "send messages or conversation_id",
+            )),
+            (Some(_), Some(_)) => r.push_error(FieldError::new(
+                r.loc_of("conversation_id"),
+                "value_error.chat.both",
+                "send messages or conversation_id, not both",
+            )),
+            (Some(m), None) if m.is_empty() => {
+                r.push_error(FieldError::too_short(r.loc_of("messages"), 1));
+            }
+            (Some(m), None) if m.last().is_some_and(|m| m.role != "user") => {
+                let mut at = r.loc_of("messages");
+                at.extend([LocPart::Index(m.len() - 1), LocPart::Key("role".into())]);
+                r.push_error(FieldError::new(at, "value_error.chat.last", "the last message must be the user's"));
+            }
+            _ => {}
+        }
+        Some(ChatRequest { messages, conversation_id, variables })
+    })
+}
+
+fn message() -> impl FnOnce(Value, &[LocPart]) -> Parsed<PlaygroundMessage> {
+    object(|r| {
+        let role = r.required("role", one_of(&["user", "assistant"]));
+        let content = r.required("content", string(1, 10_000));
+        Some(PlaygroundMessage { role: role?, content: content? })
+    })
+}
+
+/// What the agent answered.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatAnswer {
+    /// The agent's reply (empty when it only acted, e.g. handed off).
+    pub message: String,
+    /// The run that recorded it (`GET /api/v1/agent-runs/{id}`).
+    pub run_id: i64,
+    /// The tools the agent called, with their results.
+    pub tool_calls: Vec<RunToolCall>,
+    /// `handoff_to_human`'s reason, when the agent would hand off.
+    pub handoff: Option<String>,
+    /// Whether the agent would end the conversation.
+    pub end_conversation: bool,
+}
+
+/// Asks the agent; deltas of its reply go to `deltas` as they come.
+pub async fn chat(
+    svc: &Services,
+    scope: Scope,
+    agent_id: AgentId,
+    request: ChatRequest,
+    deltas: Option<UnboundedSender<String>>,
+) -> ServiceResult<ChatAnswer> {
+    let started = Instant::now();
+    let agent_id = agent_id.get();
+    let (agent, conversation, contact, history, workspace, blocks) = {
+        let mut c = svc.db.read().await?;
+        let agent = require_agent(&mut c, scope, agent_id).await?;
+        let conversation = match request.conversation_id {
+            Some(id) => Some(conversation_repo::get(&mut c, scope, id).await?.ok_or_else(|| {
+                ServiceError::Validation(vec![FieldError::not_found(
+                    loc(&["body", "conversation_id"]),
+                    &format!("Conversation {id}"),
+                )])
+            })?),
+            None => None,
+        };
+        let history = match &conversation {
+            Some(conv) => conversation_repo::recent_messages(&mut c, scope, conv.item.id, 100).await?,
+            None => Vec::new(),
+        };
+        let contact = match conversation.as_ref().and_then(|c| c.contact_id) {
+            Some(id) => parley_store::repo::contacts::get(&mut c, scope, id, false).await?,
+            None => None,
+        };
+        let workspace = parley_store::repo::workspaces::get(&mut c, scope.workspace_id).await?;
+        let blocks = parley_store::repo::prompt_blocks::get_many(&mut c, scope, &agent.prompt_block_ids).await?;
+        (agent, conversation, contact, history, workspace, blocks)
+    };
+    if agent.status == AgentStatus::Archived {
+        return Err(ServiceError::Conflict(format!("Agent {agent_id} is archived; restore it to try it")));
+    }
+    let engine = svc.config.text_engines.get(&agent.text_engine).cloned().ok_or_else(|| {
+        ServiceError::Conflict(format!("The agent's text engine {:?} is not configured", agent.text_engine))
+    })?;
+    let priced = engine.pricing() != parley_engines::Pricing::default();
+    if priced && !crate::billing::run_funded(&mut svc.db.read().await?, scope).await? {
+        return Err(ServiceError::PaymentRequired("The balance is empty; add credits to run this engine".into()));
+    }
+
+    let workspace_name = workspace.map(|w| w.name).unwrap_or_default();
+    let context = prompt::Context {
+        agent: &agent,
+        workspace_name: &workspace_name,
+        conversation: conversation.as_ref(),
+        contact: contact.as_ref(),
+        now: parley_domain::Timestamp::now(),
+    };
+    let vars = prompt::variables(prompt::builtin_variables(context), &request.variables);
+    let system = prompt::system_prompt(&agent, &blocks, &vars, prompt::Missing::Empty)?;
+    let memory: Vec<ChatMessage> = match &request.messages {
+        Some(messages) => messages
+            .iter()
+            .map(|m| match m.role.as_str() {
+                "user" => ChatMessage::User(m.content.clone()),
+                _ => ChatMessage::Assistant { text: m.content.clone(), tool_calls: Vec::new() },
+            })
+            .collect(),
+        None => prompt::memory(&history, svc.config.runtime.memory_tokens),
+    };
+    let question = memory.iter().rev().find_map(|m| match m {
+        ChatMessage::User(text) => Some(text.clone()),
+        _ => None,
+    });
+    let knowledge =
+        crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, question.as_deref()).await?;
+    let mut messages = Vec::new();
+    let system = prompt::with_passages(system.prompt, &knowledge.passages);
+    if !system.is_empty() {
+        messages.push(ChatMessage::System(system));
+    }
+    messages.extend(memory);
+
+    let model = agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
+    let conversation_id = conversation.as_ref().map(|c| c.item.id);
+    let new_run = NewRun {
+        agent_id,
+        conversation_id,
+        trigger: RunTrigger::Playground,
+        engine: &agent.text_engine,
+        model: &model,
+    };
+    let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
+    let place = Place {
+        scope,
+        run_id: run.id,
+        conversation_id,
+        contact_id: conversation.as_ref().and_then(|c| c.contact_id),
+        call_id: None,
+        dry_run: true,
+    };
+    let turn = Turn { agent: &agent, place, messages, passages: knowledge.passages, on_call: false };
+    let thought = session::think(svc, &engine, turn, deltas.as_ref()).await;
+
+    let mut work = svc.begin().await?;
+    let answer = match thought {
+        Ok(thought) => {
+            let usage = thought.usage;
+            let end = RunEnd {
+                status: RunStatus::Completed,
+                model: &model,
+                input_tokens: usage.input_tokens as i64,
+                output_tokens: usage.output_tokens as i64,
+                cost_cents: engine.pricing().cost_cents(usage),
+                first_token_ms: thought.first_token_ms,
+                total_ms: Some(started.elapsed().as_millis() as i64),
+                reply_message_id: None,
+                tool_calls: &thought.tool_calls,
+                retrieval: &knowledge.hits,
+                error: None,
+            };
+            run_repo::finish(&mut work, scope, run.id, &end).await?;
+            let tokens = format!("{} tokens in, {} out (playground)", usage.input_tokens, usage.output_tokens);
+            crate::billing::charge_run(&mut work, scope, &svc.config.billing, run.id, end.cost_cents, &tokens).await?;
+            Ok(ChatAnswer {
+                message: thought.text,
+                run_id: run.id,
+                handoff: match &thought.stop {
+                    Some(Stop::Handoff(reason)) => Some(reason.clone()),
+                    _ => None,
+                },
+                end_conversation: thought.stop == Some(Stop::EndConversation),
+                tool_calls: thought.tool_calls,
+            })
+        }
+        Err(e) => {
+            let error = e.to_string();
+            let end = RunEnd {
+                status: RunStatus::Failed,
+                total_ms: Some(started.elapsed().as_millis() as i64),
+                error: Some(&error),
+                ..RunEnd::empty("")
+            };
+            run_repo::finish(&mut work, scope, run.id, &end).await?;
+            Err(match e {
+                EngineError::Transient(e) | EngineError::Permanent(e) => {
+                    ServiceError::Unavailable(format!("The text engine failed: {e}"))
+                }
+            })
+        }
+    };
+    if let Some(done) = run_repo::get(&mut work, scope, run.id).await? {
+        let kind = if answer.is_ok() { EventType::AgentRunCompleted } else { EventType::AgentRunFailed };
+        events::append(&mut work, scope, kind, event_data(&done)?).await?;
+    }
+    svc.commit(work).await?;
+    answer
+}

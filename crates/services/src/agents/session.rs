@@ -1,0 +1,111 @@
+//! One agent turn, whatever asked for it (an inbound message's run, the
+//! playground, a call): the engine's streamed answer, with the tool calls
+//! it makes carried out and fed back, up to [`MAX_TOOL_ROUNDS`] rounds.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use parley_domain::agent::{Agent, RunToolCall};
+use parley_engines::{ChatMessage, ChatRequest, EngineError, EngineEvent, Passage, TextEngine, Usage};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::tools::{self, Place, Stop};
+use crate::Services;
+
+/// Rounds of tool calls per turn. A model still calling tools after the
+/// last gets no more; a tool that ends the turn (a handoff, the end of the
+/// conversation) ends the rounds, with one last request without tools for
+/// the model's closing words if it had not said any.
+pub const MAX_TOOL_ROUNDS: usize = 5;
+
+/// What a turn starts from.
+pub struct Turn<'a> {
+    pub agent: &'a Agent,
+    pub place: Place,
+    /// The system prompt and the conversation's memory, oldest first.
+    pub messages: Vec<ChatMessage>,
+    pub passages: Vec<Passage>,
+    /// Whether the call tools (`end_call`, `transfer_call`) are offered.
+    pub on_call: bool,
+}
+
+/// What a turn produced.
+#[derive(Debug, Default)]
+pub struct Thought {
+    /// The reply, trimmed (empty when the model only acted).
+    pub text: String,
+    pub usage: Usage,
+    pub first_token_ms: Option<i64>,
+    pub tool_calls: Vec<RunToolCall>,
+    /// A tool call that ends the turn (a handoff, the end of the conversation).
+    pub stop: Option<Stop>,
+}
+
+/// Runs a turn. Text deltas are sent to `deltas` as they come (the
+/// playground's stream, a call's speech). An engine error ends the turn:
+/// the caller retries or falls back.
+pub async fn think(
+    svc: &Services,
+    engine: &Arc<dyn TextEngine>,
+    turn: Turn<'_>,
+    deltas: Option<&UnboundedSender<String>>,
+) -> Result<Thought, EngineError> {
+    let specs = tools::specs(turn.agent, turn.on_call);
+    let mut messages = turn.messages;
+    let mut thought = Thought::default();
+    let asked = Instant::now();
+    for round in 0..=MAX_TOOL_ROUNDS {
+        // After a tool that ends the turn (unless the model already spoke),
+        // and after the last round of tools, the model may only speak.
+        if thought.stop.is_some() && !thought.text.is_empty() {
+            break;
+        }
+        let closing = thought.stop.is_some() || round == MAX_TOOL_ROUNDS;
+        let request = ChatRequest {
+            model: turn.agent.model.clone(),
+            messages: messages.clone(),
+            tools: if closing { Vec::new() } else { specs.clone() },
+            passages: turn.passages.clone(),
+        };
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        let mut stream = engine.stream(request);
+        while let Some(event) = stream.next().await {
+            match event? {
+                EngineEvent::Delta(delta) => {
+                    thought.first_token_ms.get_or_insert(asked.elapsed().as_millis() as i64);
+                    if let Some(out) = deltas {
+                        let _ = out.send(delta.clone());
+                    }
+                    text.push_str(&delta);
+                }
+                EngineEvent::ToolCall(call) => calls.push(call),
+                EngineEvent::Usage(u) => {
+                    thought.usage.input_tokens += u.input_tokens;
+                    thought.usage.output_tokens += u.output_tokens;
+                }
+            }
+        }
+        let said = text.trim();
+        if !said.is_empty() {
+            if !thought.text.is_empty() {
+                thought.text.push_str("\n\n");
+            }
+            thought.text.push_str(said);
+        }
+        if calls.is_empty() || closing {
+            break;
+        }
+        messages.push(ChatMessage::Assistant { text: text.clone(), tool_calls: calls.clone() });
+        for call in &calls {
+            let done = tools::execute(svc, turn.agent, turn.place, call).await;
+            thought.tool_calls.push(done.record);
+            messages.push(ChatMessage::Tool { call_id: call.id.clone(), content: done.content });
+            if thought.stop.is_none() {
+                thought.stop = done.stop;
+            }
+        }
+    }
+    Ok(thought)
+}

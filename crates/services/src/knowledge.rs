@@ -1,0 +1,464 @@
+//! Knowledge collections: documents (JSON text or uploaded plain text,
+//! Markdown, HTML and PDF) that a job extracts and splits into passages,
+//! ranked by BM25 for the query endpoint and for agents, whose top passages
+//! go into the prompt with their sources.
+//!
+//! An upload is kept in file storage, and the document and its
+//! `knowledge.document` job are written in one transaction: an accepted
+//! document is processed even if the server dies before it gets to it.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use parley_domain::Scope;
+use parley_domain::agent::RetrievalHit;
+use parley_domain::event::EventType;
+use parley_domain::knowledge::{self as domain, KnowledgeCollection, KnowledgeDocument, KnowledgeHit};
+use parley_domain::search::Bm25;
+use parley_domain::validation::{FieldError, Page, Parsed, QueryReader, loc, parse_object, string};
+use parley_engines::Passage;
+use parley_jobs::{Enqueue, Job, Outcome, RetryPolicy};
+use parley_store::Tx;
+use parley_store::repo::agents::{self as agent_repo, AgentFields, IdList};
+use parley_store::repo::events;
+use parley_store::repo::knowledge::{self as repo, NewDocument};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::{ServiceError, ServiceResult, Services, event_data};
+
+pub const KIND: &str = "knowledge.document";
+
+/// The largest document accepted.
+pub const MAX_DOCUMENT_BYTES: usize = 20 * 1024 * 1024;
+/// The content types documents may have.
+pub const CONTENT_TYPES: &[&str] = &["text/plain", "text/markdown", "text/html", "application/pdf"];
+/// Passages read from the index per question before ranking.
+const CANDIDATES: i64 = 200;
+/// Passages an agent gets per question.
+pub const RETRIEVED_PASSAGES: usize = 3;
+
+fn not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Knowledge collection", id)
+}
+
+/// `POST /api/v1/knowledge-collections` and `PATCH …/{id}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Help center", "description": "Public FAQ and policies"}))]
+pub struct CollectionInput {
+    /// 1–200 characters (required to create).
+    #[schema(nullable = false, min_length = 1, max_length = 200)]
+    pub name: Option<String>,
+    /// Up to 2,000 characters, or null.
+    #[schema(value_type = Option<String>, nullable, max_length = 2000)]
+    pub description: Option<Option<String>>,
+}
+
+pub fn parse_collection(body: Value, create: bool) -> Parsed<CollectionInput> {
+    parse_object(body, loc(&["body"]), |r| {
+        let name = if create { r.required("name", string(1, 200)).map(Some) } else { Some(r.optional("name", string(1, 200))) };
+        let description = r.nullable("description", string(0, 2000));
+        Some(CollectionInput { name: name?, description })
+    })
+}
+
+pub async fn create(tx: &mut Tx, scope: Scope, input: CollectionInput) -> ServiceResult<KnowledgeCollection> {
+    let name = input.name.unwrap_or_default();
+    Ok(repo::insert_collection(tx, scope, &name, input.description.flatten().as_deref()).await?)
+}
+
+pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<KnowledgeCollection> {
+    let mut c = svc.db.read().await?;
+    repo::get_collection(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
+}
+
+pub async fn list(svc: &Services, scope: Scope, page: Page) -> ServiceResult<(Vec<KnowledgeCollection>, i64)> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::list_collections(&mut c, scope, page).await?)
+}
+
+pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: CollectionInput) -> ServiceResult<KnowledgeCollection> {
+    let current = repo::get_collection(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    let name = input.name.unwrap_or(current.name);
+    let description = input.description.unwrap_or(current.description);
+    repo::update_collection(tx, scope, id, &name, description.as_deref()).await?.ok_or_else(|| not_found(id))
+}
+
+/// Deletes a collection, its documents and passages, and detaches it from
+/// the agents that list it (`agent.updated` for each). Storage keys of its
+/// documents are returned for removal after the commit.
+pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Vec<String>> {
+    for agent_id in agent_repo::ids_listing(tx, scope, IdList::KnowledgeCollections, id).await? {
+        let Some(agent) = agent_repo::get(tx, scope, agent_id, true).await? else { continue };
+        let mut fields = AgentFields::from(&agent);
+        fields.knowledge_collection_ids.retain(|c| *c != id);
+        if let Some(updated) = agent_repo::update(tx, scope, agent_id, &fields).await? {
+            events::append(tx, scope, EventType::AgentUpdated, event_data(&updated)?).await?;
+        }
+    }
+    repo::delete_collection(tx, scope, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// Removes stored files after the rows that named them are gone (a file
+/// left behind by a failure here is only unreachable, never wrong).
+pub async fn remove_files(svc: &Services, keys: Vec<String>) {
+    for key in keys {
+        if let Err(e) = svc.storage.delete(&key).await {
+            tracing::warn!(error = %e, "could not remove a knowledge document's file");
+        }
+    }
+}
+
+/// A document to add, from JSON or an upload.
+#[derive(Debug, Clone)]
+pub struct NewContent {
+    pub title: String,
+    /// The uploaded file's name.
+    pub source: Option<String>,
+    pub content_type: String,
+    pub bytes: Bytes,
+}
+
+/// `POST …/{id}/documents` as JSON.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"title": "Opening hours", "text": "# Opening hours\n\nWe open at 9am, Monday to Friday."}))]
+pub struct TextDocument {
+    /// 1–300 characters.
+    #[schema(min_length = 1, max_length = 300)]
+    pub title: String,
+    /// The document's text (1 character to 20 MiB).
+    #[schema(min_length = 1)]
+    pub text: String,
+    /// `text/plain` (default), `text/markdown` or `text/html`.
+    #[schema(nullable = false)]
+    pub content_type: Option<String>,
+}
+
+pub fn parse_text_document(body: Value) -> Parsed<NewContent> {
+    parse_object(body, loc(&["body"]), |r| {
+        let title = r.required("title", string(1, 300));
+        let text = r.required("text", string(1, MAX_DOCUMENT_BYTES));
+        let content_type = r.optional("content_type", parley_domain::validation::one_of(&CONTENT_TYPES[..3]));
+        Some(NewContent {
+            title: title?,
+            source: None,
+            content_type: content_type.unwrap_or_else(|| "text/plain".to_owned()),
+            bytes: Bytes::from(text?),
+        })
+    })
+}
+
+/// Checks an upload's parts: its type (from the part, else the file name),
+/// size, and title (the file name when none is given).
+pub fn check_upload(
+    file_name: Option<String>,
+    content_type: Option<String>,
+    title: Option<String>,
+    bytes: Bytes,
+) -> Result<NewContent, Vec<FieldError>> {
+    let at = || loc(&["body", "file"]);
+    let by_name = file_name.as_deref().and_then(|n| {
+        let ext = n.rsplit('.').next()?.to_ascii_lowercase();
+        Some(match ext.as_str() {
+            "txt" => "text/plain",
+            "md" | "markdown" => "text/markdown",
+            "html" | "htm" => "text/html",
+            "pdf" => "application/pdf",
+            _ => return None,
+        })
+    });
+    let declared = content_type.map(|t| t.split(';').next().unwrap_or_default().trim().to_ascii_lowercase());
+    let content_type = match declared.as_deref() {
+        Some(t) if CONTENT_TYPES.contains(&t) => t.to_owned(),
+        Some("application/octet-stream") | None => match by_name {
+            Some(t) => t.to_owned(),
+            None => return Err(vec![FieldError::not_enum(at(), CONTENT_TYPES)]),
+        },
+        Some(_) => return Err(vec![FieldError::not_enum(at(), CONTENT_TYPES)]),
+    };
+    if bytes.is_empty() {
+        return Err(vec![FieldError::new(at(), "value_error.file.empty", "the file is empty")]);
+    }
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(vec![FieldError::new(at(), "value_error.file.too_large", "the file is larger than 20 MiB")]);
+    }
+    let title = title.or_else(|| file_name.clone()).unwrap_or_else(|| "Untitled".to_owned());
+    let title: String = title.chars().take(300).collect();
+    Ok(NewContent { title, source: file_name.map(|n| n.chars().take(300).collect()), content_type, bytes })
+}
+
+/// Adds a document to collection `collection_id`: its content goes to file
+/// storage, then the document (`processing`) and its job are written.
+pub async fn add_document(
+    svc: &Services,
+    scope: Scope,
+    collection_id: i64,
+    content: NewContent,
+) -> ServiceResult<KnowledgeDocument> {
+    get(svc, scope, collection_id).await?;
+    let key = format!(
+        "knowledge/{}/{}/{}",
+        scope.workspace_id,
+        if scope.livemode() { "live" } else { "test" },
+        ulid::Ulid::new()
+    );
+    svc.storage.put(&key, content.bytes.clone(), &content.content_type).await?;
+    let new = NewDocument {
+        collection_id,
+        title: &content.title,
+        source: content.source.as_deref(),
+        content_type: &content.content_type,
+        bytes: content.bytes.len() as i64,
+        storage_key: &key,
+    };
+    let written = svc
+        .transaction(async |work| {
+            // Deleted meanwhile: the same 404 as before.
+            repo::get_collection(work, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
+            let document = repo::insert_document(work, scope, &new).await?;
+            let job = Enqueue::new(KIND, serde_json::json!({"document_id": document.id, "collection_id": collection_id}))
+                .for_scope(scope);
+            parley_jobs::enqueue(work, job).await?;
+            Ok(document)
+        })
+        .await;
+    if written.is_err() {
+        remove_files(svc, vec![key]).await;
+    }
+    let document = written?;
+    svc.wake_outbox();
+    Ok(document)
+}
+
+fn document_not_found(id: i64) -> ServiceError {
+    ServiceError::not_found("Document", id)
+}
+
+pub async fn get_document(svc: &Services, scope: Scope, collection_id: i64, id: i64) -> ServiceResult<KnowledgeDocument> {
+    let mut c = svc.db.read().await?;
+    repo::get_collection(&mut c, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
+    repo::get_document(&mut c, scope, collection_id, id).await?.ok_or_else(|| document_not_found(id))
+}
+
+pub async fn list_documents(
+    svc: &Services,
+    scope: Scope,
+    collection_id: i64,
+    page: Page,
+) -> ServiceResult<(Vec<KnowledgeDocument>, i64)> {
+    let mut c = svc.db.read().await?;
+    repo::get_collection(&mut c, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
+    Ok(repo::list_documents(&mut c, scope, collection_id, page).await?)
+}
+
+/// Deletes a document and its passages; its storage key.
+pub async fn delete_document(tx: &mut Tx, scope: Scope, collection_id: i64, id: i64) -> ServiceResult<String> {
+    repo::get_collection(tx, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
+    repo::delete_document(tx, scope, collection_id, id).await?.ok_or_else(|| document_not_found(id))
+}
+
+/// `GET …/{id}/query` parameters.
+#[derive(Debug, Clone)]
+pub struct QueryRequest {
+    pub q: String,
+    pub limit: i64,
+}
+
+pub fn parse_query(q: &mut QueryReader) -> Option<QueryRequest> {
+    let text = q.string("q", 1, 500);
+    let limit = q.integer("limit", 1, 50).unwrap_or(5);
+    if text.is_none() && !q.has("q") {
+        q.push_error(FieldError::missing(loc(&["query", "q"])));
+    }
+    Some(QueryRequest { q: text?, limit })
+}
+
+/// The passages of collection `id` ranked for `request.q`, and how many
+/// matched any of its words (counted up to 200).
+pub async fn query(
+    svc: &Services,
+    scope: Scope,
+    id: i64,
+    request: &QueryRequest,
+) -> ServiceResult<(Vec<KnowledgeHit>, i64)> {
+    let mut c = svc.db.read().await?;
+    repo::get_collection(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
+    rank(&mut c, scope, &[id], &request.q, request.limit as usize).await
+}
+
+/// What an agent retrieves for a question: the passages for the prompt
+/// (and the builtin engine), and what the run records.
+#[derive(Debug, Clone, Default)]
+pub struct Retrieved {
+    pub passages: Vec<Passage>,
+    pub hits: Vec<RetrievalHit>,
+}
+
+/// The best passages of the agent's collections for `question`.
+pub async fn retrieve(
+    svc: &Services,
+    scope: Scope,
+    collection_ids: &[i64],
+    question: Option<&str>,
+) -> ServiceResult<Retrieved> {
+    let Some(question) = question else { return Ok(Retrieved::default()) };
+    if collection_ids.is_empty() {
+        return Ok(Retrieved::default());
+    }
+    let mut c = svc.db.read().await?;
+    let (hits, _) = rank(&mut c, scope, collection_ids, question, RETRIEVED_PASSAGES).await?;
+    Ok(Retrieved {
+        passages: hits.iter().map(|h| Passage { source: h.title.clone(), text: h.text.clone(), score: h.score }).collect(),
+        hits: hits.iter().map(|h| RetrievalHit { passage_id: h.passage_id, score: h.score }).collect(),
+    })
+}
+
+/// Okapi BM25 over the collections: candidates from the index, document
+/// frequencies and lengths from the store, scores here.
+async fn rank(
+    c: &mut parley_store::Conn,
+    scope: Scope,
+    ids: &[i64],
+    question: &str,
+    limit: usize,
+) -> ServiceResult<(Vec<KnowledgeHit>, i64)> {
+    let terms = domain::terms(question);
+    let candidates = repo::candidates(c, scope, ids, &terms, CANDIDATES).await?;
+    if candidates.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let (passages, words) = repo::stats(c, scope, ids).await?;
+    let doc_freqs = repo::document_frequencies(c, scope, ids, &terms).await?;
+    let n = passages.max(candidates.len() as i64);
+    let bm25 = Bm25::new(&doc_freqs, n, words as f64 / n.max(1) as f64);
+    let query = domain::any_of(&terms);
+    let total = candidates.len() as i64;
+    let mut hits: Vec<KnowledgeHit> = candidates
+        .into_iter()
+        .map(|p| {
+            let (tf, len) = query.term_frequencies(&p.text);
+            let score = (bm25.score(&tf, len) * 1e4).round() / 1e4;
+            KnowledgeHit { passage_id: p.id, document_id: p.document_id, title: p.title, text: p.text, score }
+        })
+        .filter(|h| h.score > 0.0)
+        .collect();
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.passage_id.cmp(&b.passage_id)));
+    hits.truncate(limit);
+    Ok((hits, total))
+}
+
+/// The document's text: UTF-8 as sent, HTML rendered to text, PDF text
+/// extracted (on a blocking thread: a malformed PDF may take a while, or
+/// make the parser panic, which fails the document rather than the server).
+async fn extract(content_type: &str, bytes: Bytes) -> Result<String, String> {
+    match content_type {
+        "text/plain" | "text/markdown" => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        "text/html" => tokio::task::spawn_blocking(move || {
+            html2text::from_read(&bytes[..], 10_000).map_err(|e| format!("could not read the HTML: {e}"))
+        })
+        .await
+        .map_err(|_| "could not read the HTML".to_owned())?,
+        "application/pdf" => tokio::task::spawn_blocking(move || {
+            pdf_extract::extract_text_from_mem(&bytes).map_err(|e| format!("could not read the PDF: {e}"))
+        })
+        .await
+        .map_err(|_| "could not read the PDF".to_owned())?,
+        other => Err(format!("unsupported content type {other}")),
+    }
+}
+
+/// The `knowledge.document` job handler: extracts, splits and indexes.
+pub struct DocumentProcessor {
+    svc: Services,
+}
+
+impl DocumentProcessor {
+    pub fn new(svc: Services) -> Self {
+        Self { svc }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DocumentJob {
+    document_id: i64,
+    collection_id: i64,
+}
+
+impl parley_jobs::Handler for DocumentProcessor {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy { schedule: [2, 10, 60].iter().map(|s| Duration::from_secs(*s)).collect() }
+    }
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            match process(&self.svc, job).await {
+                Ok(outcome) => outcome,
+                Err(e) => Outcome::Retry { error: e.to_string(), after: None },
+            }
+        })
+    }
+
+    fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            if let (Some(scope), Ok(due)) = (job.scope, job.payload::<DocumentJob>()) {
+                repo::document_failed(tx, scope, due.document_id, error).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+async fn process(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
+    let Some(scope) = job.scope else { return Ok(Outcome::Fail("the job has no scope".into())) };
+    let due = match job.payload::<DocumentJob>() {
+        Ok(due) => due,
+        Err(e) => return Ok(Outcome::Fail(e)),
+    };
+    let (document, key) = {
+        let mut c = svc.db.read().await?;
+        let document = repo::get_document(&mut c, scope, due.collection_id, due.document_id).await?;
+        let key = repo::storage_key(&mut c, scope, due.document_id).await?;
+        match (document, key) {
+            (Some(d), Some(k)) => (d, k),
+            // Deleted before it was processed.
+            _ => return Ok(Outcome::Done),
+        }
+    };
+    if document.status != domain::DocumentStatus::Processing {
+        return Ok(Outcome::Done);
+    }
+    let bytes = match svc.storage.read(&key, None).await {
+        Ok(download) => download.bytes,
+        Err(e) => return Ok(Outcome::Retry { error: format!("could not read the document: {e}"), after: None }),
+    };
+    let mut work = svc.begin().await?;
+    match extract(&document.content_type, bytes).await {
+        Ok(text) => {
+            let passages: Vec<(String, i64)> = domain::split(&text)
+                .into_iter()
+                .map(|p| {
+                    let words = p.split_whitespace().count() as i64;
+                    (p, words)
+                })
+                .collect();
+            if passages.is_empty() {
+                repo::document_failed(&mut work, scope, document.id, "the document has no text").await?;
+            } else {
+                repo::document_ready(&mut work, scope, &document, &passages).await?;
+            }
+        }
+        Err(e) => repo::document_failed(&mut work, scope, document.id, &e).await?,
+    }
+    if job.complete(&mut work).await? {
+        svc.commit(work).await?;
+    }
+    Ok(Outcome::Committed)
+}
