@@ -68,15 +68,38 @@ const STOP_WORDS: &[&str] = &[
 /// At most this many words of a question are looked up.
 pub const MAX_TERMS: usize = 24;
 
-/// The words of a question worth looking up: folded, without stop words
-/// and one-letter words, each once, in order.
+fn stemmer() -> &'static rust_stemmers::Stemmer {
+    static STEMMER: std::sync::OnceLock<rust_stemmers::Stemmer> = std::sync::OnceLock::new();
+    STEMMER.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English))
+}
+
+/// A text's words as they are indexed: folded and stemmed (Snowball
+/// English: "Saturdays" and "saturday" are one word), separated by spaces.
+/// Passages are indexed by this form, and questions looked up in it.
+pub fn index_words(text: &str) -> String {
+    let stemmer = stemmer();
+    fold(text)
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| stemmer.stem(w).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The words of a question worth looking up, in their indexed form:
+/// without stop words and one-letter words, each once, in order.
 pub fn terms(question: &str) -> Vec<String> {
+    let stemmer = stemmer();
     let mut out: Vec<String> = Vec::new();
     for w in fold(question).split(|c: char| !c.is_alphanumeric()) {
-        if w.chars().count() < 2 || STOP_WORDS.contains(&w) || out.iter().any(|o| o == w) {
+        if w.chars().count() < 2 || STOP_WORDS.contains(&w) {
             continue;
         }
-        out.push(w.to_owned());
+        let stem = stemmer.stem(w).into_owned();
+        if out.contains(&stem) {
+            continue;
+        }
+        out.push(stem);
         if out.len() == MAX_TERMS {
             break;
         }
@@ -265,7 +288,8 @@ mod tests {
 
     #[test]
     fn terms_drop_stop_words_and_repeats() {
-        assert_eq!(terms("When do you OPEN on Sundays? Open late?"), vec!["open", "sundays", "late"]);
+        assert_eq!(terms("When do you OPEN on Sundays? Open late?"), vec!["open", "sunday", "late"]);
+        assert_eq!(index_words("Opening on Saturdays, shipped."), "open on saturday ship");
         assert!(terms("what is it?").is_empty());
         assert_eq!(terms("Café crème").len(), 2);
     }

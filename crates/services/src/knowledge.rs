@@ -22,7 +22,7 @@ use parley_jobs::{Enqueue, Job, Outcome, RetryPolicy};
 use parley_store::Tx;
 use parley_store::repo::agents::{self as agent_repo, AgentFields, IdList};
 use parley_store::repo::events;
-use parley_store::repo::knowledge::{self as repo, NewDocument};
+use parley_store::repo::knowledge::{self as repo, NewDocument, NewPassage};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -340,7 +340,7 @@ async fn rank(
     let mut hits: Vec<KnowledgeHit> = candidates
         .into_iter()
         .map(|p| {
-            let (tf, len) = query.term_frequencies(&p.text);
+            let (tf, len) = query.term_frequencies(&p.terms);
             let score = (bm25.score(&tf, len) * 1e4).round() / 1e4;
             KnowledgeHit { passage_id: p.id, document_id: p.document_id, title: p.title, text: p.text, score }
         })
@@ -442,11 +442,12 @@ async fn process(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let mut work = svc.begin().await?;
     match extract(&document.content_type, bytes).await {
         Ok(text) => {
-            let passages: Vec<(String, i64)> = domain::split(&text)
+            let passages: Vec<NewPassage> = domain::split(&text)
                 .into_iter()
-                .map(|p| {
-                    let words = p.split_whitespace().count() as i64;
-                    (p, words)
+                .map(|text| {
+                    let terms = domain::index_words(&text);
+                    let words = terms.split(' ').filter(|w| !w.is_empty()).count() as i64;
+                    NewPassage { text, terms, words }
                 })
                 .collect();
             if passages.is_empty() {

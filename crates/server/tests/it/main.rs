@@ -20,6 +20,7 @@ mod hardening;
 mod idempotency;
 mod identity;
 mod isolation;
+mod knowledge;
 mod messages;
 mod operations;
 mod prompt_blocks;

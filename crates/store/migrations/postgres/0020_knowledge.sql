@@ -1,6 +1,7 @@
 -- Knowledge collections: documents (the upload is kept in file storage
--- until a job extracts and splits it) and their passages, indexed for BM25
--- by a GIN-indexed tsvector over folded text, as search does (0012).
+-- until a job extracts and splits it) and their passages, whose folded and
+-- stemmed words (`terms`, computed by Parley) are indexed for BM25 by a
+-- GIN-indexed tsvector, as search does (0012).
 -- Collections keep their passage and word counts for ranking.
 
 CREATE TABLE knowledge_collections (
@@ -43,8 +44,9 @@ CREATE TABLE knowledge_passages (
     document_id   BIGINT  NOT NULL,
     position      BIGINT  NOT NULL,
     text          TEXT    NOT NULL,
+    terms         TEXT    NOT NULL,
     words         BIGINT  NOT NULL,
-    search        tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, parley_fold(text))) STORED
+    search        tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, terms)) STORED
 );
 CREATE INDEX knowledge_passages_document ON knowledge_passages (document_id, position);
 CREATE INDEX knowledge_passages_search ON knowledge_passages USING GIN (search);

@@ -1,8 +1,8 @@
 -- Knowledge collections: documents (the upload is kept in file storage
--- until a job extracts and splits it) and their passages, indexed for BM25
--- by FTS5 with the scope and collection as tokens of a second column, as
--- search does (0013). Collections keep their passage and word counts for
--- ranking.
+-- until a job extracts and splits it) and their passages, whose folded and
+-- stemmed words (`terms`, computed by Parley) are indexed for BM25 by FTS5,
+-- with the scope and collection as tokens of a second column, as search
+-- does (0013). Collections keep their passage and word counts for ranking.
 
 CREATE TABLE knowledge_collections (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -44,16 +44,17 @@ CREATE TABLE knowledge_passages (
     document_id   INTEGER NOT NULL,
     position      INTEGER NOT NULL,
     text          TEXT    NOT NULL,
+    terms         TEXT    NOT NULL,
     words         INTEGER NOT NULL,
     search_tags   TEXT GENERATED ALWAYS AS ('s' || workspace_id || 'x' || livemode || ' c' || collection_id) VIRTUAL
 );
 CREATE INDEX knowledge_passages_document ON knowledge_passages (document_id, position);
-CREATE VIRTUAL TABLE knowledge_passages_fts USING fts5 (text, search_tags, content = 'knowledge_passages',
+CREATE VIRTUAL TABLE knowledge_passages_fts USING fts5 (terms, search_tags, content = 'knowledge_passages',
     content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2');
 CREATE TRIGGER knowledge_passages_fts_insert AFTER INSERT ON knowledge_passages BEGIN
-    INSERT INTO knowledge_passages_fts (rowid, text, search_tags) VALUES (new.id, new.text, new.search_tags);
+    INSERT INTO knowledge_passages_fts (rowid, terms, search_tags) VALUES (new.id, new.terms, new.search_tags);
 END;
 CREATE TRIGGER knowledge_passages_fts_delete AFTER DELETE ON knowledge_passages BEGIN
-    INSERT INTO knowledge_passages_fts (knowledge_passages_fts, rowid, text, search_tags)
-        VALUES ('delete', old.id, old.text, old.search_tags);
+    INSERT INTO knowledge_passages_fts (knowledge_passages_fts, rowid, terms, search_tags)
+        VALUES ('delete', old.id, old.terms, old.search_tags);
 END;

@@ -264,7 +264,7 @@ pub async fn delete_document(c: &mut impl AsHandle, scope: Scope, collection_id:
     let (words,): (i64,) = fetch_one!(
         c,
         sqlx::query_as(
-            "SELECT COALESCE(SUM(words), 0) FROM knowledge_passages
+            "SELECT CAST(COALESCE(SUM(words), 0) AS BIGINT) FROM knowledge_passages
              WHERE workspace_id = $1 AND livemode = $2 AND document_id = $3"
         )
         .bind_scope(scope)
@@ -286,12 +286,20 @@ pub async fn delete_document(c: &mut impl AsHandle, scope: Scope, collection_id:
     Ok(Some(key))
 }
 
-/// A processed document's passages: `(text, words)` each.
+/// A passage to store: its text, its indexed words, and its length in words.
+#[derive(Debug, Clone)]
+pub struct NewPassage {
+    pub text: String,
+    pub terms: String,
+    pub words: i64,
+}
+
+/// A processed document's passages.
 pub async fn document_ready(
     c: &mut impl AsHandle,
     scope: Scope,
     document: &KnowledgeDocument,
-    passages: &[(String, i64)],
+    passages: &[NewPassage],
 ) -> StoreResult<bool> {
     let done = execute!(
         c,
@@ -307,22 +315,24 @@ pub async fn document_ready(
     if done == 0 {
         return Ok(false);
     }
-    for (position, (text, words)) in passages.iter().enumerate() {
+    for (position, p) in passages.iter().enumerate() {
         execute!(
             c,
             sqlx::query(
-                "INSERT INTO knowledge_passages (workspace_id, livemode, collection_id, document_id, position, text, words)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                "INSERT INTO knowledge_passages (workspace_id, livemode, collection_id, document_id, position, text,
+                    terms, words)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
             )
             .bind_scope(scope)
             .bind(document.collection_id)
             .bind(document.id)
             .bind(position as i64)
-            .bind(text)
-            .bind(*words)
+            .bind(&p.text)
+            .bind(&p.terms)
+            .bind(p.words)
         )?;
     }
-    let words: i64 = passages.iter().map(|(_, w)| w).sum();
+    let words: i64 = passages.iter().map(|p| p.words).sum();
     adjust_collection(c, scope, document.collection_id, 0, passages.len() as i64, words).await?;
     Ok(true)
 }
@@ -359,7 +369,8 @@ pub async fn existing(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Store
 /// The collections' passages and words, for BM25's averages.
 pub async fn stats(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> StoreResult<(i64, i64)> {
     let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT COALESCE(SUM(passage_count), 0), COALESCE(SUM(word_count), 0) FROM knowledge_collections
+        "SELECT CAST(COALESCE(SUM(passage_count), 0) AS BIGINT), CAST(COALESCE(SUM(word_count), 0) AS BIGINT)
+         FROM knowledge_collections
          WHERE workspace_id = $1 AND livemode = $2 AND id IN ({})",
         id_list(ids)
     ));
@@ -374,6 +385,8 @@ pub struct Candidate {
     pub document_id: i64,
     pub title: String,
     pub text: String,
+    /// The indexed words (for term frequencies).
+    pub terms: String,
     pub words: i64,
 }
 
@@ -392,19 +405,19 @@ pub async fn candidates(
     let rows = match c.handle() {
         Handle::Sqlite(conn) => {
             let sql = sqlx::AssertSqlSafe(
-                "SELECT p.id, p.document_id, d.title, p.text, p.words
+                "SELECT p.id, p.document_id, d.title, p.text, p.terms, p.words
                  FROM (SELECT rowid AS id, rank FROM knowledge_passages_fts WHERE knowledge_passages_fts MATCH $1
                        ORDER BY rank LIMIT $2) m
                  JOIN knowledge_passages p ON p.id = m.id
                  JOIN knowledge_documents d ON d.id = p.document_id
                  ORDER BY m.rank",
             );
-            let expr = format!("{} AND text : ({})", fts_scope(scope, ids), fts_words(terms, " OR "));
+            let expr = format!("{} AND terms : ({})", fts_scope(scope, ids), fts_words(terms, " OR "));
             sqlx::query_as(sql).bind(expr).bind(limit).fetch_all(conn).await?
         }
         Handle::Postgres(conn) => {
             let sql = sqlx::AssertSqlSafe(format!(
-                "SELECT p.id, p.document_id, d.title, p.text, p.words
+                "SELECT p.id, p.document_id, d.title, p.text, p.terms, p.words
                  FROM knowledge_passages p JOIN knowledge_documents d ON d.id = p.document_id
                  WHERE p.workspace_id = $1 AND p.livemode = $2 AND p.collection_id IN ({})
                    AND p.search @@ to_tsquery('simple', $3)
@@ -429,7 +442,7 @@ pub async fn document_frequencies(
         let term = std::slice::from_ref(term);
         let (n,): (i64,) = match c.handle() {
             Handle::Sqlite(conn) => {
-                let expr = format!("{} AND text : ({})", fts_scope(scope, ids), fts_words(term, ""));
+                let expr = format!("{} AND terms : ({})", fts_scope(scope, ids), fts_words(term, ""));
                 sqlx::query_as("SELECT COUNT(*) FROM knowledge_passages_fts WHERE knowledge_passages_fts MATCH $1")
                     .bind(expr)
                     .fetch_one(conn)
