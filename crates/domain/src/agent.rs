@@ -298,7 +298,8 @@ pub struct AgentRun {
     pub id: i64,
     pub agent_id: i64,
     pub conversation_id: Option<i64>,
-    pub call_id: Option<i64>,
+    /// The call (`call_…`) of a `call_turn` run.
+    pub call_id: Option<String>,
     pub trigger: RunTrigger,
     pub status: RunStatus,
     /// The text engine's name.

@@ -34,7 +34,6 @@ use parley_store::repo::conversations::{self as conversation_repo, NewConversati
 use parley_store::repo::events;
 use parley_voice::engine::{self, Outcome, Progress};
 use parley_voice::provider::{Dial, Placed, Provider};
-use parley_voice::session::BuiltinAgent;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -43,6 +42,7 @@ use utoipa::ToSchema;
 use crate::crm::contacts;
 use crate::signals::Signal;
 use crate::unit::{Answer, Answered, Claimed, Idempotent, Work};
+use crate::agents::call_session::{CallAgent, CallSession};
 use crate::{ServiceError, ServiceResult, Services, billing, event_data};
 
 /// The filters lists take.
@@ -192,7 +192,7 @@ pub struct Dialed {
     pub scope: Scope,
     pub call: CallRow,
     pub placed: Placed,
-    pub agent: BuiltinAgent,
+    pub agent: CallAgent,
 }
 
 impl Dialed {
@@ -209,7 +209,7 @@ struct Queued {
     conversation_id: i64,
     provider: Arc<dyn Provider>,
     dial: Dial,
-    agent: BuiltinAgent,
+    agent: CallAgent,
 }
 
 /// Places a call (see the module comment), answering 201 with the call or
@@ -346,8 +346,53 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
     events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)?).await?;
     enqueue_watch(tx, svc, scope, &call_id).await?;
     let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
-    let agent = BuiltinAgent { name: agent.name, first_message };
+    let system = call_prompt(tx, scope, &agent, &workspace.name, contact_id, &conversation, input.variables.as_ref()).await?;
+    let agent = CallAgent {
+        agent,
+        system,
+        first_message,
+        call_id: row.public_id.clone(),
+        conversation_id: Some(conversation.item.id),
+        contact_id,
+    };
     Ok(Queued { row, conversation_id: conversation.item.id, provider, dial, agent })
+}
+
+/// The agent's system prompt for a call, with the call's variables and the
+/// built-ins (the contact's, the conversation's).
+async fn call_prompt(
+    tx: &mut Tx,
+    scope: Scope,
+    agent: &parley_domain::agent::Agent,
+    workspace_name: &str,
+    contact_id: Option<i64>,
+    conversation: &parley_domain::conversation::Conversation,
+    variables: Option<&Map<String, Value>>,
+) -> ServiceResult<String> {
+    use crate::agents::prompt;
+    let blocks = parley_store::repo::prompt_blocks::get_many(tx, scope, &agent.prompt_block_ids).await?;
+    let contact = match contact_id {
+        Some(id) => parley_store::repo::contacts::get(tx, scope, id, false).await?,
+        None => None,
+    };
+    let context = prompt::Context {
+        agent,
+        workspace_name,
+        conversation: Some(conversation),
+        contact: contact.as_ref(),
+        now: Timestamp::now(),
+    };
+    let caller: std::collections::BTreeMap<String, String> = variables
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| match v {
+            Value::String(s) => Some((k.clone(), s.clone())),
+            Value::Number(_) | Value::Bool(_) => Some((k.clone(), v.to_string())),
+            _ => None,
+        })
+        .collect();
+    let vars = prompt::variables(prompt::builtin_variables(context), &caller);
+    Ok(prompt::system_prompt(agent, &blocks, &vars, prompt::Missing::Empty)?.prompt)
 }
 
 /// Records what the provider said: the placed call (201, started after
@@ -422,7 +467,8 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
         }
     };
     let options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), spool);
-    let running = tokio::spawn(engine::run(placed, Box::new(agent), options, progress_tx, hangup));
+    let session = CallSession::new(svc.clone(), scope, agent);
+    let running = tokio::spawn(engine::run(placed, Box::new(session), options, progress_tx, hangup));
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
     while let Some(p) = progress.recv().await {
         record_progress(svc, scope, &call, p).await?;

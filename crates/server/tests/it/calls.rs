@@ -319,3 +319,42 @@ both_backends! {
         assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["contact_id"], Value::Null);
     }
 }
+
+both_backends! {
+    async fn a_calls_agent_says_what_its_model_says_and_each_turn_is_a_run(backend) {
+        use crate::tools::{Say, ScriptedEngine};
+        let engine = ScriptedEngine::start(vec![Say::Text("Your order ships tomorrow."), Say::Text("Goodbye, Ana.")]).await;
+        let url = engine.url.clone();
+        let app = TestApp::spawn_with(backend, move |s| {
+            s.text_engines.insert("openai".into(), json!({"base_url": url, "model": "gpt-test"}));
+        }).await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "openai", "first_message": "Hi, Ava here.",
+            "system_prompt": "You help {{customer}} with orders."})).await["id"].as_i64().unwrap();
+        let r = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100", "variables": {"customer": "Ana"}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_str().unwrap().to_owned();
+        let call = wait_for(&app, &ws.live, &id, ended).await;
+        let t = app.get(&ws.live, &format!("/api/v1/calls/{id}/transcript")).await.body;
+        let agent_said: Vec<&str> = t["segments"].as_array().unwrap().iter().filter(|s| s["speaker"] == "agent").map(|s| s["text"].as_str().unwrap()).collect();
+        assert_eq!(agent_said, ["Hi, Ava here.", "Your order ships tomorrow.", "Goodbye, Ana."]);
+
+        // The model read the call's variables and the call so far.
+        let requests = engine.requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests[0]["messages"][0], json!({"role": "system", "content": "You help Ana with orders."}));
+        assert_eq!(requests[0]["messages"][1], json!({"role": "assistant", "content": "Hi, Ava here."}));
+        assert_eq!(requests[0]["messages"][2]["role"], "user");
+        let second = requests[1]["messages"].as_array().unwrap();
+        assert_eq!(second[3], json!({"role": "assistant", "content": "Your order ships tomorrow."}));
+        assert_eq!(requests[0]["tools"][0]["function"]["name"], "handoff_to_human");
+
+        // Each turn is a run of the call.
+        let runs = app.get(&ws.live, &format!("/api/v1/agent-runs?conversation_id={}", call["conversation_id"])).await.body;
+        assert_eq!(runs["total"], 2, "{runs}");
+        for run in runs["items"].as_array().unwrap() {
+            assert_eq!((run["trigger"].clone(), run["status"].clone(), run["model"].clone()), (json!("call_turn"), json!("completed"), json!("gpt-test")));
+            assert_eq!(run["call_id"], json!(id), "{run}");
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! The prompt blocks agents share live in [`prompt_blocks`].
 
 pub mod prompt;
+pub mod call_session;
 pub mod playground;
 pub mod prompt_blocks;
 pub mod routing;

@@ -194,6 +194,7 @@ pub async fn chat(
     let new_run = NewRun {
         agent_id,
         conversation_id,
+        call_id: None,
         trigger: RunTrigger::Playground,
         engine: &agent.text_engine,
         model: &model,

@@ -110,6 +110,7 @@ pub async fn queue_answer(
         &NewRun {
             agent_id,
             conversation_id: Some(conversation_id),
+            call_id: None,
             trigger: RunTrigger::Message,
             engine: &agent.text_engine,
             model: &model,

@@ -99,7 +99,7 @@ pub async fn think(
         }
         messages.push(ChatMessage::Assistant { text: text.clone(), tool_calls: calls.clone() });
         for call in &calls {
-            let done = tools::execute(svc, turn.agent, turn.place, call).await;
+            let done = tools::execute(svc, turn.agent, &turn.place, call).await;
             thought.tool_calls.push(done.record);
             messages.push(ChatMessage::Tool { call_id: call.id.clone(), content: done.content });
             if thought.stop.is_none() {

@@ -259,13 +259,13 @@ pub(crate) fn check_urls(svc: &Services, tools: &[ToolInput]) -> Result<(), Serv
 }
 
 /// Where the tools act.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Place {
     pub scope: Scope,
     pub run_id: i64,
     pub conversation_id: Option<i64>,
     pub contact_id: Option<i64>,
-    pub call_id: Option<i64>,
+    pub call_id: Option<String>,
     /// The playground: tools that would change the workspace or reach the
     /// contact (`update_contact`, `send_message`) say what they would do
     /// instead; ending tools are reported, not applied.
@@ -360,7 +360,7 @@ pub struct Executed {
 }
 
 /// Carries out one tool call. Never fails: every refusal is the result.
-pub async fn execute(svc: &Services, agent: &Agent, place: Place, call: &ToolCall) -> Executed {
+pub async fn execute(svc: &Services, agent: &Agent, place: &Place, call: &ToolCall) -> Executed {
     let started = Instant::now();
     let arguments: Value = serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments })
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));
@@ -416,7 +416,7 @@ pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> 
 
 type ToolResult = Result<(Value, Option<Stop>), String>;
 
-async fn builtin(svc: &Services, place: Place, name: BuiltinTool, args: &Value) -> ToolResult {
+async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value) -> ToolResult {
     let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     match name {
         BuiltinTool::HandoffToHuman => {
@@ -425,11 +425,11 @@ async fn builtin(svc: &Services, place: Place, name: BuiltinTool, args: &Value) 
         BuiltinTool::EndConversation => {
             Ok((json!({"ok": true, "detail": "The conversation will be closed."}), Some(Stop::EndConversation)))
         }
-        BuiltinTool::EndCall => match place.call_id {
+        BuiltinTool::EndCall => match &place.call_id {
             Some(_) => Ok((json!({"ok": true}), Some(Stop::EndCall))),
             None => Err("there is no call to end".into()),
         },
-        BuiltinTool::TransferCall => match place.call_id {
+        BuiltinTool::TransferCall => match &place.call_id {
             Some(_) => Ok((json!({"ok": true}), Some(Stop::Transfer(text("to"))))),
             None => Err("there is no call to transfer".into()),
         },
@@ -516,7 +516,7 @@ fn loc_text(loc: &[LocPart]) -> String {
 async fn http(
     svc: &Services,
     agent: &Agent,
-    place: Place,
+    place: &Place,
     tool: &HttpTool,
     call: &ToolCall,
     arguments: &Value,

@@ -7,3 +7,6 @@ ALTER TABLE agents ADD COLUMN tools JSONB NOT NULL DEFAULT '[]';
 ALTER TABLE agents ADD COLUMN debounce_ms BIGINT;
 ALTER TABLE agents ADD COLUMN tool_secret TEXT;
 ALTER TABLE agents ADD COLUMN tool_headers JSONB NOT NULL DEFAULT '{}';
+
+-- Runs of calls name the call by its public id (`call_…`).
+ALTER TABLE agent_runs ALTER COLUMN call_id TYPE TEXT;

@@ -7,3 +7,7 @@ ALTER TABLE agents ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE agents ADD COLUMN debounce_ms INTEGER;
 ALTER TABLE agents ADD COLUMN tool_secret TEXT;
 ALTER TABLE agents ADD COLUMN tool_headers TEXT NOT NULL DEFAULT '{}';
+
+-- Runs of calls name the call by its public id (`call_…`).
+ALTER TABLE agent_runs DROP COLUMN call_id;
+ALTER TABLE agent_runs ADD COLUMN call_id TEXT;

@@ -18,7 +18,7 @@ struct Row {
     id: i64,
     agent_id: i64,
     conversation_id: Option<i64>,
-    call_id: Option<i64>,
+    call_id: Option<String>,
     trigger: RunTrigger,
     status: RunStatus,
     engine: String,
@@ -67,6 +67,7 @@ impl From<Row> for AgentRun {
 pub struct NewRun<'a> {
     pub agent_id: i64,
     pub conversation_id: Option<i64>,
+    pub call_id: Option<&'a str>,
     pub trigger: RunTrigger,
     pub engine: &'a str,
     pub model: &'a str,
@@ -74,8 +75,9 @@ pub struct NewRun<'a> {
 
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewRun<'_>) -> StoreResult<AgentRun> {
     let sql = sqlx::AssertSqlSafe(format!(
-        "INSERT INTO agent_runs (workspace_id, livemode, agent_id, conversation_id, trigger, status, engine, model, created_at)
-         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8) RETURNING {COLUMNS}"
+        "INSERT INTO agent_runs (workspace_id, livemode, agent_id, conversation_id, call_id, trigger, status, engine,
+            model, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9) RETURNING {COLUMNS}"
     ));
     let row: Row = fetch_one!(
         c,
@@ -83,6 +85,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewRun<'_>) -> Stor
             .bind_scope(scope)
             .bind(n.agent_id)
             .bind(n.conversation_id)
+            .bind(n.call_id)
             .bind(n.trigger.as_str())
             .bind(n.engine)
             .bind(n.model)

@@ -1,0 +1,181 @@
+//! The agent on a call: an [`AgentSession`] of the runtime. Each thing the
+//! caller says is a turn (`trigger: call_turn`): the agent's prompt with the
+//! call's variables, the call so far as memory, knowledge retrieved for
+//! the utterance, tools, and the engine's words streamed to the voice as
+//! they come. Each turn is recorded as a run and billed like one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use parley_domain::Scope;
+use parley_domain::agent::{Agent, RunStatus, RunTrigger};
+use parley_domain::event::EventType;
+use parley_engines::{ChatMessage, TextEngine};
+use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
+use parley_store::repo::events;
+use parley_voice::session::{AgentSession, Input, Output};
+
+use super::session::{self, Turn};
+use super::tools::Place;
+use crate::{ServiceResult, Services, event_data};
+
+/// What a call's agent is, fixed when the call is placed.
+#[derive(Clone)]
+pub struct CallAgent {
+    pub agent: Agent,
+    /// The rendered system prompt (the call's variables included).
+    pub system: String,
+    /// The greeting: the call's, else the agent's, else a default.
+    pub first_message: Option<String>,
+    /// The call (`call_…`), its conversation and contact.
+    pub call_id: String,
+    pub conversation_id: Option<i64>,
+    pub contact_id: Option<i64>,
+}
+
+/// The runtime's session on one call.
+pub struct CallSession {
+    svc: Services,
+    scope: Scope,
+    call: Arc<CallAgent>,
+    /// What was said so far, as the model reads it.
+    memory: Arc<Mutex<Vec<ChatMessage>>>,
+}
+
+impl CallSession {
+    pub fn new(svc: Services, scope: Scope, call: CallAgent) -> Self {
+        Self { svc, scope, call: Arc::new(call), memory: Arc::default() }
+    }
+}
+
+impl AgentSession for CallSession {
+    fn greeting(&mut self) -> Option<String> {
+        let greeting = self
+            .call
+            .first_message
+            .clone()
+            .unwrap_or_else(|| format!("Hello, this is {}. How can I help?", self.call.agent.name));
+        self.memory.lock().expect("memory lock").push(ChatMessage::Assistant { text: greeting.clone(), tool_calls: vec![] });
+        Some(greeting)
+    }
+
+    fn respond(&mut self, input: Input) -> BoxStream<'static, Output> {
+        let heard = match input {
+            Input::UserSaid(text) => text,
+            // Speech in progress, tool results (tools run inside the turn)
+            // and silence (re-prompts come with the speech loop) need no turn.
+            Input::UserSpeaking | Input::ToolResult { .. } | Input::Timeout => {
+                return futures::stream::once(async { Output::EndOfTurn }).boxed();
+            }
+        };
+        self.memory.lock().expect("memory lock").push(ChatMessage::User(heard.clone()));
+        let (deltas, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (svc, scope, call, memory) = (self.svc.clone(), self.scope, self.call.clone(), self.memory.clone());
+        tokio::spawn(async move {
+            let said = match turn(&svc, scope, &call, &memory, &heard, &deltas).await {
+                Ok(said) => said,
+                Err(e) => {
+                    tracing::error!(error = %e, "a call's agent turn could not be recorded");
+                    String::new()
+                }
+            };
+            // A turn that produced nothing says the fallback, so the caller is never met with silence.
+            let said = if said.is_empty() {
+                let fallback = svc.config.runtime.fallback_message.clone();
+                let _ = deltas.send(fallback.clone());
+                fallback
+            } else {
+                said
+            };
+            memory.lock().expect("memory lock").push(ChatMessage::Assistant { text: said, tool_calls: vec![] });
+        });
+        let deltas = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (Output::TextDelta(t), rx)) });
+        deltas.chain(futures::stream::once(async { Output::EndOfTurn })).boxed()
+    }
+}
+
+/// One turn: asks the engine, records the run; what the agent said.
+async fn turn(
+    svc: &Services,
+    scope: Scope,
+    call: &CallAgent,
+    memory: &Mutex<Vec<ChatMessage>>,
+    heard: &str,
+    deltas: &tokio::sync::mpsc::UnboundedSender<String>,
+) -> ServiceResult<String> {
+    let started = Instant::now();
+    let agent = &call.agent;
+    let Some(engine) = svc.config.text_engines.get(&agent.text_engine).cloned() else {
+        return Ok(String::new());
+    };
+    let engine: Arc<dyn TextEngine> = engine;
+    let model = agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
+    let new_run = NewRun {
+        agent_id: agent.id,
+        conversation_id: call.conversation_id,
+        call_id: Some(&call.call_id),
+        trigger: RunTrigger::CallTurn,
+        engine: &agent.text_engine,
+        model: &model,
+    };
+    let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
+    let knowledge = crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, Some(heard)).await?;
+    let mut messages = Vec::new();
+    let system = super::prompt::with_passages(call.system.clone(), &knowledge.passages);
+    if !system.is_empty() {
+        messages.push(ChatMessage::System(system));
+    }
+    messages.extend(memory.lock().expect("memory lock").iter().cloned());
+    let place = Place {
+        scope,
+        run_id: run.id,
+        conversation_id: call.conversation_id,
+        contact_id: call.contact_id,
+        call_id: Some(call.call_id.clone()),
+        dry_run: false,
+    };
+    let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: true };
+    let thought = session::think(svc, &engine, turn, Some(deltas)).await;
+
+    let mut work = svc.begin().await?;
+    let (said, kind) = match &thought {
+        Ok(thought) => {
+            let usage = thought.usage;
+            let end = RunEnd {
+                status: RunStatus::Completed,
+                model: &model,
+                input_tokens: usage.input_tokens as i64,
+                output_tokens: usage.output_tokens as i64,
+                cost_cents: engine.pricing().cost_cents(usage),
+                first_token_ms: thought.first_token_ms,
+                total_ms: Some(started.elapsed().as_millis() as i64),
+                reply_message_id: None,
+                tool_calls: &thought.tool_calls,
+                retrieval: &knowledge.hits,
+                error: None,
+            };
+            run_repo::finish(&mut work, scope, run.id, &end).await?;
+            let tokens = format!("{} tokens in, {} out (call turn)", usage.input_tokens, usage.output_tokens);
+            crate::billing::charge_run(&mut work, scope, &svc.config.billing, run.id, end.cost_cents, &tokens).await?;
+            (thought.text.clone(), EventType::AgentRunCompleted)
+        }
+        Err(e) => {
+            let error = e.to_string();
+            let end = RunEnd {
+                status: RunStatus::Failed,
+                total_ms: Some(started.elapsed().as_millis() as i64),
+                error: Some(&error),
+                ..RunEnd::empty("")
+            };
+            run_repo::finish(&mut work, scope, run.id, &end).await?;
+            (String::new(), EventType::AgentRunFailed)
+        }
+    };
+    if let Some(done) = run_repo::get(&mut work, scope, run.id).await? {
+        events::append(&mut work, scope, kind, event_data(&done)?).await?;
+    }
+    svc.commit(work).await?;
+    Ok(said)
+}
