@@ -1,9 +1,11 @@
 // Drives the webchat widget in Debian's Chromium: opens the page, sends a
-// message, and waits for the reply the Rust test sends through the API.
-// Usage: node widget.mjs <page-url> <expected-reply>   (exit 0 on success)
+// message, waits for the agent's answer, and for the reply the Rust test
+// sends through the API.
+// Usage: node widget.mjs <page-url> <expected-reply> <expected-agent-answer>
+// (exit 0 on success)
 import { chromium } from "playwright-core";
 
-const [pageUrl, expectedReply] = process.argv.slice(2);
+const [pageUrl, expectedReply, expectedAnswer] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--headless", "--no-sandbox", "--disable-gpu"],
@@ -19,6 +21,9 @@ try {
   // Stored by Parley: the widget marks the bubble delivered.
   await page.waitForSelector("[data-testid=parley-message].inbound .meta:text('Delivered')", { timeout: 15000 });
   console.log("SENT");
+  // The agent answers on its own, through the runtime.
+  await page.locator("[data-testid=parley-message].outbound", { hasText: expectedAnswer }).waitFor({ timeout: 30000 });
+  console.log("AGENT");
   const reply = page.locator("[data-testid=parley-message].outbound", { hasText: expectedReply });
   await reply.waitFor({ timeout: 30000 });
   // The widget rendered the reply as text, not markup.

@@ -158,13 +158,21 @@ both_backends! {
 }
 
 /// The widget in a real browser: a page on another origin includes it with
-/// one script tag, the visitor sends a message, and sees the reply the
-/// workspace sends through the API (`scripts/test` installs Chromium's
+/// one script tag, the visitor sends a message, and sees the answer of the
+/// agent (the builtin engine, from a knowledge collection) and the reply
+/// the workspace sends through the API (`scripts/test` installs Chromium's
 /// driver library; the test fails, never skips, without them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_widget_in_chromium_sends_and_shows_the_reply_sent_through_the_api() {
-    let app = TestApp::spawn(Backend::Sqlite).await;
+async fn the_widget_in_chromium_sends_and_shows_the_agents_answer_and_the_reply_sent_through_the_api() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |s| s.agents.debounce_ms = 100).await;
     let ws = app.workspace("Acme").await;
+    // An agent that answers every webchat message from its knowledge.
+    let k = app.post(&ws.live, "/api/v1/knowledge-collections", json!({"name": "Site"})).await.body["id"].as_i64().unwrap();
+    let r = app.post(&ws.live, &format!("/api/v1/knowledge-collections/{k}/documents"), json!({"title": "Welcome", "text": "Hello from Acme! We open at 9am every day."})).await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let agent = app.create_agent(&ws.live, json!({"name": "Ava", "tools": [], "knowledge_collection_ids": [k]})).await;
+    let r = app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "message.received", "channel": "webchat"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
     // The customer's page, on its own origin.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let page_origin = format!("http://{}", listener.local_addr().unwrap());
@@ -184,6 +192,7 @@ async fn the_widget_in_chromium_sends_and_shows_the_reply_sent_through_the_api()
         .arg(format!("{dir}/widget.mjs"))
         .arg(format!("{page_origin}/"))
         .arg(reply_text)
+        .arg("We open at 9am every day.")
         .current_dir(dir)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -225,7 +234,7 @@ async fn the_widget_in_chromium_sends_and_shows_the_reply_sent_through_the_api()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "browser script failed: {stdout}");
-    assert_eq!(stdout.lines().collect::<Vec<_>>(), ["SENT", "REPLY"]);
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), ["SENT", "AGENT", "REPLY"]);
     // The panel was open: the widget reported the reply read.
     wait_for_status(&app, &ws.live, reply.body["id"].as_i64().unwrap(), "read").await;
 }
