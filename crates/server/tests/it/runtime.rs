@@ -410,3 +410,26 @@ async fn replies_now(app: &TestApp, key: &str, conversation: i64) -> usize {
     let page = app.get(key, &format!("/api/v1/conversations/{conversation}/messages?limit=100")).await.body;
     page["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").count()
 }
+
+both_backends! {
+    async fn test_mode_traffic_is_answered_by_test_mode_agents_only(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 100).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let live_agent = catch_all_agent(&app, &ws.live, "Live Ava").await;
+        let test_agent = catch_all_agent(&app, &ws.test, "Test Ava").await;
+        let (ch, secret) = sending_channel(&app, &ws.test, &rx.url).await;
+        let c = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await.body["conversation_id"].as_i64().unwrap();
+        let answered = replies(&app, &ws.test, c, Duration::from_millis(300)).await;
+        assert_eq!(answered.len(), 1);
+        assert_eq!(answered[0]["author"], json!({"type": "agent", "id": test_agent["id"]}));
+        let runs = app.get(&ws.test, "/api/v1/agent-runs").await.body;
+        assert_eq!((runs["total"].clone(), runs["items"][0]["agent_id"].clone()), (json!(1), test_agent["id"].clone()));
+        // Live sees none of it, and its agent never ran.
+        assert_eq!(app.get(&ws.live, "/api/v1/agent-runs").await.body["total"], 0);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/agent-runs?agent_id={}", live_agent["id"])).await.body["total"], 0);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{c}")).await.status, 404);
+        assert_eq!(app.events(ws.id, Mode::Live, "agent.run.completed").await.len(), 0);
+        assert_eq!(app.events(ws.id, Mode::Test, "agent.run.completed").await.len(), 1);
+    }
+}
