@@ -11,6 +11,10 @@
 #                              SERVER (its pid), KEY (the live key from the
 #                              first banner) and BASE
 #   parley …                   runs the release binary (CLI commands)
+#   DATABASE=postgres          start_server uses a fresh PostgreSQL database
+#                              (parley_bench_<pid> at $PG_URL, default
+#                              postgres://postgres@127.0.0.1:5432), dropped on
+#                              exit; otherwise SQLite in WORK
 #   EXTRA_PIDS                 more processes to stop on exit
 
 need_wrk() {
@@ -25,12 +29,30 @@ bench_prepare() {
   EXTRA_PIDS=
   trap bench_cleanup EXIT
   cd "$WORK"
+  if [ "${DATABASE:-sqlite}" = postgres ]; then
+    PG_URL="${PG_URL:-postgres://postgres@127.0.0.1:5432}"
+    BENCH_DB="parley_bench_$$"
+    psql -q "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS $BENCH_DB" -c "CREATE DATABASE $BENCH_DB"
+    export PARLEY_DATABASE_URL="$PG_URL/$BENCH_DB"
+    PARLEY_SECRETS__MASTER_KEY=$(head -c 32 /dev/urandom | base64)
+    export PARLEY_SECRETS__MASTER_KEY
+  fi
+}
+
+# Stops the server started last (to start another on the same data).
+stop_server() {
+  kill "$SERVER" 2>/dev/null || true
+  wait "$SERVER" 2>/dev/null || true
+  SERVER=
 }
 
 bench_cleanup() {
   # shellcheck disable=SC2086
   kill $SERVER $EXTRA_PIDS 2>/dev/null || true
+  # shellcheck disable=SC2086
+  wait $SERVER 2>/dev/null || true
   cd "$ROOT"
+  if [ -n "${BENCH_DB:-}" ]; then psql -q "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS $BENCH_DB" || true; fi
   if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 

@@ -348,6 +348,9 @@ pub struct AgentSettings {
     pub retry_scale: f64,
     /// What an agent says when it cannot answer, before a person is asked.
     pub fallback_message: String,
+    /// Runs one instance carries out at once (they mostly wait on their
+    /// text engine).
+    pub concurrency: usize,
 }
 
 impl Default for AgentSettings {
@@ -357,6 +360,7 @@ impl Default for AgentSettings {
             memory_tokens: 3000,
             retry_scale: 1.0,
             fallback_message: parley_services::agents::runs::FALLBACK_MESSAGE.to_owned(),
+            concurrency: 256,
         }
     }
 }
@@ -596,6 +600,7 @@ impl Settings {
                 memory_tokens: self.agents.memory_tokens.max(1),
                 retry_scale: self.agents.retry_scale.max(0.0),
                 fallback_message: self.agents.fallback_message.clone(),
+                concurrency: self.agents.concurrency.clamp(1, 10_000),
             },
             storage: parley_services::files::StorageConfig {
                 // Checked when the settings are loaded.

@@ -5,20 +5,30 @@ use std::sync::Arc;
 use crate::messaging::courier;
 use crate::{Services, calls};
 
-/// A worker for every job kind of this version: `message.send` (the
-/// courier), `call.watch` (the call watchdog), `agent.run` (agents
-/// answering) and `knowledge.document` (documents split into passages).
+/// The worker for `message.send` (the courier), `call.watch` (the call
+/// watchdog) and `knowledge.document` (documents split into passages).
 pub fn worker(svc: &Services) -> parley_jobs::Worker {
     parley_jobs::Worker::new(svc.db.clone(), courier::worker_config(&svc.config.courier))
         .handle(Arc::new(courier::Courier::new(svc.clone())))
         .handle(Arc::new(calls::Watchdog::new(svc.clone())))
-        .handle(Arc::new(crate::agents::runs::Runner::new(svc.clone())))
         .handle(Arc::new(crate::knowledge::DocumentProcessor::new(svc.clone())))
 }
 
-/// Runs this instance's worker until `shutdown` turns true; new jobs wake it
-/// after each commit.
+/// The worker for `agent.run`: runs mostly wait on their engine, so they
+/// get their own, wider concurrency (`agents.concurrency`), and never wait
+/// behind outbound messages (nor these behind them).
+pub fn agent_worker(svc: &Services) -> parley_jobs::Worker {
+    let config = parley_jobs::WorkerConfig {
+        concurrency: svc.config.runtime.concurrency.max(1),
+        ..courier::worker_config(&svc.config.courier)
+    };
+    parley_jobs::Worker::new(svc.db.clone(), config).handle(Arc::new(crate::agents::runs::Runner::new(svc.clone())))
+}
+
+/// Runs this instance's workers until `shutdown` turns true; new jobs wake
+/// them after each commit.
 pub async fn run(svc: Services, shutdown: tokio::sync::watch::Receiver<bool>) {
-    let worker = Arc::new(worker(&svc));
-    worker.run(svc.outbox.subscribe(), shutdown).await;
+    let agents = Arc::new(agent_worker(&svc));
+    let others = Arc::new(worker(&svc));
+    tokio::join!(agents.run(svc.outbox.subscribe(), shutdown.clone()), others.run(svc.outbox.subscribe(), shutdown));
 }

@@ -55,6 +55,8 @@ pub struct RuntimeConfig {
     pub retry_scale: f64,
     /// What the agent says when it cannot answer (then a person is asked).
     pub fallback_message: String,
+    /// Runs one instance carries out at once.
+    pub concurrency: usize,
 }
 
 /// The default `fallback_message`.
@@ -68,6 +70,7 @@ impl Default for RuntimeConfig {
             memory_tokens: 3000,
             retry_scale: 1.0,
             fallback_message: FALLBACK_MESSAGE.to_owned(),
+            concurrency: 256,
         }
     }
 }
