@@ -5,7 +5,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::Timestamp;
-use crate::search::{Query, Term, fold};
+use crate::search::fold;
 
 /// A named set of documents agents can draw on.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -107,12 +107,18 @@ pub fn terms(question: &str) -> Vec<String> {
     out
 }
 
-/// The terms as a query any of whose words may match (for ranking).
-pub fn any_of(terms: &[String]) -> Query {
-    Query {
-        include: terms.iter().map(|t| Term::Phrase { words: vec![t.clone()], prefix: false }).collect(),
-        exclude: Vec::new(),
+/// How often each of `terms` occurs in a passage's indexed words
+/// ([`index_words`]), and how many words it has: what BM25 needs of it.
+pub fn term_frequencies(indexed: &str, terms: &[String]) -> (Vec<u32>, u32) {
+    let mut counts = vec![0u32; terms.len()];
+    let mut len = 0u32;
+    for word in indexed.split(' ').filter(|w| !w.is_empty()) {
+        len += 1;
+        if let Some(k) = terms.iter().position(|t| t == word) {
+            counts[k] += 1;
+        }
     }
+    (counts, len)
 }
 
 /// A passage's target size and ceiling, in estimated tokens (four
@@ -292,6 +298,13 @@ mod tests {
         assert_eq!(index_words("Opening on Saturdays, shipped."), "open on saturday ship");
         assert!(terms("what is it?").is_empty());
         assert_eq!(terms("Café crème").len(), 2);
+    }
+
+    #[test]
+    fn term_frequencies_count_indexed_words() {
+        let indexed = index_words("Shipping: we ship daily, and shipping is free.");
+        let terms = terms("shipping costs");
+        assert_eq!(term_frequencies(&indexed, &terms), (vec![3, 0], 8));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub const MAX_DOCUMENT_BYTES: usize = 20 * 1024 * 1024;
 /// The content types documents may have.
 pub const CONTENT_TYPES: &[&str] = &["text/plain", "text/markdown", "text/html", "application/pdf"];
 /// Passages read from the index per question before ranking.
-const CANDIDATES: i64 = 200;
+const CANDIDATES: i64 = 100;
 /// Passages an agent gets per question.
 pub const RETRIEVED_PASSAGES: usize = 3;
 
@@ -278,7 +278,7 @@ pub fn parse_query(q: &mut QueryReader) -> Option<QueryRequest> {
 }
 
 /// The passages of collection `id` ranked for `request.q`, and how many
-/// matched any of its words (counted up to 200).
+/// were ranked (at most 100).
 pub async fn query(
     svc: &Services,
     scope: Scope,
@@ -327,20 +327,31 @@ async fn rank(
     limit: usize,
 ) -> ServiceResult<(Vec<KnowledgeHit>, i64)> {
     let terms = domain::terms(question);
-    let candidates = repo::candidates(c, scope, ids, &terms, CANDIDATES).await?;
-    if candidates.is_empty() {
+    if terms.is_empty() {
         return Ok((Vec::new(), 0));
     }
     let (passages, words) = repo::stats(c, scope, ids).await?;
     let doc_freqs = repo::document_frequencies(c, scope, ids, &terms).await?;
+    // Candidates are looked up by the words that tell passages apart: a word
+    // in most of them (the collection's "the") adds little to a score but
+    // makes the index rank nearly every passage. Scores count every word.
+    let mut telling: Vec<String> =
+        terms.iter().zip(&doc_freqs).filter(|(_, df)| **df > 0 && **df * 2 <= passages).map(|(t, _)| t.clone()).collect();
+    if telling.is_empty() {
+        let rarest = terms.iter().zip(&doc_freqs).filter(|(_, df)| **df > 0).min_by_key(|(_, df)| **df);
+        telling.extend(rarest.map(|(t, _)| t.clone()));
+    }
+    let candidates = repo::candidates(c, scope, ids, &telling, CANDIDATES).await?;
+    if candidates.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
     let n = passages.max(candidates.len() as i64);
     let bm25 = Bm25::new(&doc_freqs, n, words as f64 / n.max(1) as f64);
-    let query = domain::any_of(&terms);
     let total = candidates.len() as i64;
     let mut hits: Vec<KnowledgeHit> = candidates
         .into_iter()
         .map(|p| {
-            let (tf, len) = query.term_frequencies(&p.terms);
+            let (tf, len) = domain::term_frequencies(&p.terms, &terms);
             let score = (bm25.score(&tf, len) * 1e4).round() / 1e4;
             KnowledgeHit { passage_id: p.id, document_id: p.document_id, title: p.title, text: p.text, score }
         })

@@ -312,7 +312,7 @@ struct QueryParams {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct QueryResults {
     pub items: Vec<KnowledgeHit>,
-    /// Passages matching any of the question's words (counted up to 200).
+    /// Passages ranked: those with the question's telling words (at most 100).
     pub total: i64,
 }
 

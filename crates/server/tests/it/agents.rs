@@ -27,10 +27,16 @@ both_backends! {
         assert_eq!(a["prompt_block_ids"], json!([]));
         assert_eq!(a["handoff"], json!({"keywords": [], "max_turns": null, "target_user_id": null}));
         assert_eq!(a["metadata"], json!({}));
+        assert_eq!((a["model"].clone(), a["debounce_ms"].clone()), (Value::Null, Value::Null));
+        assert_eq!(a["tools"], json!([{"type": "builtin", "name": "handoff_to_human"}]));
         assert!(a["created_at"].as_str().unwrap().ends_with('Z'));
+        // The tool secret is shown once, at creation.
+        let mut a = a.clone();
+        let secret = a.as_object_mut().unwrap().remove("tool_secret").unwrap();
+        assert!(secret.as_str().unwrap().starts_with("whsec_"), "{secret}");
         let got = app.get(&ws.live, &format!("/api/v1/agents/{}", a["id"])).await;
         assert_eq!(got.status, 200);
-        assert_eq!(&got.body, a);
+        assert_eq!(got.body, a);
     }
 
     async fn slugs_are_derived_from_the_name_and_unique(backend) {
@@ -274,7 +280,10 @@ both_backends! {
         assert_eq!(created.len(), 1);
         assert!(created[0].id.starts_with("evt_") && created[0].id.len() == 30);
         assert!(!created[0].livemode);
-        assert_eq!(created[0].data, a);
+        // The event carries the agent; its tool secret is shown only to the creator.
+        let mut shown = a.clone();
+        assert!(shown.as_object_mut().unwrap().remove("tool_secret").is_some());
+        assert_eq!(created[0].data, shown);
         let updated = app.events(ws.id, Mode::Test, "agent.updated").await;
         assert_eq!(updated.len(), 1);
         assert_eq!(updated[0].data["priority"], 2);

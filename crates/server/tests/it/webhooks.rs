@@ -144,6 +144,8 @@ both_backends! {
         assert!(msg.header("webhook-signature").starts_with("v1,"));
         let body = msg.json();
         assert_eq!(body["type"], "agent.created");
+        let mut agent = agent.clone();
+        assert!(agent.as_object_mut().unwrap().remove("tool_secret").is_some(), "the secret is in the create response only");
         assert_eq!(body["data"], agent);
         assert_eq!(body["livemode"], false);
         assert!(body["timestamp"].as_str().unwrap().ends_with('Z'));
