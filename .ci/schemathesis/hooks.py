@@ -96,6 +96,19 @@ ALLOWED_422 = {
     # Outbound URLs (webhooks, api channels, avatars) must resolve to public
     # addresses; a generated URL may name this very server.
     "value_error.url.private": "the URL leads to a private address (SSRF guard)",
+    # An agent's tools have unique names (uniqueness by a property is beyond
+    # JSON Schema), and an HTTP tool's `parameters` must itself be a valid
+    # JSON Schema of an object.
+    "value_error.tool.duplicate": "two of an agent's tools share a name",
+    "value_error.json_schema": "a tool's parameters are not a valid JSON Schema of an object",
+    # An HTTP tool's header names are HTTP tokens other than the ones Parley
+    # sets itself (content-type, webhook-*), a rule on property names.
+    "value_error.header.name": "not a header name Parley may send",
+    # The playground takes `messages` or `conversation_id`, exactly one, and
+    # `messages` end with the user's turn.
+    "value_error.chat.missing": "neither messages nor conversation_id",
+    "value_error.chat.both": "both messages and conversation_id",
+    "value_error.chat.last": "the last message is not the user's",
 }
 
 # Faults allowed only at one place: (method, path, loc prefix, type).

@@ -177,3 +177,29 @@ pub fn sort_order() -> Object {
 pub fn search_type() -> Object {
     string_enum(&["messages", "conversations", "contacts", "all"])
 }
+
+/// An HTTP tool's headers: at most 10, names HTTP tokens (letters, digits,
+/// `-`, `_`), values 1–1,000 printable ASCII characters.
+pub fn tool_headers() -> Object {
+    use utoipa::openapi::schema::AdditionalProperties;
+    let value = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(1000)).pattern(Some(
+        r"^[ -~]+$",
+    ));
+    let name = ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^[A-Za-z0-9_-]{1,100}$"));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .max_properties(Some(10))
+        .property_names(Some(name.build()))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(value.build())))))
+        .build()
+}
+
+/// The content types a document sent as JSON may have.
+pub fn text_document_type() -> Object {
+    string_enum(&["text/plain", "text/markdown", "text/html"])
+}
+
+/// A playground message's author.
+pub fn chat_role() -> Object {
+    string_enum(&["user", "assistant"])
+}

@@ -44,12 +44,26 @@ fn not_found(id: i64) -> ServiceError {
     ServiceError::not_found("Knowledge collection", id)
 }
 
-/// `POST /api/v1/knowledge-collections` and `PATCH …/{id}`.
+/// `POST /api/v1/knowledge-collections` (documentation; parsed as a
+/// [`CollectionInput`] with `name` required).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "Help center", "description": "Public FAQ and policies"}))]
+pub struct NewCollectionInput {
+    /// 1–200 characters.
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: String,
+    /// Up to 2,000 characters, or null.
+    #[schema(value_type = Option<String>, nullable, max_length = 2000)]
+    pub description: Option<Option<String>>,
+}
+
+/// `PATCH /api/v1/knowledge-collections/{id}` (and a parsed create).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "Help center", "description": "Public FAQ and policies"}))]
 pub struct CollectionInput {
-    /// 1–200 characters (required to create).
+    /// 1–200 characters.
     #[schema(nullable = false, min_length = 1, max_length = 200)]
     pub name: Option<String>,
     /// Up to 2,000 characters, or null.
@@ -134,7 +148,7 @@ pub struct TextDocument {
     #[schema(min_length = 1)]
     pub text: String,
     /// `text/plain` (default), `text/markdown` or `text/html`.
-    #[schema(nullable = false)]
+    #[schema(nullable = false, schema_with = parley_domain::schema::text_document_type)]
     pub content_type: Option<String>,
 }
 
@@ -180,9 +194,6 @@ pub fn check_upload(
         },
         Some(_) => return Err(vec![FieldError::not_enum(at(), CONTENT_TYPES)]),
     };
-    if bytes.is_empty() {
-        return Err(vec![FieldError::new(at(), "value_error.file.empty", "the file is empty")]);
-    }
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(vec![FieldError::new(at(), "value_error.file.too_large", "the file is larger than 20 MiB")]);
     }

@@ -65,7 +65,7 @@ async fn list_collections(
 #[utoipa::path(
     post, path = "/api/v1/knowledge-collections", tag = "Knowledge",
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional; retries with the same key replay the first response.")),
-    request_body = CollectionInput,
+    request_body = knowledge::NewCollectionInput,
     responses((status = 201, body = KnowledgeCollection), (status = 422, body = ValidationErrorBody))
 )]
 async fn create_collection(
@@ -148,7 +148,8 @@ async fn list_documents(
 }
 
 /// An upload: the file, and optionally its title.
-#[derive(ToSchema)]
+#[derive(ToSchema, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)] // documentation only; read by `DocumentBody`
 struct UploadDocument {
     /// A `text/plain`, `text/markdown`, `text/html` or `application/pdf`
@@ -236,7 +237,8 @@ impl FromBody for TextBody {
     params(("collection_id" = i64, Path)),
     request_body(content(
         (TextDocument = "application/json"),
-        (UploadDocument = "multipart/form-data"),
+        (UploadDocument = "multipart/form-data",
+            encoding(("file" = (content_type = "text/plain, text/markdown, text/html, application/pdf")))),
     )),
     responses(
         (status = 202, body = KnowledgeDocument, description = "Accepted; processing"),

@@ -31,9 +31,10 @@ const MAX_MESSAGES: usize = 100;
 
 /// One message of a playground conversation.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PlaygroundMessage {
     /// `user` (the contact) or `assistant` (the agent).
-    #[schema(pattern = "^(user|assistant)$")]
+    #[schema(schema_with = parley_domain::schema::chat_role)]
     pub role: String,
     /// 1–10,000 characters.
     #[schema(min_length = 1, max_length = 10000)]

@@ -41,20 +41,44 @@ const REPLY_LIMIT: usize = 64 * 1024;
 /// Characters of a tool's result given to the model.
 const RESULT_CHARS: usize = 16_000;
 
-/// A tool as written in a create or update.
+/// A tool as written in a create or update: `{"type": "builtin", "name"}`
+/// or an HTTP tool.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(untagged)]
 pub enum ToolInput {
-    /// One of Parley's tools.
-    Builtin { name: BuiltinTool },
-    /// A tool of yours, called over HTTP.
+    Builtin(BuiltinToolInput),
     Http(HttpToolInput),
 }
 
-/// A custom HTTP tool as written.
+/// `builtin`.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinKind {
+    Builtin,
+}
+
+/// `http`.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpKind {
+    Http,
+}
+
+/// One of Parley's tools.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinToolInput {
+    #[serde(rename = "type")]
+    pub kind: BuiltinKind,
+    pub name: BuiltinTool,
+}
+
+/// A tool of yours, called over HTTP.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpToolInput {
+    #[serde(rename = "type")]
+    pub kind: HttpKind,
     /// 1–64 letters, digits, `_` or `-`; not a built-in tool's name.
     #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub name: String,
@@ -66,14 +90,14 @@ pub struct HttpToolInput {
     pub parameters: Value,
     /// An `http` or `https` URL; private addresses are refused unless the
     /// server allows them (`webhooks.allow_private_targets`).
-    #[schema(min_length = 1, max_length = 2048)]
+    #[schema(format = "uri", min_length = 1, max_length = 2048)]
     pub url: String,
     /// 100–30,000; default 10,000.
-    #[schema(minimum = 100, maximum = 30000)]
+    #[schema(nullable = false, minimum = 100, maximum = 30000)]
     pub timeout_ms: Option<i64>,
     /// Headers sent with each call (at most 10), e.g. an API key. Write-only:
     /// they are sealed and never shown again.
-    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    #[schema(nullable = false, schema_with = parley_domain::schema::tool_headers)]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -100,7 +124,7 @@ pub fn parse_tools() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Vec<ToolInput>>
 
 fn input_name(t: &ToolInput) -> &str {
     match t {
-        ToolInput::Builtin { name } => name.as_str(),
+        ToolInput::Builtin(b) => b.name.as_str(),
         ToolInput::Http(h) => &h.name,
     }
 }
@@ -111,7 +135,7 @@ fn parse_tool(v: Value, l: &[LocPart]) -> Parsed<ToolInput> {
         Some("builtin") => object(|r| {
             r.required("type", string(1, 10));
             let name = r.required("name", parley_domain::validation::enum_value::<BuiltinTool>());
-            Some(ToolInput::Builtin { name: name? })
+            Some(ToolInput::Builtin(BuiltinToolInput { kind: BuiltinKind::Builtin, name: name? }))
         })(v, l),
         Some("http") => object(|r| {
             r.required("type", string(1, 10));
@@ -122,6 +146,7 @@ fn parse_tool(v: Value, l: &[LocPart]) -> Parsed<ToolInput> {
             let timeout_ms = r.optional("timeout_ms", integer(100, 30_000));
             let headers = r.optional("headers", headers());
             Some(ToolInput::Http(HttpToolInput {
+                kind: HttpKind::Http,
                 name: name?,
                 description: description?,
                 parameters: parameters?,
@@ -217,7 +242,7 @@ pub(crate) fn store(inputs: Vec<ToolInput>, sealer: &SecretBox) -> (Vec<AgentToo
     let tools = inputs
         .into_iter()
         .map(|t| match t {
-            ToolInput::Builtin { name } => AgentTool::Builtin { name },
+            ToolInput::Builtin(b) => AgentTool::Builtin { name: b.name },
             ToolInput::Http(h) => {
                 let headers = h.headers.unwrap_or_default();
                 if !headers.is_empty() {
