@@ -182,9 +182,11 @@ pub fn search_type() -> Object {
 /// `-`, `_`), values 1–1,000 printable ASCII characters.
 pub fn tool_headers() -> Object {
     use utoipa::openapi::schema::AdditionalProperties;
-    let value = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(1000)).pattern(Some(
-        r"^[ -~]+$",
-    ));
+    let value = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(1000))
+        .pattern(Some(r"^[ -~]+$"));
     let name = ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^[A-Za-z0-9_-]{1,100}$"));
     ObjectBuilder::new()
         .schema_type(Type::Object)

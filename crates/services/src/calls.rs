@@ -39,10 +39,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
+use crate::agents::call_session::{CallAgent, CallSession};
 use crate::crm::contacts;
 use crate::signals::Signal;
 use crate::unit::{Answer, Answered, Claimed, Idempotent, Work};
-use crate::agents::call_session::{CallAgent, CallSession};
 use crate::{ServiceError, ServiceResult, Services, billing, event_data};
 
 /// The filters lists take.
@@ -346,7 +346,8 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
     events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)?).await?;
     enqueue_watch(tx, svc, scope, &call_id).await?;
     let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
-    let system = call_prompt(tx, scope, &agent, &workspace.name, contact_id, &conversation, input.variables.as_ref()).await?;
+    let system =
+        call_prompt(tx, scope, &agent, &workspace.name, contact_id, &conversation, input.variables.as_ref()).await?;
     let agent = CallAgent {
         agent,
         system,

@@ -73,7 +73,11 @@ pub struct CollectionInput {
 
 pub fn parse_collection(body: Value, create: bool) -> Parsed<CollectionInput> {
     parse_object(body, loc(&["body"]), |r| {
-        let name = if create { r.required("name", string(1, 200)).map(Some) } else { Some(r.optional("name", string(1, 200))) };
+        let name = if create {
+            r.required("name", string(1, 200)).map(Some)
+        } else {
+            Some(r.optional("name", string(1, 200)))
+        };
         let description = r.nullable("description", string(0, 2000));
         Some(CollectionInput { name: name?, description })
     })
@@ -231,8 +235,9 @@ pub async fn add_document(
             // Deleted meanwhile: the same 404 as before.
             repo::get_collection(work, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
             let document = repo::insert_document(work, scope, &new).await?;
-            let job = Enqueue::new(KIND, serde_json::json!({"document_id": document.id, "collection_id": collection_id}))
-                .for_scope(scope);
+            let job =
+                Enqueue::new(KIND, serde_json::json!({"document_id": document.id, "collection_id": collection_id}))
+                    .for_scope(scope);
             parley_jobs::enqueue(work, job).await?;
             Ok(document)
         })
@@ -249,7 +254,12 @@ fn document_not_found(id: i64) -> ServiceError {
     ServiceError::not_found("Document", id)
 }
 
-pub async fn get_document(svc: &Services, scope: Scope, collection_id: i64, id: i64) -> ServiceResult<KnowledgeDocument> {
+pub async fn get_document(
+    svc: &Services,
+    scope: Scope,
+    collection_id: i64,
+    id: i64,
+) -> ServiceResult<KnowledgeDocument> {
     let mut c = svc.db.read().await?;
     repo::get_collection(&mut c, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
     repo::get_document(&mut c, scope, collection_id, id).await?.ok_or_else(|| document_not_found(id))
@@ -323,7 +333,10 @@ pub async fn retrieve(
     let mut c = svc.db.read().await?;
     let (hits, _) = rank(&mut c, scope, collection_ids, question, RETRIEVED_PASSAGES).await?;
     Ok(Retrieved {
-        passages: hits.iter().map(|h| Passage { source: h.title.clone(), text: h.text.clone(), score: h.score }).collect(),
+        passages: hits
+            .iter()
+            .map(|h| Passage { source: h.title.clone(), text: h.text.clone(), score: h.score })
+            .collect(),
         hits: hits.iter().map(|h| RetrievalHit { passage_id: h.passage_id, score: h.score }).collect(),
     })
 }
@@ -346,8 +359,12 @@ async fn rank(
     // Candidates are looked up by the words that tell passages apart: a word
     // in most of them (the collection's "the") adds little to a score but
     // makes the index rank nearly every passage. Scores count every word.
-    let mut telling: Vec<String> =
-        terms.iter().zip(&doc_freqs).filter(|(_, df)| **df > 0 && **df * 2 <= passages).map(|(t, _)| t.clone()).collect();
+    let mut telling: Vec<String> = terms
+        .iter()
+        .zip(&doc_freqs)
+        .filter(|(_, df)| **df > 0 && **df * 2 <= passages)
+        .map(|(t, _)| t.clone())
+        .collect();
     if telling.is_empty() {
         let rarest = terms.iter().zip(&doc_freqs).filter(|(_, df)| **df > 0).min_by_key(|(_, df)| **df);
         telling.extend(rarest.map(|(t, _)| t.clone()));

@@ -30,7 +30,7 @@ fn pdf(line: &str) -> Vec<u8> {
     let mut doc = Document::with_version("1.5");
     let pages_id = doc.new_object_id();
     let font_id = doc.add_object(dictionary! {"Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica",
-        "Encoding" => "WinAnsiEncoding"});
+    "Encoding" => "WinAnsiEncoding"});
     let resources_id = doc.add_object(dictionary! {"Font" => dictionary! {"F1" => font_id}});
     let content = Content {
         operations: vec![
@@ -46,7 +46,7 @@ fn pdf(line: &str) -> Vec<u8> {
     doc.objects.insert(
         pages_id,
         Object::Dictionary(dictionary! {"Type" => "Pages", "Kids" => vec![page_id.into()], "Count" => 1,
-            "Resources" => resources_id, "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()]}),
+        "Resources" => resources_id, "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()]}),
     );
     let catalog_id = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages_id});
     doc.trailer.set("Root", catalog_id);
@@ -56,7 +56,15 @@ fn pdf(line: &str) -> Vec<u8> {
 }
 
 /// Uploads `bytes` as the multipart `file` (with `title` if given).
-async fn upload(app: &TestApp, key: &str, collection: i64, name: &str, kind: &str, bytes: Vec<u8>, title: Option<&str>) -> Resp {
+async fn upload(
+    app: &TestApp,
+    key: &str,
+    collection: i64,
+    name: &str,
+    kind: &str,
+    bytes: Vec<u8>,
+    title: Option<&str>,
+) -> Resp {
     let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()).mime_str(kind).unwrap();
     let mut form = reqwest::multipart::Form::new().part("file", part);
     if let Some(t) = title {
@@ -90,7 +98,11 @@ async fn collection(app: &TestApp, key: &str, name: &str) -> i64 {
 
 async fn add_text(app: &TestApp, key: &str, collection: i64, title: &str, text: &str) -> Value {
     let r = app
-        .post(key, &format!("/api/v1/knowledge-collections/{collection}/documents"), json!({"title": title, "text": text, "content_type": "text/markdown"}))
+        .post(
+            key,
+            &format!("/api/v1/knowledge-collections/{collection}/documents"),
+            json!({"title": title, "text": text, "content_type": "text/markdown"}),
+        )
         .await;
     assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(r.body["status"], "processing");
@@ -303,7 +315,5 @@ both_backends! {
 }
 
 fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect()
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }

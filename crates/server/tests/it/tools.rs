@@ -293,7 +293,14 @@ async fn http_tools_on_private_addresses_are_refused_unless_allowed() {
     })
     .await;
     let ws = app.workspace("Acme").await;
-    let r = app.post_idem(&ws.live, "/api/v1/agents", &uuid(), json!({"name": "Ava", "tools": [book_table("http://127.0.0.1:9/book")]})).await;
+    let r = app
+        .post_idem(
+            &ws.live,
+            "/api/v1/agents",
+            &uuid(),
+            json!({"name": "Ava", "tools": [book_table("http://127.0.0.1:9/book")]}),
+        )
+        .await;
     assert_eq!(r.status, 422, "{}", r.text);
     assert_eq!(r.body["detail"][0]["loc"], json!(["body", "tools", 0, "url"]));
     assert_eq!(r.body["detail"][0]["type"], "value_error.url.private");
@@ -318,7 +325,13 @@ async fn http_tools_on_private_addresses_are_refused_unless_allowed() {
     let body = json!({"name": "Ava", "text_engine": "openai", "tools": [book_table(&format!("http://localhost:{port}/book"))]});
     let agent = app.create_agent(&ws.live, body).await;
     // Asked in the playground: the tool runs there too.
-    let r = app.post(&ws.live, &format!("/api/v1/agents/{}/chat", agent["id"]), json!({"messages": [{"role": "user", "content": "Friday"}]})).await;
+    let r = app
+        .post(
+            &ws.live,
+            &format!("/api/v1/agents/{}/chat", agent["id"]),
+            json!({"messages": [{"role": "user", "content": "Friday"}]}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["message"], "I could not book it.");
     let error = r.body["tool_calls"][0]["error"].as_str().unwrap();

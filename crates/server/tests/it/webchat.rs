@@ -167,11 +167,24 @@ async fn the_widget_in_chromium_sends_and_shows_the_agents_answer_and_the_reply_
     let app = TestApp::spawn_with(Backend::Sqlite, |s| s.agents.debounce_ms = 100).await;
     let ws = app.workspace("Acme").await;
     // An agent that answers every webchat message from its knowledge.
-    let k = app.post(&ws.live, "/api/v1/knowledge-collections", json!({"name": "Site"})).await.body["id"].as_i64().unwrap();
-    let r = app.post(&ws.live, &format!("/api/v1/knowledge-collections/{k}/documents"), json!({"title": "Welcome", "text": "Hello from Acme! We open at 9am every day."})).await;
+    let k =
+        app.post(&ws.live, "/api/v1/knowledge-collections", json!({"name": "Site"})).await.body["id"].as_i64().unwrap();
+    let r = app
+        .post(
+            &ws.live,
+            &format!("/api/v1/knowledge-collections/{k}/documents"),
+            json!({"title": "Welcome", "text": "Hello from Acme! We open at 9am every day."}),
+        )
+        .await;
     assert_eq!(r.status, 202, "{}", r.text);
     let agent = app.create_agent(&ws.live, json!({"name": "Ava", "tools": [], "knowledge_collection_ids": [k]})).await;
-    let r = app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "message.received", "channel": "webchat"})).await;
+    let r = app
+        .post(
+            &ws.live,
+            &format!("/api/v1/agents/{}/triggers", agent["id"]),
+            json!({"event": "message.received", "channel": "webchat"}),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text);
     // The customer's page, on its own origin.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

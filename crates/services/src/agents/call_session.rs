@@ -10,16 +10,14 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parley_domain::Scope;
-use parley_domain::agent::{Agent, RunStatus, RunTrigger};
-use parley_domain::event::EventType;
+use parley_domain::agent::{Agent, RunTrigger};
 use parley_engines::{ChatMessage, TextEngine};
-use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
-use parley_store::repo::events;
+use parley_store::repo::agent_runs::{self as run_repo, NewRun};
 use parley_voice::session::{AgentSession, Input, Output};
 
 use super::session::{self, Turn};
 use super::tools::Place;
-use crate::{ServiceResult, Services, event_data};
+use crate::{ServiceResult, Services};
 
 /// What a call's agent is, fixed when the call is placed.
 #[derive(Clone)]
@@ -57,7 +55,10 @@ impl AgentSession for CallSession {
             .first_message
             .clone()
             .unwrap_or_else(|| format!("Hello, this is {}. How can I help?", self.call.agent.name));
-        self.memory.lock().expect("memory lock").push(ChatMessage::Assistant { text: greeting.clone(), tool_calls: vec![] });
+        self.memory
+            .lock()
+            .expect("memory lock")
+            .push(ChatMessage::Assistant { text: greeting.clone(), tool_calls: vec![] });
         Some(greeting)
     }
 
@@ -91,7 +92,8 @@ impl AgentSession for CallSession {
             };
             memory.lock().expect("memory lock").push(ChatMessage::Assistant { text: said, tool_calls: vec![] });
         });
-        let deltas = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (Output::TextDelta(t), rx)) });
+        let deltas =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (Output::TextDelta(t), rx)) });
         deltas.chain(futures::stream::once(async { Output::EndOfTurn })).boxed()
     }
 }
@@ -140,42 +142,18 @@ async fn turn(
     let thought = session::think(svc, &engine, turn, Some(deltas)).await;
 
     let mut work = svc.begin().await?;
-    let (said, kind) = match &thought {
-        Ok(thought) => {
-            let usage = thought.usage;
-            let end = RunEnd {
-                status: RunStatus::Completed,
-                model: &model,
-                input_tokens: usage.input_tokens as i64,
-                output_tokens: usage.output_tokens as i64,
-                cost_cents: engine.pricing().cost_cents(usage),
-                first_token_ms: thought.first_token_ms,
-                total_ms: Some(started.elapsed().as_millis() as i64),
-                reply_message_id: None,
-                tool_calls: &thought.tool_calls,
-                retrieval: &knowledge.hits,
-                error: None,
-            };
-            run_repo::finish(&mut work, scope, run.id, &end).await?;
-            let tokens = format!("{} tokens in, {} out (call turn)", usage.input_tokens, usage.output_tokens);
-            crate::billing::charge_run(&mut work, scope, &svc.config.billing, run.id, end.cost_cents, &tokens).await?;
-            (thought.text.clone(), EventType::AgentRunCompleted)
-        }
-        Err(e) => {
-            let error = e.to_string();
-            let end = RunEnd {
-                status: RunStatus::Failed,
-                total_ms: Some(started.elapsed().as_millis() as i64),
-                error: Some(&error),
-                ..RunEnd::empty("")
-            };
-            run_repo::finish(&mut work, scope, run.id, &end).await?;
-            (String::new(), EventType::AgentRunFailed)
-        }
+    let end = session::TurnEnd {
+        run_id: run.id,
+        engine: engine.as_ref(),
+        model: &model,
+        started,
+        thought: thought.as_ref(),
+        retrieval: &knowledge.hits,
+        reply_message_id: None,
+        what: Some("call turn"),
     };
-    if let Some(done) = run_repo::get(&mut work, scope, run.id).await? {
-        events::append(&mut work, scope, kind, event_data(&done)?).await?;
-    }
+    session::record(&mut work, svc, scope, end).await?;
+    let said = thought.map(|t| t.text).unwrap_or_default();
     svc.commit(work).await?;
     Ok(said)
 }

@@ -2,9 +2,9 @@
 //! the status machine, archive; their triggers; and the prompt preview.
 //! The prompt blocks agents share live in [`prompt_blocks`].
 
-pub mod prompt;
 pub mod call_session;
 pub mod playground;
+pub mod prompt;
 pub mod prompt_blocks;
 pub mod routing;
 pub mod runs;
@@ -415,7 +415,13 @@ pub async fn list(svc: &Services, scope: Scope, filter: &AgentFilter, page: Page
     Ok(repo::list(&mut c, scope, filter, page).await?)
 }
 
-pub async fn update(tx: &mut Tx, svc: &Services, scope: Scope, id: AgentId, input: UpdateAgent) -> ServiceResult<Agent> {
+pub async fn update(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    id: AgentId,
+    input: UpdateAgent,
+) -> ServiceResult<Agent> {
     let id = id.get();
     if let Some(tools) = &input.changes.tools {
         tools::check_urls(svc, tools)?;

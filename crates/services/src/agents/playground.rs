@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use parley_domain::Scope;
-use parley_domain::agent::{AgentStatus, RunStatus, RunToolCall, RunTrigger};
-use parley_domain::event::EventType;
+use parley_domain::agent::{AgentStatus, RunToolCall, RunTrigger};
 use parley_domain::ids::AgentId;
-use parley_domain::validation::{FieldError, LocPart, Parsed, integer, list_of, loc, object, one_of, parse_object, string};
+use parley_domain::validation::{
+    FieldError, LocPart, Parsed, integer, list_of, loc, object, one_of, parse_object, string,
+};
 use parley_engines::{ChatMessage, EngineError};
-use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
-use parley_store::repo::{conversations as conversation_repo, events};
+use parley_store::repo::agent_runs::{self as run_repo, NewRun};
+use parley_store::repo::conversations as conversation_repo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -25,7 +26,7 @@ use utoipa::ToSchema;
 use super::session::{self, Turn};
 use super::tools::{Place, Stop};
 use super::{prompt, require_agent};
-use crate::{ServiceError, ServiceResult, Services, event_data};
+use crate::{ServiceError, ServiceResult, Services};
 
 const MAX_MESSAGES: usize = 100;
 
@@ -213,56 +214,32 @@ pub async fn chat(
     let thought = session::think(svc, &engine, turn, deltas.as_ref()).await;
 
     let mut work = svc.begin().await?;
+    let end = session::TurnEnd {
+        run_id: run.id,
+        engine: engine.as_ref(),
+        model: &model,
+        started,
+        thought: thought.as_ref(),
+        retrieval: &knowledge.hits,
+        reply_message_id: None,
+        what: Some("playground"),
+    };
+    session::record(&mut work, svc, scope, end).await?;
     let answer = match thought {
-        Ok(thought) => {
-            let usage = thought.usage;
-            let end = RunEnd {
-                status: RunStatus::Completed,
-                model: &model,
-                input_tokens: usage.input_tokens as i64,
-                output_tokens: usage.output_tokens as i64,
-                cost_cents: engine.pricing().cost_cents(usage),
-                first_token_ms: thought.first_token_ms,
-                total_ms: Some(started.elapsed().as_millis() as i64),
-                reply_message_id: None,
-                tool_calls: &thought.tool_calls,
-                retrieval: &knowledge.hits,
-                error: None,
-            };
-            run_repo::finish(&mut work, scope, run.id, &end).await?;
-            let tokens = format!("{} tokens in, {} out (playground)", usage.input_tokens, usage.output_tokens);
-            crate::billing::charge_run(&mut work, scope, &svc.config.billing, run.id, end.cost_cents, &tokens).await?;
-            Ok(ChatAnswer {
-                message: thought.text,
-                run_id: run.id,
-                handoff: match &thought.stop {
-                    Some(Stop::Handoff(reason)) => Some(reason.clone()),
-                    _ => None,
-                },
-                end_conversation: thought.stop == Some(Stop::EndConversation),
-                tool_calls: thought.tool_calls,
-            })
-        }
-        Err(e) => {
-            let error = e.to_string();
-            let end = RunEnd {
-                status: RunStatus::Failed,
-                total_ms: Some(started.elapsed().as_millis() as i64),
-                error: Some(&error),
-                ..RunEnd::empty("")
-            };
-            run_repo::finish(&mut work, scope, run.id, &end).await?;
-            Err(match e {
-                EngineError::Transient(e) | EngineError::Permanent(e) => {
-                    ServiceError::Unavailable(format!("The text engine failed: {e}"))
-                }
-            })
+        Ok(thought) => Ok(ChatAnswer {
+            message: thought.text,
+            run_id: run.id,
+            handoff: match &thought.stop {
+                Some(Stop::Handoff(reason)) => Some(reason.clone()),
+                _ => None,
+            },
+            end_conversation: thought.stop == Some(Stop::EndConversation),
+            tool_calls: thought.tool_calls,
+        }),
+        Err(EngineError::Transient(e) | EngineError::Permanent(e)) => {
+            Err(ServiceError::Unavailable(format!("The text engine failed: {e}")))
         }
     };
-    if let Some(done) = run_repo::get(&mut work, scope, run.id).await? {
-        let kind = if answer.is_ok() { EventType::AgentRunCompleted } else { EventType::AgentRunFailed };
-        events::append(&mut work, scope, kind, event_data(&done)?).await?;
-    }
     svc.commit(work).await?;
     answer
 }

@@ -30,9 +30,9 @@ use parley_store::repo::agent_runs::{self as repo, NewRun, RunEnd};
 use parley_store::repo::{agents as agent_repo, conversations as conversation_repo, events};
 use serde::{Deserialize, Serialize};
 
+use super::prompt;
 use super::session;
 use super::tools::{self, Stop};
-use super::prompt;
 use crate::messaging::conversations::{self, UpdateConversation};
 use crate::messaging::handoffs::{self, CreateHandoff};
 use crate::messaging::messages::{self, Recipient, SendMessage, Sender};
@@ -342,26 +342,17 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         // Call tools are not offered outside calls.
         Some(Stop::EndCall | Stop::Transfer(_)) | None => {}
     }
-    let usage = thought.usage;
-    let end = RunEnd {
-        status: RunStatus::Completed,
+    let end = session::TurnEnd {
+        run_id: run.id,
+        engine: engine.as_ref(),
         model: agent.model.as_deref().unwrap_or(engine.model()),
-        input_tokens: usage.input_tokens as i64,
-        output_tokens: usage.output_tokens as i64,
-        cost_cents: engine.pricing().cost_cents(usage),
-        first_token_ms: thought.first_token_ms,
-        total_ms: Some(started.elapsed().as_millis() as i64),
-        reply_message_id: reply_id,
-        tool_calls: &thought.tool_calls,
+        started,
+        thought: Ok(&thought),
         retrieval: &knowledge.hits,
-        ..RunEnd::empty("")
+        reply_message_id: reply_id,
+        what: None,
     };
-    repo::finish(&mut work, scope, run.id, &end).await?;
-    let tokens = format!("{} tokens in, {} out", usage.input_tokens, usage.output_tokens);
-    crate::billing::charge_run(&mut work, scope, &svc.config.billing, run.id, end.cost_cents, &tokens).await?;
-    if let Some(done) = repo::get(&mut work, scope, run.id).await? {
-        events::append(&mut work, scope, EventType::AgentRunCompleted, event_data(&done)?).await?;
-    }
+    session::record(&mut work, svc, scope, end).await?;
     if !job.complete(&mut work).await? {
         // Another instance took the job over; it answers.
         return Ok(Outcome::Committed);

@@ -6,12 +6,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use parley_domain::agent::{Agent, RunToolCall};
+use parley_domain::Scope;
+use parley_domain::agent::{Agent, RetrievalHit, RunStatus, RunToolCall};
+use parley_domain::event::EventType;
 use parley_engines::{ChatMessage, ChatRequest, EngineError, EngineEvent, Passage, TextEngine, Usage};
+use parley_store::Tx;
+use parley_store::repo::agent_runs::{self as run_repo, RunEnd};
+use parley_store::repo::events;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::tools::{self, Place, Stop};
-use crate::Services;
+use crate::{ServiceResult, Services, event_data};
 
 /// Rounds of tool calls per turn. A model still calling tools after the
 /// last gets no more; a tool that ends the turn (a handoff, the end of the
@@ -108,4 +113,59 @@ pub async fn think(
         }
     }
     Ok(thought)
+}
+
+/// How a turn ended, for its run.
+pub struct TurnEnd<'a> {
+    pub run_id: i64,
+    pub engine: &'a dyn TextEngine,
+    pub model: &'a str,
+    pub started: Instant,
+    pub thought: Result<&'a Thought, &'a EngineError>,
+    pub retrieval: &'a [RetrievalHit],
+    pub reply_message_id: Option<i64>,
+    /// Named in the ledger entry (`playground`, `call turn`), if anything.
+    pub what: Option<&'a str>,
+}
+
+/// Records a turn in its run's transaction: its figures (or its error),
+/// the charge for its tokens (once per run), and `agent.run.completed` or
+/// `agent.run.failed`.
+pub async fn record(tx: &mut Tx, svc: &Services, scope: Scope, end: TurnEnd<'_>) -> ServiceResult<()> {
+    let total_ms = Some(end.started.elapsed().as_millis() as i64);
+    let kind = match end.thought {
+        Ok(thought) => {
+            let usage = thought.usage;
+            let figures = RunEnd {
+                status: RunStatus::Completed,
+                model: end.model,
+                input_tokens: usage.input_tokens as i64,
+                output_tokens: usage.output_tokens as i64,
+                cost_cents: end.engine.pricing().cost_cents(usage),
+                first_token_ms: thought.first_token_ms,
+                total_ms,
+                reply_message_id: end.reply_message_id,
+                tool_calls: &thought.tool_calls,
+                retrieval: end.retrieval,
+                error: None,
+            };
+            run_repo::finish(tx, scope, end.run_id, &figures).await?;
+            let mut tokens = format!("{} tokens in, {} out", usage.input_tokens, usage.output_tokens);
+            if let Some(what) = end.what {
+                tokens.push_str(&format!(" ({what})"));
+            }
+            crate::billing::charge_run(tx, scope, &svc.config.billing, end.run_id, figures.cost_cents, &tokens).await?;
+            EventType::AgentRunCompleted
+        }
+        Err(e) => {
+            let error = e.to_string();
+            let figures = RunEnd { status: RunStatus::Failed, total_ms, error: Some(&error), ..RunEnd::empty("") };
+            run_repo::finish(tx, scope, end.run_id, &figures).await?;
+            EventType::AgentRunFailed
+        }
+    };
+    if let Some(done) = run_repo::get(tx, scope, end.run_id).await? {
+        events::append(tx, scope, kind, event_data(&done)?).await?;
+    }
+    Ok(())
 }

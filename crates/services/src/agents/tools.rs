@@ -394,11 +394,9 @@ pub async fn execute(svc: &Services, agent: &Agent, place: &Place, call: &ToolCa
         Some(tool) => {
             let spec = match tool {
                 AgentTool::Builtin { name } => builtin_spec(*name),
-                AgentTool::Http(h) => ToolSpec {
-                    name: h.name.clone(),
-                    description: String::new(),
-                    parameters: h.parameters.clone(),
-                },
+                AgentTool::Http(h) => {
+                    ToolSpec { name: h.name.clone(), description: String::new(), parameters: h.parameters.clone() }
+                }
             };
             match check_arguments(&spec.parameters, &arguments) {
                 Err(e) => Err(e),
@@ -444,9 +442,10 @@ type ToolResult = Result<(Value, Option<Stop>), String>;
 async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value) -> ToolResult {
     let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     match name {
-        BuiltinTool::HandoffToHuman => {
-            Ok((json!({"ok": true, "detail": "A person will take over the conversation."}), Some(Stop::Handoff(text("reason")))))
-        }
+        BuiltinTool::HandoffToHuman => Ok((
+            json!({"ok": true, "detail": "A person will take over the conversation."}),
+            Some(Stop::Handoff(text("reason"))),
+        )),
         BuiltinTool::EndConversation => {
             Ok((json!({"ok": true, "detail": "The conversation will be closed."}), Some(Stop::EndConversation)))
         }
@@ -463,10 +462,9 @@ async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value)
             let contact = crate::crm::contacts::get(svc, place.scope, id).await.map_err(|e| refusal(&e))?;
             Ok((serde_json::to_value(contact).map_err(|e| e.to_string())?, None))
         }
-        BuiltinTool::UpdateContact | BuiltinTool::SendMessage if place.dry_run => Ok((
-            json!({"ok": true, "dry_run": true, "detail": "Not carried out: this is the playground."}),
-            None,
-        )),
+        BuiltinTool::UpdateContact | BuiltinTool::SendMessage if place.dry_run => {
+            Ok((json!({"ok": true, "dry_run": true, "detail": "Not carried out: this is the playground."}), None))
+        }
         BuiltinTool::UpdateContact => {
             let id = place.contact_id.ok_or("the conversation has no contact")?;
             let region = svc.config.contacts.default_region;
@@ -484,7 +482,10 @@ async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value)
             let query = parley_domain::search::parse(&text("query")).map_err(|e| e.to_string())?;
             let request = crate::search::SearchRequest {
                 query,
-                targets: vec![parley_store::repo::search::Target::Messages, parley_store::repo::search::Target::Conversations],
+                targets: vec![
+                    parley_store::repo::search::Target::Messages,
+                    parley_store::repo::search::Target::Conversations,
+                ],
                 filter: parley_store::repo::search::SearchFilter { contact_id: Some(id), ..Default::default() },
             };
             let page = parley_domain::validation::Page { limit: 5, offset: 0 };

@@ -14,8 +14,7 @@ use super::{Arg, Where};
 use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
-const COLLECTION_COLUMNS: &str =
-    "id, name, description, document_count, passage_count, created_at, updated_at";
+const COLLECTION_COLUMNS: &str = "id, name, description, document_count, passage_count, created_at, updated_at";
 const DOCUMENT_COLUMNS: &str = "id, collection_id, title, source, content_type, status, error, passage_count, \
     bytes, created_at, updated_at";
 
@@ -168,7 +167,11 @@ pub struct NewDocument<'a> {
 }
 
 /// Inserts a document as `processing` and counts it in its collection.
-pub async fn insert_document(c: &mut impl AsHandle, scope: Scope, d: &NewDocument<'_>) -> StoreResult<KnowledgeDocument> {
+pub async fn insert_document(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    d: &NewDocument<'_>,
+) -> StoreResult<KnowledgeDocument> {
     let now = Timestamp::now();
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO knowledge_documents (workspace_id, livemode, collection_id, title, source, content_type, status,
@@ -236,9 +239,11 @@ pub async fn get_document(
 pub async fn storage_key(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Option<String>> {
     let row: Option<(String,)> = fetch_optional!(
         c,
-        sqlx::query_as("SELECT storage_key FROM knowledge_documents WHERE workspace_id = $1 AND livemode = $2 AND id = $3")
-            .bind_scope(scope)
-            .bind(id)
+        sqlx::query_as(
+            "SELECT storage_key FROM knowledge_documents WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
+        )
+        .bind_scope(scope)
+        .bind(id)
     )?;
     Ok(row.map(|(k,)| k))
 }
@@ -258,7 +263,12 @@ pub async fn list_documents(
 }
 
 /// Deletes a document and its passages; its storage key.
-pub async fn delete_document(c: &mut impl AsHandle, scope: Scope, collection_id: i64, id: i64) -> StoreResult<Option<String>> {
+pub async fn delete_document(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    collection_id: i64,
+    id: i64,
+) -> StoreResult<Option<String>> {
     let Some(key) = storage_key(c, scope, id).await? else { return Ok(None) };
     let Some(document) = get_document(c, scope, collection_id, id).await? else { return Ok(None) };
     let (words,): (i64,) = fetch_one!(
