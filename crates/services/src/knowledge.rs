@@ -357,12 +357,13 @@ async fn rank(
     let (passages, words) = repo::stats(c, scope, ids).await?;
     let doc_freqs = repo::document_frequencies(c, scope, ids, &terms).await?;
     // Candidates are looked up by the words that tell passages apart: a word
-    // in most of them (the collection's "the") adds little to a score but
-    // makes the index rank nearly every passage. Scores count every word.
+    // in more than one passage in ten (and more than the candidates we
+    // read) adds little to a score but makes the index rank a large share of
+    // the collection. Scores count every word.
     let mut telling: Vec<String> = terms
         .iter()
         .zip(&doc_freqs)
-        .filter(|(_, df)| **df > 0 && **df * 2 <= passages)
+        .filter(|(_, df)| **df > 0 && (**df <= CANDIDATES || **df * 10 <= passages))
         .map(|(t, _)| t.clone())
         .collect();
     if telling.is_empty() {
