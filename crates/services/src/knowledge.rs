@@ -170,12 +170,11 @@ pub fn parse_text_document(body: Value) -> Parsed<NewContent> {
     })
 }
 
-/// Checks an upload's parts: its type (from the part, else the file name),
-/// size, and title (the file name when none is given).
+/// Checks an upload: its type (from the part, else the file name) and
+/// size; it is titled by its file name.
 pub fn check_upload(
     file_name: Option<String>,
     content_type: Option<String>,
-    title: Option<String>,
     bytes: Bytes,
 ) -> Result<NewContent, Vec<FieldError>> {
     let at = || loc(&["body", "file"]);
@@ -201,7 +200,7 @@ pub fn check_upload(
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(vec![FieldError::new(at(), "value_error.file.too_large", "the file is larger than 20 MiB")]);
     }
-    let title = title.or_else(|| file_name.clone()).unwrap_or_else(|| "Untitled".to_owned());
+    let title = file_name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "Untitled".to_owned());
     let title: String = title.chars().take(300).collect();
     Ok(NewContent { title, source: file_name.map(|n| n.chars().take(300).collect()), content_type, bytes })
 }

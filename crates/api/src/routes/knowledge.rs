@@ -147,7 +147,7 @@ async fn list_documents(
     Ok(Json(Items::new(knowledge::list_documents(&s.services, auth.scope(), id, q.page).await?, q.page)))
 }
 
-/// An upload: the file, and optionally its title.
+/// An upload: the file (titled by its name).
 #[derive(ToSchema, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // documentation only; read by `DocumentBody`
@@ -156,9 +156,6 @@ struct UploadDocument {
     /// file of at most 20 MiB (its type from the part, else its name).
     #[schema(value_type = String, format = Binary)]
     file: Vec<u8>,
-    /// 1–300 characters; default the file's name.
-    #[schema(min_length = 1, max_length = 300)]
-    title: Option<String>,
 }
 
 /// A document's content, sent as JSON or as a multipart upload.
@@ -183,7 +180,7 @@ impl FromRequest<AppState> for DocumentBody {
         let body = read_body(req.into_body(), limit).await?;
         let mut form =
             multer::Multipart::new(futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body) }), boundary);
-        let (mut file, mut title) = (None, None);
+        let mut file = None;
         let malformed = |e: multer::Error| ApiError::bad_request(format!("The multipart body is malformed: {e}"));
         while let Some(field) = form.next_field().await.map_err(malformed)? {
             match field.name() {
@@ -191,17 +188,6 @@ impl FromRequest<AppState> for DocumentBody {
                     let name = field.file_name().map(str::to_owned);
                     let kind = field.content_type().map(|m| m.essence_str().to_owned());
                     file = Some((name, kind, field.bytes().await.map_err(malformed)?));
-                }
-                Some("title") => {
-                    let text = field.text().await.map_err(malformed)?;
-                    let chars = text.chars().count();
-                    if !(1..=300).contains(&chars) {
-                        let at = loc(&["body", "title"]);
-                        let error =
-                            if chars == 0 { FieldError::too_short(at, 1) } else { FieldError::too_long(at, 300) };
-                        return Err(ApiError::Validation(vec![error]));
-                    }
-                    title = Some(text);
                 }
                 Some(other) => {
                     return Err(ApiError::Validation(vec![FieldError::extra(loc(&["body", other]))]));
@@ -212,7 +198,7 @@ impl FromRequest<AppState> for DocumentBody {
         let Some((name, kind, bytes)) = file else {
             return Err(ApiError::Validation(vec![FieldError::missing(loc(&["body", "file"]))]));
         };
-        Ok(DocumentBody(knowledge::check_upload(name, kind, title, bytes)?))
+        Ok(DocumentBody(knowledge::check_upload(name, kind, bytes)?))
     }
 }
 
@@ -228,7 +214,7 @@ impl FromBody for TextBody {
 /// Add a document to a collection.
 ///
 /// Send JSON (`{title, text, content_type}`, within the request size limit)
-/// or a multipart upload (`file`, optional `title`) of plain text,
+/// or a multipart upload (`file`, titled by its name) of plain text,
 /// Markdown, HTML or PDF up to 20 MiB. The document is `processing` until a
 /// job has extracted its text and split it into passages (`ready`), or
 /// `failed` with the reason.

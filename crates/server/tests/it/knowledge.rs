@@ -55,21 +55,10 @@ fn pdf(line: &str) -> Vec<u8> {
     out
 }
 
-/// Uploads `bytes` as the multipart `file` (with `title` if given).
-async fn upload(
-    app: &TestApp,
-    key: &str,
-    collection: i64,
-    name: &str,
-    kind: &str,
-    bytes: Vec<u8>,
-    title: Option<&str>,
-) -> Resp {
+/// Uploads `bytes` as the multipart `file`.
+async fn upload(app: &TestApp, key: &str, collection: i64, name: &str, kind: &str, bytes: Vec<u8>) -> Resp {
     let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()).mime_str(kind).unwrap();
-    let mut form = reqwest::multipart::Form::new().part("file", part);
-    if let Some(t) = title {
-        form = form.text("title", t.to_owned());
-    }
+    let form = reqwest::multipart::Form::new().part("file", part);
     let r = app
         .client
         .post(app.url(&format!("/api/v1/knowledge-collections/{collection}/documents")))
@@ -119,19 +108,19 @@ both_backends! {
         assert_eq!((hours["status"].clone(), hours["passage_count"].clone()), (json!("ready"), json!(2)), "{hours}");
         assert_eq!(hours["bytes"], HOURS.len());
 
-        let html = upload(&app, &ws.live, k, "shipping.html", "text/html", SHIPPING_HTML.as_bytes().to_vec(), None).await;
+        let html = upload(&app, &ws.live, k, "shipping.html", "text/html", SHIPPING_HTML.as_bytes().to_vec()).await;
         assert_eq!(html.status, 202, "{}", html.text);
         assert_eq!((html.body["title"].clone(), html.body["source"].clone()), (json!("shipping.html"), json!("shipping.html")));
         let html = processed(&app, &ws.live, k, &html.body["id"]).await;
         assert_eq!(html["status"], "ready", "{html}");
 
-        let pdf_doc = upload(&app, &ws.live, k, "warranty.pdf", "application/pdf", pdf("Every laptop carries a warranty of three years."), Some("Warranty")).await;
+        let pdf_doc = upload(&app, &ws.live, k, "warranty.pdf", "application/pdf", pdf("Every laptop carries a warranty of three years.")).await;
         assert_eq!(pdf_doc.status, 202, "{}", pdf_doc.text);
         let pdf_doc = processed(&app, &ws.live, k, &pdf_doc.body["id"]).await;
-        assert_eq!((pdf_doc["status"].clone(), pdf_doc["title"].clone(), pdf_doc["content_type"].clone()), (json!("ready"), json!("Warranty"), json!("application/pdf")), "{pdf_doc}");
+        assert_eq!((pdf_doc["status"].clone(), pdf_doc["title"].clone(), pdf_doc["content_type"].clone()), (json!("ready"), json!("warranty.pdf"), json!("application/pdf")), "{pdf_doc}");
 
         // A file that is not what it says fails, with why.
-        let broken = upload(&app, &ws.live, k, "broken.pdf", "application/pdf", b"%PDF-1.4 not really".to_vec(), None).await;
+        let broken = upload(&app, &ws.live, k, "broken.pdf", "application/pdf", b"%PDF-1.4 not really".to_vec()).await;
         let broken = processed(&app, &ws.live, k, &broken.body["id"]).await;
         assert_eq!(broken["status"], "failed");
         assert!(broken["error"].as_str().unwrap().contains("PDF"), "{broken}");
@@ -155,7 +144,7 @@ both_backends! {
         assert!(r.body["items"][0]["text"].as_str().unwrap().contains("worldwide"), "{}", r.body);
         assert!(!r.body.to_string().contains("tracking"), "scripts are not text: {}", r.body);
         let r = q("how long is the warranty").await;
-        assert_eq!(r.body["items"][0]["title"], "Warranty", "{}", r.body);
+        assert_eq!(r.body["items"][0]["title"], "warranty.pdf", "{}", r.body);
         let r = q("refund receipt").await;
         let scores: Vec<f64> = r.body["items"].as_array().unwrap().iter().map(|i| i["score"].as_f64().unwrap()).collect();
         assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
@@ -201,7 +190,7 @@ both_backends! {
         assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "name"])));
         let r = app.post(&ws.live, &format!("/api/v1/knowledge-collections/{k}/documents"), json!({"title": "x", "text": "y", "content_type": "image/png"})).await;
         assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "content_type"])));
-        let r = upload(&app, &ws.live, k, "photo.png", "image/png", vec![1, 2, 3], None).await;
+        let r = upload(&app, &ws.live, k, "photo.png", "image/png", vec![1, 2, 3]).await;
         assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "file"])), "{}", r.text);
         let r = app.get(&ws.live, &format!("/api/v1/knowledge-collections/{k}/query")).await;
         assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["query", "q"])), "{}", r.text);
