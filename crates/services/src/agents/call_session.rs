@@ -138,7 +138,11 @@ async fn turn(
         call_id: Some(call.call_id.clone()),
         dry_run: false,
     };
-    let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: true };
+    // `end_call` and `transfer_call` are not offered yet: the call engine
+    // cannot act on them until the speech loop (issue 19) can end and
+    // transfer a call, and a tool that reports success but does nothing
+    // would mislead the model.
+    let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: false };
     let thought = session::think(svc, &engine, turn, Some(deltas)).await;
 
     let mut work = svc.begin().await?;

@@ -1,6 +1,6 @@
 //! The tools an agent's model may call: Parley's own (`handoff_to_human`,
 //! `end_conversation`, `lookup_contact`, `update_contact`, `search`,
-//! `send_message`; `end_call` and `transfer_call` on calls) and custom HTTP
+//! `send_message`; `end_call` and `transfer_call` once calls can act on them) and custom HTTP
 //! tools, each offered only when the agent lists it.
 //!
 //! Every call's arguments are checked against the tool's JSON Schema before
