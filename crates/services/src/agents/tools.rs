@@ -614,6 +614,11 @@ mod tests {
         let e = check_arguments(&schema, &json!({"text": "Hi"})).unwrap_err();
         assert!(e.contains("channel"), "{e}");
         assert!(check_arguments(&schema, &json!("Hi")).is_err());
+        // update_contact changes only the allowed fields, and at least one.
+        let schema = builtin_spec(BuiltinTool::UpdateContact).parameters;
+        assert!(check_arguments(&schema, &json!({"email": "ana@example.com"})).is_ok());
+        assert!(check_arguments(&schema, &json!({"tags": ["vip"]})).is_err());
+        assert!(check_arguments(&schema, &json!({})).is_err());
     }
 
     #[test]
