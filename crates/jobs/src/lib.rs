@@ -19,7 +19,7 @@
 //! The table is read and written through `parley_store::repo::jobs`, which
 //! tests use to see the queue.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -226,13 +226,34 @@ impl Worker {
     }
 
     /// Runs until `shutdown` turns true (or its sender is dropped), woken
-    /// early whenever `wake` changes; then lets running jobs finish (up to
-    /// the lease) and gives the leases of the others back.
-    pub async fn run(self: Arc<Self>, mut wake: watch::Receiver<u64>, mut shutdown: watch::Receiver<bool>) {
+    /// early whenever a transaction that queued a job of its kinds commits
+    /// on this instance; then lets running jobs finish (up to the lease) and
+    /// gives the leases of the others back.
+    ///
+    /// Jobs queued on this instance come to it already leased (see
+    /// `parley_store::JobBell`) and start when due; the others it claims.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let (handed, mut taken) = tokio::sync::mpsc::unbounded_channel();
+        let taker = parley_store::Taker { worker: Arc::clone(&self.id), lease: self.config.lease, jobs: handed };
+        let mut wake = self.db.bell().subscribe(&self.kinds, Some(taker));
         let keeper = tokio::spawn(Arc::clone(&self).keep_leases());
         let mut running: JoinSet<()> = JoinSet::new();
+        // Handed-over jobs waiting for their time or for room, by due time.
+        let mut held: BTreeMap<(Timestamp, i64), JobRow> = BTreeMap::new();
         loop {
             while running.try_join_next().is_some() {}
+            while let Ok(row) = taken.try_recv() {
+                held.insert((row.run_at, row.id), row);
+            }
+            let now = Timestamp::now();
+            while running.len() < self.config.concurrency
+                && let Some(entry) = held.first_entry()
+                && entry.key().0 <= now
+            {
+                let me = Arc::clone(&self);
+                let row = entry.remove();
+                running.spawn(async move { me.run_one(row).await });
+            }
             let room = self.config.concurrency.saturating_sub(running.len());
             let mut claimed_full = false;
             if room > 0 {
@@ -250,17 +271,25 @@ impl Worker {
             if claimed_full && running.len() < self.config.concurrency {
                 continue;
             }
+            // Full: a finished job wakes the loop to start the next.
+            let next_held = held
+                .first_key_value()
+                .filter(|_| running.len() < self.config.concurrency)
+                .map(|((at, _), _)| until(*at));
+            let nap = next_held.map_or(self.config.poll_interval, |d| d.min(self.config.poll_interval));
             tokio::select! {
                 changed = wake.changed() => if changed.is_err() { wake = watch::channel(0).1 },
+                Some(row) = taken.recv() => { held.insert((row.run_at, row.id), row); }
                 // A finished job may let the next of its queue go.
                 Some(_) = running.join_next(), if !running.is_empty() => {}
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                _ = tokio::time::sleep(nap) => {}
                 stop = shutdown.changed() => if stop.is_err() || *shutdown.borrow() { break },
             }
         }
         let _ = tokio::time::timeout(self.config.lease, async { while running.join_next().await.is_some() {} }).await;
         running.abort_all();
         keeper.abort();
+        // Held jobs are given back with the rest.
         let released = async {
             let mut tx = self.db.begin().await?;
             repo::release_all(&mut tx, &self.id).await?;
@@ -273,6 +302,10 @@ impl Worker {
     }
 
     async fn claim(&self, limit: i64) -> StoreResult<Vec<JobRow>> {
+        // Most wake-ups find nothing new: look before taking the write lock.
+        if !repo::any_claimable(&mut self.db.read().await?, &self.kinds).await? {
+            return Ok(Vec::new());
+        }
         let mut tx = self.db.begin().await?;
         let jobs = repo::claim(&mut tx, &self.kinds, &self.id, self.lease_until(), limit).await?;
         tx.commit().await?;
@@ -348,4 +381,9 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// The time from now until `at` (zero once it is past).
+fn until(at: Timestamp) -> Duration {
+    Duration::from_micros((at.unix_micros() - Timestamp::now().unix_micros()).max(0) as u64)
 }

@@ -120,8 +120,7 @@ async fn failures_follow_the_retry_schedule_then_the_job_is_dead(database: TestD
     let handler = Arc::new(AlwaysFails { attempts: Mutex::default(), buried: Mutex::default() });
     let worker = Arc::new(Worker::new(db.clone(), fast()).handle(handler.clone()));
     let (stop, stopped) = watch::channel(false);
-    let (_wake, woken) = watch::channel(0);
-    let running = tokio::spawn(worker.run(woken, stopped));
+    let running = tokio::spawn(worker.run(stopped));
     let deadline = Instant::now() + Duration::from_secs(20);
     while handler.buried.lock().unwrap().is_empty() {
         assert!(Instant::now() < deadline, "the job never died");
@@ -183,6 +182,92 @@ impl Handler for Records {
     }
 }
 
+/// Notes when each job started (by its payload's `n`), then takes
+/// `sleep_ms` to finish.
+struct Timed {
+    started: Mutex<Vec<(i64, Instant)>>,
+}
+
+impl Handler for Timed {
+    fn kind(&self) -> &'static str {
+        "test.work"
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy { schedule: vec![] }
+    }
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        self.started.lock().unwrap().push((job.payload["n"].as_i64().unwrap(), Instant::now()));
+        let sleep = Duration::from_millis(job.payload["sleep_ms"].as_u64().unwrap_or(0));
+        Box::pin(async move {
+            tokio::time::sleep(sleep).await;
+            Outcome::Done
+        })
+    }
+}
+
+impl Timed {
+    fn start_of(&self, n: i64) -> Option<Instant> {
+        self.started.lock().unwrap().iter().find(|(m, _)| *m == n).map(|(_, at)| *at)
+    }
+
+    async fn wait_for(&self, n: i64) -> Instant {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(at) = self.start_of(n) {
+                return at;
+            }
+            assert!(Instant::now() < deadline, "job {n} never started");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// A job queued while a worker of its kind runs here is written leased to
+/// that worker and handed to it at commit: it starts when due although the
+/// worker would not poll for a minute, the next job of its queue still
+/// waits for it, and a job held for later is given back when the worker stops.
+async fn jobs_queued_here_are_handed_to_the_worker_and_start_when_due(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let handler = Arc::new(Timed { started: Mutex::default() });
+    let config =
+        WorkerConfig { lease: Duration::from_secs(30), poll_interval: Duration::from_secs(60), concurrency: 4 };
+    let worker = Arc::new(Worker::new(db.clone(), config).handle(handler.clone()));
+    let worker_id = worker.id().to_owned();
+    let (stop, stopped) = watch::channel(false);
+    let running = tokio::spawn(Arc::clone(&worker).run(stopped));
+    // Its first claim finds nothing; from then on it only hears the bell.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let queued_at = Instant::now();
+    let due = Timestamp::now().plus_duration(Duration::from_millis(400));
+    let debounced = enqueue(&db, Enqueue::new("test.work", json!({"n": 1})).at(due)).await;
+    let row = { repo::get(&mut db.read().await.unwrap(), debounced).await.unwrap().unwrap() };
+    assert_eq!(row.leased_by.as_deref(), Some(worker_id.as_str()), "queued leased to the worker here");
+    let started = handler.wait_for(1).await;
+    assert!(started - queued_at >= Duration::from_millis(390), "started before it was due");
+    assert!(started - queued_at < Duration::from_secs(5), "started at a poll, not when due");
+
+    // Queue order holds: the second of a queue is not handed over while
+    // the first is pending, and runs once the first is done.
+    enqueue(&db, Enqueue::new("test.work", json!({"n": 2, "sleep_ms": 300})).in_queue("conversation:7")).await;
+    let second = enqueue(&db, Enqueue::new("test.work", json!({"n": 3})).in_queue("conversation:7")).await;
+    let row = { repo::get(&mut db.read().await.unwrap(), second).await.unwrap().unwrap() };
+    assert_eq!(row.leased_by, None, "the second of a queue waits unleased");
+    let first_started = handler.wait_for(2).await;
+    let second_started = handler.wait_for(3).await;
+    assert!(second_started - first_started >= Duration::from_millis(300), "the queue's order was broken");
+
+    // Held for an hour, given back at shutdown.
+    let later = enqueue(&db, Enqueue::new("test.work", json!({"n": 4})).at(Timestamp::now().plus_seconds(3600))).await;
+    stop.send(true).unwrap();
+    running.await.unwrap();
+    let row = { repo::get(&mut db.read().await.unwrap(), later).await.unwrap().unwrap() };
+    assert_eq!((row.status.as_str(), row.leased_by), ("pending", None));
+    assert!(handler.start_of(4).is_none());
+}
+
 const CHILD_DB: &str = "PARLEY_JOBS_TEST_CHILD_DB";
 const CHILD_HANG: &str = "PARLEY_JOBS_TEST_CHILD_HANG";
 
@@ -197,8 +282,7 @@ async fn child_worker() {
         WorkerConfig { lease: Duration::from_secs(1), poll_interval: Duration::from_millis(20), concurrency: 8 };
     let worker = Arc::new(Worker::new(db.clone(), config).handle(Arc::new(Records { db, hang })));
     let (_stop, stopped) = watch::channel(false);
-    let (_wake, woken) = watch::channel(0);
-    worker.run(woken, stopped).await;
+    worker.run(stopped).await;
 }
 
 fn spawn_worker(url: &str, hang: bool) -> std::process::Child {
@@ -238,8 +322,7 @@ async fn a_job_of_a_killed_worker_runs_again_after_its_lease(database: TestDatab
     let killed_at = Instant::now();
     let worker = Arc::new(Worker::new(db.clone(), fast()).handle(Arc::new(Records { db: db.clone(), hang: false })));
     let (stop, stopped) = watch::channel(false);
-    let (_wake, woken) = watch::channel(0);
-    let running = tokio::spawn(worker.run(woken, stopped));
+    let running = tokio::spawn(worker.run(stopped));
     while ran(&db).await != vec![id] {
         assert!(Instant::now() < deadline, "the job never ran again");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -256,6 +339,7 @@ parley_store::on_both_backends!(
     a_lapsed_lease_lets_another_worker_take_the_job,
     failures_follow_the_retry_schedule_then_the_job_is_dead,
     a_job_of_a_killed_worker_runs_again_after_its_lease,
+    jobs_queued_here_are_handed_to_the_worker_and_start_when_due,
 );
 
 /// Two worker processes on one PostgreSQL database: every job's effect is
@@ -285,4 +369,27 @@ async fn two_worker_processes_run_each_job_exactly_once_on_postgres() {
     let mut distinct = ran.clone();
     distinct.dedup();
     assert_eq!(distinct.len(), 400, "a job's effect was recorded twice");
+}
+
+/// Two transactions queue into one queue and commit out of id order: the
+/// later job is claimed first, and the earlier one, committed while it
+/// runs, waits for it instead of running alongside (the webhook drains of
+/// one endpoint must never overlap).
+#[tokio::test]
+async fn a_queue_with_a_running_job_gives_no_other_job_even_when_commits_land_out_of_order() {
+    let database = TestDatabase::postgres().await;
+    let db = open(&database.url).await;
+    let mut slow = db.begin().await.unwrap();
+    let earlier = parley_jobs::enqueue(&mut slow, Enqueue::new("test.work", json!({"n": 1})).in_queue("webhook:1"))
+        .await
+        .unwrap();
+    let later = enqueue(&db, Enqueue::new("test.work", json!({"n": 2})).in_queue("webhook:1")).await;
+    assert!(earlier < later);
+    assert_eq!(claim(&db, "a", Duration::from_secs(60)).await, vec![later]);
+    slow.commit().await.unwrap();
+    assert_eq!(claim(&db, "b", Duration::from_secs(60)).await, Vec::<i64>::new(), "ran alongside a job of its queue");
+    let mut tx = db.begin().await.unwrap();
+    assert!(repo::complete(&mut tx, later, "a").await.unwrap());
+    tx.commit().await.unwrap();
+    assert_eq!(claim(&db, "b", Duration::from_secs(60)).await, vec![earlier]);
 }

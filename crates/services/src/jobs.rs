@@ -26,9 +26,9 @@ pub fn agent_worker(svc: &Services) -> parley_jobs::Worker {
 }
 
 /// Runs this instance's workers until `shutdown` turns true; new jobs wake
-/// them after each commit.
+/// them after the commit that queued them.
 pub async fn run(svc: Services, shutdown: tokio::sync::watch::Receiver<bool>) {
     let agents = Arc::new(agent_worker(&svc));
     let others = Arc::new(worker(&svc));
-    tokio::join!(agents.run(svc.outbox.subscribe(), shutdown.clone()), others.run(svc.outbox.subscribe(), shutdown));
+    tokio::join!(agents.run(shutdown.clone()), others.run(shutdown));
 }

@@ -321,7 +321,7 @@ pub async fn dispatch(
         svc.db.clone(),
         svc.keyring.secrets().clone(),
         config,
-        svc.outbox.subscribe(),
+        svc.db.bell().subscribe(&[parley_store::repo::webhooks::DRAIN_KIND], None),
     ));
-    std::sync::Arc::new(dispatcher.worker()).run(svc.outbox.subscribe(), stop).await
+    std::sync::Arc::new(dispatcher.worker()).run(stop).await
 }

@@ -40,11 +40,83 @@ pub enum Backend {
     Postgres,
 }
 
-/// A database: SQLite (WAL, one writer, several readers) or PostgreSQL.
+/// A database: SQLite (WAL, one writer, several readers) or PostgreSQL,
+/// and the bell its committed transactions ring for the job workers.
 #[derive(Clone, Debug)]
-pub enum Db {
+pub struct Db {
+    pool: Pool,
+    bell: JobBell,
+}
+
+/// The connections behind a [`Db`].
+#[derive(Clone, Debug)]
+pub enum Pool {
     Sqlite { read: SqlitePool, write: SqlitePool },
     Postgres(PgPool),
+}
+
+/// Wakes the workers of a job kind when a transaction that queued a job of
+/// that kind commits on this instance (other instances poll). A worker
+/// woken by every commit would take the write lock to claim nothing after
+/// most of them.
+///
+/// A worker may also take its kinds' jobs as they are queued: the job is
+/// written already leased to it (when it is the first of its queue) and
+/// handed to it after the commit, so it needs no claiming transaction, and
+/// a job due later (a debounced agent run) starts on time rather than at
+/// the next poll. If the process dies, the lease lapses as for any claim.
+#[derive(Clone, Debug, Default)]
+pub struct JobBell(std::sync::Arc<std::sync::RwLock<Vec<Subscriber>>>);
+
+#[derive(Debug)]
+struct Subscriber {
+    kinds: Vec<String>,
+    wake: tokio::sync::watch::Sender<u64>,
+    taker: Option<Taker>,
+}
+
+/// A worker that takes the jobs of its kinds as they are queued.
+#[derive(Debug, Clone)]
+pub struct Taker {
+    /// The worker's lease name.
+    pub worker: std::sync::Arc<str>,
+    pub lease: Duration,
+    /// Where committed jobs go.
+    pub jobs: tokio::sync::mpsc::UnboundedSender<crate::repo::jobs::JobRow>,
+}
+
+impl JobBell {
+    /// A receiver that changes whenever a job of one of `kinds` is queued;
+    /// with a `taker`, those jobs are also leased to it and sent to it.
+    pub fn subscribe(&self, kinds: &[&str], taker: Option<Taker>) -> tokio::sync::watch::Receiver<u64> {
+        let (wake, rx) = tokio::sync::watch::channel(0);
+        let kinds = kinds.iter().map(|k| (*k).to_owned()).collect();
+        let mut subscribers = self.0.write().unwrap_or_else(|p| p.into_inner());
+        subscribers.retain(|s| !s.wake.is_closed());
+        subscribers.push(Subscriber { kinds, wake, taker });
+        rx
+    }
+
+    /// Wakes the subscribers of any of `kinds`.
+    pub fn ring(&self, kinds: &[String]) {
+        if kinds.is_empty() {
+            return;
+        }
+        for s in self.0.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            if s.kinds.iter().any(|k| kinds.contains(k)) {
+                s.wake.send_modify(|generation| *generation = generation.wrapping_add(1));
+            }
+        }
+    }
+
+    /// The live worker that takes jobs of `kind`, if one does here.
+    pub(crate) fn taker(&self, kind: &str) -> Option<Taker> {
+        let subscribers = self.0.read().unwrap_or_else(|p| p.into_inner());
+        subscribers
+            .iter()
+            .filter(|s| !s.wake.is_closed() && s.kinds.iter().any(|k| k == kind))
+            .find_map(|s| s.taker.clone().filter(|t| !t.jobs.is_closed()))
+    }
 }
 
 impl Db {
@@ -58,7 +130,7 @@ impl Db {
                 .acquire_timeout(opts.acquire_timeout)
                 .connect_with(options)
                 .await?;
-            return Ok(Db::Postgres(pool));
+            return Ok(Db::new(Pool::Postgres(pool)));
         }
         if !url.starts_with("sqlite:") {
             return Err(StoreError::UnsupportedUrl(url.to_owned()));
@@ -96,40 +168,57 @@ impl Db {
             .acquire_timeout(opts.acquire_timeout)
             .connect_with(base.read_only(true))
             .await?;
-        Ok(Db::Sqlite { read, write })
+        Ok(Db::new(Pool::Sqlite { read, write }))
+    }
+
+    fn new(pool: Pool) -> Db {
+        Db { pool, bell: JobBell::default() }
+    }
+
+    /// The connections.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Rung by committed transactions that queued jobs.
+    pub fn bell(&self) -> &JobBell {
+        &self.bell
     }
 
     pub fn backend(&self) -> Backend {
-        match self {
-            Db::Sqlite { .. } => Backend::Sqlite,
-            Db::Postgres(_) => Backend::Postgres,
+        match self.pool {
+            Pool::Sqlite { .. } => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
         }
     }
 
     /// Applies pending migrations. Safe to run from several processes at once.
     pub async fn migrate(&self) -> StoreResult<()> {
-        match self {
-            Db::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
-            Db::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+        match &self.pool {
+            Pool::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
+            Pool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
         }
         Ok(())
     }
 
     /// A connection for reads outside a transaction.
     pub async fn read(&self) -> StoreResult<Conn> {
-        Ok(match self {
-            Db::Sqlite { read, .. } => Conn::Sqlite(read.acquire().await?),
-            Db::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
+        Ok(match &self.pool {
+            Pool::Sqlite { read, .. } => Conn::Sqlite(read.acquire().await?),
+            Pool::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
         })
     }
 
     /// Starts a write transaction. On SQLite it is `BEGIN IMMEDIATE`, so it
     /// takes the write lock up front and never fails half-way on upgrade.
     pub async fn begin(&self) -> StoreResult<Tx> {
-        Ok(match self {
-            Db::Sqlite { write, .. } => Tx::new(TxInner::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?)),
-            Db::Postgres(pool) => Tx::new(TxInner::Postgres(pool.begin().await?)),
-        })
+        let asked = std::time::Instant::now();
+        let inner = match &self.pool {
+            Pool::Sqlite { write, .. } => TxInner::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Pool::Postgres(pool) => TxInner::Postgres(pool.begin().await?),
+        };
+        tracing::debug!(target: "parley_store::tx", waited_us = asked.elapsed().as_micros() as u64, "begun");
+        Ok(Tx::new(inner, self.bell.clone()))
     }
 
     /// Checks that the database answers.
@@ -141,19 +230,19 @@ impl Db {
 
     /// Whether `close` was called (by any clone).
     pub fn is_closed(&self) -> bool {
-        match self {
-            Db::Sqlite { write, .. } => write.is_closed(),
-            Db::Postgres(pool) => pool.is_closed(),
+        match &self.pool {
+            Pool::Sqlite { write, .. } => write.is_closed(),
+            Pool::Postgres(pool) => pool.is_closed(),
         }
     }
 
     pub async fn close(&self) {
-        match self {
-            Db::Sqlite { read, write } => {
+        match &self.pool {
+            Pool::Sqlite { read, write } => {
                 read.close().await;
                 write.close().await;
             }
-            Db::Postgres(pool) => pool.close().await,
+            Pool::Postgres(pool) => pool.close().await,
         }
     }
 }
@@ -172,10 +261,16 @@ pub struct Tx {
     bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
     /// Webhook endpoints subscribed to each event type, as this transaction found them.
     subscribers: SubscriberMemo,
+    /// Kinds of the jobs it queued: their workers are woken after the commit.
+    queued: Vec<String>,
+    /// Jobs it leased to their workers as it queued them, handed over after the commit.
+    taken: Vec<(Taker, crate::repo::jobs::JobRow)>,
+    bell: JobBell,
+    begun: std::time::Instant,
 }
 
-/// Endpoint ids by (scope, event type).
-pub type SubscriberMemo = std::collections::HashMap<(parley_domain::Scope, String), Vec<i64>>;
+/// A scope's active webhook endpoints: id and the event types each takes.
+pub type SubscriberMemo = std::collections::HashMap<parley_domain::Scope, Vec<(i64, Vec<String>)>>;
 
 enum TxInner {
     Sqlite(Transaction<'static, Sqlite>),
@@ -204,14 +299,29 @@ impl Tx {
         Ok(())
     }
 
-    fn new(inner: TxInner) -> Self {
-        Tx { inner, bumped: Default::default(), subscribers: Default::default() }
+    fn new(inner: TxInner, bell: JobBell) -> Self {
+        Tx {
+            inner,
+            bumped: Default::default(),
+            subscribers: Default::default(),
+            queued: Vec::new(),
+            taken: Vec::new(),
+            bell,
+            begun: std::time::Instant::now(),
+        }
     }
 
+    /// Commits, then wakes the workers of the jobs it queued.
     pub async fn commit(self) -> StoreResult<()> {
         match self.inner {
             TxInner::Sqlite(t) => t.commit().await?,
             TxInner::Postgres(t) => t.commit().await?,
+        }
+        tracing::debug!(target: "parley_store::tx", held_us = self.begun.elapsed().as_micros() as u64, "committed");
+        self.bell.ring(&self.queued);
+        for (taker, job) in self.taken {
+            // A worker that stopped meanwhile lets the lease lapse.
+            let _ = taker.jobs.send(job);
         }
         Ok(())
     }
@@ -237,6 +347,19 @@ pub trait AsHandle: Send {
     fn subscriber_memo(&mut self) -> Option<&mut SubscriberMemo> {
         None
     }
+
+    /// Notes that a job of `kind` was queued here: a transaction wakes its
+    /// workers once it commits (outside one, they find it when they poll).
+    fn queued_job(&mut self, _kind: &str) {}
+
+    /// The worker here that takes jobs of `kind` as they are queued (only
+    /// in a transaction, which hands them over once it commits).
+    fn job_taker(&mut self, _kind: &str) -> Option<Taker> {
+        None
+    }
+
+    /// Hands `job`, leased to `taker`, to it after the commit.
+    fn hand_over(&mut self, _taker: Taker, _job: crate::repo::jobs::JobRow) {}
 }
 
 impl AsHandle for Conn {
@@ -262,5 +385,19 @@ impl AsHandle for Tx {
 
     fn subscriber_memo(&mut self) -> Option<&mut SubscriberMemo> {
         Some(&mut self.subscribers)
+    }
+
+    fn queued_job(&mut self, kind: &str) {
+        if !self.queued.iter().any(|k| k == kind) {
+            self.queued.push(kind.to_owned());
+        }
+    }
+
+    fn job_taker(&mut self, kind: &str) -> Option<Taker> {
+        self.bell.taker(kind)
+    }
+
+    fn hand_over(&mut self, taker: Taker, job: crate::repo::jobs::JobRow) {
+        self.taken.push((taker, job));
     }
 }

@@ -17,7 +17,9 @@ pub mod notify;
 pub mod repo;
 pub mod testing;
 
-pub use db::{AsHandle, Backend, Conn, Db, DbOptions, Handle, SubscriberMemo, Tx, default_sqlite_readers};
+pub use db::{
+    AsHandle, Backend, Conn, Db, DbOptions, Handle, JobBell, Pool, SubscriberMemo, Taker, Tx, default_sqlite_readers,
+};
 pub use error::{StoreError, StoreResult};
 
 /// Runs `$q.execute(conn)` on either backend; yields the affected row count.

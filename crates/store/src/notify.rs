@@ -3,13 +3,13 @@
 
 use sqlx::postgres::PgListener;
 
-use crate::{Db, StoreResult};
+use crate::{Db, Pool, StoreResult};
 
 /// Sends `payload` to every instance listening on `channel` (PostgreSQL;
 /// nothing on SQLite). Delivery is best effort: a listener that is
 /// reconnecting misses it.
 pub async fn notify(db: &Db, channel: &str, payload: &str) -> StoreResult<()> {
-    if let Db::Postgres(pool) = db {
+    if let Pool::Postgres(pool) = db.pool() {
         sqlx::query("SELECT pg_notify($1, $2)").bind(channel).bind(payload).execute(pool).await?;
     }
     Ok(())
@@ -28,12 +28,12 @@ impl Listener {
 
 /// Listens on `channel`; `None` on SQLite.
 pub async fn listen(db: &Db, channel: &str) -> StoreResult<Option<Listener>> {
-    match db {
-        Db::Postgres(pool) => {
+    match db.pool() {
+        Pool::Postgres(pool) => {
             let mut listener = PgListener::connect_with(pool).await?;
             listener.listen(channel).await?;
             Ok(Some(Listener(listener)))
         }
-        Db::Sqlite { .. } => Ok(None),
+        Pool::Sqlite { .. } => Ok(None),
     }
 }

@@ -8,6 +8,7 @@ use parley_domain::validation::Page;
 use parley_domain::{Mode, Scope, Timestamp};
 use parley_store::repo::agents::{self, AgentFields, AgentFilter};
 use parley_store::repo::idempotency::{self, Claim};
+use parley_store::repo::knowledge::{self, NewDocument, NewPassage};
 use parley_store::repo::triggers::{self, TriggerFields};
 use parley_store::repo::{events, webhooks, workspaces};
 use parley_store::testing::TestDatabase;
@@ -17,7 +18,8 @@ use serde_json::json;
 parley_store::on_both_backends!(
     agents_and_triggers_stay_in_their_scope,
     idempotency_keys_claim_replay_and_release,
-    events_fan_out_to_subscribed_endpoints
+    events_fan_out_to_subscribed_endpoints,
+    knowledge_candidates_come_ranked_or_in_index_order_within_the_scope
 );
 
 async fn open(url: &str) -> Db {
@@ -183,4 +185,85 @@ async fn events_fan_out_to_subscribed_endpoints(database: TestDatabase) {
     assert!(webhooks::due_deliveries(&mut c, exact.id, 10).await.unwrap().is_empty());
     assert_eq!(webhooks::list_attempts(&mut c, mine, exact.id, PAGE).await.unwrap().1, 1);
     assert_eq!(webhooks::list_attempts(&mut c, theirs, exact.id, PAGE).await.unwrap().1, 0);
+}
+
+/// Candidates for a question: ranked by the index (the passage where the
+/// word weighs most first), or, when a word is everywhere, the first the
+/// index finds in id order; never another scope's passages. A collection's
+/// size and version move with its documents.
+async fn knowledge_candidates_come_ranked_or_in_index_order_within_the_scope(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let (test, live, other) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let mut add = async |scope: Scope, texts: &[&str]| {
+        let collection = knowledge::insert_collection(&mut tx, scope, "Help", None).await.unwrap();
+        let new = NewDocument {
+            collection_id: collection.id,
+            title: "FAQ",
+            source: None,
+            content_type: "text/plain",
+            bytes: 1,
+            storage_key: "k",
+        };
+        let document = knowledge::insert_document(&mut tx, scope, &new).await.unwrap();
+        let passages: Vec<NewPassage> = texts
+            .iter()
+            .map(|t| NewPassage {
+                text: (*t).to_owned(),
+                terms: parley_domain::knowledge::index_words(t),
+                words: t.split_whitespace().count() as i64,
+            })
+            .collect();
+        assert!(knowledge::document_ready(&mut tx, scope, &document, &passages).await.unwrap());
+        collection.id
+    };
+    let long = "We ship orders on weekdays and the courier collects parcels in the afternoon";
+    let mine = add(test, &[long, "Ship ship ship", "Returns take two weeks"]).await;
+    let theirs = add(other, &["Ship ship ship ship"]).await;
+    let live_one = add(live, &["Ship today"]).await;
+    tx.commit().await.unwrap();
+
+    let mut c = db.read().await.unwrap();
+    let word = vec!["ship".to_owned()];
+    let ranked = knowledge::candidates(&mut c, test, &[mine, theirs, live_one], &word, 10, true).await.unwrap();
+    assert_eq!(ranked.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(), ["Ship ship ship", long]);
+    let in_order = knowledge::candidates(&mut c, test, &[mine, theirs, live_one], &word, 10, false).await.unwrap();
+    assert_eq!(in_order.iter().map(|p| p.text.as_str()).collect::<Vec<_>>(), [long, "Ship ship ship"]);
+    let first = knowledge::candidates(&mut c, test, &[mine], &word, 1, false).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].title, "FAQ");
+
+    let sizes = knowledge::sizes(&mut c, test, &[mine, theirs]).await.unwrap();
+    assert_eq!(sizes.iter().map(|s| (s.id, s.passage_count)).collect::<Vec<_>>(), [(mine, 3)]);
+    assert_eq!(sizes[0].word_count, 13 + 3 + 4);
+}
+
+/// Two transactions queue the first deliveries of one endpoint at once:
+/// the endpoint still gets one drain job (two could serve it together and
+/// deliver an event twice). The second waits for the first and finds its job.
+#[tokio::test]
+async fn concurrent_first_deliveries_of_an_endpoint_make_one_drain_on_postgres() {
+    let database = TestDatabase::postgres().await;
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let endpoint =
+        webhooks::insert_endpoint(&mut tx, mine, "https://a.example/h", &["*".into()], None, "s").await.unwrap();
+    tx.commit().await.unwrap();
+    let mut first = db.begin().await.unwrap();
+    webhooks::enqueue(&mut first, mine, endpoint.id, "evt_1", "webhook.test").await.unwrap();
+    let second = tokio::spawn({
+        let db = db.clone();
+        async move {
+            let mut tx = db.begin().await.unwrap();
+            webhooks::enqueue(&mut tx, mine, endpoint.id, "evt_2", "webhook.test").await.unwrap();
+            tx.commit().await.unwrap();
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    first.commit().await.unwrap();
+    second.await.unwrap();
+    let mut c = db.read().await.unwrap();
+    let drains = parley_store::repo::jobs::of_kind(&mut c, webhooks::DRAIN_KIND).await.unwrap();
+    assert_eq!(drains.len(), 1, "{drains:?}");
 }

@@ -53,27 +53,100 @@ impl JobRow {
 const COLUMNS: &str = "id, kind, queue, payload, workspace_id, livemode, status, attempts, run_at, leased_by, \
                        lease_until, last_error, created_at, dead_at";
 
-/// Enqueues `job` (in the caller's transaction); returns its id.
+/// Enqueues `job` (in the caller's transaction); returns its id. When a
+/// worker here takes jobs of its kind and the job is the first of its
+/// queue, it is written leased to that worker and handed to it after the
+/// commit (see [`crate::JobBell`]).
 pub async fn enqueue(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<i64> {
-    let row: (i64,) = crate::fetch_one!(
+    insert(c, job).await?.ok_or_else(|| sqlx::Error::RowNotFound.into())
+}
+
+/// Enqueues `job` unless a unique index says its queue already has one
+/// (webhook drains: one per endpoint); then `None`. On PostgreSQL a
+/// concurrent transaction queuing the same waits for this one and then
+/// finds the job.
+pub async fn enqueue_unless_queued(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<Option<i64>> {
+    insert(c, job).await
+}
+
+async fn insert(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<Option<i64>> {
+    c.queued_job(job.kind);
+    let taker = match c.job_taker(job.kind) {
+        Some(taker) if first_in_queue(c, job.queue.as_deref()).await? => Some(taker),
+        _ => None,
+    };
+    let now = Timestamp::now();
+    let row: Option<JobRow> = fetch_optional!(
         c,
-        sqlx::query_as(
-            "INSERT INTO jobs (kind, queue, payload, workspace_id, livemode, run_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-        )
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO jobs (kind, queue, payload, workspace_id, livemode, run_at, created_at, leased_by, lease_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+        )))
         .bind(job.kind)
         .bind(&job.queue)
         .bind(Json(&job.payload))
         .bind(job.scope.map(|s| s.workspace_id))
         .bind(job.scope.map(|s| s.livemode()))
         .bind(job.run_at)
-        .bind(Timestamp::now())
+        .bind(now)
+        .bind(taker.as_ref().map(|t| t.worker.as_ref()))
+        .bind(taker.as_ref().map(|t| now.plus_duration(t.lease)))
     )?;
-    Ok(row.0)
+    let Some(row) = row else { return Ok(None) };
+    let id = row.id;
+    if let Some(taker) = taker {
+        c.hand_over(taker, row);
+    }
+    Ok(Some(id))
+}
+
+/// Whether a job queued in `queue` now may be handed to this instance's
+/// worker: it has no queue, or (SQLite) it is the queue's first pending
+/// job. On PostgreSQL a queued job is always left to a claim: a concurrent
+/// transaction may queue behind the same queue unseen, commit first and be
+/// claimed elsewhere, and then two jobs of one queue would run at once
+/// (locking the queue instead would make such transactions wait on each
+/// other, in any order, and risk deadlocks). SQLite has one writer.
+async fn first_in_queue(c: &mut impl AsHandle, queue: Option<&str>) -> StoreResult<bool> {
+    let Some(queue) = queue else { return Ok(true) };
+    if matches!(c.handle(), Handle::Postgres(_)) {
+        return Ok(false);
+    }
+    let found: Option<(i32,)> = fetch_optional!(
+        c,
+        sqlx::query_as("SELECT 1 FROM jobs WHERE queue = $1 AND status = 'pending' LIMIT 1").bind(queue)
+    )?;
+    Ok(found.is_none())
+}
+
+/// Whether any job of `kinds` is claimable now: a read, so a worker looks
+/// before it takes the write lock to claim.
+pub async fn any_claimable(c: &mut impl AsHandle, kinds: &[&str]) -> StoreResult<bool> {
+    if kinds.is_empty() {
+        return Ok(false);
+    }
+    let placeholders: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 2)).collect();
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT 1 FROM jobs
+         WHERE status = 'pending' AND run_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
+           AND kind IN ({kinds})
+         LIMIT 1",
+        kinds = placeholders.join(", "),
+    ));
+    let found: Option<(i32,)> = crate::dispatch!(c, conn => {
+        let mut q = sqlx::query_as(sql).bind(Timestamp::now());
+        for k in kinds {
+            q = q.bind(*k);
+        }
+        q.fetch_optional(conn).await
+    })?;
+    Ok(found.is_some())
 }
 
 /// Leases up to `limit` due jobs of `kinds` to `worker` until `lease_until`:
-/// pending, due, not leased by a live holder, and first in their queue.
+/// pending, due, not leased by a live holder, first in their queue, and in
+/// a queue with no other job under a live lease (on PostgreSQL transactions
+/// may commit out of id order, so a later job can be running already).
 pub async fn claim(
     c: &mut impl AsHandle,
     kinds: &[&str],
@@ -94,7 +167,8 @@ pub async fn claim(
             WHERE j.status = 'pending' AND j.run_at <= $3 AND (j.lease_until IS NULL OR j.lease_until < $3)
               AND j.kind IN ({kinds})
               AND (j.queue IS NULL OR NOT EXISTS (
-                    SELECT 1 FROM jobs e WHERE e.queue = j.queue AND e.status = 'pending' AND e.id < j.id))
+                    SELECT 1 FROM jobs e WHERE e.queue = j.queue AND e.status = 'pending' AND e.id <> j.id
+                      AND (e.id < j.id OR e.lease_until >= $3)))
             ORDER BY j.run_at, j.id LIMIT $4{skip_locked})
          RETURNING {COLUMNS}",
         kinds = placeholders.join(", "),

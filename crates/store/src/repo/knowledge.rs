@@ -376,16 +376,27 @@ pub async fn existing(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Store
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
-/// The collections' passages and words, for BM25's averages.
-pub async fn stats(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> StoreResult<(i64, i64)> {
+/// A collection's size, for BM25's averages, and its version (its
+/// `updated_at` moves whenever a document is added or removed).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CollectionSize {
+    pub id: i64,
+    pub passage_count: i64,
+    pub word_count: i64,
+    pub updated_at: Timestamp,
+}
+
+/// The sizes of the collections `ids` (those of the scope).
+pub async fn sizes(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> StoreResult<Vec<CollectionSize>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT CAST(COALESCE(SUM(passage_count), 0) AS BIGINT), CAST(COALESCE(SUM(word_count), 0) AS BIGINT)
-         FROM knowledge_collections
-         WHERE workspace_id = $1 AND livemode = $2 AND id IN ({})",
+        "SELECT id, passage_count, word_count, updated_at FROM knowledge_collections
+         WHERE workspace_id = $1 AND livemode = $2 AND id IN ({}) ORDER BY id",
         id_list(ids)
     ));
-    let (passages, words): (i64, i64) = fetch_one!(c, sqlx::query_as(sql).bind_scope(scope))?;
-    Ok((passages, words))
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope))?)
 }
 
 /// A passage that matched, with its document's title.
@@ -401,27 +412,30 @@ pub struct Candidate {
 }
 
 /// Up to `limit` passages of the collections matching any of `terms`
-/// (folded words), best first by the backend's own ranking.
+/// (folded words): best first by the backend's own ranking if `ranked`,
+/// else the first the index finds (cheap however many match).
 pub async fn candidates(
     c: &mut impl AsHandle,
     scope: Scope,
     ids: &[i64],
     terms: &[String],
     limit: i64,
+    ranked: bool,
 ) -> StoreResult<Vec<Candidate>> {
     if ids.is_empty() || terms.is_empty() {
         return Ok(Vec::new());
     }
     let rows = match c.handle() {
         Handle::Sqlite(conn) => {
-            let sql = sqlx::AssertSqlSafe(
+            let order = if ranked { "rank" } else { "rowid" };
+            let sql = sqlx::AssertSqlSafe(format!(
                 "SELECT p.id, p.document_id, d.title, p.text, p.terms, p.words
-                 FROM (SELECT rowid AS id, rank FROM knowledge_passages_fts WHERE knowledge_passages_fts MATCH $1
-                       ORDER BY rank LIMIT $2) m
+                 FROM (SELECT rowid AS id, {order} AS position FROM knowledge_passages_fts
+                       WHERE knowledge_passages_fts MATCH $1 ORDER BY {order} LIMIT $2) m
                  JOIN knowledge_passages p ON p.id = m.id
                  JOIN knowledge_documents d ON d.id = p.document_id
-                 ORDER BY m.rank",
-            );
+                 ORDER BY m.position",
+            ));
             let expr = format!("{} AND terms : ({})", fts_scope(scope, ids), fts_words(terms, " OR "));
             sqlx::query_as(sql).bind(expr).bind(limit).fetch_all(conn).await?
         }
@@ -431,8 +445,9 @@ pub async fn candidates(
                  FROM knowledge_passages p JOIN knowledge_documents d ON d.id = p.document_id
                  WHERE p.workspace_id = $1 AND p.livemode = $2 AND p.collection_id IN ({})
                    AND p.search @@ to_tsquery('simple', $3)
-                 ORDER BY ts_rank(p.search, to_tsquery('simple', $3)) DESC, p.id LIMIT $4",
-                id_list(ids)
+                 ORDER BY {order} LIMIT $4",
+                id_list(ids),
+                order = if ranked { "ts_rank(p.search, to_tsquery('simple', $3)) DESC, p.id" } else { "p.id" },
             ));
             sqlx::query_as(sql).bind_scope(scope).bind(ts_words(terms, " | ")).bind(limit).fetch_all(conn).await?
         }

@@ -198,29 +198,26 @@ pub(crate) async fn fan_out(
 }
 
 /// The active endpoints of the scope subscribed to `kind` (or to `*`). A
-/// transaction asks the database once per type: a burst of events (a group
-/// commit, an import) then queues with one statement each, or none when
-/// nobody listens. Endpoint writes forget what it learnt.
+/// transaction reads the scope's active endpoints once: a burst of events
+/// (a group commit, an import) then queues with one statement each, or
+/// none when nobody listens. Endpoint writes forget what it learnt.
 async fn subscribers(c: &mut impl AsHandle, scope: Scope, kind: &str) -> StoreResult<Vec<i64>> {
-    if let Some(known) = c.subscriber_memo().and_then(|m| m.get(&(scope, kind.to_owned())).cloned()) {
-        return Ok(known);
+    let takes = |events: &Vec<String>| events.iter().any(|e| e == kind || e == "*");
+    if let Some(known) = c.subscriber_memo().and_then(|m| m.get(&scope)) {
+        return Ok(known.iter().filter(|(_, events)| takes(events)).map(|(id, _)| *id).collect());
     }
-    let subscribed = match c.handle() {
-        Handle::Postgres(_) => "(e.events @> jsonb_build_array(CAST($3 AS TEXT)) OR e.events @> '[\"*\"]'::jsonb)",
-        Handle::Sqlite(_) => "EXISTS (SELECT 1 FROM json_each(e.events) j WHERE j.value = $3 OR j.value = '*')",
-    };
-    let rows: Vec<(i64,)> = fetch_all!(
+    let rows: Vec<(i64, Json<Vec<String>>)> = fetch_all!(
         c,
-        sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT e.id FROM webhook_endpoints e
-             WHERE e.workspace_id = $1 AND e.livemode = $2 AND e.status = 'active' AND {subscribed} ORDER BY e.id"
-        )))
+        sqlx::query_as(
+            "SELECT id, events FROM webhook_endpoints
+             WHERE workspace_id = $1 AND livemode = $2 AND status = 'active' ORDER BY id"
+        )
         .bind_scope(scope)
-        .bind(kind)
     )?;
-    let ids: Vec<i64> = rows.into_iter().map(|(id,)| id).collect();
+    let endpoints: Vec<(i64, Vec<String>)> = rows.into_iter().map(|(id, events)| (id, events.0)).collect();
+    let ids = endpoints.iter().filter(|(_, events)| takes(events)).map(|(id, _)| *id).collect();
     if let Some(memo) = c.subscriber_memo() {
-        memo.insert((scope, kind.to_owned()), ids.clone());
+        memo.insert(scope, endpoints);
     }
     Ok(ids)
 }
@@ -406,6 +403,13 @@ async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]
     if endpoint_ids.is_empty() {
         return Ok(());
     }
+    // A running drain waits for new deliveries on this bell too.
+    c.queued_job(DRAIN_KIND);
+    // Drains are created in one order by every transaction (one waits for
+    // another that is creating the same drain: never in a cycle).
+    let mut endpoint_ids = endpoint_ids.to_vec();
+    endpoint_ids.sort_unstable();
+    endpoint_ids.dedup();
     let lock = if matches!(c.handle(), Handle::Postgres(_)) { " FOR SHARE" } else { "" };
     let queues: Vec<String> = endpoint_ids.iter().map(|id| drain_queue(*id)).collect();
     let now = Timestamp::now();
@@ -443,7 +447,7 @@ async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]
             scope: Some(scope),
             run_at: now,
         };
-        crate::repo::jobs::enqueue(c, job).await?;
+        crate::repo::jobs::enqueue_unless_queued(c, job).await?;
     }
     Ok(())
 }
