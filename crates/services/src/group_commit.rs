@@ -4,10 +4,12 @@
 //! `synchronous=FULL`), and SQLite has one writer, so one transaction per
 //! request caps a busy write path at a few hundred to a thousand requests a
 //! second. Here requests queue their job; whoever holds the writer turn
-//! (the leader) takes every queued job, runs them in one transaction (a failing job is taken out and the rest run again), commits
-//! once, and answers all of them. A request is answered only after the commit that holds its
-//! write, so nothing acknowledged can be lost. With no contention a batch is
-//! a single job and this costs nothing.
+//! (the leader) takes the oldest queued jobs (up to [`MAX_BATCH`]), runs
+//! them in one transaction (a failing job is taken out and the rest run
+//! again), commits once, and answers all of them; a request still queued
+//! then leads the next batch. A request is answered only after the commit
+//! that holds its write, so nothing acknowledged can be lost. With no
+//! contention a batch is a single job and this costs nothing.
 
 use std::sync::Arc;
 
@@ -22,6 +24,11 @@ pub type Run<J, R> = for<'a> fn(&'a mut Tx, &'a Services, J) -> BoxFuture<'a, Se
 
 type Waiting<J, R> = (J, oneshot::Sender<ServiceResult<R>>);
 
+/// Jobs in one transaction at most: a batch holds the writer while its jobs
+/// run one after another, and the first of them waits for the last, so a
+/// burst is committed in slices of a few milliseconds each.
+const MAX_BATCH: usize = 32;
+
 pub struct GroupCommit<J, R> {
     queue: std::sync::Mutex<Vec<Waiting<J, R>>>,
     /// Held by the leader while it drains the queue.
@@ -34,29 +41,35 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
         Self { queue: std::sync::Mutex::new(Vec::new()), turn: tokio::sync::Mutex::new(()), run }
     }
 
-    fn take_queue(&self) -> Vec<Waiting<J, R>> {
-        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
+    /// The oldest queued jobs, at most [`MAX_BATCH`].
+    fn take_batch(&self) -> Vec<Waiting<J, R>> {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let n = queue.len().min(MAX_BATCH);
+        queue.drain(..n).collect()
     }
 
     /// Runs `job` (with whatever else is queued) and answers after its commit.
     pub async fn submit(&self, svc: &Services, job: J) -> ServiceResult<R> {
         let (reply, mut answer) = oneshot::channel();
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).push((job, reply));
-        let turn = self.turn.lock().await;
-        match answer.try_recv() {
-            Ok(result) => return result,
-            Err(oneshot::error::TryRecvError::Closed) => return Err(lost()),
-            Err(oneshot::error::TryRecvError::Empty) => {}
+        loop {
+            let turn = self.turn.lock().await;
+            match answer.try_recv() {
+                Ok(result) => return result,
+                Err(oneshot::error::TryRecvError::Closed) => return Err(lost()),
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            // Not answered yet: this job is still queued (a taken job is
+            // answered before its taker gives the turn up). Lead a batch.
+            let jobs = self.take_batch();
+            if !jobs.is_empty() {
+                // In a task of its own, so a caller that goes away (a dropped
+                // connection) cannot abandon the others' writes half-way.
+                let (svc, run) = (svc.clone(), self.run);
+                let _ = tokio::spawn(run_batch(svc, run, jobs)).await;
+            }
+            drop(turn);
         }
-        let jobs = self.take_queue();
-        if !jobs.is_empty() {
-            // In a task of its own, so a caller that goes away (a dropped
-            // connection) cannot abandon the others' writes half-way.
-            let (svc, run) = (svc.clone(), self.run);
-            let _ = tokio::spawn(run_batch(svc, run, jobs)).await;
-        }
-        drop(turn);
-        answer.await.unwrap_or_else(|_| Err(lost()))
     }
 }
 

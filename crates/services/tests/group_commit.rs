@@ -1,0 +1,54 @@
+//! Group commit under a burst: more requests than one batch takes are all
+//! answered, each after a commit that holds its write, and a failing one
+//! fails alone.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use parley_domain::crypto::SecretBox;
+use parley_services::group_commit::GroupCommit;
+use parley_services::{ServiceError, ServiceResult, Services, ServicesConfig};
+use parley_store::repo::workspaces;
+use parley_store::testing::TestDatabase;
+use parley_store::{Db, DbOptions, Tx};
+
+/// Creates workspace `n`; number 13 is refused.
+fn create<'a>(tx: &'a mut Tx, _svc: &'a Services, n: u32) -> BoxFuture<'a, ServiceResult<i64>> {
+    Box::pin(async move {
+        if n == 13 {
+            return Err(ServiceError::Conflict("unlucky".into()));
+        }
+        Ok(workspaces::insert(tx, &format!("w{n}"), false).await?.id)
+    })
+}
+
+async fn a_burst_larger_than_a_batch_is_all_committed_and_answered(database: TestDatabase) {
+    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
+    db.migrate().await.unwrap();
+    let svc = Services::new(db.clone(), ServicesConfig::default(), SecretBox::new([7; 32]));
+    let group = Arc::new(GroupCommit::new(create));
+    let submits = (0..300u32).map(|n| {
+        let (group, svc) = (group.clone(), svc.clone());
+        tokio::spawn(async move { (n, group.submit(&svc, n).await) })
+    });
+    let answers = tokio::time::timeout(std::time::Duration::from_secs(60), futures::future::join_all(submits))
+        .await
+        .expect("a request was never answered");
+    let mut created = 0;
+    for answer in answers {
+        let (n, result) = answer.unwrap();
+        match result {
+            Ok(id) => {
+                created += 1;
+                // Answered after the commit: a fresh reader sees it.
+                let found = workspaces::get(&mut db.read().await.unwrap(), id).await.unwrap();
+                assert_eq!(found.map(|w| w.name), Some(format!("w{n}")));
+            }
+            Err(e) => assert_eq!((n, e.to_string().contains("unlucky")), (13, true), "{e}"),
+        }
+    }
+    assert_eq!(created, 299);
+    assert_eq!(workspaces::count(&mut db.read().await.unwrap()).await.unwrap(), 299);
+}
+
+parley_store::on_both_backends!(a_burst_larger_than_a_batch_is_all_committed_and_answered);
