@@ -127,6 +127,11 @@ impl FieldError {
             .with_ctx(serde_json::json!({ "limit_value": max }))
     }
 
+    pub fn list_too_short(loc: Loc, min: usize) -> Self {
+        Self::new(loc, "value_error.list.min_items", format!("ensure this value has at least {min} items"))
+            .with_ctx(serde_json::json!({ "limit_value": min }))
+    }
+
     pub fn invalid_json() -> Self {
         Self::new(loc(&["body"]), "value_error.jsondecode", "Invalid JSON")
     }

@@ -48,8 +48,8 @@ pub struct PlaygroundMessage {
 #[schema(example = json!({"messages": [{"role": "user", "content": "When do you open?"}], "variables": {"plan": "pro"}}))]
 pub struct ChatRequest {
     /// The conversation so far, oldest first, ending with the user's turn
-    /// (at most 100).
-    #[schema(nullable = false, max_items = 100)]
+    /// (1–100).
+    #[schema(nullable = false, min_items = 1, max_items = 100)]
     pub messages: Option<Vec<PlaygroundMessage>>,
     /// Answer this conversation's latest message instead (nothing is sent).
     #[schema(nullable = false, minimum = 1)]
@@ -77,7 +77,7 @@ pub fn parse_chat(body: Value) -> Parsed<ChatRequest> {
                 "send messages or conversation_id, not both",
             )),
             (Some(m), None) if m.is_empty() => {
-                r.push_error(FieldError::too_short(r.loc_of("messages"), 1));
+                r.push_error(FieldError::list_too_short(r.loc_of("messages"), 1));
             }
             (Some(m), None) if m.last().is_some_and(|m| m.role != "user") => {
                 let mut at = r.loc_of("messages");
