@@ -83,20 +83,23 @@ pub(crate) fn detail(status: StatusCode, detail: impl Into<String>) -> Response 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
-            ApiError::Service(e) => match e {
-                ServiceError::NotFound { .. } => detail(StatusCode::NOT_FOUND, e.to_string()),
-                ServiceError::Validation(errors) => ApiError::Validation(errors).into_response(),
-                ServiceError::Conflict(d) => detail(StatusCode::CONFLICT, d),
-                ServiceError::Unauthorized(d) => detail(StatusCode::UNAUTHORIZED, d),
-                ServiceError::Forbidden(d) => detail(StatusCode::FORBIDDEN, d),
-                ServiceError::BadRequest(d) => detail(StatusCode::BAD_REQUEST, d),
-                ServiceError::PaymentRequired(d) => detail(StatusCode::PAYMENT_REQUIRED, d),
-                ServiceError::Unavailable(d) => detail(StatusCode::SERVICE_UNAVAILABLE, d),
-                ServiceError::TooManyRequests(d) => detail(StatusCode::TOO_MANY_REQUESTS, d),
-                ServiceError::KeyInUse => ApiError::InProgress.into_response(),
-                ServiceError::Store(e) => ApiError::Internal(e.to_string()).into_response(),
-                ServiceError::Internal(e) => ApiError::Internal(format!("{e:#}")).into_response(),
-            },
+            ApiError::Service(e) => {
+                let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                match e {
+                    ServiceError::NotFound { .. } => detail(status, e.to_string()),
+                    ServiceError::Validation(errors) => ApiError::Validation(errors).into_response(),
+                    ServiceError::Conflict(d)
+                    | ServiceError::Unauthorized(d)
+                    | ServiceError::Forbidden(d)
+                    | ServiceError::BadRequest(d)
+                    | ServiceError::PaymentRequired(d)
+                    | ServiceError::Unavailable(d)
+                    | ServiceError::TooManyRequests(d) => detail(status, d),
+                    ServiceError::KeyInUse => ApiError::InProgress.into_response(),
+                    ServiceError::Store(e) => ApiError::Internal(e.to_string()).into_response(),
+                    ServiceError::Internal(e) => ApiError::Internal(format!("{e:#}")).into_response(),
+                }
+            }
             ApiError::Status(status, d) => detail(status, d),
             ApiError::Validation(errors) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(ValidationErrorBody { detail: errors })).into_response()

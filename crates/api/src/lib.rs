@@ -28,7 +28,16 @@ pub fn openapi(text_engines: &[String]) -> utoipa::openapi::OpenApi {
 
 /// Builds the whole HTTP application and its OpenAPI document.
 pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
+    app_with(state, Router::new())
+}
+
+/// [`app`] with `mounted` routes (the MCP endpoint) behind the same
+/// request context, panic guard and admission layer (identity and rate
+/// limits): the admission layer leaves the caller's
+/// `parley_services::tenancy::auth::Principal` in the request's extensions.
+pub fn app_with(state: AppState, mounted: Router) -> (Router, utoipa::openapi::OpenApi) {
     let (api, _) = routes::router().split_for_parts();
+    let api = api.merge(mounted.with_state(()));
     let doc = openapi(&state.services.config().text_engines.names());
     let json = serde_json::to_string(&doc).expect("the OpenAPI document serialises");
     let router = api

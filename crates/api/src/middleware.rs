@@ -180,6 +180,8 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
     };
     if let Identity::Authenticated(p) = &identity {
         tracing::Span::current().record("workspace_id", p.scope.workspace_id);
+        // For routes mounted from outside this crate (the MCP endpoint).
+        req.extensions_mut().insert(p.clone());
     }
     let limits = &state.limits;
     let failed = if matches!(identity, Identity::Refused(_)) {

@@ -86,6 +86,11 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The list-page cache, for the other doors (MCP) to share.
+    pub fn list_cache(&self) -> Arc<ListCache> {
+        Arc::clone(&self.lists)
+    }
+
     /// Fails only on an unusable `rate_limit.redis_url`.
     pub fn new(services: Services, config: ApiConfig) -> Result<Self, String> {
         let rl = &config.rate_limit;

@@ -31,6 +31,7 @@ pub struct Settings {
     pub agents: AgentSettings,
     pub storage: StorageSettings,
     pub webchat: WebchatSettings,
+    pub mcp: McpSettings,
     pub voice: VoiceSettings,
     pub telephony: TelephonySettings,
     /// Where clients reach this server, for links Parley hands out (file
@@ -64,6 +65,7 @@ impl Default for Settings {
             agents: AgentSettings::default(),
             storage: StorageSettings::default(),
             webchat: WebchatSettings::default(),
+            mcp: McpSettings::default(),
             voice: VoiceSettings::default(),
             telephony: TelephonySettings::default(),
             public_url: None,
@@ -148,6 +150,17 @@ impl Default for WebchatSettings {
     fn default() -> Self {
         Self { poll_interval_ms: parley_api::ApiConfig::default().webchat_poll_interval.as_millis() as u64 }
     }
+}
+
+/// The MCP endpoint.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpSettings {
+    /// Browser origins allowed to call `/mcp` besides `public_url`'s and
+    /// loopback ones (e.g. `https://app.example.com`, `http://localhost:*`).
+    /// A request with any other `Origin` is refused (403); one without an
+    /// `Origin` (not from a browser) is not checked.
+    pub allowed_origins: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -360,7 +373,7 @@ impl Default for AgentSettings {
             memory_tokens: 3000,
             retry_scale: 1.0,
             fallback_message: parley_services::agents::runs::FALLBACK_MESSAGE.to_owned(),
-            concurrency: 256,
+            concurrency: 1024,
         }
     }
 }
@@ -511,6 +524,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "agents",
     "storage",
     "webchat",
+    "mcp",
     "public_url",
     "voice",
     "telephony",

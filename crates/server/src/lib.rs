@@ -104,7 +104,14 @@ pub async fn serve(
     }
     let services = services(&settings, db.clone()).await?;
     let state = AppState::new(services.clone(), settings.api_config()).map_err(anyhow::Error::msg)?;
-    let (router, _) = parley_api::app(state.clone());
+    let openapi = serde_json::to_value(parley_api::openapi(&services.config().text_engines.names()))
+        .context("the OpenAPI document serialises")?;
+    let mcp = parley_mcp::router(
+        services.clone(),
+        parley_mcp::McpConfig::new(&settings.public_url(), openapi, state.list_cache())
+            .with_allowed_origins(settings.mcp.allowed_origins.clone()),
+    );
+    let (router, _) = parley_api::app_with(state.clone(), mcp);
     let maintenance = tokio::spawn(maintain(
         state,
         parley_services::housekeeping::Retention {

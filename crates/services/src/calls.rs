@@ -571,7 +571,6 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
         }
     }
     tx.commit().await?;
-    svc.wake_outbox();
     Ok(())
 }
 
@@ -637,7 +636,6 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
         emit_call(&mut tx, scope, call, EventType::CallRecordingReady, None).await?;
     }
     tx.commit().await?;
-    svc.wake_outbox();
     Ok(())
 }
 

@@ -59,6 +59,25 @@ impl ServiceError {
     }
 }
 
+impl ServiceError {
+    /// The HTTP status every door answers this refusal with (REST as the
+    /// response status, MCP in its tool error).
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ServiceError::NotFound { .. } => 404,
+            ServiceError::Validation(_) => 422,
+            ServiceError::Conflict(_) | ServiceError::KeyInUse => 409,
+            ServiceError::Unauthorized(_) => 401,
+            ServiceError::Forbidden(_) => 403,
+            ServiceError::BadRequest(_) => 400,
+            ServiceError::PaymentRequired(_) => 402,
+            ServiceError::TooManyRequests(_) => 429,
+            ServiceError::Unavailable(_) => 503,
+            ServiceError::Store(_) | ServiceError::Internal(_) => 500,
+        }
+    }
+}
+
 impl From<Vec<FieldError>> for ServiceError {
     fn from(errors: Vec<FieldError>) -> Self {
         ServiceError::Validation(errors)

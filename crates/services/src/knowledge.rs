@@ -7,6 +7,7 @@
 //! `knowledge.document` job are written in one transaction: an accepted
 //! document is processed even if the server dies before it gets to it.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,6 +38,8 @@ pub const MAX_DOCUMENT_BYTES: usize = 20 * 1024 * 1024;
 pub const CONTENT_TYPES: &[&str] = &["text/plain", "text/markdown", "text/html", "application/pdf"];
 /// Passages read from the index per question before ranking.
 const CANDIDATES: i64 = 100;
+/// Matches the index ranks itself to pick the candidates (see `rank`).
+const RANKED_MATCHES: i64 = 2000;
 /// Passages an agent gets per question.
 pub const RETRIEVED_PASSAGES: usize = 3;
 
@@ -245,7 +248,6 @@ pub async fn add_document(
         remove_files(svc, vec![key]).await;
     }
     let document = written?;
-    svc.wake_outbox();
     Ok(document)
 }
 
@@ -307,7 +309,7 @@ pub async fn query(
 ) -> ServiceResult<(Vec<KnowledgeHit>, i64)> {
     let mut c = svc.db.read().await?;
     repo::get_collection(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
-    rank(&mut c, scope, &[id], &request.q, request.limit as usize).await
+    rank(&mut c, &svc.frequencies, scope, &[id], &request.q, request.limit as usize).await
 }
 
 /// What an agent retrieves for a question: the passages for the prompt
@@ -330,7 +332,7 @@ pub async fn retrieve(
         return Ok(Retrieved::default());
     }
     let mut c = svc.db.read().await?;
-    let (hits, _) = rank(&mut c, scope, collection_ids, question, RETRIEVED_PASSAGES).await?;
+    let (hits, _) = rank(&mut c, &svc.frequencies, scope, collection_ids, question, RETRIEVED_PASSAGES).await?;
     Ok(Retrieved {
         passages: hits
             .iter()
@@ -340,10 +342,45 @@ pub async fn retrieve(
     })
 }
 
+/// Each word's document frequency by collection version: counting them
+/// (one index look-up per word and collection, the whole collection for a
+/// common word) was most of a query's time, and they only change when a
+/// document is added or removed, which moves the collection's version.
+#[derive(Default)]
+pub struct Frequencies(std::sync::Mutex<HashMap<(Scope, i64, i64), HashMap<String, i64>>>);
+
+/// Collection versions, and words per version, kept before starting over.
+const KEPT_VERSIONS: usize = 512;
+const KEPT_WORDS: usize = 20_000;
+
+impl Frequencies {
+    fn get(&self, version: (Scope, i64, i64), terms: &[String]) -> Vec<Option<i64>> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let words = kept.get(&version);
+        terms.iter().map(|t| words.and_then(|w| w.get(t).copied())).collect()
+    }
+
+    fn put(&self, version: (Scope, i64, i64), terms: &[String], counts: &[i64]) {
+        if terms.is_empty() {
+            return;
+        }
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= KEPT_VERSIONS && !kept.contains_key(&version) {
+            kept.clear();
+        }
+        let words = kept.entry(version).or_default();
+        if words.len() + terms.len() > KEPT_WORDS {
+            words.clear();
+        }
+        words.extend(terms.iter().cloned().zip(counts.iter().copied()));
+    }
+}
+
 /// Okapi BM25 over the collections: candidates from the index, document
 /// frequencies and lengths from the store, scores here.
 async fn rank(
     c: &mut parley_store::Conn,
+    frequencies: &Frequencies,
     scope: Scope,
     ids: &[i64],
     question: &str,
@@ -353,8 +390,22 @@ async fn rank(
     if terms.is_empty() {
         return Ok((Vec::new(), 0));
     }
-    let (passages, words) = repo::stats(c, scope, ids).await?;
-    let doc_freqs = repo::document_frequencies(c, scope, ids, &terms).await?;
+    let sizes = repo::sizes(c, scope, ids).await?;
+    let passages: i64 = sizes.iter().map(|s| s.passage_count).sum();
+    let words: i64 = sizes.iter().map(|s| s.word_count).sum();
+    let mut doc_freqs = vec![0_i64; terms.len()];
+    for size in &sizes {
+        let version = (scope, size.id, size.updated_at.unix_micros());
+        let known = frequencies.get(version, &terms);
+        let missing: Vec<String> =
+            terms.iter().zip(&known).filter(|(_, k)| k.is_none()).map(|(t, _)| t.clone()).collect();
+        let counted = repo::document_frequencies(c, scope, &[size.id], &missing).await?;
+        frequencies.put(version, &missing, &counted);
+        let mut counted = counted.into_iter();
+        for (df, known) in doc_freqs.iter_mut().zip(known) {
+            *df += known.or_else(|| counted.next()).unwrap_or(0);
+        }
+    }
     // Candidates are looked up by the words that tell passages apart: a word
     // in more than one passage in ten (and more than the candidates we
     // read) adds little to a score but makes the index rank a large share of
@@ -365,11 +416,17 @@ async fn rank(
         .filter(|(_, df)| **df > 0 && (**df <= CANDIDATES || **df * 10 <= passages))
         .map(|(t, _)| t.clone())
         .collect();
+    let mut matches: i64 = terms.iter().zip(&doc_freqs).filter(|(t, _)| telling.contains(t)).map(|(_, df)| df).sum();
     if telling.is_empty() {
         let rarest = terms.iter().zip(&doc_freqs).filter(|(_, df)| **df > 0).min_by_key(|(_, df)| **df);
         telling.extend(rarest.map(|(t, _)| t.clone()));
+        matches = rarest.map_or(0, |(_, df)| *df);
     }
-    let candidates = repo::candidates(c, scope, ids, &telling, CANDIDATES).await?;
+    // Ranking every match of a word found nearly everywhere costs a scan of
+    // the collection, and its scores barely differ (its IDF is close to
+    // zero): past RANKED_MATCHES, any CANDIDATES of them are scored here.
+    let ranked = matches <= RANKED_MATCHES;
+    let candidates = repo::candidates(c, scope, ids, &telling, CANDIDATES, ranked).await?;
     if candidates.is_empty() {
         return Ok((Vec::new(), 0));
     }

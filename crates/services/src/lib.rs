@@ -26,6 +26,7 @@ mod error;
 pub mod group_commit;
 pub mod housekeeping;
 pub mod jobs;
+pub mod list_cache;
 pub mod signals;
 pub mod unit;
 
@@ -82,14 +83,14 @@ pub struct Services {
     pub(crate) db: Db,
     pub(crate) config: Arc<ServicesConfig>,
     pub(crate) keyring: Arc<tenancy::identity::Keyring>,
-    /// Bumped after writes, so the webhook dispatcher delivers new events at once.
-    pub(crate) outbox: Arc<tokio::sync::watch::Sender<u64>>,
     /// Signals between instances (conversation changes, hang-ups).
     pub(crate) signals: Arc<signals::Signals>,
     /// Files: attachments and recordings.
     pub(crate) storage: Arc<files::Storage>,
     /// This instance's live calls and its telephony providers.
     pub(crate) calls: Arc<calls::CallRuntime>,
+    /// Knowledge's document frequencies, by collection version.
+    pub(crate) frequencies: Arc<knowledge::Frequencies>,
     /// Inbound messages, committed in groups.
     pub(crate) inbound:
         Arc<group_commit::GroupCommit<messaging::conversations::InboundJob, messaging::conversations::Received>>,
@@ -106,8 +107,8 @@ impl Services {
             db,
             config: Arc::new(config),
             keyring: Arc::new(tenancy::identity::Keyring::new(secrets)),
-            outbox: Arc::new(tokio::sync::watch::channel(0).0),
             signals: Arc::new(signals::Signals::default()),
+            frequencies: Arc::default(),
             inbound: Arc::new(group_commit::GroupCommit::new(messaging::conversations::run_receive)),
         }
     }
@@ -140,11 +141,6 @@ impl Services {
     /// Whether the database answers (the health check).
     pub async fn ping(&self) -> ServiceResult<()> {
         Ok(self.db.ping().await?)
-    }
-
-    /// Tells the dispatcher that a committed write may have queued deliveries.
-    pub fn wake_outbox(&self) {
-        self.outbox.send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 }
 

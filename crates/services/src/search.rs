@@ -74,6 +74,18 @@ pub struct Hit {
 
 /// Matches are counted up to this many, and no page reaches past it.
 pub const MAX_RESULTS: i64 = 10_000;
+
+/// Refuses a page that reaches past [`MAX_RESULTS`] (a 422 on `offset`).
+pub fn check_window(page: Page) -> Result<(), parley_domain::validation::FieldError> {
+    if page.offset.saturating_add(page.limit) > MAX_RESULTS {
+        return Err(parley_domain::validation::FieldError::new(
+            parley_domain::validation::loc(&["query", "offset"]),
+            "value_error.search.window",
+            format!("search results stop at {MAX_RESULTS}: offset + limit may not pass it; narrow the query"),
+        ));
+    }
+    Ok(())
+}
 /// When more messages match, the newest this many are ranked by relevance
 /// and the rest follow newest first.
 pub const RANKED_WINDOW: i64 = 1_000;

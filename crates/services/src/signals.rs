@@ -69,7 +69,7 @@ impl Services {
     pub fn signal(&self, signal: Signal) {
         // No receiver is not an error: nobody here is watching.
         let _ = self.signals.local.send(signal.clone());
-        if matches!(self.db, parley_store::Db::Postgres(_)) {
+        if self.db.backend() == parley_store::Backend::Postgres {
             let payload = serde_json::to_string(&Envelope { from: self.signals.instance.clone(), signal })
                 .expect("signals serialise");
             if self.signals.outbox.try_send(payload).is_err() {
@@ -91,7 +91,7 @@ pub async fn relay(svc: Services, stop: tokio::sync::watch::Receiver<bool>) {
         tracing::error!("the signal relay runs once per instance");
         return;
     };
-    if !matches!(svc.db, parley_store::Db::Postgres(_)) {
+    if svc.db.backend() != parley_store::Backend::Postgres {
         return;
     }
     tokio::join!(send(svc.clone(), outbox, stop.clone()), receive(svc, stop));

@@ -8,8 +8,8 @@
 //! the store's [`Tx`], so use cases take `&mut Tx` when they only write and
 //! `&mut Work` when they also leave something for after the commit.
 //!
-//! After a commit, job workers are woken (the write may have queued
-//! deliveries), signals go to every instance's live views, and placed calls
+//! After a commit, the workers of the jobs it queued are woken (by the
+//! store), signals go to every instance's live views, and placed calls
 //! start. If the work is dropped instead, nothing of it happens and a call
 //! it placed is hung up.
 
@@ -58,6 +58,18 @@ impl parley_store::AsHandle for Work {
 
     fn subscriber_memo(&mut self) -> Option<&mut parley_store::SubscriberMemo> {
         self.tx.subscriber_memo()
+    }
+
+    fn queued_job(&mut self, kind: &str) {
+        self.tx.queued_job(kind);
+    }
+
+    fn job_taker(&mut self, kind: &str) -> Option<parley_store::Taker> {
+        self.tx.job_taker(kind)
+    }
+
+    fn hand_over(&mut self, taker: parley_store::Taker, job: parley_store::repo::jobs::JobRow) {
+        self.tx.hand_over(taker, job);
     }
 }
 
@@ -153,9 +165,8 @@ impl Services {
     pub async fn commit(&self, work: Work) -> ServiceResult<()> {
         let Work { tx, signals, mut calls } = work;
         // On failure, dropping `calls` hangs them up.
+        // Wakes the workers of the jobs it queued.
         tx.commit().await?;
-        // The write may have queued deliveries or other jobs.
-        self.wake_outbox();
         for signal in signals {
             self.signal(signal);
         }

@@ -115,12 +115,11 @@ async fn list_agents(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let query = uri.query().unwrap_or_default();
-    s.lists
-        .respond(&auth.0.versions, scope, agent_repo::VERSION_KEY, query, || async {
-            let (agents, total) = agents::list(&s.services, scope, &q.filter, q.page).await?;
-            to_json(&AgentList { count: agents.len() as i64, agents, total })
-        })
-        .await
+    crate::cache::respond(&s.lists, &auth.0.versions, scope, agent_repo::VERSION_KEY, query, || async {
+        let (agents, total) = agents::list(&s.services, scope, &q.filter, q.page).await?;
+        to_json(&AgentList { count: agents.len() as i64, agents, total })
+    })
+    .await
 }
 
 /// Create an agent.

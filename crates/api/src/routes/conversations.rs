@@ -95,12 +95,11 @@ async fn list_conversations(
     let scope = auth.scope();
     // An inbox is read far more often than it changes: pages are kept until
     // any conversation of the scope changes (see `ListCache`).
-    s.lists
-        .respond(&auth.0.versions, scope, VERSION_KEY, uri.query().unwrap_or_default(), || async {
-            let found = conversations::list(&s.services, scope, &q.filter, q.page).await?;
-            to_json(&Items::new(found, q.page))
-        })
-        .await
+    crate::cache::respond(&s.lists, &auth.0.versions, scope, VERSION_KEY, uri.query().unwrap_or_default(), || async {
+        let found = conversations::list(&s.services, scope, &q.filter, q.page).await?;
+        to_json(&Items::new(found, q.page))
+    })
+    .await
 }
 
 /// Get a conversation (the full object).

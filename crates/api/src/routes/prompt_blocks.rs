@@ -69,12 +69,11 @@ async fn list_blocks(
 ) -> Result<Response, ApiError> {
     let scope = auth.scope();
     let query = uri.query().unwrap_or_default();
-    s.lists
-        .respond(&auth.0.versions, scope, block_repo::VERSION_KEY, query, || async {
-            let found = prompt_blocks::list(&s.services, scope, &q.filter, q.page).await?;
-            to_json(&Items::new(found, q.page))
-        })
-        .await
+    crate::cache::respond(&s.lists, &auth.0.versions, scope, block_repo::VERSION_KEY, query, || async {
+        let found = prompt_blocks::list(&s.services, scope, &q.filter, q.page).await?;
+        to_json(&Items::new(found, q.page))
+    })
+    .await
 }
 
 /// Create a prompt block (version 1).

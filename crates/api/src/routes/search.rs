@@ -2,8 +2,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use parley_domain::validation::{FieldError, QueryReader, loc};
-use parley_services::search::{self, Hit, MAX_RESULTS, SearchRequest, TotalRelation};
+use parley_domain::validation::QueryReader;
+use parley_services::search::{self, Hit, SearchRequest, TotalRelation};
 use serde::Serialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -105,13 +105,7 @@ async fn search_all(
 ) -> Result<Json<SearchResults>, ApiError> {
     // The reader reported why the request is missing; this cannot be reached without it.
     let Some(request) = q.filter.0 else { return Err(ApiError::bad_request("Invalid search query")) };
-    if q.page.offset.saturating_add(q.page.limit) > MAX_RESULTS {
-        return Err(ApiError::Validation(vec![FieldError::new(
-            loc(&["query", "offset"]),
-            "value_error.search.window",
-            format!("search results stop at {MAX_RESULTS}: offset + limit may not pass it; narrow the query"),
-        )]));
-    }
+    search::check_window(q.page).map_err(|e| ApiError::Validation(vec![e]))?;
     let found = search::search(&s.services, auth.scope(), &request, q.page).await?;
     Ok(Json(SearchResults {
         items: found.hits,

@@ -358,3 +358,34 @@ both_backends! {
         }
     }
 }
+
+both_backends! {
+    async fn a_calls_agent_on_a_priced_engine_with_no_funds_left_says_the_fallback_and_asks_for_a_person(backend) {
+        use crate::tools::{Say, ScriptedEngine};
+        let engine = ScriptedEngine::start(vec![Say::Text("Never said.")]).await;
+        let url = engine.url.clone();
+        let app = TestApp::spawn_with(backend, move |s| {
+            s.text_engines.insert("paid".into(), json!({"base_url": url, "model": "gpt-test",
+                "pricing": {"input_per_1k_cents": 100, "output_per_1k_cents": 1000}}));
+        }).await;
+        // Enough for the agent (50) and the call's first-minute hold (5): nothing left for the model.
+        let ws = app.workspace_with_credit("Poor", 55).await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "paid"})).await["id"].as_i64().unwrap();
+        let r = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_str().unwrap().to_owned();
+        let call = wait_for(&app, &ws.live, &id, ended).await;
+
+        assert!(engine.requests().is_empty(), "the engine was asked without funds");
+        let t = app.get(&ws.live, &format!("/api/v1/calls/{id}/transcript")).await.body;
+        let agent_said: Vec<&str> = t["segments"].as_array().unwrap().iter().filter(|s| s["speaker"] == "agent").map(|s| s["text"].as_str().unwrap()).collect();
+        assert!(agent_said.len() >= 2, "{t}");
+        assert!(agent_said[1..].iter().all(|s| s.starts_with("Sorry, I can't answer that right now")), "{agent_said:?}");
+        let conversation = call["conversation_id"].as_i64().unwrap();
+        let handoff = crate::runtime::handoff_of(&app, ws.live.clone(), conversation).await;
+        assert_eq!(handoff["reason"], "The workspace's balance is empty");
+        let runs = app.get(&ws.live, &format!("/api/v1/agent-runs?conversation_id={conversation}")).await.body;
+        let run = &runs["items"][0];
+        assert_eq!((run["trigger"].clone(), run["status"].clone(), run["error"].clone()), (json!("call_turn"), json!("canceled"), json!("The workspace's balance is empty")));
+    }
+}

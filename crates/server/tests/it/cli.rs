@@ -1,5 +1,6 @@
 //! The `parley` binary: its JSON output, first start, and graceful shutdown.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,12 +44,25 @@ pub struct Server {
     pub child: Child,
     pub port: u16,
     pub banner: String,
+    /// Where its log goes; shown (warnings and errors) when a test fails.
+    log: std::path::PathBuf,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let worrying: Vec<&str> = log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).collect();
+            eprintln!("server on port {} logged {} warnings/errors (last 40):", self.port, worrying.len());
+            for line in worrying.iter().rev().take(40).rev() {
+                eprintln!("  {line}");
+            }
+        }
+        if std::env::var_os("PARLEY_TEST_SERVER_LOGS").is_none() {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 
@@ -60,13 +74,15 @@ pub fn start_server(database_url: &str) -> Server {
 /// Starts `parley serve` with extra environment variables.
 pub fn start_server_with(database_url: &str, env: &[(&str, &str)]) -> Server {
     let port = free_port();
+    let log = server_log(port);
     let mut child = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--database-url", database_url])
         .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
         .envs(env.iter().copied())
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(File::create(&log).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
+        .env("NO_COLOR", "1")
         .spawn()
         .expect("spawn parley serve");
     let stdout = child.stdout.take().unwrap();
@@ -84,11 +100,19 @@ pub fn start_server_with(database_url: &str, env: &[(&str, &str)]) -> Server {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             std::thread::sleep(Duration::from_millis(100));
             let banner = rx.try_iter().last().unwrap_or_default();
-            return Server { child, port, banner };
+            return Server { child, port, banner, log };
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("parley serve did not start");
+}
+
+/// The file a server started for a test logs to: in the directory named
+/// by `PARLEY_TEST_SERVER_LOGS` (kept), or the temporary directory (removed
+/// with the server).
+fn server_log(port: u16) -> std::path::PathBuf {
+    let dir = std::env::var_os("PARLEY_TEST_SERVER_LOGS").map_or_else(std::env::temp_dir, Into::into);
+    dir.join(format!("parley-test-{port}-{}.log", std::process::id()))
 }
 
 pub fn key_in(banner: &str, mode: &str) -> Option<String> {

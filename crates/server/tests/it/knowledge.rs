@@ -145,6 +145,13 @@ both_backends! {
         assert!(!r.body.to_string().contains("tracking"), "scripts are not text: {}", r.body);
         let r = q("how long is the warranty").await;
         assert_eq!(r.body["items"][0]["title"], "warranty.pdf", "{}", r.body);
+        // A word in more passages tells less: a second document that
+        // mentions it lowers the first one's score (counts are not stale).
+        let alone = r.body["items"][0]["score"].as_f64().unwrap();
+        add_text(&app, &ws.live, k, "Repairs", "Repairs outside the warranty are quoted before any work starts.").await;
+        let r = q("how long is the warranty").await;
+        assert_eq!(r.body["items"][0]["title"], "warranty.pdf", "{}", r.body);
+        assert!(r.body["items"][0]["score"].as_f64().unwrap() < alone, "{alone} then {}", r.body);
         let r = q("refund receipt").await;
         let scores: Vec<f64> = r.body["items"].as_array().unwrap().iter().map(|i| i["score"].as_f64().unwrap()).collect();
         assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
@@ -156,9 +163,9 @@ both_backends! {
         assert_eq!(r.status, 204);
         assert_eq!(q("Do you ship worldwide?").await.body["total"], 0);
         let coll = app.get(&ws.live, &format!("/api/v1/knowledge-collections/{k}")).await.body;
-        assert_eq!((coll["document_count"].clone(), coll["passage_count"].clone()), (json!(3), json!(3)));
+        assert_eq!((coll["document_count"].clone(), coll["passage_count"].clone()), (json!(4), json!(4)));
         let docs = app.get(&ws.live, &format!("/api/v1/knowledge-collections/{k}/documents")).await.body;
-        assert_eq!(docs["total"], 3);
+        assert_eq!(docs["total"], 4);
     }
 
     async fn knowledge_is_scoped_and_bad_input_is_refused(backend) {

@@ -21,6 +21,7 @@ mod idempotency;
 mod identity;
 mod isolation;
 mod knowledge;
+mod mcp;
 mod messages;
 mod operations;
 mod prompt_blocks;

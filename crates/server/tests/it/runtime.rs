@@ -397,7 +397,7 @@ both_backends! {
 }
 
 /// The conversation's one handoff, once there is one.
-async fn handoff_of(app: &TestApp, key: String, conversation: i64) -> Value {
+pub(crate) async fn handoff_of(app: &TestApp, key: String, conversation: i64) -> Value {
     eventually("no handoff was requested", || async {
         let h = app.get(&key, &format!("/api/v1/handoffs?conversation_id={conversation}")).await.body;
         (h["total"] == 1).then(|| h["items"][0].clone())

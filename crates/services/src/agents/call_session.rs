@@ -10,9 +10,9 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parley_domain::Scope;
-use parley_domain::agent::{Agent, RunTrigger};
+use parley_domain::agent::{Agent, RunStatus, RunTrigger};
 use parley_engines::{ChatMessage, TextEngine};
-use parley_store::repo::agent_runs::{self as run_repo, NewRun};
+use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
 use parley_voice::session::{AgentSession, Input, Output};
 
 use super::session::{self, Turn};
@@ -123,6 +123,22 @@ async fn turn(
         model: &model,
     };
     let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
+    let priced = engine.pricing() != parley_engines::Pricing::default();
+    if priced && !crate::billing::run_funded(&mut svc.db.read().await?, scope).await? {
+        // As for a message: no engine without funds, and a person is asked
+        // (the handoff is recorded while the call goes on). The caller
+        // hears the fallback message.
+        let why = "The workspace's balance is empty";
+        let mut work = svc.begin().await?;
+        let end = RunEnd { status: RunStatus::Canceled, error: Some(why), ..RunEnd::empty("") };
+        run_repo::finish(&mut work, scope, run.id, &end).await?;
+        if let Some(conversation_id) = call.conversation_id {
+            super::runs::request_handoff(&mut work, scope, agent, conversation_id, why).await?;
+            work.conversation_changed(conversation_id);
+        }
+        svc.commit(work).await?;
+        return Ok(String::new());
+    }
     let knowledge = crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, Some(heard)).await?;
     let mut messages = Vec::new();
     let system = super::prompt::with_passages(call.system.clone(), &knowledge.passages);

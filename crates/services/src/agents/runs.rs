@@ -70,7 +70,7 @@ impl Default for RuntimeConfig {
             memory_tokens: 3000,
             retry_scale: 1.0,
             fallback_message: FALLBACK_MESSAGE.to_owned(),
-            concurrency: 256,
+            concurrency: 1024,
         }
     }
 }
@@ -364,7 +364,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
 
 /// Hands the conversation to a person as `POST /conversations/{id}/handoff`
 /// does (events included); one already open stands.
-async fn request_handoff(
+pub(super) async fn request_handoff(
     tx: &mut Tx,
     scope: Scope,
     agent: &parley_domain::agent::Agent,

@@ -510,7 +510,6 @@ async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value)
                 .transaction(async move |work| messages::send(work, svc, scope, Sender::Agent, send).await)
                 .await
                 .map_err(|e| refusal(&e))?;
-            svc.wake_outbox();
             Ok((json!({"ok": true, "message_id": sent.id, "conversation_id": sent.conversation_id}), None))
         }
     }

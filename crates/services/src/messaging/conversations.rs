@@ -56,12 +56,11 @@ pub fn run_receive<'a>(tx: &'a mut Tx, svc: &'a Services, job: InboundJob) -> Bo
 }
 
 /// Stores an inbound message in a group commit with others arriving at the
-/// same time; answers once it is committed. Wakes the dispatcher and the
-/// conversation's live views.
+/// same time; answers once it is committed. Wakes the conversation's live
+/// views.
 pub async fn receive_committed(svc: &Services, job: InboundJob) -> ServiceResult<Received> {
     let received = svc.inbound.submit(svc, job).await?;
     if received.new {
-        svc.wake_outbox();
         svc.conversation_changed(received.message.conversation_id);
     }
     Ok(received)

@@ -135,7 +135,6 @@ impl Handler for Courier {
 
     fn committed(&self, job: &Job) {
         if let Ok(send) = job.payload::<Send>() {
-            self.svc.wake_outbox();
             self.svc.conversation_changed(send.conversation_id);
         }
     }

@@ -4,4 +4,5 @@
 pub mod api_keys;
 pub mod auth;
 pub mod identity;
+pub mod reach;
 pub mod workspaces;
