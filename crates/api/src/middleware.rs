@@ -69,7 +69,8 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
         // the connection cannot be reused.
         response.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
     }
-    if (status.is_client_error() || status.is_server_error()) && !is_json(&response) {
+    // Errors are JSON, except the pages people read (OAuth's sign-in and consent).
+    if (status.is_client_error() || status.is_server_error()) && !is_json(&response) && !is_html(&response) {
         response = as_json_error(response).await;
     }
     if let Ok(v) = HeaderValue::from_str(&id) {
@@ -129,6 +130,14 @@ fn is_json(response: &Response) -> bool {
         .is_some_and(|t| t.starts_with("application/json"))
 }
 
+fn is_html(response: &Response) -> bool {
+    response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/html"))
+}
+
 /// Rewrites an error a framework layer answered in plain text (an
 /// extractor's rejection, say) into the `{"detail": …}` of docs/api.md, keeping its
 /// status and headers. Our own errors are JSON already; this is the net
@@ -170,8 +179,10 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
     let ip = ClientIp::of(req.extensions());
     // Formatted only for requests counted per IP.
     let ip_bucket = move || ip.bucket();
-    let identity = if takes_credentials(req.uri().path()) {
-        match identify(&state, req.headers()).await {
+    let path = req.uri().path();
+    let identity = if takes_credentials(path) {
+        let for_mcp = path == "/mcp" || path.starts_with("/mcp/");
+        match identify(&state, req.headers(), for_mcp).await {
             Ok(identity) => identity,
             Err(e) => return e.into_response(),
         }

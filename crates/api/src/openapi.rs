@@ -45,6 +45,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Webchat", description = "The visitor side of webchat channels: the widget and its WebSocket (no credential)"),
         (name = "Files", description = "Downloads through signed, expiring links (no credential)"),
         (name = "Billing", description = "Balances in integer cents, the append-only ledger, owner credits and the test-mode reset"),
+        (name = "OAuth", description = "OAuth 2.1 for MCP clients: discovery, client registration, the authorization pages, tokens, revocation, and your grants"),
         (name = "Operations", description = "Health probes and this document"),
     ),
     components(schemas(ErrorBody, ValidationErrorBody, InternalErrorBody))
@@ -75,6 +76,8 @@ const SESSION_ONLY: &[&str] = &[
     "/api/v1/auth/me",
     "/api/v1/auth/workspace",
     "/api/v1/billing/credits",
+    "/api/v1/oauth/grants",
+    "/api/v1/oauth/grants/{grant_id}",
 ];
 
 /// Whether a request path matches a route template (`{name}` matches any one segment).

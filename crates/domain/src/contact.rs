@@ -141,7 +141,9 @@ impl utoipa::PartialSchema for Identity {
                 string(1, 255).format(Some(SchemaFormat::Custom("phone".into()))),
             ))
             .item(shape(&["email"], string(1, 255).format(Some(SchemaFormat::Custom("email".into())))))
-            .item(shape(&["webchat", "telegram", "api"], string(1, 255).pattern(Some(r"\S"))))
+            // Not blank. U+0085 is spelled out: ECMA's `\s` lacks it, but the
+            // address is trimmed of it.
+            .item(shape(&["webchat", "telegram", "api"], string(1, 255).pattern(Some(r"[^\s\u0085]"))))
             .into()
     }
 }

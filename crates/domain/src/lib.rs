@@ -108,6 +108,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod jwt;
 pub mod knowledge;
+pub mod oauth;
 pub mod prompt;
 pub mod schema;
 pub mod scope;

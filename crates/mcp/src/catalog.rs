@@ -15,7 +15,7 @@ use parley_domain::idempotency::{IdempotencyKey, canonical_json, fingerprint};
 use parley_domain::validation::{FieldError, LocPart, Page, Parsed, QueryReader, loc};
 use parley_services::Snapshot;
 use parley_services::list_cache::ListCache;
-use parley_services::tenancy::auth::Principal;
+use parley_services::tenancy::auth::{Credential, Principal};
 use parley_services::tenancy::reach;
 use parley_services::{Answered, Idempotent, ServiceError, ServiceResult, Services};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
@@ -150,6 +150,8 @@ pub struct ToolSpec {
 pub struct Listed {
     pub spec: &'static ToolSpec,
     pub tool: Tool,
+    /// Changes nothing: offered to read-only (`mcp:read`) grants.
+    pub read_only: bool,
     /// The same with the optional `workspace_id` argument, for credentials
     /// that may switch workspace.
     pub switching: Tool,
@@ -264,7 +266,17 @@ impl Listed {
             }
         };
         let (tool, switching) = (build(input), build(with_workspace));
-        Listed { spec, tool, switching, path_params, query_params, body_fields, has_body, takes_idempotency_key }
+        Listed {
+            spec,
+            tool,
+            switching,
+            read_only,
+            path_params,
+            query_params,
+            body_fields,
+            has_body,
+            takes_idempotency_key,
+        }
     }
 
     /// Sorts `raw` arguments by where the operation takes them; refuses
@@ -525,6 +537,11 @@ pub async fn call(
     }
     let tool = catalog.find(name)?;
     let outcome = async {
+        if !tool.read_only && !may_write(principal) {
+            return Err(ServiceError::Forbidden(format!(
+                "This token was granted mcp:read only; {name} changes data and needs mcp:write"
+            )));
+        }
         let wanted = match arguments.remove("workspace_id") {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_i64().filter(|n| *n >= 1) {
@@ -543,6 +560,15 @@ pub async fn call(
         (tool.spec.run)(svc, Principal { scope, ..principal.clone() }, call).await
     };
     Some(outcome.await.map_err(|e| refusal(&e)))
+}
+
+/// Whether the credential may use tools that change data: API keys and
+/// OAuth grants with `mcp:write`.
+pub fn may_write(principal: &Principal) -> bool {
+    match principal.credential {
+        Credential::OAuth { write, .. } => write,
+        Credential::ApiKey { .. } | Credential::User { .. } => true,
+    }
 }
 
 async fn list_workspaces(svc: &Services, principal: &Principal, arguments: JsonObject) -> ServiceResult<Value> {

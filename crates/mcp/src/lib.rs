@@ -8,8 +8,13 @@
 //! - Who calls is decided once per request by the API's admission layer
 //!   (the same key rules as REST: revocation immediate, test keys see test
 //!   data); it leaves the [`Principal`] in the request's extensions, which
-//!   rmcp hands to the tool with the request's parts. Only API keys are
-//!   taken here: a dashboard session token is for the REST API.
+//!   rmcp hands to the tool with the request's parts. API keys and OAuth
+//!   access tokens issued for this endpoint are taken here; a dashboard
+//!   session token is for the REST API. An unauthenticated request gets a
+//!   401 naming the protected-resource metadata (RFC 9728), where OAuth
+//!   clients start.
+//! - A read-only grant (`mcp:read`) sees and calls only the tools that
+//!   change nothing.
 //! - Every tool calls the same service operation as its REST route
 //!   ([`tools`]), so scope, validation and events are identical; a
 //!   refusal is a tool result with `isError`, in the API's words.
@@ -57,6 +62,8 @@ pub struct McpConfig {
     pub openapi: serde_json::Value,
     /// The REST API's list-page cache, shared.
     pub lists: Arc<parley_services::list_cache::ListCache>,
+    /// Where the protected-resource metadata is (the 401's challenge).
+    pub resource_metadata: String,
 }
 
 impl McpConfig {
@@ -80,7 +87,9 @@ impl McpConfig {
             let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
             allowed_origins.push(format!("{scheme}://{host}:{port}"));
         }
-        Self { allowed_hosts, allowed_origins, openapi, lists }
+        let resource_metadata =
+            format!("{}/.well-known/oauth-protected-resource/mcp", public_url.trim_end_matches('/'));
+        Self { allowed_hosts, allowed_origins, openapi, lists, resource_metadata }
     }
 }
 
@@ -107,31 +116,45 @@ pub fn router(svc: Services, config: McpConfig) -> Router {
     let handler = Handler { svc, catalog: Arc::new(Catalog::new(&config.openapi, config.lists)) };
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), transport);
-    Router::new()
-        .route_service("/mcp", service.clone())
-        .route_service("/mcp/", service)
-        .layer(axum::middleware::from_fn(require_api_key))
+    let challenge = Arc::new(config.resource_metadata);
+    Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service).layer(
+        axum::middleware::from_fn(move |req: Request, next: Next| {
+            let challenge = Arc::clone(&challenge);
+            async move { require_mcp_credential(&challenge, req, next).await }
+        }),
+    )
 }
 
-/// Lets through requests whose API key the admission layer accepted; the
-/// others get a 401 with a `WWW-Authenticate` challenge.
-async fn require_api_key(req: Request, next: Next) -> Response {
+/// Lets through requests with an API key or an MCP access token the
+/// admission layer accepted; the others get a 401 whose `WWW-Authenticate`
+/// names the protected-resource metadata.
+async fn require_mcp_credential(resource_metadata: &str, req: Request, next: Next) -> Response {
+    let deny = |error: Option<&str>, description: &str| unauthorized(resource_metadata, error, description);
     match req.extensions().get::<Principal>() {
-        Some(Principal { credential: Credential::ApiKey { .. }, .. }) => next.run(req).await,
-        Some(_) => unauthorized("invalid_token", "The MCP endpoint takes an API key, not a dashboard session token"),
+        Some(Principal { credential: Credential::ApiKey { .. } | Credential::OAuth { .. }, .. }) => next.run(req).await,
+        Some(_) => deny(
+            Some("invalid_token"),
+            "The MCP endpoint takes an API key or an OAuth token issued for it, not a dashboard session token",
+        ),
         None if req.headers().contains_key("x-api-key") || req.headers().contains_key(header::AUTHORIZATION) => {
-            unauthorized("invalid_token", "Invalid or revoked API key")
+            deny(Some("invalid_token"), "Invalid, expired or revoked credential")
         }
-        None => {
-            unauthorized("invalid_request", "Missing API key: send X-API-Key or Authorization: Bearer parley_<key>")
-        }
+        None => deny(
+            None,
+            "Authenticate with OAuth (see the resource metadata), X-API-Key, or Authorization: Bearer parley_<key>",
+        ),
     }
 }
 
-fn unauthorized(error: &str, description: &str) -> Response {
+/// A 401 with the RFC 6750 / RFC 9728 challenge.
+fn unauthorized(resource_metadata: &str, error: Option<&str>, description: &str) -> Response {
     let mut response =
         (StatusCode::UNAUTHORIZED, axum::Json(serde_json::json!({ "detail": description }))).into_response();
-    let challenge = format!("Bearer error=\"{error}\", error_description=\"{description}\"");
+    let scope = parley_domain::oauth::Scopes::ALL.as_str();
+    let mut challenge = format!("Bearer resource_metadata=\"{resource_metadata}\", scope=\"{scope}\"");
+    if let Some(error) = error {
+        challenge.push_str(&format!(", error=\"{error}\", error_description=\"{description}\""));
+    }
     if let Ok(v) = HeaderValue::from_str(&challenge) {
         response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
     }
@@ -151,20 +174,28 @@ impl ServerHandler for Handler {
             .with_server_info(Implementation::new("parley", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Parley: AI agents, calls, conversations and contacts of one workspace. \
-                 Tools act on the workspace (and mode: live or test) of the API key.",
+                 Tools act on the workspace (and mode: live or test) of the API key or OAuth grant.",
             )
     }
 
     /// A locked credential sees the tools without `workspace_id` and no
-    /// `list_workspaces`; an unlocked one sees both.
+    /// `list_workspaces`; an unlocked one sees both. A read-only grant sees
+    /// only the tools that change nothing.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let switching = reach::may_switch(&principal(&context)?);
-        let mut listed: Vec<Tool> =
-            self.catalog.tools.iter().map(|t| if switching { t.switching.clone() } else { t.tool.clone() }).collect();
+        let principal = principal(&context)?;
+        let switching = reach::may_switch(&principal);
+        let writing = catalog::may_write(&principal);
+        let mut listed: Vec<Tool> = self
+            .catalog
+            .tools
+            .iter()
+            .filter(|t| writing || t.read_only)
+            .map(|t| if switching { t.switching.clone() } else { t.tool.clone() })
+            .collect();
         if switching {
             listed.insert(0, catalog::list_workspaces_tool());
         }

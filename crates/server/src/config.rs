@@ -152,8 +152,8 @@ impl Default for WebchatSettings {
     }
 }
 
-/// The MCP endpoint.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// The MCP endpoint and its OAuth authorization server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpSettings {
     /// Browser origins allowed to call `/mcp` besides `public_url`'s and
@@ -161,6 +161,24 @@ pub struct McpSettings {
     /// A request with any other `Origin` is refused (403); one without an
     /// `Origin` (not from a browser) is not checked.
     pub allowed_origins: Vec<String>,
+    /// Lifetime of an OAuth access token for `/mcp`.
+    pub access_token_ttl_seconds: i64,
+    /// Lifetime of an OAuth refresh token (each refresh issues a new one).
+    pub refresh_token_ttl_seconds: i64,
+    /// Let a Client ID Metadata Document be fetched over plain HTTP or from
+    /// a private address (development and tests only).
+    pub allow_private_client_metadata: bool,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            allowed_origins: Vec::new(),
+            access_token_ttl_seconds: 3600,
+            refresh_token_ttl_seconds: 30 * 24 * 3600,
+            allow_private_client_metadata: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -594,6 +612,13 @@ impl Settings {
             auth: parley_services::tenancy::identity::AuthConfig {
                 access_token_ttl_s: self.auth.access_token_ttl_seconds,
                 refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,
+            },
+            oauth: parley_services::tenancy::oauth::OAuthConfig {
+                issuer: self.public_url(),
+                access_token_ttl_s: self.mcp.access_token_ttl_seconds.max(1),
+                refresh_token_ttl_s: self.mcp.refresh_token_ttl_seconds.max(1),
+                code_ttl_s: 60,
+                allow_private_metadata: self.mcp.allow_private_client_metadata,
             },
             webhooks_allow_private: self.webhooks.allow_private_targets,
             billing: parley_services::billing::BillingConfig {

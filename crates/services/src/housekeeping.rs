@@ -21,7 +21,8 @@ pub struct Purged {
 }
 
 /// Purges idempotency keys, events and delivery logs past their retention,
-/// and signing keys retired a day ago (they signed no token still valid),
+/// signing keys retired a day ago (they signed no token still valid) and
+/// OAuth codes and tokens expired a day ago,
 /// in one transaction.
 pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged> {
     let now = Timestamp::now();
@@ -29,6 +30,9 @@ pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged
     let keys =
         repo::idempotency::purge_created_before(&mut tx, now.plus_seconds(-retention.idempotency_hours * 3600)).await?;
     repo::sessions::delete_signing_keys_retired_before(&mut tx, now.plus_seconds(-24 * 3600)).await?;
+    // A day's grace: a refresh token presented again soon after it expired
+    // still finds its row (and is refused as expired, not unknown).
+    repo::oauth::purge_expired(&mut tx, now.plus_seconds(-24 * 3600)).await?;
     let events_before = now.plus_seconds(-retention.event_days * 24 * 3600);
     repo::webhooks::purge_created_before(&mut tx, events_before).await?;
     repo::events::purge_created_before(&mut tx, events_before).await?;

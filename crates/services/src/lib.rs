@@ -44,6 +44,7 @@ pub struct ServicesConfig {
     /// The configured text engines; `builtin` is always among them.
     pub text_engines: parley_engines::Engines,
     pub auth: tenancy::identity::AuthConfig,
+    pub oauth: tenancy::oauth::OAuthConfig,
     /// Let webhook URLs point at private addresses (development and tests).
     pub webhooks_allow_private: bool,
     pub billing: billing::BillingConfig,
@@ -62,6 +63,7 @@ impl Default for ServicesConfig {
         Self {
             text_engines: parley_engines::Engines::builtin_only(),
             auth: tenancy::identity::AuthConfig::default(),
+            oauth: tenancy::oauth::OAuthConfig::default(),
             webhooks_allow_private: false,
             billing: billing::BillingConfig::default(),
             contacts: crm::contacts::ContactsConfig::default(),

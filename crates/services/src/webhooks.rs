@@ -130,7 +130,7 @@ pub fn parse_event_filter(q: &mut QueryReader) -> Option<String> {
 fn require_manager(who: &Principal) -> ServiceResult<()> {
     match who.credential {
         Credential::ApiKey { .. } => Ok(()),
-        Credential::User { .. } => who.require_administrator("manage webhooks").map(|_| ()),
+        Credential::User { .. } | Credential::OAuth { .. } => who.require_administrator("manage webhooks").map(|_| ()),
     }
 }
 

@@ -7,6 +7,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use parley_services::tenancy::auth::{self, Principal};
+use parley_services::tenancy::oauth;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -43,6 +44,7 @@ impl Identity {
             Identity::Authenticated(p) => Some(match p.credential {
                 auth::Credential::ApiKey { key_id, .. } => format!("key:{key_id}"),
                 auth::Credential::User { user_id, .. } => format!("user:{user_id}"),
+                auth::Credential::OAuth { grant_id, .. } => format!("grant:{grant_id}"),
             }),
             _ => None,
         }
@@ -55,6 +57,8 @@ impl Identity {
 enum Presented {
     ApiKey(String),
     AccessToken(String),
+    /// An MCP client's OAuth access token (`pmcp_at_…`).
+    McpToken(String),
 }
 
 fn presented(headers: &HeaderMap) -> Result<Option<Presented>, &'static str> {
@@ -79,6 +83,8 @@ fn presented(headers: &HeaderMap) -> Result<Option<Presented>, &'static str> {
             .unwrap_or_default();
         return Ok(Some(if token.starts_with("parley_") {
             Presented::ApiKey(token)
+        } else if token.starts_with(parley_domain::oauth::ACCESS_TOKEN_PREFIX) {
+            Presented::McpToken(token)
         } else {
             Presented::AccessToken(token)
         }));
@@ -87,7 +93,9 @@ fn presented(headers: &HeaderMap) -> Result<Option<Presented>, &'static str> {
 }
 
 /// Checks the request's credential, if any. Only a failing database is an error.
-pub(crate) async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Identity, ApiError> {
+/// OAuth access tokens are bound to the MCP endpoint (RFC 8707): anywhere
+/// else (`for_mcp` false) they are refused without being looked up.
+pub(crate) async fn identify(state: &AppState, headers: &HeaderMap, for_mcp: bool) -> Result<Identity, ApiError> {
     let presented = match presented(headers) {
         Ok(Some(p)) => p,
         Ok(None) => return Ok(Identity::Anonymous),
@@ -96,11 +104,17 @@ pub(crate) async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Id
     let outcome = match &presented {
         Presented::ApiKey(raw) => auth::authenticate_api_key(&state.services, raw).await?.ok(),
         Presented::AccessToken(token) => auth::authenticate_bearer(&state.services, token).await?,
+        Presented::McpToken(_) if !for_mcp => {
+            return Ok(Identity::Refused("This OAuth token is for the MCP endpoint (/mcp) only"));
+        }
+        Presented::McpToken(token) => oauth::authenticate_access_token(&state.services, token).await?,
     };
     Ok(match (outcome, presented) {
         (Some(principal), _) => Identity::Authenticated(principal),
         (None, Presented::ApiKey(_)) => Identity::Refused("Invalid or revoked API key"),
-        (None, Presented::AccessToken(_)) => Identity::Refused("Invalid or expired access token"),
+        (None, Presented::AccessToken(_) | Presented::McpToken(_)) => {
+            Identity::Refused("Invalid or expired access token")
+        }
     })
 }
 

@@ -79,13 +79,18 @@ impl FromBody for SwitchWorkspaceRequest {
 }
 
 fn refresh_cookie(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, REFRESH_COOKIE)
+}
+
+/// The value of the cookie `name`, if the request carries it.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == REFRESH_COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
 }
 
@@ -122,10 +127,22 @@ fn session_response(state: &AppState, session: &Session) -> Response {
 )]
 async fn login(State(s): State<AppState>, ip: ClientIp, body: JsonBody<LoginRequest>) -> Result<Response, ApiError> {
     let LoginRequest { email, password } = body.value;
+    let session = limited_login(&s, ip, &email, &password).await?;
+    Ok(session_response(&s, &session))
+}
+
+/// Signs a user in under the failed-attempt quotas (per IP and per
+/// account), as the dashboard and the OAuth sign-in page both do.
+pub(crate) async fn limited_login(
+    s: &AppState,
+    ip: ClientIp,
+    email: &str,
+    password: &str,
+) -> Result<identity::Session, ApiError> {
     // Each attempt reserves a failure from both quotas before the password
     // is looked at; a success gives them back.
     let limits = &s.limits;
-    let (ip_bucket, account_bucket) = (ip.bucket(), format!("account:{}", identity::account_key(&email)));
+    let (ip_bucket, account_bucket) = (ip.bucket(), format!("account:{}", identity::account_key(email)));
     let by_ip = limits.auth_failures.check(&ip_bucket).await;
     if !by_ip.allowed {
         return Err(ApiError::RateLimited { retry_after_s: by_ip.retry_after_s });
@@ -135,12 +152,12 @@ async fn login(State(s): State<AppState>, ip: ClientIp, body: JsonBody<LoginRequ
         limits.auth_failures.refund(&ip_bucket).await;
         return Err(ApiError::RateLimited { retry_after_s: by_account.retry_after_s });
     }
-    let outcome = identity::login(&s.services, &email, &password).await;
+    let outcome = identity::login(&s.services, email, password).await;
     if !matches!(outcome, Err(parley_services::ServiceError::Unauthorized(_))) {
         limits.auth_failures.refund(&ip_bucket).await;
         limits.account_failures.refund(&account_bucket).await;
     }
-    Ok(session_response(&s, &outcome?))
+    Ok(outcome?)
 }
 
 /// Exchange the refresh-token cookie for a new access token.

@@ -15,6 +15,8 @@ pub mod handoffs;
 pub mod health;
 pub mod knowledge;
 pub mod messages;
+pub mod oauth;
+mod oauth_pages;
 pub mod prompt_blocks;
 pub mod search;
 pub mod text_engines;
@@ -49,6 +51,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(search::router())
         .merge(text_engines::router())
         .merge(knowledge::router())
+        .merge(oauth::router())
 }
 
 /// The items envelope of every list except agents.

@@ -23,6 +23,7 @@ mod isolation;
 mod knowledge;
 mod mcp;
 mod messages;
+mod oauth;
 mod operations;
 mod prompt_blocks;
 mod runtime;

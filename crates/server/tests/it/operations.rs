@@ -86,6 +86,18 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/handoffs/{handoff_id}/complete"),
     ("POST", "/api/v1/handoffs/{handoff_id}/cancel"),
     ("GET", "/webchat/widget.js"),
+    ("GET", "/.well-known/oauth-protected-resource"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    ("GET", "/.well-known/oauth-authorization-server"),
+    ("GET", "/.well-known/openid-configuration"),
+    ("POST", "/oauth/register"),
+    ("GET", "/oauth/authorize"),
+    ("POST", "/oauth/authorize"),
+    ("POST", "/oauth/login"),
+    ("POST", "/oauth/token"),
+    ("POST", "/oauth/revoke"),
+    ("GET", "/api/v1/oauth/grants"),
+    ("DELETE", "/api/v1/oauth/grants/{grant_id}"),
     ("GET", "/webchat/{public_id}"),
     ("GET", "/files/{key}"),
     ("GET", "/api/v1/calls"),
@@ -177,6 +189,7 @@ both_backends! {
             let concrete = path.replace("{agent_id}", "1").replace("{trigger_id}", "1").replace("{block_id}", "1").replace("{key_id}", "1")
                 .replace("{webhook_id}", "1")
                 .replace("{delivery_id}", "1")
+                .replace("{grant_id}", "1")
                 .replace("{event_id}", "evt_x");
             let r = app.send(Method::from_bytes(method.as_bytes()).unwrap(), &concrete, Some(&ws.live), Some(json!({})), &[]).await;
             assert_ne!(r.body, json!({"detail": "Not Found"}), "{method} {path} is documented but not routed");

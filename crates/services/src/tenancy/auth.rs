@@ -30,13 +30,23 @@ pub enum Credential {
         user_id: i64,
         role: Role,
     },
+    /// An MCP client's OAuth access token: acts for the user who consented,
+    /// with the user's current role, on the MCP endpoint only.
+    OAuth {
+        grant_id: i64,
+        user_id: i64,
+        role: Role,
+        workspace_locked: bool,
+        /// `mcp:write` was granted (otherwise read-only tools only).
+        write: bool,
+    },
 }
 
 impl Principal {
     /// The signed-in user behind a session; `None` for an API key.
     pub fn user_id(&self) -> Option<i64> {
         match self.credential {
-            Credential::User { user_id, .. } => Some(user_id),
+            Credential::User { user_id, .. } | Credential::OAuth { user_id, .. } => Some(user_id),
             Credential::ApiKey { .. } => None,
         }
     }
@@ -45,8 +55,12 @@ impl Principal {
     /// session (managing keys and webhooks): API keys and members get 403.
     pub fn require_administrator(&self, what: &str) -> Result<(i64, Role), ServiceError> {
         match self.credential {
-            Credential::User { user_id, role } if role.can_administer() => Ok((user_id, role)),
-            Credential::User { .. } => Err(ServiceError::Forbidden(format!("Only owners and admins can {what}"))),
+            Credential::User { user_id, role } | Credential::OAuth { user_id, role, .. } if role.can_administer() => {
+                Ok((user_id, role))
+            }
+            Credential::User { .. } | Credential::OAuth { .. } => {
+                Err(ServiceError::Forbidden(format!("Only owners and admins can {what}")))
+            }
             Credential::ApiKey { .. } => Err(ServiceError::Forbidden(format!(
                 "API keys cannot {what}; sign in and send the session's Bearer token"
             ))),
@@ -58,8 +72,8 @@ impl Principal {
         match self.credential {
             Credential::User { user_id, role: Role::Owner } => Ok(user_id),
             Credential::User { .. } => Err(ServiceError::Forbidden(format!("Only owners can {what}"))),
-            Credential::ApiKey { .. } => Err(ServiceError::Forbidden(format!(
-                "API keys cannot {what}; sign in and send the session's Bearer token"
+            Credential::ApiKey { .. } | Credential::OAuth { .. } => Err(ServiceError::Forbidden(format!(
+                "API keys and MCP grants cannot {what}; sign in and send the session's Bearer token"
             ))),
         }
     }
@@ -68,9 +82,9 @@ impl Principal {
     pub fn require_user(&self) -> Result<(i64, Role), ServiceError> {
         match self.credential {
             Credential::User { user_id, role } => Ok((user_id, role)),
-            Credential::ApiKey { .. } => {
-                Err(ServiceError::Forbidden("This needs a signed-in user's Bearer token, not an API key".into()))
-            }
+            Credential::ApiKey { .. } | Credential::OAuth { .. } => Err(ServiceError::Forbidden(
+                "This needs a signed-in user's Bearer token, not an API key or MCP grant".into(),
+            )),
         }
     }
 }

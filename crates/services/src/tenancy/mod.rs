@@ -4,5 +4,6 @@
 pub mod api_keys;
 pub mod auth;
 pub mod identity;
+pub mod oauth;
 pub mod reach;
 pub mod workspaces;

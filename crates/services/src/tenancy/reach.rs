@@ -6,6 +6,8 @@
 //!   it (a key created without a user, by the CLI, serves its own only),
 //!   in the key's mode; membership is checked on every call, so a user who
 //!   leaves a workspace loses it at once.
+//! - An unlocked OAuth grant may act on any workspace of the user who
+//!   consented, in the grant's mode.
 
 use parley_domain::Scope;
 use parley_domain::user::Membership;
@@ -16,7 +18,10 @@ use crate::{ServiceError, ServiceResult, Services};
 
 /// Whether the caller may switch workspace at all.
 pub fn may_switch(principal: &Principal) -> bool {
-    matches!(principal.credential, Credential::ApiKey { workspace_locked: false, .. })
+    matches!(
+        principal.credential,
+        Credential::ApiKey { workspace_locked: false, .. } | Credential::OAuth { workspace_locked: false, .. }
+    )
 }
 
 /// The workspaces the caller may act on, its own first.
@@ -69,6 +74,6 @@ pub async fn scope_for(svc: &Services, principal: &Principal, workspace_id: Opti
 async fn user_behind(c: &mut impl parley_store::AsHandle, principal: &Principal) -> ServiceResult<Option<i64>> {
     Ok(match principal.credential {
         Credential::ApiKey { key_id, .. } => api_keys::get(c, key_id).await?.and_then(|k| k.created_by),
-        Credential::User { user_id, .. } => Some(user_id),
+        Credential::User { user_id, .. } | Credential::OAuth { user_id, .. } => Some(user_id),
     })
 }

@@ -13,6 +13,7 @@ pub mod handoffs;
 pub mod idempotency;
 pub mod jobs;
 pub mod knowledge;
+pub mod oauth;
 pub mod prompt_blocks;
 pub mod search;
 pub mod sessions;

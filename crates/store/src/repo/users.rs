@@ -68,6 +68,18 @@ pub async fn set_membership(c: &mut impl AsHandle, user_id: i64, workspace_id: i
 }
 
 /// The user's role in a workspace, if they belong to it.
+/// Removes a user from a workspace (their sessions and grants there stop
+/// working at their next request).
+pub async fn remove_membership(c: &mut impl AsHandle, user_id: i64, workspace_id: i64) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query("DELETE FROM memberships WHERE user_id = $1 AND workspace_id = $2")
+            .bind(user_id)
+            .bind(workspace_id)
+    )?;
+    Ok(n == 1)
+}
+
 pub async fn role_in(c: &mut impl AsHandle, user_id: i64, workspace_id: i64) -> StoreResult<Option<Role>> {
     let row: Option<(String,)> = fetch_optional!(
         c,
