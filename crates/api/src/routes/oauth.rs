@@ -222,24 +222,61 @@ async fn form<T: for<'de> Deserialize<'de>>(headers: &HeaderMap, body: Body) -> 
 // ---- registration -------------------------------------------------------------------
 
 /// Client metadata to register (RFC 7591 §2). Unknown fields are ignored.
-#[derive(Deserialize, ToSchema)]
+#[derive(ToSchema)]
 #[allow(dead_code)] // documentation; parsed as `RegistrationRequest`
 pub struct ClientRegistration {
     /// 1–10 URIs: https, http on a loopback host, or an app's private-use scheme.
-    #[schema(example = json!(["http://127.0.0.1:33418/callback"]))]
-    redirect_uris: Vec<String>,
-    /// Shown on the consent page (up to 200 characters).
+    #[schema(example = json!(["http://127.0.0.1:33418/callback"]), min_items = 1, max_items = 10, inline)]
+    redirect_uris: Vec<RedirectUri>,
+    /// Shown on the consent page (up to 200 printable characters).
+    #[schema(max_length = 200, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     client_name: Option<String>,
+    /// The client's home page (an http or https URL).
+    #[schema(max_length = 2000, pattern = "^https?://[^\\s\\u0085]+$")]
     client_uri: Option<String>,
     /// `none` (public client, the default for native apps and MCP clients),
     /// `client_secret_post` or `client_secret_basic` (the RFC's default).
-    token_endpoint_auth_method: Option<String>,
+    #[schema(inline)]
+    token_endpoint_auth_method: Option<AuthMethod>,
     /// `authorization_code` and/or `refresh_token`.
-    grant_types: Option<Vec<String>>,
+    #[schema(inline)]
+    grant_types: Option<Vec<GrantType>>,
     /// `code` only.
-    response_types: Option<Vec<String>>,
+    #[schema(inline)]
+    response_types: Option<Vec<ResponseType>>,
     /// Space-separated; `mcp:read`, `mcp:write`.
+    #[schema(pattern = "^ *(mcp:(read|write)( +mcp:(read|write))*)? *$")]
     scope: Option<String>,
+}
+
+/// A redirect URI (up to 2000 characters).
+#[derive(ToSchema)]
+#[schema(value_type = String, min_length = 1, max_length = 2000)]
+#[allow(dead_code)] // documentation
+struct RedirectUri(String);
+
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // documentation
+enum AuthMethod {
+    None,
+    ClientSecretPost,
+    ClientSecretBasic,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // documentation
+enum GrantType {
+    AuthorizationCode,
+    RefreshToken,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // documentation
+enum ResponseType {
+    Code,
 }
 
 /// A registered client (RFC 7591 §3.2.1).
@@ -347,13 +384,13 @@ fn see_other(location: &str) -> Response {
             no_store(&mut r);
             r
         }
-        Err(_) => html(StatusCode::BAD_REQUEST, pages::refusal("The request cannot be redirected.")),
+        Err(_) => html(StatusCode::BAD_REQUEST, pages::refusal("invalid_request", "The request cannot be redirected.")),
     }
 }
 
 fn refusal_response(refusal: AuthorizeRefusal) -> Response {
     match refusal {
-        AuthorizeRefusal::Show(message) => html(StatusCode::BAD_REQUEST, pages::refusal(&message)),
+        AuthorizeRefusal::Show { error, message } => html(StatusCode::BAD_REQUEST, pages::refusal(error, &message)),
         AuthorizeRefusal::Redirect(to) => see_other(&to),
         AuthorizeRefusal::Failed(e) => ApiError::from(e).into_response(),
     }
@@ -405,7 +442,10 @@ async fn authorize_page(
     query: Result<Query<AuthorizationRequest>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Query(req)) = query else {
-        return html(StatusCode::BAD_REQUEST, pages::refusal("The authorization request's query cannot be read."));
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::refusal("invalid_request", "The authorization request's query cannot be read."),
+        );
     };
     let auth = match oauth::check_authorization(&s.services, &req).await {
         Ok(a) => a,
@@ -428,7 +468,7 @@ async fn consent_page(
     match oauth::consentable_workspaces(&s.services, user).await {
         Ok((email, workspaces)) if workspaces.is_empty() => html(
             StatusCode::FORBIDDEN,
-            pages::refusal(&format!("{email} belongs to no workspace; ask an owner to add you.")),
+            pages::refusal("access_denied", &format!("{email} belongs to no workspace; ask an owner to add you.")),
         ),
         Ok((email, workspaces)) => html(
             StatusCode::OK,
@@ -512,11 +552,11 @@ impl From<AuthorizeParamsForm> for AuthorizationRequest {
 )]
 async fn authorize_decision(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     if foreign_origin(&s, &headers) {
-        return html(StatusCode::FORBIDDEN, pages::refusal("This form was posted from another site."));
+        return html(StatusCode::FORBIDDEN, pages::refusal("access_denied", "This form was posted from another site."));
     }
     let form: ConsentForm = match form(&headers, body).await {
         Ok(f) => f,
-        Err(_) => return html(StatusCode::BAD_REQUEST, pages::refusal("The form cannot be read.")),
+        Err(_) => return html(StatusCode::BAD_REQUEST, pages::refusal("invalid_request", "The form cannot be read.")),
     };
     let req: AuthorizationRequest = form.request.into();
     let auth = match oauth::check_authorization(&s.services, &req).await {
@@ -532,19 +572,19 @@ async fn authorize_decision(State(s): State<AppState>, headers: HeaderMap, body:
     if form.csrf.as_deref().is_none_or(|c| c != expected) {
         return html(
             StatusCode::FORBIDDEN,
-            pages::refusal("This form has expired or was not issued by Parley; start again."),
+            pages::refusal("access_denied", "This form has expired or was not issued by Parley; start again."),
         );
     }
     match form.decision.as_deref() {
         Some("allow") => {}
         Some("deny") => return see_other(&oauth::deny(&s.services, &auth)),
-        _ => return html(StatusCode::BAD_REQUEST, pages::refusal("Choose Allow or Deny.")),
+        _ => return html(StatusCode::BAD_REQUEST, pages::refusal("invalid_request", "Choose Allow or Deny.")),
     }
     let (Some(workspace_id), Some(mode)) = (
         form.workspace_id.as_deref().and_then(|w| w.parse::<i64>().ok()),
         form.mode.as_deref().and_then(|m| Mode::parse(m)),
     ) else {
-        return html(StatusCode::BAD_REQUEST, pages::refusal("Choose a workspace and a mode."));
+        return html(StatusCode::BAD_REQUEST, pages::refusal("invalid_request", "Choose a workspace and a mode."));
     };
     let consent = Consent {
         workspace_id,
@@ -554,7 +594,9 @@ async fn authorize_decision(State(s): State<AppState>, headers: HeaderMap, body:
     };
     match oauth::approve(&s.services, user, &auth, &consent).await {
         Ok(to) => see_other(&to),
-        Err(parley_services::ServiceError::Forbidden(why)) => html(StatusCode::FORBIDDEN, pages::refusal(&why)),
+        Err(parley_services::ServiceError::Forbidden(why)) => {
+            html(StatusCode::FORBIDDEN, pages::refusal("access_denied", &why))
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }
@@ -583,16 +625,21 @@ pub struct SignInForm {
 )]
 async fn login(State(s): State<AppState>, ip: ClientIp, headers: HeaderMap, body: Body) -> Response {
     if foreign_origin(&s, &headers) {
-        return html(StatusCode::FORBIDDEN, pages::refusal("This form was posted from another site."));
+        return html(StatusCode::FORBIDDEN, pages::refusal("access_denied", "This form was posted from another site."));
     }
     let form: SignInForm = match form(&headers, body).await {
         Ok(f) => f,
-        Err(_) => return html(StatusCode::BAD_REQUEST, pages::refusal("The form cannot be read.")),
+        Err(_) => return html(StatusCode::BAD_REQUEST, pages::refusal("invalid_request", "The form cannot be read.")),
     };
     let query = form.request.unwrap_or_default();
     let req: AuthorizationRequest = match serde_urlencoded::from_str(&query) {
         Ok(r) => r,
-        Err(_) => return html(StatusCode::BAD_REQUEST, pages::refusal("The authorization request cannot be read.")),
+        Err(_) => {
+            return html(
+                StatusCode::BAD_REQUEST,
+                pages::refusal("invalid_request", "The authorization request cannot be read."),
+            );
+        }
     };
     let auth = match oauth::check_authorization(&s.services, &req).await {
         Ok(a) => a,
@@ -630,11 +677,11 @@ async fn login(State(s): State<AppState>, ip: ClientIp, headers: HeaderMap, body
 // ---- tokens -----------------------------------------------------------------------------
 
 /// The token endpoint's parameters (RFC 6749 §4.1.3 and §6).
-#[derive(Deserialize, ToSchema)]
+#[derive(ToSchema)]
 #[allow(dead_code)] // documentation; parsed as `TokenRequest`
 pub struct TokenForm {
-    /// `authorization_code` or `refresh_token`.
-    grant_type: Option<String>,
+    #[schema(inline)]
+    grant_type: GrantType,
     code: Option<String>,
     redirect_uri: Option<String>,
     /// PKCE: 43–128 characters whose S256 hash is the code challenge.
@@ -721,6 +768,7 @@ async fn token(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Res
 /// The revocation endpoint's parameters (RFC 7009 §2.1).
 #[derive(Deserialize, ToSchema)]
 pub struct RevokeForm {
+    #[schema(value_type = String, min_length = 1)]
     token: Option<String>,
     /// `access_token` or `refresh_token` (a hint; both are looked up).
     token_type_hint: Option<String>,

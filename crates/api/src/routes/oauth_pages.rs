@@ -141,13 +141,15 @@ pub fn consent(v: &ConsentView) -> String {
 }
 
 /// A request Parley will not act on, explained, with no link back to the
-/// client (its redirect URI is not trusted).
-pub fn refusal(message: &str) -> String {
+/// client (its redirect URI is not trusted). `error` is OAuth's code for
+/// it, for programs reading the page (`data-error`).
+pub fn refusal(error: &str, message: &str) -> String {
     page(
         "Cannot authorize",
         &format!(
-            "<h1>This request cannot be authorized</h1><p class=\"error\" role=\"alert\">{}</p>\
+            "<h1>This request cannot be authorized</h1><p class=\"error\" role=\"alert\" data-error=\"{}\">{}</p>\
              <p class=\"muted\">Close this page and try connecting again from your application.</p>",
+            escape(error),
             escape(message)
         ),
     )

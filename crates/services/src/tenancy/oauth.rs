@@ -153,10 +153,11 @@ fn check_client_fields(
     if name.is_some_and(|n| n.chars().count() > MAX_NAME_CHARS || n.chars().any(char::is_control)) {
         return Err(bad_metadata(format!("client_name must be at most {MAX_NAME_CHARS} printable characters")));
     }
+    // Informational only (never fetched or linked): an http(s) URL's shape.
     let client_uri = match client_uri {
         Some(u) => {
-            let parsed = url::Url::parse(u).map_err(|_| bad_metadata("client_uri is not an absolute URL"))?;
-            if parsed.scheme() != "https" && parsed.scheme() != "http" || u.len() > MAX_URI_LEN {
+            let rest = u.strip_prefix("https://").or_else(|| u.strip_prefix("http://"));
+            if rest.is_none_or(|r| r.is_empty() || r.chars().any(char::is_whitespace)) || u.len() > MAX_URI_LEN {
                 return Err(bad_metadata("client_uri must be an http(s) URL"));
             }
             Some(u.to_owned())
@@ -420,8 +421,12 @@ pub struct ValidAuthorization {
 #[derive(Debug)]
 pub enum AuthorizeRefusal {
     /// The client or redirect URI cannot be trusted: shown to the user, never
-    /// redirected (RFC 6749 §4.1.2.1).
-    Show(String),
+    /// redirected (RFC 6749 §4.1.2.1). `error` is OAuth's code for it
+    /// (`invalid_client`, `invalid_redirect_uri`, `invalid_request`).
+    Show {
+        error: &'static str,
+        message: String,
+    },
     /// Sent back to the client's redirect URI.
     Redirect(String),
     Failed(ServiceError),
@@ -443,12 +448,15 @@ pub async fn check_authorization(
     req: &AuthorizationRequest,
 ) -> Result<ValidAuthorization, AuthorizeRefusal> {
     let Some(client_id) = req.client_id.as_deref().filter(|c| !c.is_empty()) else {
-        return Err(AuthorizeRefusal::Show("The request names no client (client_id is missing).".into()));
+        return Err(AuthorizeRefusal::Show {
+            error: "invalid_request",
+            message: "The request names no client (client_id is missing).".into(),
+        });
     };
     let client = match client(svc, client_id).await {
         Ok(c) => c,
         Err(OAuthFailure::Refused(e)) => {
-            return Err(AuthorizeRefusal::Show(format!("{} ({})", e.description, e.error)));
+            return Err(AuthorizeRefusal::Show { error: "invalid_client", message: e.description });
         }
         Err(OAuthFailure::Failed(e)) => return Err(e.into()),
     };
@@ -456,12 +464,19 @@ pub async fn check_authorization(
     let redirect_uri = match req.redirect_uri.as_deref() {
         Some(uri) if rules::redirect_matches(&registered, uri) => uri.to_owned(),
         Some(_) => {
-            return Err(AuthorizeRefusal::Show(
-                "The redirect_uri is not one this client registered, so Parley will not send you there.".into(),
-            ));
+            return Err(AuthorizeRefusal::Show {
+                error: "invalid_redirect_uri",
+                message: "The redirect_uri is not one this client registered, so Parley will not send you there."
+                    .into(),
+            });
         }
         None if registered.len() == 1 => registered[0].clone(),
-        None => return Err(AuthorizeRefusal::Show("The request has no redirect_uri.".into())),
+        None => {
+            return Err(AuthorizeRefusal::Show {
+                error: "invalid_request",
+                message: "The request has no redirect_uri.".into(),
+            });
+        }
     };
     let state = req.state.clone();
     let back = |error: &str, description: &str| {
