@@ -10,12 +10,21 @@
 //!   voice is the builtin synthesiser.
 //! - [`audio`]: speech as audio (a tone voice here; real TTS later) and the
 //!   stereo WAV recording (caller left, agent right).
+//! - [`codec`] (G.711 μ-law and A-law), [`resample`] (rubato),
+//!   [`vad`] (WebRTC's VAD and turn-taking), [`sentences`] (streamed text
+//!   cut for speaking) and [`espeak`] (espeak-ng through its C library):
+//!   the parts of the speech loop.
 //! - [`engine`]: runs one call: drives the provider, turns speech into
 //!   transcript segments, records, and reports progress to its owner.
 
 pub mod audio;
+pub mod codec;
 pub mod engine;
+pub mod espeak;
 pub mod provider;
+pub mod resample;
+pub mod sentences;
 pub mod session;
 pub mod simulated;
 pub mod speech;
+pub mod vad;
