@@ -6,25 +6,19 @@
 //!   provider plugs into the same trait.
 //! - [`session`]: the agent's side of a conversation as a cancellable
 //!   stream of text and tool calls; the builtin session is deterministic.
-//! - [`speech`]: streaming speech-to-text and text-to-speech; the tone
-//!   voice is the builtin synthesiser.
+//! - [`speech`]: the streaming speech-to-text and text-to-speech seams
+//!   (from `parley_speech`); the tone voice is the builtin synthesiser.
 //! - [`audio`]: speech as audio (a tone voice here; real TTS later) and the
 //!   stereo WAV recording (caller left, agent right).
-//! - [`codec`] (G.711 μ-law and A-law), [`resample`] (rubato),
-//!   [`vad`] (WebRTC's VAD and turn-taking), [`sentences`] (streamed text
-//!   cut for speaking) and [`espeak`] (espeak-ng through its C library):
-//!   the parts of the speech loop.
+//! - [`codec`]: G.711 μ-law and A-law, as telephone lines carry audio.
+//!   Speech engines, VAD and resampling are in `parley_speech`.
 //! - [`engine`]: runs one call: drives the provider, turns speech into
 //!   transcript segments, records, and reports progress to its owner.
 
 pub mod audio;
 pub mod codec;
 pub mod engine;
-pub mod espeak;
 pub mod provider;
-pub mod resample;
-pub mod sentences;
 pub mod session;
 pub mod simulated;
 pub mod speech;
-pub mod vad;

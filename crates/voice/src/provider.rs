@@ -5,11 +5,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
-/// Audio: 16-bit mono PCM samples at [`SAMPLE_RATE`].
-pub type Pcm = Vec<i16>;
-
-/// Telephone audio: 8 kHz (G.711's rate).
-pub const SAMPLE_RATE: u32 = 8000;
+pub use parley_speech::{Pcm, SAMPLE_RATE};
 
 /// A call to place.
 #[derive(Debug, Clone)]

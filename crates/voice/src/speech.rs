@@ -1,62 +1,14 @@
-//! The speech engines' seams: streaming speech-to-text and text-to-speech.
-//!
-//! Both are channels, so audio and text flow while a call runs: a
-//! [`Transcriber`] takes audio frames and gives partial and final text; a
-//! [`Synthesiser`] takes text as the agent produces it and gives audio
-//! frames. Dropping the receiving end cancels (the agent stops talking the
-//! moment the caller barges in); dropping the sending end says the input is
-//! over (the transcriber flushes its final text, the synthesiser finishes
-//! what it has).
+//! The speech seams (from `parley_speech`) and the builtin tone voice.
 //!
 //! The tone voice ([`ToneVoice`]) is the builtin synthesiser; real engines
-//! (local and cloud) implement the same traits.
+//! (local and cloud) implement the same traits in `parley_speech`.
 
 use tokio::sync::mpsc;
 
+pub use parley_speech::{FRAME_SAMPLES, Synthesiser, Transcriber, Transcript, synthesise};
+
 use crate::audio::{Voice, speak};
-use crate::provider::{Pcm, SAMPLE_RATE};
-
-/// Audio frames are 20 ms (160 samples at 8 kHz), as RTP carries them.
-pub const FRAME_SAMPLES: usize = SAMPLE_RATE as usize / 50;
-
-/// Text recognised so far.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transcript {
-    pub text: String,
-    /// A final transcript will not change; partials may.
-    pub is_final: bool,
-}
-
-/// Streaming speech-to-text.
-pub trait Transcriber: Send + Sync {
-    fn name(&self) -> &'static str;
-
-    /// Starts recognising one utterance stream: audio frames go in the
-    /// sender, transcripts come out of the receiver.
-    fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>);
-}
-
-/// Streaming text-to-speech.
-pub trait Synthesiser: Send + Sync {
-    fn name(&self) -> &'static str;
-
-    /// Starts speaking: text chunks go in the sender, audio frames come out
-    /// of the receiver, in order.
-    fn start(&self) -> (mpsc::Sender<String>, mpsc::Receiver<Pcm>);
-}
-
-/// Speaks `text` whole and collects its audio (for callers that need the
-/// full utterance, such as the recorder).
-pub async fn synthesise(voice: &dyn Synthesiser, text: &str) -> Pcm {
-    let (input, mut frames) = voice.start();
-    let _ = input.send(text.to_owned()).await;
-    drop(input);
-    let mut out = Vec::new();
-    while let Some(frame) = frames.recv().await {
-        out.extend(frame);
-    }
-    out
-}
+use crate::provider::Pcm;
 
 /// The builtin voice: every word is a tone (see [`crate::audio::speak`]).
 #[derive(Debug, Clone, Copy)]

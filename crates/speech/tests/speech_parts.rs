@@ -2,10 +2,10 @@
 //! speaks, the audio goes through G.711 as on a phone line, and the VAD
 //! hears an utterance of the right length.
 
+use parley_speech::espeak::Espeak;
+use parley_speech::vad::{SpeechDetector, TurnSettings, VoiceEvent};
+use parley_speech::{Synthesiser, synthesise};
 use parley_voice::codec::G711;
-use parley_voice::espeak::Espeak;
-use parley_voice::speech::{Synthesiser, synthesise};
-use parley_voice::vad::{SpeechDetector, TurnSettings, VoiceEvent};
 
 fn espeak() -> Espeak {
     Espeak::new("en-us", 175).expect("espeak-ng is installed (apt-get install espeak-ng); .ci/run installs it")

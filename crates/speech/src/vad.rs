@@ -8,7 +8,7 @@
 
 use webrtc_vad::{SampleRate, Vad, VadMode};
 
-use crate::speech::FRAME_SAMPLES;
+use crate::FRAME_SAMPLES;
 
 /// What a frame changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

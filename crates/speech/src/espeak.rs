@@ -16,10 +16,9 @@ use std::sync::mpsc as std_mpsc;
 
 use tokio::sync::mpsc;
 
-use crate::provider::{Pcm, SAMPLE_RATE};
 use crate::resample::Resampler;
 use crate::sentences::Sentences;
-use crate::speech::{FRAME_SAMPLES, Synthesiser};
+use crate::{FRAME_SAMPLES, Pcm, SAMPLE_RATE, Synthesiser};
 
 /// The shared library's soname on Debian and Ubuntu.
 const LIBRARY: &str = "libespeak-ng.so.1";

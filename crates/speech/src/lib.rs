@@ -1,0 +1,68 @@
+//! Speech for calls.
+//!
+//! - The seams ([`Transcriber`], [`Synthesiser`]): streaming speech-to-text
+//!   and text-to-speech as channels, so audio and text flow while a call
+//!   runs. Dropping the receiving end cancels (the agent stops talking the
+//!   moment the caller barges in); dropping the sending end says the input
+//!   is over (the transcriber flushes its final text, the synthesiser
+//!   finishes what it has).
+//! - Engines: [`espeak`] (espeak-ng through its C library, the zero-set-up
+//!   voice).
+//! - The loop's parts: [`vad`] (WebRTC's VAD and turn-taking), [`resample`]
+//!   (rubato), [`sentences`] (streamed text cut for speaking).
+
+pub mod espeak;
+pub mod resample;
+pub mod sentences;
+pub mod vad;
+
+use tokio::sync::mpsc;
+
+/// Audio: 16-bit mono PCM samples at [`SAMPLE_RATE`].
+pub type Pcm = Vec<i16>;
+
+/// Telephone audio: 8 kHz (G.711's rate). Engines at other rates are
+/// resampled to it.
+pub const SAMPLE_RATE: u32 = 8000;
+
+/// Audio frames are 20 ms (160 samples at 8 kHz), as RTP carries them.
+pub const FRAME_SAMPLES: usize = SAMPLE_RATE as usize / 50;
+
+/// Text recognised so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transcript {
+    pub text: String,
+    /// A final transcript will not change; partials may.
+    pub is_final: bool,
+}
+
+/// Streaming speech-to-text.
+pub trait Transcriber: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Starts recognising one utterance stream: audio frames go in the
+    /// sender, transcripts come out of the receiver.
+    fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>);
+}
+
+/// Streaming text-to-speech.
+pub trait Synthesiser: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Starts speaking: text chunks go in the sender, audio frames come out
+    /// of the receiver, in order.
+    fn start(&self) -> (mpsc::Sender<String>, mpsc::Receiver<Pcm>);
+}
+
+/// Speaks `text` whole and collects its audio (for callers that need the
+/// full utterance, such as the recorder).
+pub async fn synthesise(voice: &dyn Synthesiser, text: &str) -> Pcm {
+    let (input, mut frames) = voice.start();
+    let _ = input.send(text.to_owned()).await;
+    drop(input);
+    let mut out = Vec::new();
+    while let Some(frame) = frames.recv().await {
+        out.extend(frame);
+    }
+    out
+}
