@@ -7,7 +7,7 @@
 //!   is over (the transcriber flushes its final text, the synthesiser
 //!   finishes what it has).
 //! - Engines: [`espeak`] (espeak-ng through its C library, the zero-set-up
-//!   voice).
+//!   voice) and [`wyoming`] (local faster-whisper and Piper servers).
 //! - The loop's parts: [`vad`] (WebRTC's VAD and turn-taking), [`resample`]
 //!   (rubato), [`sentences`] (streamed text cut for speaking).
 
@@ -15,6 +15,7 @@ pub mod espeak;
 pub mod resample;
 pub mod sentences;
 pub mod vad;
+pub mod wyoming;
 
 use tokio::sync::mpsc;
 
