@@ -17,7 +17,6 @@ use std::sync::mpsc as std_mpsc;
 use tokio::sync::mpsc;
 
 use crate::resample::Resampler;
-use crate::sentences::Sentences;
 use crate::{FRAME_SAMPLES, Pcm, SAMPLE_RATE, Synthesiser};
 
 /// The shared library's soname on Debian and Ubuntu.
@@ -213,40 +212,27 @@ impl Synthesiser for Espeak {
     }
 
     fn start(&self) -> (mpsc::Sender<String>, mpsc::Receiver<Pcm>) {
-        let (text_tx, mut text_rx) = mpsc::channel::<String>(64);
-        let (audio_tx, audio_rx) = mpsc::channel::<Pcm>(256);
         let this = self.clone();
-        tokio::spawn(async move {
-            let Ok(jobs) = engine() else { return };
-            let mut sentences = Sentences::new();
-            let mut finished = false;
-            while !finished {
-                let ready = match text_rx.recv().await {
-                    Some(chunk) => sentences.push(&chunk),
-                    None => {
-                        finished = true;
-                        std::mem::take(&mut sentences).finish().into_iter().collect()
-                    }
+        crate::sentence_by_sentence("espeak-ng", move |sentence, frames| {
+            let this = this.clone();
+            async move {
+                let jobs = engine().as_ref().map_err(Clone::clone)?;
+                let (done_tx, done_rx) = std_mpsc::channel();
+                let job = Job {
+                    text: sentence,
+                    voice: this.voice.clone(),
+                    words_per_minute: this.words_per_minute,
+                    frames: frames.clone(),
+                    done: done_tx,
                 };
-                for sentence in ready {
-                    let (done_tx, done_rx) = std_mpsc::channel();
-                    let job = Job {
-                        text: sentence,
-                        voice: this.voice.clone(),
-                        words_per_minute: this.words_per_minute,
-                        frames: audio_tx.clone(),
-                        done: done_tx,
-                    };
-                    if jobs.send(job).is_err() {
-                        return;
-                    }
-                    // Sentences are spoken in order: wait for this one.
-                    if tokio::task::spawn_blocking(move || done_rx.recv()).await.is_err() || audio_tx.is_closed() {
-                        return;
-                    }
-                }
+                jobs.send(job).map_err(|_| "the espeak-ng thread stopped".to_owned())?;
+                // Sentences are spoken in order: wait for this one.
+                tokio::task::spawn_blocking(move || done_rx.recv())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|_| "the espeak-ng thread stopped".to_owned())?;
+                Ok::<bool, String>(!frames.is_closed())
             }
-        });
-        (text_tx, audio_rx)
+        })
     }
 }

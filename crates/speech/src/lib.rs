@@ -12,6 +12,7 @@
 //!   (rubato), [`sentences`] (streamed text cut for speaking).
 
 pub mod espeak;
+pub mod openai;
 pub mod resample;
 pub mod sentences;
 pub mod vad;
@@ -66,4 +67,42 @@ pub async fn synthesise(voice: &dyn Synthesiser, text: &str) -> Pcm {
         out.extend(frame);
     }
     out
+}
+
+/// Runs a synthesiser that speaks one sentence at a time: the text stream
+/// is cut into sentences ([`sentences::Sentences`]) and `speak` says each
+/// in order, sending frames; it returns `Ok(false)` once nobody listens
+/// (cancelled), and an error ends the speech (logged).
+pub fn sentence_by_sentence<F, Fut, E>(engine: &'static str, speak: F) -> (mpsc::Sender<String>, mpsc::Receiver<Pcm>)
+where
+    F: Fn(String, mpsc::Sender<Pcm>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<bool, E>> + Send,
+    E: std::fmt::Display,
+{
+    let (text_tx, mut text_rx) = mpsc::channel::<String>(64);
+    let (audio_tx, audio_rx) = mpsc::channel::<Pcm>(256);
+    tokio::spawn(async move {
+        let mut sentences = sentences::Sentences::new();
+        let mut finished = false;
+        while !finished {
+            let ready: Vec<String> = match text_rx.recv().await {
+                Some(chunk) => sentences.push(&chunk),
+                None => {
+                    finished = true;
+                    std::mem::take(&mut sentences).finish().into_iter().collect()
+                }
+            };
+            for sentence in ready {
+                match speak(sentence, audio_tx.clone()).await {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        tracing::warn!(engine, error = %e, "speech synthesis failed");
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    (text_tx, audio_rx)
 }

