@@ -49,11 +49,13 @@ pub struct Turns {
     voiced_from: u64,
     /// The utterance in progress: start, last voiced frame's end.
     speaking: Option<(u64, u64)>,
+    /// The end of the last voiced frame.
+    last_voiced_ms: u64,
 }
 
 impl Turns {
     pub fn new(settings: TurnSettings) -> Turns {
-        Turns { settings, now_ms: 0, voiced_ms: 0, voiced_from: 0, speaking: None }
+        Turns { settings, now_ms: 0, voiced_ms: 0, voiced_from: 0, speaking: None, last_voiced_ms: 0 }
     }
 
     /// Takes one 20 ms frame's verdict.
@@ -61,6 +63,7 @@ impl Turns {
         let start = self.now_ms;
         self.now_ms += FRAME_MS;
         if voiced {
+            self.last_voiced_ms = self.now_ms;
             if self.voiced_ms == 0 {
                 self.voiced_from = start;
             }
@@ -84,9 +87,15 @@ impl Turns {
         (last - from >= self.settings.min_utterance_ms).then_some(VoiceEvent::Ended { from_ms: from, to_ms: last })
     }
 
-    /// Whether an utterance is in progress.
+    /// Whether an utterance is in progress (its hang-over included).
     pub fn speaking(&self) -> bool {
         self.speaking.is_some()
+    }
+
+    /// How long the utterance in progress has been heard: from its start
+    /// to its last voiced frame (0 when none is in progress).
+    pub fn heard_ms(&self) -> u64 {
+        self.speaking.map_or(0, |(from, _)| self.last_voiced_ms.saturating_sub(from))
     }
 }
 
@@ -136,6 +145,11 @@ impl SpeechDetector {
 
     pub fn speaking(&self) -> bool {
         self.turns.speaking()
+    }
+
+    /// See [`Turns::heard_ms`].
+    pub fn heard_ms(&self) -> u64 {
+        self.turns.heard_ms()
     }
 }
 

@@ -121,6 +121,21 @@ impl Recorder {
         }
     }
 
+    /// Removes `voice`'s audio from `ms` on (speech queued, then cut off by
+    /// a barge-in). What is already written stays.
+    pub fn cut(&mut self, voice: Voice, ms: i64) {
+        let from = ((ms.max(0) as usize) * SAMPLE_RATE as usize / 1000).saturating_sub(self.flushed);
+        let track = match voice {
+            Voice::Caller => &mut self.left,
+            Voice::Agent => &mut self.right,
+        };
+        if from < track.len() {
+            for s in &mut track[from..] {
+                *s = 0;
+            }
+        }
+    }
+
     /// Writes everything before `ms` (after the answer) to the file.
     pub fn flush_before(&mut self, ms: i64) -> std::io::Result<()> {
         self.write_until((ms.max(0) as usize) * SAMPLE_RATE as usize / 1000)

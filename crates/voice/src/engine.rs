@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::audio::{Recorder, Recording, Voice, duration_ms};
+use crate::live::Live;
 use crate::provider::{Command, FarEnd, Pcm, Placed, ProviderEvent};
 use crate::session::{AgentSession, Input, reply_text};
 use crate::speech::{Synthesiser, ToneVoice, Transcriber, synthesise};
@@ -49,12 +50,21 @@ pub struct Options {
     /// Recognises the caller's speech when the provider sends audio only;
     /// without one such speech is transcribed `[inaudible]`.
     pub transcriber: Option<Arc<dyn Transcriber>>,
+    /// How live audio ([`ProviderEvent::Audio`]) is cut into turns, and
+    /// how long the caller must talk over the agent to interrupt it.
+    pub listening: crate::live::Listening,
 }
 
 impl Options {
     /// The builtin tone voice and no transcriber.
     pub fn new(max_duration: Duration, recording: Option<std::path::PathBuf>) -> Self {
-        Self { max_duration, recording, voice: Arc::new(ToneVoice(Voice::Agent)), transcriber: None }
+        Self {
+            max_duration,
+            recording,
+            voice: Arc::new(ToneVoice(Voice::Agent)),
+            transcriber: None,
+            listening: crate::live::Listening::default(),
+        }
     }
 }
 
@@ -63,27 +73,38 @@ impl Options {
 /// its beginning in the recording (not in the transcript).
 pub const RECORDING_WINDOW: Duration = Duration::from_secs(60);
 
-struct Run {
-    agent: Box<dyn AgentSession>,
-    voice: Arc<dyn Synthesiser>,
-    transcriber: Option<Arc<dyn Transcriber>>,
-    commands: mpsc::Sender<Command>,
+pub(crate) struct Run {
+    pub(crate) agent: Box<dyn AgentSession>,
+    pub(crate) voice: Arc<dyn Synthesiser>,
+    pub(crate) transcriber: Option<Arc<dyn Transcriber>>,
+    pub(crate) commands: mpsc::Sender<Command>,
     progress: mpsc::Sender<Progress>,
     /// From the answer on, when recording.
-    recorder: Option<Recorder>,
-    segments: Vec<Segment>,
+    pub(crate) recorder: Option<Recorder>,
+    pub(crate) segments: Vec<Segment>,
     answered: Option<Instant>,
     /// When the agent's queued speech ends (ms from the answer).
-    agent_until_ms: i64,
+    pub(crate) agent_until_ms: i64,
 }
 
 impl Run {
-    fn now_ms(&self) -> i64 {
+    pub(crate) fn now_ms(&self) -> i64 {
         self.answered.map_or(0, |t| t.elapsed().as_millis() as i64)
     }
 
-    async fn segment(&mut self, speaker: Speaker, text: String, start_ms: i64, end_ms: i64) {
-        let s = Segment { index: self.segments.len() as i64, speaker, text, start_ms, end_ms, interrupted: false };
+    pub(crate) async fn segment(&mut self, speaker: Speaker, text: String, start_ms: i64, end_ms: i64) {
+        self.segment_with(speaker, text, start_ms, end_ms, false).await;
+    }
+
+    pub(crate) async fn segment_with(
+        &mut self,
+        speaker: Speaker,
+        text: String,
+        start_ms: i64,
+        end_ms: i64,
+        interrupted: bool,
+    ) {
+        let s = Segment { index: self.segments.len() as i64, speaker, text, start_ms, end_ms, interrupted };
         self.segments.push(s.clone());
         let _ = self.progress.send(Progress::Segment(s)).await;
     }
@@ -138,22 +159,28 @@ impl Run {
 
     /// The caller's speech as text, through the transcriber if there is one.
     async fn transcribe(&mut self, audio: &Pcm) -> String {
-        let Some(transcriber) = &self.transcriber else { return "[inaudible]".to_owned() };
-        let (frames, mut transcripts) = transcriber.start();
-        for frame in audio.chunks(crate::speech::FRAME_SAMPLES) {
-            if frames.send(frame.to_vec()).await.is_err() {
-                break;
-            }
-        }
-        drop(frames);
-        let mut last = None;
-        while let Some(t) = transcripts.recv().await {
-            if t.is_final {
-                last = Some(t.text);
-            }
-        }
-        last.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| "[inaudible]".to_owned())
+        transcribe(self.transcriber.as_deref(), audio).await
     }
+}
+
+/// An utterance's text: the transcriber's final transcript, or
+/// `[inaudible]` without a transcriber or a transcript.
+pub(crate) async fn transcribe(transcriber: Option<&dyn Transcriber>, audio: &Pcm) -> String {
+    let Some(transcriber) = transcriber else { return "[inaudible]".to_owned() };
+    let (frames, mut transcripts) = transcriber.start();
+    for frame in audio.chunks(crate::speech::FRAME_SAMPLES) {
+        if frames.send(frame.to_vec()).await.is_err() {
+            break;
+        }
+    }
+    drop(frames);
+    let mut last = None;
+    while let Some(t) = transcripts.recv().await {
+        if t.is_final {
+            last = Some(t.text);
+        }
+    }
+    last.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| "[inaudible]".to_owned())
 }
 
 /// Runs a placed call until it ends. `hangup` ends it from Parley's side.
@@ -176,6 +203,7 @@ pub async fn run(
         answered: None,
         agent_until_ms: 0,
     };
+    let mut live = Live::new(options.listening);
     // The recording keeps the last RECORDING_WINDOW in memory and writes the rest.
     let mut flush = tokio::time::interval(Duration::from_secs(1));
     let far_off = Instant::now() + Duration::from_secs(365 * 24 * 3600);
@@ -194,10 +222,15 @@ pub async fn run(
                     deadline = Instant::now() + options.max_duration;
                     let _ = run.progress.send(Progress::Answered).await;
                     if let Some(greeting) = run.agent.greeting() {
-                        run.say(greeting).await;
+                        if options.listening.live {
+                            live.speak_text(&mut run, greeting);
+                        } else {
+                            run.say(greeting).await;
+                        }
                     }
                 }
                 Some(ProviderEvent::Heard { audio, text }) => run.heard(audio, text).await,
+                Some(ProviderEvent::Audio(frame)) => live.audio(&mut run, frame).await,
                 Some(ProviderEvent::Dtmf(_)) => {}
                 Some(ProviderEvent::Ended(end)) => break match (end, run.answered.is_some()) {
                     (FarEnd::HungUp, true) => (CallStatus::Completed, EndedReason::CallerHangup),
@@ -217,6 +250,7 @@ pub async fn run(
                     (CallStatus::Canceled, EndedReason::Canceled)
                 };
             }
+            Some(message) = live.next() => live.handle(&mut run, message).await,
             _ = flush.tick() => run.flush_recording(),
             _ = tokio::time::sleep_until(deadline) => {
                 let _ = run.commands.send(Command::Hangup).await;
@@ -224,6 +258,7 @@ pub async fn run(
             }
         }
     };
+    live.stop(&mut run).await;
     let duration_ms = run.now_ms();
     let recording = match run.recorder.take().map(|r| r.finish(duration_ms)) {
         Some(Ok(recording)) => Some(recording),

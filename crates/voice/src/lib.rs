@@ -12,12 +12,16 @@
 //!   stereo WAV recording (caller left, agent right).
 //! - [`codec`]: G.711 μ-law and A-law, as telephone lines carry audio.
 //!   Speech engines, VAD and resampling are in `parley_speech`.
+//! - [`live`]: the speech loop over live audio: turns found by voice
+//!   activity, transcribed, answered as a stream of sentences, and
+//!   interrupted when the caller talks over the agent.
 //! - [`engine`]: runs one call: drives the provider, turns speech into
 //!   transcript segments, records, and reports progress to its owner.
 
 pub mod audio;
 pub mod codec;
 pub mod engine;
+pub mod live;
 pub mod provider;
 pub mod session;
 pub mod simulated;

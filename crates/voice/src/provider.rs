@@ -42,6 +42,10 @@ pub enum ProviderEvent {
         audio: Pcm,
         text: Option<String>,
     },
+    /// Live audio from the far end: 20 ms frames in real time (SIP's RTP,
+    /// Twilio's media stream). The engine's speech loop finds the turns in
+    /// it (voice activity), transcribes them and detects barge-in.
+    Audio(Pcm),
     Dtmf(char),
     /// The call is over; no event follows.
     Ended(FarEnd),
@@ -50,8 +54,10 @@ pub enum ProviderEvent {
 /// What Parley asks of a live call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Play audio to the far end (the agent speaking).
+    /// Play audio to the far end (the agent speaking), after what is queued.
     Play(Pcm),
+    /// Drop the audio queued and not yet played (the caller barged in).
+    StopPlayback,
     SendDtmf(String),
     /// Hand the call to another number or SIP URI.
     Transfer(String),

@@ -113,7 +113,7 @@ impl Simulated {
                             agent_done = Instant::now().max(agent_done) + ms(duration_ms(pcm.len()));
                             speak_at = agent_done + self.pause;
                         }
-                        Some(Command::SendDtmf(_)) => {}
+                        Some(Command::SendDtmf(_) | Command::StopPlayback) => {}
                         Some(Command::Hangup) | None => return,
                         Some(Command::Transfer(_)) => {
                             let _ = events.send(ProviderEvent::Ended(FarEnd::HungUp)).await;

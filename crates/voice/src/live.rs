@@ -1,0 +1,335 @@
+//! The speech loop over live audio ([`ProviderEvent::Audio`]): voice
+//! activity cuts the caller's audio into turns; each turn is transcribed
+//! and answered by the agent as a stream (the synthesiser speaks sentence
+//! by sentence while the model still writes); when the caller talks over
+//! the agent for longer than the interruption threshold, playback stops,
+//! the agent's turn is cancelled, and its segment is marked interrupted
+//! and trimmed to the words played. Shorter sounds over the agent
+//! (backchannels: "uh-huh", "ok") neither interrupt nor start a turn.
+//!
+//! [`ProviderEvent::Audio`]: crate::provider::ProviderEvent::Audio
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use parley_domain::call::Speaker;
+use parley_speech::vad::{SpeechDetector, TurnSettings, VoiceEvent};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::audio::{Voice, duration_ms};
+use crate::engine::{Run, transcribe};
+use crate::provider::{Command, Pcm};
+use crate::session::{Input, Output};
+use crate::speech::Synthesiser;
+
+/// How the engine listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// The provider streams live audio (SIP, Twilio): the agent's speech
+    /// is streamed too, and can be interrupted.
+    pub live: bool,
+    pub turns: TurnSettings,
+    /// Caller speech over the agent longer than this interrupts it.
+    pub interruption_threshold_ms: i64,
+    /// Audio kept from before the detected start of speech (its first
+    /// syllable is quiet and the VAD needs a few frames).
+    pub preroll_ms: i64,
+}
+
+impl Default for Listening {
+    fn default() -> Self {
+        Listening { live: false, turns: TurnSettings::default(), interruption_threshold_ms: 300, preroll_ms: 200 }
+    }
+}
+
+/// What the loop's tasks report back to the engine.
+pub(crate) enum Message {
+    /// More of turn `turn`'s text.
+    Text { turn: u64, delta: String },
+    /// A frame of turn `turn`'s speech, to play now.
+    Frame { turn: u64, frame: Pcm },
+    /// Turn `turn` has no more speech.
+    Spoken { turn: u64 },
+    /// An utterance of the caller's, transcribed.
+    Heard { start_ms: i64, end_ms: i64, text: String },
+}
+
+/// The agent's turn being spoken.
+struct Speaking {
+    turn: u64,
+    task: JoinHandle<()>,
+    /// When its first frame plays (ms from the answer).
+    start_ms: Option<i64>,
+    text: String,
+}
+
+/// An agent segment whose audio is still playing: written when it ends,
+/// or trimmed if the caller interrupts it first.
+struct Playing {
+    start_ms: i64,
+    end_ms: i64,
+    text: String,
+}
+
+pub(crate) struct Live {
+    settings: Listening,
+    tx: mpsc::Sender<Message>,
+    rx: mpsc::Receiver<Message>,
+    detector: Option<(SpeechDetector, i64)>,
+    preroll: VecDeque<i16>,
+    utterance: Option<(i64, Pcm)>,
+    /// Where caller speech over the agent began, while it may become a barge-in.
+    barge_from: Option<i64>,
+    turn: u64,
+    speaking: Option<Speaking>,
+    playing: Option<Playing>,
+}
+
+impl Live {
+    pub(crate) fn new(settings: Listening) -> Live {
+        let (tx, rx) = mpsc::channel(1024);
+        Live {
+            settings,
+            tx,
+            rx,
+            detector: None,
+            preroll: VecDeque::new(),
+            utterance: None,
+            barge_from: None,
+            turn: 0,
+            speaking: None,
+            playing: None,
+        }
+    }
+
+    pub(crate) async fn next(&mut self) -> Option<Message> {
+        self.rx.recv().await
+    }
+
+    fn agent_talking(&self, run: &Run, now: i64) -> bool {
+        self.speaking.is_some() || now < run.agent_until_ms
+    }
+
+    /// A frame of the caller's audio.
+    pub(crate) async fn audio(&mut self, run: &mut Run, frame: Pcm) {
+        let now = run.now_ms();
+        let start = now - duration_ms(frame.len());
+        if let Some(r) = &mut run.recorder {
+            r.put(Voice::Caller, start, &frame);
+        }
+        self.finish_played(run, now).await;
+        let preroll_samples = (self.settings.preroll_ms * 8) as usize;
+        self.preroll.extend(frame.iter().copied());
+        while self.preroll.len() > preroll_samples {
+            self.preroll.pop_front();
+        }
+        if let Some((_, audio)) = &mut self.utterance {
+            audio.extend_from_slice(&frame);
+        }
+        let (detector, origin) = self.detector.get_or_insert_with(|| (SpeechDetector::new(self.settings.turns), start));
+        let origin = *origin;
+        let events = detector.push(&frame);
+        let heard_ms = detector.heard_ms() as i64;
+        for event in events {
+            match event {
+                VoiceEvent::Started { at_ms } => {
+                    let began = origin + at_ms as i64;
+                    let pre: Pcm = self.preroll.iter().copied().collect();
+                    self.utterance = Some((now - duration_ms(pre.len()), pre));
+                    if self.agent_talking(run, now) {
+                        self.barge_from = Some(began);
+                    }
+                }
+                VoiceEvent::Ended { from_ms, to_ms } => {
+                    self.barge_from = None;
+                    let Some((start_ms, audio)) = self.utterance.take() else { continue };
+                    let long = (to_ms - from_ms) as i64 >= self.settings.interruption_threshold_ms;
+                    if self.agent_talking(run, now) && !long {
+                        continue; // a backchannel under the agent's speech
+                    }
+                    let transcriber = run.transcriber.clone();
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        let text = transcribe(transcriber.as_deref(), &audio).await;
+                        let _ = tx.send(Message::Heard { start_ms, end_ms: now, text }).await;
+                    });
+                }
+            }
+        }
+        // Speech heard over the agent for the threshold (not merely begun:
+        // a short sound's hang-over does not count) is a barge-in.
+        if self.barge_from.is_some() && heard_ms >= self.settings.interruption_threshold_ms {
+            self.barge_from = None;
+            self.interrupt(run, now).await;
+        }
+    }
+
+    /// Stops the agent: no more audio, its turn cancelled, its segment
+    /// trimmed to what was played.
+    async fn interrupt(&mut self, run: &mut Run, now: i64) {
+        let speaking = self.speaking.take();
+        if let Some(s) = &speaking {
+            s.task.abort();
+        }
+        let _ = run.commands.send(Command::StopPlayback).await;
+        let cut = match (speaking, self.playing.take()) {
+            (Some(Speaking { start_ms: Some(start), text, .. }), _) => Some((start, text)),
+            (_, Some(Playing { start_ms, text, .. })) => Some((start_ms, text)),
+            _ => None,
+        };
+        if let Some((start, text)) = cut {
+            let total = (run.agent_until_ms - start).max(1);
+            let played = (now - start).clamp(0, total);
+            let trimmed = words_within(&text, played as f64 / total as f64);
+            run.segment_with(Speaker::Agent, trimmed, start, now, true).await;
+        }
+        if let Some(r) = &mut run.recorder {
+            r.cut(Voice::Agent, now);
+        }
+        run.agent_until_ms = run.agent_until_ms.min(now);
+        // The agent's memory: its turn stopped where the caller spoke.
+        drop(run.agent.respond(Input::UserSpeaking));
+    }
+
+    /// Writes the agent segment whose audio has finished playing.
+    async fn finish_played(&mut self, run: &mut Run, now: i64) {
+        if self.playing.as_ref().is_some_and(|p| p.end_ms <= now)
+            && let Some(p) = self.playing.take()
+        {
+            run.segment(Speaker::Agent, p.text, p.start_ms, p.end_ms).await;
+        }
+    }
+
+    /// Something the loop's tasks reported.
+    pub(crate) async fn handle(&mut self, run: &mut Run, message: Message) {
+        let current = |turn: u64, speaking: &Option<Speaking>| speaking.as_ref().is_some_and(|s| s.turn == turn);
+        match message {
+            Message::Text { turn, delta } if current(turn, &self.speaking) => {
+                if let Some(s) = &mut self.speaking {
+                    s.text.push_str(&delta);
+                }
+            }
+            Message::Frame { turn, frame } if current(turn, &self.speaking) => {
+                let now = run.now_ms();
+                let at = now.max(run.agent_until_ms);
+                if let Some(s) = &mut self.speaking {
+                    s.start_ms.get_or_insert(at);
+                }
+                if let Some(r) = &mut run.recorder {
+                    r.put(Voice::Agent, at, &frame);
+                }
+                run.agent_until_ms = at + duration_ms(frame.len());
+                let _ = run.commands.send(Command::Play(frame)).await;
+            }
+            Message::Spoken { turn } if current(turn, &self.speaking) => {
+                let now = run.now_ms();
+                self.finish_played(run, now).await;
+                if let Some(s) = self.speaking.take()
+                    && let Some(start_ms) = s.start_ms
+                {
+                    let text = s.text.trim().to_owned();
+                    self.playing = Some(Playing { start_ms, end_ms: run.agent_until_ms, text });
+                }
+            }
+            Message::Heard { start_ms, end_ms, text } => {
+                run.segment(Speaker::Caller, text.clone(), start_ms, end_ms).await;
+                if text != "[inaudible]" {
+                    let turn = run.agent.respond(Input::UserSaid(text));
+                    self.speak(run, turn);
+                }
+            }
+            _ => {} // a cancelled turn's late messages
+        }
+    }
+
+    /// The agent says `text` (its greeting).
+    pub(crate) fn speak_text(&mut self, run: &mut Run, text: String) {
+        let turn = futures::stream::iter([Output::TextDelta(text), Output::EndOfTurn]).boxed();
+        self.speak(run, turn);
+    }
+
+    /// Starts speaking an agent turn: its text goes to the synthesiser as
+    /// it streams, the frames come back to be played.
+    fn speak(&mut self, run: &mut Run, turn: BoxStream<'static, Output>) {
+        if let Some(previous) = self.speaking.take() {
+            previous.task.abort();
+        }
+        self.turn += 1;
+        let id = self.turn;
+        let task = tokio::spawn(speak_turn(id, turn, run.voice.clone(), self.tx.clone()));
+        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new() });
+    }
+
+    /// The call is over: what was playing is written as far as it got.
+    pub(crate) async fn stop(&mut self, run: &mut Run) {
+        if let Some(s) = self.speaking.take() {
+            s.task.abort();
+            if let Some(start) = s.start_ms {
+                let now = run.now_ms();
+                run.segment_with(Speaker::Agent, s.text.trim().to_owned(), start, now.max(start), true).await;
+            }
+        }
+        if let Some(p) = self.playing.take() {
+            let now = run.now_ms();
+            let cut_short = p.end_ms > now;
+            run.segment_with(Speaker::Agent, p.text, p.start_ms, p.end_ms.min(now.max(p.start_ms)), cut_short).await;
+        }
+    }
+}
+
+/// Streams one agent turn through the synthesiser.
+async fn speak_turn(
+    turn: u64,
+    mut stream: BoxStream<'static, Output>,
+    voice: Arc<dyn Synthesiser>,
+    tx: mpsc::Sender<Message>,
+) {
+    let (text_in, mut frames) = voice.start();
+    let mut text_in = Some(text_in);
+    loop {
+        tokio::select! {
+            output = stream.next(), if text_in.is_some() => match output {
+                Some(Output::TextDelta(delta)) => {
+                    let _ = tx.send(Message::Text { turn, delta: delta.clone() }).await;
+                    if let Some(input) = &text_in && input.send(delta).await.is_err() {
+                        text_in = None;
+                    }
+                }
+                Some(Output::ToolCall { .. }) => {}
+                Some(Output::EndOfTurn) | None => text_in = None,
+            },
+            frame = frames.recv() => match frame {
+                Some(frame) => {
+                    if tx.send(Message::Frame { turn, frame }).await.is_err() {
+                        return;
+                    }
+                }
+                None => break,
+            },
+        }
+    }
+    let _ = tx.send(Message::Spoken { turn }).await;
+}
+
+/// The first share of `text`'s words (at least one word once any was played).
+fn words_within(text: &str, share: f64) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let n = ((words.len() as f64) * share).ceil() as usize;
+    words[..n.min(words.len())].join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words_within;
+
+    #[test]
+    fn a_trimmed_segment_keeps_the_words_played() {
+        assert_eq!(words_within("one two three four", 0.5), "one two");
+        assert_eq!(words_within("one two three four", 0.1), "one");
+        assert_eq!(words_within("one two three four", 1.0), "one two three four");
+        assert_eq!(words_within("one two", 0.0), "");
+    }
+}

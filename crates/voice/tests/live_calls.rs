@@ -1,0 +1,188 @@
+//! The speech loop on live audio: a test line streams the caller's audio
+//! (espeak-ng speech) in real time, 20 ms at a time, as SIP or Twilio do,
+//! and records what the engine sends back and when.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use parley_domain::call::Speaker;
+use parley_speech::espeak::Espeak;
+use parley_speech::{Pcm, Transcript, synthesise};
+use parley_voice::engine::{self, Options, Outcome, Progress};
+use parley_voice::provider::{Command, FarEnd, Placed, ProviderEvent};
+use parley_voice::session::BuiltinAgent;
+use parley_voice::speech::Transcriber;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// Knows what the caller says (the test scripts it): the speech loop's
+/// turn-taking is under test here, not recognition.
+struct Scripted(Vec<&'static str>, Mutex<usize>);
+
+impl Transcriber for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>) {
+        let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(1024);
+        let (text_tx, text_rx) = mpsc::channel(2);
+        let mut n = self.1.lock().unwrap();
+        let text = self.0.get(*n).copied().unwrap_or("").to_owned();
+        *n += 1;
+        tokio::spawn(async move {
+            while audio_rx.recv().await.is_some() {}
+            let _ = text_tx.send(Transcript { text, is_final: true }).await;
+        });
+        (audio_tx, text_rx)
+    }
+}
+
+/// What the line saw the engine do, timed from the answer.
+#[derive(Default)]
+struct Line {
+    /// When each played frame was sent, and stops.
+    played: Vec<Duration>,
+    stops: Vec<Duration>,
+}
+
+/// Streams `script` (silence or speech, in order) in real time after
+/// answering, then hangs up; records the engine's commands.
+fn line(script: Vec<Pcm>) -> (Placed, Arc<Mutex<Line>>) {
+    let (events_tx, events) = mpsc::channel(64);
+    let (commands, mut commands_rx) = mpsc::channel::<Command>(4096);
+    let seen = Arc::new(Mutex::new(Line::default()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        events_tx.send(ProviderEvent::Answered).await.unwrap();
+        let answered = Instant::now();
+        let frames: Vec<Pcm> = script.concat().chunks(160).map(<[i16]>::to_vec).collect();
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut frames = frames.into_iter();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => match frames.next() {
+                    Some(frame) => { let _ = events_tx.send(ProviderEvent::Audio(frame)).await; }
+                    None => { let _ = events_tx.send(ProviderEvent::Ended(FarEnd::HungUp)).await; break; }
+                },
+                Some(command) = commands_rx.recv() => {
+                    let at = answered.elapsed();
+                    match command {
+                        Command::Play(_) => log.lock().unwrap().played.push(at),
+                        Command::StopPlayback => log.lock().unwrap().stops.push(at),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        // Drain what the engine still sends while it ends the call.
+        while commands_rx.recv().await.is_some() {}
+    });
+    (Placed { provider_call_id: "line".into(), events, commands }, seen)
+}
+
+fn silence(ms: usize) -> Pcm {
+    vec![0; ms * 8]
+}
+
+async fn speech(text: &str) -> Pcm {
+    synthesise(&Espeak::new("en-us", 175).expect("espeak-ng is installed"), text).await
+}
+
+async fn call(
+    first_message: &str,
+    script: Vec<Pcm>,
+    heard: Vec<&'static str>,
+    threshold_ms: i64,
+) -> (Outcome, Arc<Mutex<Line>>, std::path::PathBuf) {
+    let (placed, seen) = line(script);
+    let dir = std::env::temp_dir().join(format!("parley-live-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wav = dir.join("call.wav");
+    let mut options = Options::new(Duration::from_secs(60), Some(wav.clone()));
+    options.voice = Arc::new(Espeak::new("en-us", 175).unwrap());
+    options.transcriber = Some(Arc::new(Scripted(heard, Mutex::new(0))));
+    options.listening.live = true;
+    options.listening.interruption_threshold_ms = threshold_ms;
+    let agent = Box::new(BuiltinAgent { name: "Ada".into(), first_message: Some(first_message.into()) });
+    let (progress, mut reports) = mpsc::channel::<Progress>(256);
+    tokio::spawn(async move { while reports.recv().await.is_some() {} });
+    let (_hangup, hangup_rx) = oneshot::channel();
+    let outcome = engine::run(placed, agent, options, progress, hangup_rx).await;
+    (outcome, seen, wav)
+}
+
+/// RMS of the recording's `channel` between two times.
+fn loudness(wav: &std::path::Path, channel: usize, from_ms: i64, to_ms: i64) -> f64 {
+    let mut reader = hound::WavReader::open(wav).unwrap();
+    let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+    let frames: Vec<i16> = samples.chunks(2).map(|f| f[channel]).collect();
+    let (a, b) = ((from_ms * 8) as usize, ((to_ms * 8) as usize).min(frames.len()));
+    let part = &frames[a.min(b)..b];
+    (part.iter().map(|s| f64::from(*s).powi(2)).sum::<f64>() / part.len().max(1) as f64).sqrt()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_turn_is_heard_at_its_end_and_answered_in_streamed_speech() {
+    let words = speech("I would like to book a table for two").await;
+    let said_ms = words.len() as i64 / 8;
+    let script = vec![silence(2500), words, silence(4000)];
+    let (outcome, seen, wav) =
+        call("Hello, this is Ada.", script, vec!["I would like to book a table for two."], 300).await;
+
+    let s = &outcome.segments;
+    assert_eq!(s.len(), 3, "{s:#?}");
+    assert_eq!((s[0].speaker, s[0].text.as_str(), s[0].interrupted), (Speaker::Agent, "Hello, this is Ada.", false));
+    assert_eq!((s[1].speaker, s[1].text.as_str()), (Speaker::Caller, "I would like to book a table for two."));
+    assert_eq!(
+        (s[2].speaker, s[2].text.as_str()),
+        (Speaker::Agent, "I understand: I would like to book a table for two.")
+    );
+    // The caller's turn spans their speech; it ends after the silence hang-over.
+    assert!((2300..2700).contains(&s[1].start_ms), "{:?}", s[1]);
+    assert!(s[1].end_ms >= 2500 + said_ms - 100 && s[1].end_ms <= 2500 + said_ms + 900, "{:?}", s[1]);
+    // The reply starts playing soon after the turn ends: the first sentence
+    // is spoken while the rest is still being written.
+    let line = seen.lock().unwrap();
+    let first_reply_frame =
+        line.played.iter().find(|t| t.as_millis() as i64 >= s[1].end_ms).expect("the reply is played");
+    let gap = first_reply_frame.as_millis() as i64 - s[1].end_ms;
+    assert!(gap < 250, "first reply audio {gap} ms after the caller's turn ended");
+    assert!(line.stops.is_empty(), "no barge-in");
+    // The recording: the caller on the left while they speak, the agent on the right while it answers.
+    let wav = outcome.recording.as_ref().map(|r| r.path.clone()).unwrap_or(wav);
+    assert!(loudness(&wav, 0, 2600, 2500 + said_ms - 100) > 800.0);
+    assert!(loudness(&wav, 1, s[2].start_ms + 100, s[2].end_ms - 100) > 800.0);
+    assert!(loudness(&wav, 1, 2700, 2500 + said_ms - 100) < 50.0, "the agent is silent while the caller talks");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn talking_over_the_agent_stops_it_and_trims_its_words_and_a_backchannel_does_not() {
+    let greeting = "Thanks for calling Parley, the self hosted platform for voice and chat agents. \
+                    We can help you with bookings, orders, returns and anything else you need today.";
+    let interruption = speech("wait, I have a question about my order").await;
+    let backchannel = speech("uh").await;
+    // The greeting lasts several seconds: an "uh" under it at 1 s, then
+    // the caller talks over it at 3 s.
+    let script =
+        vec![silence(1000), backchannel.clone(), silence(2000 - backchannel.len() / 8), interruption, silence(4000)];
+    let (outcome, seen, _) = call(greeting, script, vec!["Wait, I have a question about my order."], 250).await;
+    let line = seen.lock().unwrap();
+    assert_eq!(line.stops.len(), 1, "one barge-in, not two: {:?}", line.stops);
+    // Playback stops within 300 ms of the caller starting to speak (at 3 s).
+    let stop = line.stops[0].as_millis() as i64;
+    assert!((3000..3300).contains(&stop), "stopped at {stop} ms");
+    let s = &outcome.segments;
+    assert_eq!(s[0].speaker, Speaker::Agent);
+    assert!(s[0].interrupted, "{:?}", s[0]);
+    let full = greeting.split_whitespace().count();
+    let kept = s[0].text.split_whitespace().count();
+    assert!(kept > 3 && kept < full * 2 / 3, "trimmed to what was played: {:?}", s[0].text);
+    assert!(greeting.starts_with(&s[0].text), "{:?}", s[0].text);
+    assert!((s[0].end_ms - stop).abs() < 100);
+    // The backchannel was not a turn; the interruption was, and is answered.
+    assert_eq!(s[1].speaker, Speaker::Caller);
+    assert_eq!(s[1].text, "Wait, I have a question about my order.");
+    assert_eq!(s[2].text, "I understand: Wait, I have a question about my order.");
+    assert_eq!(s.len(), 3, "{s:#?}");
+}
