@@ -121,6 +121,24 @@ pub fn new_call_id() -> String {
     format!("call_{}", ulid::Ulid::new())
 }
 
+/// A configured speech engine (`GET /api/v1/speech-engines`): never its
+/// address's secrets or keys.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(example = json!({"name": "piper", "direction": "tts", "kind": "wyoming", "detail": "en_US-joe-medium"}))]
+pub struct SpeechEngineInfo {
+    /// What agents name as their `tts_engine` or `stt_engine`.
+    pub name: String,
+    /// `stt` (speech-to-text) or `tts` (text-to-speech).
+    #[schema(example = "tts")]
+    pub direction: String,
+    /// `espeak` (built in), `wyoming` (a local server) or `openai` (an
+    /// OpenAI-compatible audio API).
+    #[schema(example = "wyoming")]
+    pub kind: String,
+    /// The engine's model or voice, when it names one.
+    pub detail: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -134,6 +134,11 @@ operations! {
         c.finish()?;
         items(agents::text_engines(svc, page), page)
     }
+    list_speech_engines(svc, who, scope, c) {
+        let page = Page::read(&mut c.query);
+        c.finish()?;
+        items(calls::speech_engines(svc, page), page)
+    }
     list_prompt_blocks(svc, who, scope, c) {
         let page = Page::read(&mut c.query);
         let filter = prompt_blocks::parse_filter(&mut c.query);
@@ -682,6 +687,7 @@ pub static TOOLS: &[ToolSpec] = &[
         query_knowledge_collection,
     ),
     tool("list_calls", "List calls", "get", "/api/v1/calls", list_calls),
+    tool("list_speech_engines", "List speech engines", "get", "/api/v1/speech-engines", list_speech_engines),
     tool("get_call", "Get a call", "get", CALL, get_call),
     reaching_out(tool("create_call", "Place a call", "post", "/api/v1/calls", create_call)),
     tool(

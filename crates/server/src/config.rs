@@ -40,6 +40,9 @@ pub struct Settings {
     /// Named text engines besides `builtin`, e.g. `[text_engines.openai]`
     /// (see `parley_engines::EngineSettings`); checked at start-up.
     pub text_engines: BTreeMap<String, serde_json::Value>,
+    /// Speech engines: `[speech.stt.NAME]` and `[speech.tts.NAME]` (see
+    /// `parley_speech::engines`); checked at start-up.
+    pub speech: SpeechSettings,
     pub log: LogSettings,
     /// Seconds in-flight requests get to finish after SIGTERM.
     pub shutdown_grace_seconds: u64,
@@ -70,6 +73,7 @@ impl Default for Settings {
             telephony: TelephonySettings::default(),
             public_url: None,
             text_engines: BTreeMap::new(),
+            speech: SpeechSettings::default(),
             log: LogSettings::default(),
             shutdown_grace_seconds: 30,
         }
@@ -150,6 +154,14 @@ impl Default for WebchatSettings {
     fn default() -> Self {
         Self { poll_interval_ms: parley_api::ApiConfig::default().webchat_poll_interval.as_millis() as u64 }
     }
+}
+
+/// Speech engines by direction and name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpeechSettings {
+    pub stt: BTreeMap<String, serde_json::Value>,
+    pub tts: BTreeMap<String, serde_json::Value>,
 }
 
 /// The MCP endpoint and its OAuth authorization server.
@@ -547,6 +559,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "voice",
     "telephony",
     "text_engines",
+    "speech",
     "log",
     "shutdown_grace_seconds",
 ];
@@ -579,6 +592,7 @@ impl Settings {
             .parse::<parley_domain::contact::Region>()
             .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
         settings.text_engine_settings()?;
+        settings.speech_engines().map_err(anyhow::Error::msg)?;
         settings.storage.backend()?;
         if settings.storage.backend == "s3" && !cfg!(feature = "s3") {
             anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (cargo build --features s3)");
@@ -602,6 +616,11 @@ impl Settings {
             .collect()
     }
 
+    /// The speech engines, parsed.
+    pub fn speech_engines(&self) -> Result<parley_speech::engines::SpeechEngines, String> {
+        parley_speech::engines::SpeechEngines::from_settings(&self.speech.stt, &self.speech.tts)
+    }
+
     pub fn services_config(&self) -> parley_services::ServicesConfig {
         let engines = self
             .text_engine_settings()
@@ -609,6 +628,7 @@ impl Settings {
             .expect("text engines are checked when settings load");
         parley_services::ServicesConfig {
             text_engines: engines,
+            speech: self.speech_engines().expect("speech engines are checked when settings load"),
             auth: parley_services::tenancy::identity::AuthConfig {
                 access_token_ttl_s: self.auth.access_token_ttl_seconds,
                 refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,

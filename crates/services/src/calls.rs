@@ -847,3 +847,21 @@ pub async fn recording(svc: &Services, scope: Scope, id: &str) -> ServiceResult<
         duration_ms: call.recording_duration_ms,
     })
 }
+
+/// The configured speech engines, speech-to-text first.
+pub fn speech_engines(svc: &Services, page: Page) -> (Vec<parley_domain::call::SpeechEngineInfo>, i64) {
+    let all: Vec<_> = svc
+        .config
+        .speech
+        .list()
+        .into_iter()
+        .map(|e| parley_domain::call::SpeechEngineInfo {
+            name: e.name,
+            direction: e.direction.to_owned(),
+            kind: e.kind.to_owned(),
+            detail: e.detail,
+        })
+        .collect();
+    let total = all.len() as i64;
+    (all.into_iter().skip(page.offset as usize).take(page.limit as usize).collect(), total)
+}

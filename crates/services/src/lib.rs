@@ -43,6 +43,8 @@ pub use unit::{Answer, Answered, Claimed, Idempotent, KeyHold, Work};
 pub struct ServicesConfig {
     /// The configured text engines; `builtin` is always among them.
     pub text_engines: parley_engines::Engines,
+    /// The configured speech engines; `espeak` is always among them.
+    pub speech: parley_speech::engines::SpeechEngines,
     pub auth: tenancy::identity::AuthConfig,
     pub oauth: tenancy::oauth::OAuthConfig,
     /// Let webhook URLs point at private addresses (development and tests).
@@ -62,6 +64,7 @@ impl Default for ServicesConfig {
     fn default() -> Self {
         Self {
             text_engines: parley_engines::Engines::builtin_only(),
+            speech: parley_speech::engines::SpeechEngines::default(),
             auth: tenancy::identity::AuthConfig::default(),
             oauth: tenancy::oauth::OAuthConfig::default(),
             webhooks_allow_private: false,

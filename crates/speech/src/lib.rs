@@ -11,6 +11,7 @@
 //! - The loop's parts: [`vad`] (WebRTC's VAD and turn-taking), [`resample`]
 //!   (rubato), [`sentences`] (streamed text cut for speaking).
 
+pub mod engines;
 pub mod espeak;
 pub mod openai;
 pub mod resample;

@@ -19,6 +19,7 @@ pub mod oauth;
 mod oauth_pages;
 pub mod prompt_blocks;
 pub mod search;
+pub mod speech_engines;
 pub mod text_engines;
 pub mod webchat;
 pub mod webhooks;
@@ -50,6 +51,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(calls::router())
         .merge(search::router())
         .merge(text_engines::router())
+        .merge(speech_engines::router())
         .merge(knowledge::router())
         .merge(oauth::router())
 }

@@ -389,3 +389,26 @@ both_backends! {
         assert_eq!((run["trigger"].clone(), run["status"].clone(), run["error"].clone()), (json!("call_turn"), json!("canceled"), json!("The workspace's balance is empty")));
     }
 }
+
+both_backends! {
+    async fn speech_engines_are_listed_without_their_addresses_or_keys(backend) {
+        let app = TestApp::spawn_with(backend, |s| {
+            s.speech.stt.insert("whisper".into(), json!({"kind": "wyoming", "host": "10.1.2.3", "port": 10300, "language": "en"}));
+            s.speech.tts.insert("nova".into(), json!({"kind": "openai", "base_url": "https://speech.example/v1",
+                                                      "api_key": "sk-never-shown", "model": "tts-1", "voice": "nova"}));
+        })
+        .await;
+        let ws = app.workspace("Acme").await;
+        let r = app.get(&ws.live, "/api/v1/speech-engines").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["total"], 3);
+        assert_eq!(r.body["items"], json!([
+            {"name": "whisper", "direction": "stt", "kind": "wyoming", "detail": "en"},
+            {"name": "espeak", "direction": "tts", "kind": "espeak", "detail": "en-us"},
+            {"name": "nova", "direction": "tts", "kind": "openai", "detail": "tts-1/nova"},
+        ]));
+        assert!(!r.text.contains("sk-never-shown") && !r.text.contains("10.1.2.3") && !r.text.contains("speech.example"));
+        let page = app.get(&ws.live, "/api/v1/speech-engines?limit=1&offset=1").await;
+        assert_eq!(page.body["items"][0]["name"], "espeak");
+    }
+}

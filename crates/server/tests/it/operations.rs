@@ -97,6 +97,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/oauth/token"),
     ("POST", "/oauth/revoke"),
     ("GET", "/api/v1/oauth/grants"),
+    ("GET", "/api/v1/speech-engines"),
     ("DELETE", "/api/v1/oauth/grants/{grant_id}"),
     ("GET", "/webchat/{public_id}"),
     ("GET", "/files/{key}"),
