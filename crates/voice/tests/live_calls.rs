@@ -156,33 +156,47 @@ async fn a_caller_turn_is_heard_at_its_end_and_answered_in_streamed_speech() {
     assert!(loudness(&wav, 1, 2700, 2500 + said_ms - 100) < 50.0, "the agent is silent while the caller talks");
 }
 
+const LONG_GREETING: &str = "Thanks for calling Parley, the self hosted platform for voice and chat agents. \
+                             We can help you with bookings, orders, returns and anything else you need today.";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn talking_over_the_agent_stops_it_and_trims_its_words_and_a_backchannel_does_not() {
-    let greeting = "Thanks for calling Parley, the self hosted platform for voice and chat agents. \
-                    We can help you with bookings, orders, returns and anything else you need today.";
+async fn talking_over_the_agent_stops_it_within_300_ms_and_trims_its_words() {
     let interruption = speech("wait, I have a question about my order").await;
-    let backchannel = speech("uh").await;
-    // The greeting lasts several seconds: an "uh" under it at 1 s, then
-    // the caller talks over it at 3 s.
-    let script =
-        vec![silence(1000), backchannel.clone(), silence(2000 - backchannel.len() / 8), interruption, silence(4000)];
-    let (outcome, seen, _) = call(greeting, script, vec!["Wait, I have a question about my order."], 250).await;
+    // The greeting lasts several seconds; the caller talks over it at 3 s.
+    let script = vec![silence(3000), interruption, silence(4000)];
+    let (outcome, seen, _) = call(LONG_GREETING, script, vec!["Wait, I have a question about my order."], 150).await;
     let line = seen.lock().unwrap();
-    assert_eq!(line.stops.len(), 1, "one barge-in, not two: {:?}", line.stops);
-    // Playback stops within 300 ms of the caller starting to speak (at 3 s).
+    assert_eq!(line.stops.len(), 1, "{:?}", line.stops);
     let stop = line.stops[0].as_millis() as i64;
-    assert!((3000..3300).contains(&stop), "stopped at {stop} ms");
+    assert!((3000..3300).contains(&stop), "playback stopped at {stop} ms; the caller began at 3000 ms");
+    assert!(
+        !line.played.iter().any(|t| t.as_millis() as i64 > stop && (t.as_millis() as i64) < stop + 1000),
+        "no agent audio after the stop until the caller's turn is answered"
+    );
     let s = &outcome.segments;
     assert_eq!(s[0].speaker, Speaker::Agent);
     assert!(s[0].interrupted, "{:?}", s[0]);
-    let full = greeting.split_whitespace().count();
+    let full = LONG_GREETING.split_whitespace().count();
     let kept = s[0].text.split_whitespace().count();
     assert!(kept > 3 && kept < full * 2 / 3, "trimmed to what was played: {:?}", s[0].text);
-    assert!(greeting.starts_with(&s[0].text), "{:?}", s[0].text);
+    assert!(LONG_GREETING.starts_with(&s[0].text), "{:?}", s[0].text);
     assert!((s[0].end_ms - stop).abs() < 100);
-    // The backchannel was not a turn; the interruption was, and is answered.
+    // The interruption is the caller's turn, and is answered.
     assert_eq!(s[1].speaker, Speaker::Caller);
     assert_eq!(s[1].text, "Wait, I have a question about my order.");
     assert_eq!(s[2].text, "I understand: Wait, I have a question about my order.");
     assert_eq!(s.len(), 3, "{s:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backchannel_under_the_agent_neither_interrupts_nor_takes_a_turn() {
+    // "uh" (about 240 ms of voice) at 1 s, under the default 300 ms threshold.
+    let backchannel = speech("uh").await;
+    let rest = 13_000 - backchannel.len() / 8; // past the end of the greeting
+    let script = vec![silence(1000), backchannel, silence(rest)];
+    let (outcome, seen, _) = call(LONG_GREETING, script, vec!["Uh."], 300).await;
+    assert!(seen.lock().unwrap().stops.is_empty(), "no barge-in");
+    let s = &outcome.segments;
+    assert_eq!(s.len(), 1, "the greeting only: {s:#?}");
+    assert_eq!((s[0].text.as_str(), s[0].interrupted), (LONG_GREETING, false));
 }
