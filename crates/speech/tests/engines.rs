@@ -155,9 +155,12 @@ async fn wyoming_whisper_transcribes_telephone_speech_and_piper_speaks() {
 }
 
 /// What the fake OpenAI server saw.
+/// A request's `Authorization` header, and its multipart fields.
+type Upload = (Option<String>, Vec<(String, Vec<u8>)>);
+
 #[derive(Default, Debug)]
 struct Seen {
-    transcriptions: Vec<(Option<String>, Vec<(String, Vec<u8>)>)>,
+    transcriptions: Vec<Upload>,
     speech: Vec<(Option<String>, serde_json::Value)>,
     fail_next: u32,
 }
@@ -229,8 +232,7 @@ async fn openai_compatible_audio_requests_follow_the_documented_format() {
     let stt = OpenAiTranscriber { server: server.clone(), model: "whisper-1".into(), language: Some("en".into()) };
     let utterance = vec![1000i16; 8000]; // one second at 8 kHz
     assert_eq!(stt.transcribe(&utterance).await.unwrap(), "I would like to book a table.");
-    let seen_now = seen.lock().unwrap();
-    let (auth, parts) = &seen_now.transcriptions[0];
+    let (auth, parts) = seen.lock().unwrap().transcriptions[0].clone();
     assert_eq!(auth.as_deref(), Some("Bearer sk-test-secret"));
     let field = |name: &str| {
         parts.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("no {name} field"))
@@ -243,14 +245,12 @@ async fn openai_compatible_audio_requests_follow_the_documented_format() {
     assert_eq!(&file[8..12], b"WAVE");
     assert_eq!(u32::from_le_bytes(file[24..28].try_into().unwrap()), 16_000, "uploaded at 16 kHz");
     assert_eq!(file.len(), 44 + 16_000 * 2, "one second of 16-bit mono");
-    drop(seen_now);
 
     // Speech: streamed PCM at 24 kHz becomes 8 kHz frames.
     let tts = OpenAiSynthesiser { server, model: "tts-1".into(), voice: "alloy".into(), speed: 1.0 };
     let audio = synthesise(&tts, "Your table is booked.").await;
     assert_eq!(audio.len(), 4000, "0.5 s at 8 kHz");
-    let seen_now = seen.lock().unwrap();
-    let (auth, body) = &seen_now.speech[0];
+    let (auth, body) = seen.lock().unwrap().speech[0].clone();
     assert_eq!(auth.as_deref(), Some("Bearer sk-test-secret"));
     assert_eq!(body["model"], "tts-1");
     assert_eq!(body["voice"], "alloy");

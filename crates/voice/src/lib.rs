@@ -10,7 +10,8 @@
 //!   (from `parley_speech`); the tone voice is the builtin synthesiser.
 //! - [`audio`]: speech as audio (a tone voice here; real TTS later) and the
 //!   stereo WAV recording (caller left, agent right).
-//! - [`codec`]: G.711 μ-law and A-law, as telephone lines carry audio.
+//! - [`codec`]: G.711 μ-law and A-law, as telephone lines carry audio;
+//!   [`rtp`]: RTP packets, RFC 4733 DTMF and a jitter buffer.
 //!   Speech engines, VAD and resampling are in `parley_speech`.
 //! - [`live`]: the speech loop over live audio: turns found by voice
 //!   activity, transcribed, answered as a stream of sentences, and
@@ -23,6 +24,7 @@ pub mod codec;
 pub mod engine;
 pub mod live;
 pub mod provider;
+pub mod rtp;
 pub mod session;
 pub mod simulated;
 pub mod speech;
