@@ -11,7 +11,8 @@
 //! - [`audio`]: speech as audio (a tone voice here; real TTS later) and the
 //!   stereo WAV recording (caller left, agent right).
 //! - [`codec`]: G.711 μ-law and A-law, as telephone lines carry audio;
-//!   [`rtp`]: RTP packets, RFC 4733 DTMF and a jitter buffer.
+//!   [`rtp`]: RTP packets, RFC 4733 DTMF and a jitter buffer; [`sdp`]:
+//!   offer/answer for one audio stream.
 //!   Speech engines, VAD and resampling are in `parley_speech`.
 //! - [`live`]: the speech loop over live audio: turns found by voice
 //!   activity, transcribed, answered as a stream of sentences, and
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod live;
 pub mod provider;
 pub mod rtp;
+pub mod sdp;
 pub mod session;
 pub mod simulated;
 pub mod speech;
