@@ -29,4 +29,5 @@ pub mod rtp;
 pub mod sdp;
 pub mod session;
 pub mod simulated;
+pub mod sip;
 pub mod speech;
