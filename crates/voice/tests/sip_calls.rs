@@ -85,3 +85,57 @@ async fn a_call_to_sipp_rings_is_answered_carries_audio_both_ways_and_hangs_up()
     let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
     assert!(status.success(), "SIPp saw a complete, successful call: {status:?}");
 }
+
+/// Runs one of tests/sipp's scenarios as the callee, for one call.
+fn sipp_scenario(file: &str, port: u16, media_port: u16) -> std::process::Child {
+    let scenario = format!("{}/tests/sipp/{file}", env!("CARGO_MANIFEST_DIR"));
+    Process::new("sipp")
+        .args(["-sf", &scenario, "-i", "127.0.0.1", "-p", &port.to_string(), "-mp", &media_port.to_string()])
+        .args(["-m", "1", "-timeout", "30s", "-timeout_error"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sipp runs")
+}
+
+async fn events_until_end(placed: &mut parley_voice::provider::Placed) -> Vec<ProviderEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let Ok(event) = tokio::time::timeout(Duration::from_secs(15), placed.events.recv()).await else {
+            panic!("no event in time after {seen:?}");
+        };
+        match event {
+            Some(ProviderEvent::Audio(_)) => {}
+            Some(e @ ProviderEvent::Ended(_)) => {
+                seen.push(e);
+                return seen;
+            }
+            Some(e) => seen.push(e),
+            None => return seen,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
+    let sip = provider().await;
+    for (scenario, expected) in [
+        ("uas_busy.xml", vec![ProviderEvent::Ringing, ProviderEvent::Ended(FarEnd::Busy)]),
+        ("uas_hangs_up.xml", vec![ProviderEvent::Answered, ProviderEvent::Ended(FarEnd::HungUp)]),
+    ] {
+        let (port, media) = (free_udp_port(), free_udp_port());
+        let mut sipp = sipp_scenario(scenario, port, media);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let dial = Dial {
+            call_id: "c".into(),
+            from: None,
+            to: format!("sip:service@127.0.0.1:{port}"),
+            ring_timeout: Duration::from_secs(10),
+        };
+        let mut placed = sip.dial(dial).await.unwrap();
+        assert_eq!(events_until_end(&mut placed).await, expected, "{scenario}");
+        let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
+        assert!(status.success(), "{scenario}: SIPp's side of the call went as scripted: {status:?}");
+    }
+}
