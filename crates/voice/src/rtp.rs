@@ -146,6 +146,10 @@ impl DtmfReceiver {
     }
 }
 
+/// A gap in sequence numbers larger than this (1 s of 20 ms frames) is
+/// skipped rather than played as lost packets.
+const MAX_GAP: u64 = 50;
+
 /// Orders incoming audio packets and absorbs network jitter: packets are
 /// held until `depth` later ones have arrived (or `pop_due` forces them
 /// out), duplicates and packets older than what was already played are
@@ -209,9 +213,20 @@ impl JitterBuffer {
     }
 
     /// One frame now, whatever the depth (the playout clock ticked);
-    /// `None` when nothing is due.
+    /// `None` when nothing is held (an underrun: the far end is silent).
     pub fn pop_due(&mut self) -> Option<Option<Vec<u8>>> {
-        if self.held.is_empty() { None } else { Some(self.take_next()) }
+        let first = *self.held.keys().next()?;
+        // A new talk spurt far ahead of where playout was (the sender
+        // skipped numbers, or restarted): play on from it.
+        if self.next.is_some_and(|n| first > n + MAX_GAP) {
+            self.next = Some(first);
+        }
+        Some(self.take_next())
+    }
+
+    /// Packets held, not yet played.
+    pub fn held(&self) -> usize {
+        self.held.len()
     }
 
     fn take_next(&mut self) -> Option<Vec<u8>> {
@@ -287,6 +302,17 @@ mod tests {
         assert_eq!(jb.late, 2);
         let rest: Vec<Option<u8>> = std::iter::from_fn(|| jb.pop_due()).map(|f| f.map(|p| p[0])).collect();
         assert_eq!(rest, [Some(15), Some(16)]);
+    }
+
+    #[test]
+    fn a_far_jump_in_sequence_numbers_resyncs_instead_of_playing_a_long_loss() {
+        let mut jb = JitterBuffer::new(1);
+        jb.push(100, vec![1]);
+        assert_eq!(jb.pop_due(), Some(Some(vec![1])));
+        jb.push(5000, vec![2]);
+        assert_eq!(jb.pop_due(), Some(Some(vec![2])));
+        assert_eq!(jb.lost, 0);
+        assert_eq!(jb.pop_due(), None, "nothing held: an underrun");
     }
 
     #[test]

@@ -173,6 +173,9 @@ struct Call {
     ring_timeout: Duration,
 }
 
+/// Frames the jitter buffer holds before playout starts (60 ms).
+const JITTER_DEPTH: usize = 3;
+
 type Answer = rsipstack::platform::JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>;
 
 fn far_end_of(code: u16) -> FarEnd {
@@ -253,7 +256,8 @@ impl Call {
         let ssrc = ulid::Ulid::new().0 as u32;
         let (mut sequence, mut timestamp) = (ulid::Ulid::new().0 as u16, ulid::Ulid::new().0 as u32);
         let mut queue: VecDeque<Pcm> = VecDeque::new();
-        let mut jitter = JitterBuffer::new(3);
+        let mut jitter = JitterBuffer::new(JITTER_DEPTH);
+        let mut primed = false;
         let mut dtmf = DtmfReceiver::default();
         let mut buf = vec![0u8; 2048];
         let mut clock = tokio::time::interval(Duration::from_millis(20));
@@ -268,9 +272,15 @@ impl Call {
                     let _ = self.media.send_to(&packet.to_bytes(), agreed.remote).await;
                     sequence = sequence.wrapping_add(1);
                     timestamp = timestamp.wrapping_add(FRAME_SAMPLES as u32);
-                    // In: what the jitter buffer has for this tick.
-                    for payload in jitter.pop() {
-                        let pcm = payload.map(|p| codec.decode(&p)).unwrap_or_else(|| silence.clone());
+                    // In: one frame per tick once the jitter buffer has
+                    // filled; a lost packet or a silent far end is silence,
+                    // so the speech loop hears time pass (turns end).
+                    primed = primed || jitter.held() >= JITTER_DEPTH;
+                    if primed {
+                        let pcm = match jitter.pop_due() {
+                            Some(Some(payload)) => codec.decode(&payload),
+                            Some(None) | None => silence.clone(),
+                        };
                         let _ = self.events.send(ProviderEvent::Audio(pcm)).await;
                     }
                 }

