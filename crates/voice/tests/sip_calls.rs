@@ -145,9 +145,7 @@ async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
 fn rtp_pcap(path: &std::path::Path, pcm: &[i16]) {
     let mut out = Vec::new();
     // pcap global header: magic, v2.4, GMT, accuracy, snaplen, Ethernet.
-    for word in [0xa1b2_c3d4u32] {
-        out.extend_from_slice(&word.to_le_bytes());
-    }
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&4u16.to_le_bytes());
     out.extend_from_slice(&[0; 8]);
