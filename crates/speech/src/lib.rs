@@ -107,3 +107,32 @@ where
     });
     (text_tx, audio_rx)
 }
+
+/// Runs a transcriber that is not a streaming recogniser: the utterance's
+/// audio is collected until the input ends (the speech loop ends it at the
+/// end of the caller's turn), then `transcribe` gives one final transcript.
+/// A failure is logged and transcribes as nothing.
+pub fn whole_utterance<F, Fut, E>(
+    engine: &'static str,
+    transcribe: F,
+) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>)
+where
+    F: FnOnce(Pcm) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, E>> + Send,
+    E: std::fmt::Display,
+{
+    let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(512);
+    let (text_tx, text_rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut utterance = Vec::new();
+        while let Some(frame) = audio_rx.recv().await {
+            utterance.extend(frame);
+        }
+        let text = transcribe(utterance).await.unwrap_or_else(|e| {
+            tracing::warn!(engine, error = %e, "transcription failed");
+            String::new()
+        });
+        let _ = text_tx.send(Transcript { text, is_final: true }).await;
+    });
+    (audio_tx, text_rx)
+}

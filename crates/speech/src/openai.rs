@@ -171,21 +171,8 @@ impl Transcriber for OpenAiTranscriber {
 
     /// One request per utterance, sent when the input ends.
     fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>) {
-        let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(512);
-        let (text_tx, text_rx) = mpsc::channel(4);
         let this = self.clone();
-        tokio::spawn(async move {
-            let mut utterance = Vec::new();
-            while let Some(frame) = audio_rx.recv().await {
-                utterance.extend(frame);
-            }
-            let text = this.transcribe(&utterance).await.unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "transcription failed");
-                String::new()
-            });
-            let _ = text_tx.send(Transcript { text, is_final: true }).await;
-        });
-        (audio_tx, text_rx)
+        crate::whole_utterance("openai", move |utterance| async move { this.transcribe(&utterance).await })
     }
 }
 

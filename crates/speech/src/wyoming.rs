@@ -192,28 +192,11 @@ impl Transcriber for WyomingTranscriber {
         "wyoming"
     }
 
-    /// faster-whisper is not a streaming recogniser: the utterance's audio
-    /// is collected and sent when the input ends (the speech loop ends it
-    /// at the end of the caller's turn), and one final transcript comes out.
+    /// faster-whisper is not a streaming recogniser: one request per
+    /// utterance, sent when the input ends.
     fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>) {
-        let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(512);
-        let (text_tx, text_rx) = mpsc::channel(4);
         let this = self.clone();
-        tokio::spawn(async move {
-            let mut utterance = Vec::new();
-            while let Some(frame) = audio_rx.recv().await {
-                utterance.extend(frame);
-            }
-            let text = match this.transcribe(&utterance).await {
-                Ok(text) => text,
-                Err(e) => {
-                    tracing::warn!(error = %e, "Wyoming transcription failed");
-                    String::new()
-                }
-            };
-            let _ = text_tx.send(Transcript { text, is_final: true }).await;
-        });
-        (audio_tx, text_rx)
+        crate::whole_utterance("wyoming", move |utterance| async move { this.transcribe(&utterance).await })
     }
 }
 

@@ -366,10 +366,12 @@ pub async fn authenticate_client(
     form_secret: Option<&str>,
 ) -> OAuthResult<Client> {
     let invalid = || refuse(401, "invalid_client", "Client authentication failed");
-    let (id, secret, method) = match (&basic, form_id) {
+    // A secret is accepted from either place (clients differ in which
+    // they pick); a public client sends only its id.
+    let (id, secret) = match (&basic, form_id) {
         (Some((id, _)), Some(other)) if other != id => return Err(invalid()),
-        (Some((id, secret)), _) => (id.as_str(), Some(secret.as_str()), "client_secret_basic"),
-        (None, Some(id)) => (id, form_secret, if form_secret.is_some() { "client_secret_post" } else { "none" }),
+        (Some((id, secret)), _) => (id.as_str(), Some(secret.as_str())),
+        (None, Some(id)) => (id, form_secret),
         (None, None) => return Err(refuse(400, "invalid_request", "client_id is required")),
     };
     let client = client(svc, id).await.map_err(|e| match e {
@@ -378,11 +380,7 @@ pub async fn authenticate_client(
     })?;
     match (&client.secret_hash, secret) {
         (None, None) => Ok(client),
-        (Some(hash), Some(s)) if constant_time_eq(hash, &rules::hash_secret(s)) => {
-            // A secret is accepted by either method: clients differ in which they pick.
-            let _ = method;
-            Ok(client)
-        }
+        (Some(hash), Some(s)) if constant_time_eq(hash, &rules::hash_secret(s)) => Ok(client),
         _ => Err(invalid()),
     }
 }
