@@ -21,9 +21,9 @@ pub use error::ApiError;
 pub use middleware::RequestId;
 pub use state::{ApiConfig, AppState, RateLimitConfig};
 
-/// The OpenAPI document alone: what `/openapi.json` serves with these text engines.
-pub fn openapi(text_engines: &[String]) -> utoipa::openapi::OpenApi {
-    openapi::with_text_engines(openapi::finish(routes::router().split_for_parts().1), text_engines)
+/// The OpenAPI document alone: what `/openapi.json` serves with these engines.
+pub fn openapi(engines: &parley_services::agents::EngineNames) -> utoipa::openapi::OpenApi {
+    openapi::with_engines(openapi::finish(routes::router().split_for_parts().1), engines)
 }
 
 /// Builds the whole HTTP application and its OpenAPI document.
@@ -38,7 +38,7 @@ pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
 pub fn app_with(state: AppState, mounted: Router) -> (Router, utoipa::openapi::OpenApi) {
     let (api, _) = routes::router().split_for_parts();
     let api = api.merge(mounted.with_state(()));
-    let doc = openapi(&state.services.config().text_engines.names());
+    let doc = openapi(&parley_services::agents::EngineNames::of(state.services.config()));
     let json = serde_json::to_string(&doc).expect("the OpenAPI document serialises");
     let router = api
         .layer(axum::Extension(routes::docs::OpenApiJson(json.into())))

@@ -308,14 +308,24 @@ fn flatten_all_of(schemas: &mut std::collections::BTreeMap<String, RefOr<Schema>
     }
 }
 
-/// Lists the configured text engines as the values `text_engine` takes.
-pub fn with_text_engines(mut doc: utoipa::openapi::OpenApi, engines: &[String]) -> utoipa::openapi::OpenApi {
+/// Lists the configured engines as the values the fields naming them take.
+pub fn with_engines(
+    mut doc: utoipa::openapi::OpenApi,
+    engines: &parley_services::agents::EngineNames,
+) -> utoipa::openapi::OpenApi {
     let Some(components) = doc.components.as_mut() else { return doc };
-    for name in ["AgentChanges", "CreateAgent", "UpdateAgent"] {
-        if let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(name)
-            && let Some(RefOr::T(Schema::Object(field))) = o.properties.get_mut("text_engine")
+    let fields = [
+        ("AgentChanges", "text_engine", &engines.text),
+        ("CreateAgent", "text_engine", &engines.text),
+        ("UpdateAgent", "text_engine", &engines.text),
+        ("AgentVoice", "tts_engine", &engines.tts),
+        ("AgentTranscriber", "stt_engine", &engines.stt),
+    ];
+    for (schema, field, names) in fields {
+        if let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(schema)
+            && let Some(RefOr::T(Schema::Object(field))) = o.properties.get_mut(field)
         {
-            field.enum_values = Some(engines.iter().map(|e| serde_json::Value::String(e.clone())).collect());
+            field.enum_values = Some(names.iter().map(|e| serde_json::Value::String(e.clone())).collect());
         }
     }
     doc

@@ -50,6 +50,67 @@ pub struct HandoffPolicy {
     pub target_user_id: Option<i64>,
 }
 
+/// The agent's voice on calls: a configured text-to-speech engine
+/// (`GET /api/v1/speech-engines`), a voice of it, and a speed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentVoice {
+    /// A configured text-to-speech engine; `espeak` is built in.
+    pub tts_engine: String,
+    /// The engine's voice (1–100 characters): an espeak-ng voice (`en-us`),
+    /// a Piper model (`en_US-joe-medium`), an OpenAI voice (`alloy`); `null`
+    /// for the engine's own.
+    #[schema(min_length = 1, max_length = 100)]
+    pub voice_id: Option<String>,
+    /// 0.25–4.0 times the engine's normal rate; `null` for 1.0.
+    #[schema(minimum = 0.25, maximum = 4.0)]
+    pub speed: Option<f64>,
+}
+
+/// How the agent hears callers: a configured speech-to-text engine and
+/// the language it listens for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTranscriber {
+    /// A configured speech-to-text engine (`GET /api/v1/speech-engines`).
+    pub stt_engine: String,
+    /// A BCP 47 tag (`en`, `en-US`); `null` for the agent's `language`.
+    #[schema(min_length = 2, max_length = 35)]
+    pub language: Option<String>,
+}
+
+/// An agent's call settings, stored together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct AgentSpeech {
+    /// `null` for the server's default voice (`speech.default_tts`).
+    pub voice: Option<AgentVoice>,
+    /// `null` for the server's default (`speech.default_stt`); without
+    /// either, callers' speech on SIP and Twilio calls is `[inaudible]`.
+    pub transcriber: Option<AgentTranscriber>,
+    /// Caller speech over the agent for longer than this (0–5,000 ms)
+    /// interrupts it; shorter sounds ("uh-huh") do not. Default 300.
+    pub interruption_threshold_ms: i64,
+    /// Seconds of caller silence (1–600) after which the agent prompts
+    /// again; `null` for never.
+    pub silence_reprompt_s: Option<i64>,
+    /// Seconds of caller silence (1–3,600) after which the agent hangs
+    /// up; `null` for never.
+    pub silence_hangup_s: Option<i64>,
+}
+
+impl Default for AgentSpeech {
+    fn default() -> Self {
+        AgentSpeech {
+            voice: None,
+            transcriber: None,
+            interruption_threshold_ms: 300,
+            silence_reprompt_s: None,
+            silence_hangup_s: None,
+        }
+    }
+}
+
 /// An agent as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Agent {
@@ -69,8 +130,9 @@ pub struct Agent {
     pub first_message: Option<String>,
     /// BCP 47 language tag.
     pub language: String,
-    /// Text-to-speech voice id.
-    pub voice: Option<String>,
+    /// How the agent speaks and listens on calls.
+    #[serde(flatten)]
+    pub speech: AgentSpeech,
     /// Prompt blocks rendered before `system_prompt`, in this order.
     pub prompt_block_ids: Vec<i64>,
     pub knowledge_collection_ids: Vec<i64>,

@@ -102,6 +102,11 @@ pub struct Call {
     pub metadata: Map<String, Value>,
     pub provider: String,
     pub provider_call_id: Option<String>,
+    /// The number or SIP URI the agent transferred the call to (`ended_reason: transferred`).
+    pub transfer_to: Option<String>,
+    /// The `voice` channel the call is on (the dialled number or SIP
+    /// address, for inbound calls).
+    pub channel_id: Option<i64>,
 }
 
 /// One finished piece of speech.

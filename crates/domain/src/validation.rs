@@ -340,6 +340,30 @@ pub fn integer(min: i64, max: i64) -> impl FnOnce(Value, &[LocPart]) -> Parsed<i
     }
 }
 
+/// A JSON number in `min..=max` (an integer is a number too).
+pub fn number(min: f64, max: f64) -> impl FnOnce(Value, &[LocPart]) -> Parsed<f64> {
+    move |v, l| match v.as_f64() {
+        Some(n) if n < min => Err(vec![
+            FieldError::new(
+                l.to_vec(),
+                "value_error.number.not_ge",
+                format!("ensure this value is greater than or equal to {min}"),
+            )
+            .with_ctx(serde_json::json!({"limit_value": min})),
+        ]),
+        Some(n) if n > max => Err(vec![
+            FieldError::new(
+                l.to_vec(),
+                "value_error.number.not_le",
+                format!("ensure this value is less than or equal to {max}"),
+            )
+            .with_ctx(serde_json::json!({"limit_value": max})),
+        ]),
+        Some(n) => Ok(n),
+        None => Err(vec![FieldError::wrong_type(l.to_vec(), "float")]),
+    }
+}
+
 /// An integer written in a URL (path or query): digits, or digits with a
 /// zero fraction (`42.0`, which JSON Schema counts as an integer).
 pub fn parse_integer_text(raw: &str) -> Result<i64, std::num::ParseIntError> {

@@ -614,6 +614,6 @@ pub(crate) fn answered(a: Answered) -> ServiceResult<Value> {
     serde_json::from_str(&a.answer.body).map_err(|e| ServiceError::internal(e, "reading a stored answer"))
 }
 
-pub(crate) fn engines(svc: &Services) -> Vec<String> {
-    svc.config().text_engines.names()
+pub(crate) fn engines(svc: &Services) -> parley_services::agents::EngineNames {
+    parley_services::agents::EngineNames::of(svc.config())
 }

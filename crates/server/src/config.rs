@@ -162,6 +162,12 @@ impl Default for WebchatSettings {
 pub struct SpeechSettings {
     pub stt: BTreeMap<String, serde_json::Value>,
     pub tts: BTreeMap<String, serde_json::Value>,
+    /// The speech-to-text engine of agents that name none; without it
+    /// (and without the agent's own) callers' speech on SIP and Twilio
+    /// calls is `[inaudible]`.
+    pub default_stt: Option<String>,
+    /// The voice of agents that name none: `espeak` unless set.
+    pub default_tts: Option<String>,
 }
 
 /// The MCP endpoint and its OAuth authorization server.
@@ -618,7 +624,8 @@ impl Settings {
 
     /// The speech engines, parsed.
     pub fn speech_engines(&self) -> Result<parley_speech::engines::SpeechEngines, String> {
-        parley_speech::engines::SpeechEngines::from_settings(&self.speech.stt, &self.speech.tts)
+        parley_speech::engines::SpeechEngines::from_settings(&self.speech.stt, &self.speech.tts)?
+            .with_defaults(self.speech.default_stt.clone(), self.speech.default_tts.clone())
     }
 
     pub fn services_config(&self) -> parley_services::ServicesConfig {

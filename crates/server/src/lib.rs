@@ -104,8 +104,9 @@ pub async fn serve(
     }
     let services = services(&settings, db.clone()).await?;
     let state = AppState::new(services.clone(), settings.api_config()).map_err(anyhow::Error::msg)?;
-    let openapi = serde_json::to_value(parley_api::openapi(&services.config().text_engines.names()))
-        .context("the OpenAPI document serialises")?;
+    let openapi =
+        serde_json::to_value(parley_api::openapi(&parley_services::agents::EngineNames::of(services.config())))
+            .context("the OpenAPI document serialises")?;
     let mcp = parley_mcp::router(
         services.clone(),
         parley_mcp::McpConfig::new(&settings.public_url(), openapi, state.list_cache())

@@ -329,7 +329,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Openapi => {
-            print_json(&serde_json::to_value(parley_api::openapi(&settings.services_config().text_engines.names()))?);
+            print_json(&serde_json::to_value(parley_api::openapi(&parley_services::agents::EngineNames::of(
+                &settings.services_config(),
+            )))?);
             Ok(())
         }
     }

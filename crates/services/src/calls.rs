@@ -193,6 +193,8 @@ pub struct Dialed {
     pub call: CallRow,
     pub placed: Placed,
     pub agent: CallAgent,
+    /// The provider streams live audio (SIP, Twilio), not whole utterances.
+    pub streams_audio: bool,
 }
 
 impl Dialed {
@@ -340,6 +342,8 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
             metadata: input.metadata.as_ref().unwrap_or(&empty),
             provider: provider.name(),
             owner: &svc.calls.instance,
+            direction: parley_domain::call::CallDirection::Outbound,
+            channel_id: channel.id,
         },
     )
     .await?;
@@ -410,7 +414,8 @@ async fn record_dial(
             repo::set_provider_call_id(work, scope, queued.row.id, &placed.provider_call_id).await?;
             let call = repo::get(work, scope, call_id).await?.ok_or_else(|| not_found(call_id))?;
             let answer = Answer::json(201, &call.to_api()?)?;
-            work.start_call(Dialed { scope, call, placed, agent: queued.agent.clone() });
+            let streams_audio = queued.provider.streams_audio();
+            work.start_call(Dialed { scope, call, placed, agent: queued.agent.clone(), streams_audio });
             Ok(answer)
         }
         Err(e) => {
@@ -432,6 +437,7 @@ async fn fail_dial(tx: &mut Tx, scope: Scope, row: &CallRow, conversation_id: i6
         duration_ms: 0,
         cost_cents: 0,
         recording: None,
+        transfer_to: None,
     };
     if repo::finish(tx, scope, row.id, &ending).await? {
         conversation_repo::set_status(tx, scope, conversation_id, ConversationStatus::Closed).await?;
@@ -456,7 +462,7 @@ pub fn start(svc: &Services, dialed: Dialed) {
 }
 
 async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>) -> ServiceResult<()> {
-    let Dialed { scope, call, placed, agent } = dialed;
+    let Dialed { scope, call, placed, agent, streams_audio } = dialed;
     let (progress_tx, mut progress) = mpsc::channel(64);
     // The recording is written to the spool as the call runs, then stored.
     let spool = match svc.storage.spool() {
@@ -467,7 +473,8 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
             None
         }
     };
-    let options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), spool);
+    let mut options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), spool);
+    speech_options(&svc.config.speech, &agent.agent, streams_audio, &mut options);
     let session = CallSession::new(svc.clone(), scope, agent);
     let running = tokio::spawn(engine::run(placed, Box::new(session), options, progress_tx, hangup));
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
@@ -477,6 +484,39 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
     heartbeat.abort();
     let outcome = running.await.map_err(|e| ServiceError::internal(e, "the call engine stopped"))?;
     conclude(svc, scope, &call, outcome).await
+}
+
+/// How the agent speaks and listens on this call: its engines (else the
+/// server's defaults), its interruption threshold and silence handling.
+fn speech_options(
+    engines: &parley_speech::engines::SpeechEngines,
+    agent: &parley_domain::agent::Agent,
+    streams_audio: bool,
+    options: &mut engine::Options,
+) {
+    let speech = &agent.speech;
+    let voice = match &speech.voice {
+        Some(v) => engines.synthesiser(&v.tts_engine, v.voice_id.as_deref(), v.speed.map(|s| s as f32)),
+        None => engines.synthesiser(engines.default_tts(), None, None),
+    };
+    match voice {
+        Some(Ok(voice)) => options.voice = voice,
+        // Settings are checked when saved; an engine removed from the
+        // configuration since, or espeak-ng missing, leaves the tone voice.
+        Some(Err(e)) => tracing::warn!(agent = agent.id, error = %e, "the agent's voice cannot speak; using tones"),
+        None => tracing::warn!(agent = agent.id, "the agent's text-to-speech engine is not configured; using tones"),
+    }
+    let (stt, language) = match &speech.transcriber {
+        Some(t) => (Some(t.stt_engine.as_str()), t.language.as_deref().unwrap_or(&agent.language)),
+        None => (engines.default_stt(), agent.language.as_str()),
+    };
+    // Speech engines take the language alone (`en`), not its region.
+    let language = language.split('-').next().unwrap_or(language);
+    options.transcriber = stt.and_then(|name| engines.transcriber(name, Some(language)));
+    options.listening.live = streams_audio;
+    options.listening.interruption_threshold_ms = speech.interruption_threshold_ms;
+    options.listening.silence_reprompt_ms = speech.silence_reprompt_s.map(|s| s * 1000);
+    options.listening.silence_hangup_ms = speech.silence_hangup_s.map(|s| s * 1000);
 }
 
 /// Renews this instance's hold on its live calls while they run.
@@ -609,6 +649,7 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
         duration_ms: outcome.duration_ms,
         cost_cents: charged.map_or(0, |e| -e.amount_cents),
         recording: recording.clone(),
+        transfer_to: outcome.transfer_to.clone(),
     };
     if !repo::finish(&mut tx, scope, call.id, &ending).await? {
         // Ended meanwhile (an instance thought it abandoned): keep that end.
@@ -718,6 +759,7 @@ async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<par
         duration_ms,
         cost_cents: charged.map_or(0, |e| -e.amount_cents),
         recording: None,
+        transfer_to: None,
     };
     if repo::finish(&mut work, scope, call.id, &ending).await? {
         if let Some(conversation_id) = call.conversation_id {

@@ -60,7 +60,7 @@ async fn setup(database: &TestDatabase) -> (Services, Arc<Probe>, Scope, i64) {
         .await
         .unwrap();
     let scope = Scope::new(created.workspace.id, Mode::Test);
-    let input = agents::parse_create(json!({"name": "Ava"}), &svc.config().text_engines.names()).unwrap();
+    let input = agents::parse_create(json!({"name": "Ava"}), &agents::EngineNames::of(svc.config())).unwrap();
     let agent = svc.transaction(async |work| agents::create(work, &svc, scope, input).await).await.unwrap();
     (svc, probe, scope, agent.agent.id)
 }
@@ -111,7 +111,7 @@ async fn placing_a_call_dials_outside_any_transaction_and_replays(database: Test
 
 async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     let (svc, _probe, scope, _agent) = setup(&database).await;
-    let input = agents::parse_create(json!({"name": "Rolled back"}), &svc.config().text_engines.names()).unwrap();
+    let input = agents::parse_create(json!({"name": "Rolled back"}), &agents::EngineNames::of(svc.config())).unwrap();
     let mut work = svc.begin().await.unwrap();
     let agent = agents::create(&mut work, &svc, scope, input).await.unwrap().agent;
     drop(work);

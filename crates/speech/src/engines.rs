@@ -149,6 +149,9 @@ impl EngineInfo {
 pub struct SpeechEngines {
     stt: BTreeMap<String, SttSettings>,
     tts: BTreeMap<String, TtsSettings>,
+    /// For agents that name no engine.
+    default_stt: Option<String>,
+    default_tts: Option<String>,
 }
 
 impl SpeechEngines {
@@ -182,6 +185,44 @@ impl SpeechEngines {
     pub fn list(&self) -> Vec<EngineInfo> {
         let stt = self.stt.iter().map(|(n, s)| EngineInfo::of_stt(n, s));
         stt.chain(self.tts.iter().map(|(n, s)| EngineInfo::of_tts(n, s))).collect()
+    }
+
+    /// Sets the engines agents without their own use. `Err` names an
+    /// engine that is not configured.
+    pub fn with_defaults(mut self, stt: Option<String>, tts: Option<String>) -> Result<SpeechEngines, String> {
+        if let Some(name) = &stt
+            && !self.has_stt(name)
+        {
+            return Err(format!("speech.default_stt: `{name}` is not a configured [speech.stt.*] engine"));
+        }
+        if let Some(name) = &tts
+            && !self.has_tts(name)
+        {
+            return Err(format!("speech.default_tts: `{name}` is not a configured [speech.tts.*] engine"));
+        }
+        self.default_stt = stt;
+        self.default_tts = tts;
+        Ok(self)
+    }
+
+    /// The speech-to-text engine of agents without their own, if any.
+    pub fn default_stt(&self) -> Option<&str> {
+        self.default_stt.as_deref()
+    }
+
+    /// The text-to-speech engine of agents without their own (`espeak` unless set).
+    pub fn default_tts(&self) -> &str {
+        self.default_tts.as_deref().unwrap_or(ESPEAK)
+    }
+
+    /// The speech-to-text engines' names.
+    pub fn stt_names(&self) -> Vec<String> {
+        self.stt.keys().cloned().collect()
+    }
+
+    /// The text-to-speech engines' names (`espeak` among them).
+    pub fn tts_names(&self) -> Vec<String> {
+        self.tts.keys().cloned().collect()
     }
 
     pub fn has_stt(&self, name: &str) -> bool {

@@ -51,7 +51,7 @@ fn agent(name: &str) -> AgentFields {
         system_prompt: "Be brief.".into(),
         first_message: None,
         language: "en".into(),
-        voice: None,
+        speech: Default::default(),
         prompt_block_ids: vec![],
         knowledge_collection_ids: vec![],
         handoff: Default::default(),

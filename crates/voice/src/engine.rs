@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::audio::{Recorder, Recording, Voice, duration_ms};
 use crate::live::Live;
 use crate::provider::{Command, FarEnd, Pcm, Placed, ProviderEvent};
-use crate::session::{AgentSession, Input, reply_text};
+use crate::session::{AgentSession, Input, Output};
 use crate::speech::{Synthesiser, ToneVoice, Transcriber, synthesise};
 
 /// One finished piece of speech, timed from the answer.
@@ -37,6 +37,8 @@ pub struct Outcome {
     pub duration_ms: i64,
     pub recording: Option<Recording>,
     pub segments: Vec<Segment>,
+    /// Where the agent transferred the call, if it did.
+    pub transfer_to: Option<String>,
 }
 
 #[derive(Clone)]
@@ -85,11 +87,38 @@ pub(crate) struct Run {
     answered: Option<Instant>,
     /// When the agent's queued speech ends (ms from the answer).
     pub(crate) agent_until_ms: i64,
+    /// When the caller last stopped speaking (ms from the answer).
+    pub(crate) caller_until_ms: i64,
+    /// What the agent asked to do once its words are heard, and when.
+    pending: Option<(Action, i64)>,
+    /// How the agent ended the call, once it did.
+    ending: Option<Action>,
+    /// Keys pressed and not yet given to the agent, and when to give them.
+    keys: String,
+    keys_due: Option<Instant>,
+    /// Whether the caller was prompted in the current silence.
+    pub(crate) reprompted: bool,
 }
+
+/// What an agent's turn can do to the call (its `end_call` and
+/// `transfer_call` tools).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    EndCall,
+    Transfer(String),
+}
+
+/// How long after the last key the keys pressed go to the agent (`#` sends them at once).
+const KEYS_PAUSE: Duration = Duration::from_millis(1500);
 
 impl Run {
     pub(crate) fn now_ms(&self) -> i64 {
         self.answered.map_or(0, |t| t.elapsed().as_millis() as i64)
+    }
+
+    /// The instant `ms` after the answer.
+    fn instant_of(&self, ms: i64) -> Instant {
+        self.answered.map_or_else(Instant::now, |t| t + Duration::from_millis(ms.max(0) as u64))
     }
 
     pub(crate) async fn segment(&mut self, speaker: Speaker, text: String, start_ms: i64, end_ms: i64) {
@@ -121,6 +150,32 @@ impl Run {
         }
     }
 
+    /// Asks the agent to act on its turn's end: once the words queued so
+    /// far have been heard.
+    pub(crate) fn act_after_speech(&mut self, action: Action) {
+        self.pending = Some((action, self.agent_until_ms));
+    }
+
+    /// Forgets what the agent asked to do (the caller interrupted it).
+    pub(crate) fn cancel_action(&mut self) {
+        self.pending = None;
+    }
+
+    /// Carries out what the agent asked: hang up, or transfer.
+    async fn act(&mut self, action: Action) {
+        let command = match &action {
+            Action::EndCall => Command::Hangup,
+            Action::Transfer(to) => Command::Transfer(to.clone()),
+        };
+        self.ending = Some(action);
+        let _ = self.commands.send(command).await;
+    }
+
+    /// The caller is quiet and the agent has nothing to say.
+    pub(crate) fn silence_since(&self) -> i64 {
+        self.agent_until_ms.max(self.caller_until_ms)
+    }
+
     /// The agent says `text`: played to the caller after what it is already saying.
     async fn say(&mut self, text: String) {
         let pcm = synthesise(self.voice.as_ref(), &text).await;
@@ -150,10 +205,29 @@ impl Run {
             Some(text) => text,
             None => self.transcribe(&audio).await,
         };
+        self.caller_until_ms = end;
+        self.reprompted = false;
         self.segment(Speaker::Caller, text.clone(), start, end).await;
-        let reply = reply_text(self.agent.respond(Input::UserSaid(text))).await;
+        self.answer(Input::UserSaid(text)).await;
+    }
+
+    /// The agent's whole turn, said (calls without live audio).
+    async fn answer(&mut self, input: Input) {
+        let mut turn = self.agent.respond(input);
+        let (mut reply, mut action) = (String::new(), None);
+        while let Some(output) = futures::StreamExt::next(&mut turn).await {
+            match output {
+                Output::TextDelta(t) => reply.push_str(&t),
+                Output::EndCall => action = Some(Action::EndCall),
+                Output::Transfer(to) => action = Some(Action::Transfer(to)),
+                Output::ToolCall { .. } | Output::EndOfTurn => {}
+            }
+        }
         if !reply.is_empty() {
             self.say(reply).await;
+        }
+        if let Some(action) = action {
+            self.act_after_speech(action);
         }
     }
 
@@ -202,6 +276,12 @@ pub async fn run(
         segments: Vec::new(),
         answered: None,
         agent_until_ms: 0,
+        caller_until_ms: 0,
+        pending: None,
+        ending: None,
+        keys: String::new(),
+        keys_due: None,
+        reprompted: false,
     };
     let mut live = Live::new(options.listening);
     // The recording keeps the last RECORDING_WINDOW in memory and writes the rest.
@@ -231,9 +311,16 @@ pub async fn run(
                 }
                 Some(ProviderEvent::Heard { audio, text }) => run.heard(audio, text).await,
                 Some(ProviderEvent::Audio(frame)) => live.audio(&mut run, frame).await,
-                Some(ProviderEvent::Dtmf(_)) => {}
+                Some(ProviderEvent::Dtmf(key)) => {
+                    run.keys.push(key);
+                    run.keys_due = Some(if key == '#' { Instant::now() } else { Instant::now() + KEYS_PAUSE });
+                }
                 Some(ProviderEvent::Ended(end)) => break match (end, run.answered.is_some()) {
-                    (FarEnd::HungUp, true) => (CallStatus::Completed, EndedReason::CallerHangup),
+                    (FarEnd::HungUp, true) => match &run.ending {
+                        Some(Action::EndCall) => (CallStatus::Completed, EndedReason::AgentHangup),
+                        Some(Action::Transfer(_)) => (CallStatus::Completed, EndedReason::Transferred),
+                        None => (CallStatus::Completed, EndedReason::CallerHangup),
+                    },
                     (FarEnd::HungUp, false) => (CallStatus::Canceled, EndedReason::Canceled),
                     (FarEnd::Busy, _) => (CallStatus::Busy, EndedReason::Busy),
                     (FarEnd::NoAnswer, _) => (CallStatus::NoAnswer, EndedReason::NoAnswer),
@@ -251,7 +338,34 @@ pub async fn run(
                 };
             }
             Some(message) = live.next() => live.handle(&mut run, message).await,
-            _ = flush.tick() => run.flush_recording(),
+            _ = sleep_until_opt(run.keys_due) => {
+                run.keys_due = None;
+                let keys = std::mem::take(&mut run.keys);
+                let now = run.now_ms();
+                run.caller_until_ms = now;
+                run.reprompted = false;
+                run.segment(Speaker::Caller, format!("[pressed {keys}]"), now, now).await;
+                respond(&mut run, &mut live, options.listening.live, Input::Keys(keys)).await;
+            }
+            _ = sleep_until_opt(run.pending.as_ref().map(|(_, at)| run.instant_of(*at))) => {
+                if let Some((action, _)) = run.pending.take() {
+                    live.stop(&mut run).await;
+                    run.act(action).await;
+                }
+            }
+            _ = flush.tick() => {
+                run.flush_recording();
+                if run.answered.is_some() && run.ending.is_none() && run.pending.is_none() && !live.busy() {
+                    let quiet = run.now_ms() - run.silence_since();
+                    let listening = options.listening;
+                    if listening.silence_hangup_ms.is_some_and(|m| quiet >= m) {
+                        run.act(Action::EndCall).await;
+                    } else if !run.reprompted && listening.silence_reprompt_ms.is_some_and(|m| quiet >= m) {
+                        run.reprompted = true;
+                        respond(&mut run, &mut live, listening.live, Input::Timeout).await;
+                    }
+                }
+            }
             _ = tokio::time::sleep_until(deadline) => {
                 let _ = run.commands.send(Command::Hangup).await;
                 break (CallStatus::Completed, EndedReason::MaxDuration);
@@ -268,7 +382,29 @@ pub async fn run(
         }
         None => None,
     };
-    Outcome { status, reason, duration_ms, recording, segments: run.segments }
+    let transfer_to = match run.ending {
+        Some(Action::Transfer(to)) if reason == EndedReason::Transferred => Some(to),
+        _ => None,
+    };
+    Outcome { status, reason, duration_ms, recording, segments: run.segments, transfer_to }
+}
+
+/// The agent answers `input`: streamed (live audio) or said whole.
+async fn respond(run: &mut Run, live: &mut Live, streamed: bool, input: Input) {
+    if streamed {
+        let turn = run.agent.respond(input);
+        live.speak(run, turn);
+    } else {
+        run.answer(input).await;
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::audio::{Voice, duration_ms};
-use crate::engine::{Run, transcribe};
+use crate::engine::{Action, Run, transcribe};
 use crate::provider::{Command, Pcm};
 use crate::session::{Input, Output};
 use crate::speech::Synthesiser;
@@ -37,11 +37,22 @@ pub struct Listening {
     /// Audio kept from before the detected start of speech (its first
     /// syllable is quiet and the VAD needs a few frames).
     pub preroll_ms: i64,
+    /// Silence after which the agent prompts the caller again (once per silence).
+    pub silence_reprompt_ms: Option<i64>,
+    /// Silence after which the agent hangs up.
+    pub silence_hangup_ms: Option<i64>,
 }
 
 impl Default for Listening {
     fn default() -> Self {
-        Listening { live: false, turns: TurnSettings::default(), interruption_threshold_ms: 300, preroll_ms: 200 }
+        Listening {
+            live: false,
+            turns: TurnSettings::default(),
+            interruption_threshold_ms: 300,
+            preroll_ms: 200,
+            silence_reprompt_ms: None,
+            silence_hangup_ms: None,
+        }
     }
 }
 
@@ -51,6 +62,8 @@ pub(crate) enum Message {
     Text { turn: u64, delta: String },
     /// A frame of turn `turn`'s speech, to play now.
     Frame { turn: u64, frame: Pcm },
+    /// Turn `turn` asks to end or transfer the call once it has been heard.
+    Act { turn: u64, action: Action },
     /// Turn `turn` has no more speech.
     Spoken { turn: u64 },
     /// An utterance of the caller's, transcribed.
@@ -64,6 +77,7 @@ struct Speaking {
     /// When its first frame plays (ms from the answer).
     start_ms: Option<i64>,
     text: String,
+    action: Option<Action>,
 }
 
 /// An agent segment whose audio is still playing: written when it ends,
@@ -107,6 +121,11 @@ impl Live {
 
     pub(crate) async fn next(&mut self) -> Option<Message> {
         self.rx.recv().await
+    }
+
+    /// Whether the agent is speaking or the caller is talking.
+    pub(crate) fn busy(&self) -> bool {
+        self.speaking.is_some() || self.playing.is_some() || self.utterance.is_some()
     }
 
     fn agent_talking(&self, run: &Run, now: i64) -> bool {
@@ -190,8 +209,12 @@ impl Live {
             r.cut(Voice::Agent, now);
         }
         run.agent_until_ms = run.agent_until_ms.min(now);
+        // What it meant to do after those words is off too.
+        run.cancel_action();
         // The agent's memory: its turn stopped where the caller spoke.
-        drop(run.agent.respond(Input::UserSpeaking));
+        let played = run.segments.last().filter(|s| s.speaker == Speaker::Agent && s.interrupted);
+        let played = played.map(|s| s.text.clone()).unwrap_or_default();
+        drop(run.agent.respond(Input::Interrupted { played }));
     }
 
     /// Writes the agent segment whose audio has finished playing.
@@ -224,17 +247,27 @@ impl Live {
                 run.agent_until_ms = at + duration_ms(frame.len());
                 let _ = run.commands.send(Command::Play(frame)).await;
             }
+            Message::Act { turn, action } if current(turn, &self.speaking) => {
+                if let Some(s) = &mut self.speaking {
+                    s.action = Some(action);
+                }
+            }
             Message::Spoken { turn } if current(turn, &self.speaking) => {
                 let now = run.now_ms();
                 self.finish_played(run, now).await;
-                if let Some(s) = self.speaking.take()
-                    && let Some(start_ms) = s.start_ms
-                {
-                    let text = s.text.trim().to_owned();
-                    self.playing = Some(Playing { start_ms, end_ms: run.agent_until_ms, text });
+                if let Some(s) = self.speaking.take() {
+                    if let Some(start_ms) = s.start_ms {
+                        let text = s.text.trim().to_owned();
+                        self.playing = Some(Playing { start_ms, end_ms: run.agent_until_ms, text });
+                    }
+                    if let Some(action) = s.action {
+                        run.act_after_speech(action);
+                    }
                 }
             }
             Message::Heard { start_ms, end_ms, text } => {
+                run.caller_until_ms = end_ms;
+                run.reprompted = false;
                 run.segment(Speaker::Caller, text.clone(), start_ms, end_ms).await;
                 if text != "[inaudible]" {
                     let turn = run.agent.respond(Input::UserSaid(text));
@@ -253,14 +286,14 @@ impl Live {
 
     /// Starts speaking an agent turn: its text goes to the synthesiser as
     /// it streams, the frames come back to be played.
-    fn speak(&mut self, run: &mut Run, turn: BoxStream<'static, Output>) {
+    pub(crate) fn speak(&mut self, run: &mut Run, turn: BoxStream<'static, Output>) {
         if let Some(previous) = self.speaking.take() {
             previous.task.abort();
         }
         self.turn += 1;
         let id = self.turn;
         let task = tokio::spawn(speak_turn(id, turn, run.voice.clone(), self.tx.clone()));
-        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new() });
+        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new(), action: None });
     }
 
     /// The call is over: what was playing is written as far as it got.
@@ -297,6 +330,12 @@ async fn speak_turn(
                     if let Some(input) = &text_in && input.send(delta).await.is_err() {
                         text_in = None;
                     }
+                }
+                Some(Output::EndCall) => {
+                    let _ = tx.send(Message::Act { turn, action: Action::EndCall }).await;
+                }
+                Some(Output::Transfer(to)) => {
+                    let _ = tx.send(Message::Act { turn, action: Action::Transfer(to) }).await;
                 }
                 Some(Output::ToolCall { .. }) => {}
                 Some(Output::EndOfTurn) | None => text_in = None,

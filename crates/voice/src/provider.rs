@@ -80,6 +80,13 @@ pub trait Provider: Send + Sync {
     /// Its name, shown on calls (`simulated`, `sip`, …).
     fn name(&self) -> &'static str;
 
+    /// Whether answered calls stream live audio ([`ProviderEvent::Audio`])
+    /// rather than whole utterances: the engine then listens for turns and
+    /// barge-in, and streams the agent's speech.
+    fn streams_audio(&self) -> bool {
+        false
+    }
+
     /// Places a call. `Err` when the provider refuses or fails before the
     /// call exists (the API answers 502).
     fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>>;

@@ -20,8 +20,11 @@ use serde_json::Value;
 pub enum Input {
     /// A finished user utterance (a transcript, a chat message).
     UserSaid(String),
-    /// The user started speaking (voice): a turn in progress should stop.
-    UserSpeaking,
+    /// The user talked over the agent (voice): its turn stopped, and the
+    /// caller heard only `played` of it.
+    Interrupted { played: String },
+    /// The caller pressed keys (DTMF), in order.
+    Keys(String),
     /// The answer to a tool call the session asked for.
     ToolResult { call_id: String, output: Value },
     /// Nobody said anything for the configured silence.
@@ -35,6 +38,11 @@ pub enum Output {
     TextDelta(String),
     /// The agent wants a tool run; its result comes back as [`Input::ToolResult`].
     ToolCall { call_id: String, name: String, arguments: Value },
+    /// Hang up once what was said has been heard (the `end_call` tool).
+    EndCall,
+    /// Hand the call to this number or SIP URI once what was said has
+    /// been heard (the `transfer_call` tool).
+    Transfer(String),
     /// The turn is over.
     EndOfTurn,
 }
@@ -88,7 +96,9 @@ impl AgentSession for BuiltinAgent {
     fn respond(&mut self, input: Input) -> BoxStream<'static, Output> {
         let reply = match input {
             Input::UserSaid(text) => Self::answer(&text),
-            Input::UserSpeaking | Input::ToolResult { .. } | Input::Timeout => None,
+            Input::Keys(keys) => Some(format!("You pressed {keys}.")),
+            Input::Timeout => Some("Are you still there?".to_owned()),
+            Input::Interrupted { .. } | Input::ToolResult { .. } => None,
         };
         // Stream the reply as a model would: a word (with its space) at a time.
         let deltas: Vec<Output> = reply
@@ -111,8 +121,8 @@ mod tests {
         assert!(outputs.iter().filter(|o| matches!(o, Output::TextDelta(_))).count() > 1, "not streamed: {outputs:?}");
         let text = reply_text(agent.respond(Input::UserSaid("Where is my order?".into()))).await;
         assert_eq!(text, "I understand: Where is my order.");
-        // A user who starts speaking gets no reply, only the end of the turn.
-        let outputs: Vec<Output> = agent.respond(Input::UserSpeaking).collect().await;
+        // An interruption gets no reply, only the end of the turn.
+        let outputs: Vec<Output> = agent.respond(Input::Interrupted { played: "Hello".into() }).collect().await;
         assert_eq!(outputs, vec![Output::EndOfTurn]);
     }
 }

@@ -127,6 +127,10 @@ impl Provider for SipProvider {
         "sip"
     }
 
+    fn streams_audio(&self) -> bool {
+        true
+    }
+
     fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>> {
         Box::pin(async move {
             let callee = self.callee(&dial.to)?;

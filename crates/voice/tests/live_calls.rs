@@ -5,12 +5,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use parley_domain::call::EndedReason;
 use parley_domain::call::Speaker;
 use parley_speech::espeak::Espeak;
 use parley_speech::{Pcm, Transcript, synthesise};
 use parley_voice::engine::{self, Options, Outcome, Progress};
 use parley_voice::provider::{Command, FarEnd, Placed, ProviderEvent};
-use parley_voice::session::BuiltinAgent;
+use parley_voice::session::{AgentSession, BuiltinAgent, Input, Output};
 use parley_voice::speech::Transcriber;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -37,17 +40,54 @@ impl Transcriber for Scripted {
     }
 }
 
+/// The agent of these tests: the builtin one, except that it says
+/// goodbye and hangs up when the caller says "goodbye", transfers when
+/// asked to, and keeps every input it was given.
+struct Scripting {
+    builtin: BuiltinAgent,
+    inputs: Arc<Mutex<Vec<Input>>>,
+}
+
+impl AgentSession for Scripting {
+    fn greeting(&mut self) -> Option<String> {
+        self.builtin.greeting()
+    }
+    fn respond(&mut self, input: Input) -> BoxStream<'static, Output> {
+        self.inputs.lock().unwrap().push(input.clone());
+        let said = |text: &str, then: Output| {
+            futures::stream::iter([Output::TextDelta(text.to_owned()), then, Output::EndOfTurn]).boxed()
+        };
+        match &input {
+            Input::UserSaid(t) if t.contains("Goodbye") => said("Goodbye, take care.", Output::EndCall),
+            Input::UserSaid(t) if t.contains("transfer") => {
+                said("Transferring you now.", Output::Transfer("sip:ana@127.0.0.1".into()))
+            }
+            _ => self.builtin.respond(input),
+        }
+    }
+}
+
 /// What the line saw the engine do, timed from the answer.
 #[derive(Default)]
 struct Line {
     /// When each played frame was sent, and stops.
     played: Vec<Duration>,
     stops: Vec<Duration>,
+    /// Hang-ups and transfers.
+    ended: Vec<(Duration, Command)>,
+}
+
+/// Part of what the caller does.
+enum Step {
+    Audio(Pcm),
+    /// Presses keys (RFC 4733 events), at once.
+    Keys(&'static str),
 }
 
 /// Streams `script` (silence or speech, in order) in real time after
-/// answering, then hangs up; records the engine's commands.
-fn line(script: Vec<Pcm>) -> (Placed, Arc<Mutex<Line>>) {
+/// answering, then hangs up; records the engine's commands. The engine's
+/// hang-up or transfer ends the call as SIP does (the far end reports it over).
+fn line(script: Vec<Step>) -> (Placed, Arc<Mutex<Line>>) {
     let (events_tx, events) = mpsc::channel(64);
     let (commands, mut commands_rx) = mpsc::channel::<Command>(4096);
     let seen = Arc::new(Mutex::new(Line::default()));
@@ -55,22 +95,36 @@ fn line(script: Vec<Pcm>) -> (Placed, Arc<Mutex<Line>>) {
     tokio::spawn(async move {
         events_tx.send(ProviderEvent::Answered).await.unwrap();
         let answered = Instant::now();
-        let frames: Vec<Pcm> = script.concat().chunks(160).map(<[i16]>::to_vec).collect();
+        let mut timeline: Vec<Result<Pcm, char>> = Vec::new();
+        for step in script {
+            match step {
+                Step::Audio(pcm) => timeline.extend(pcm.chunks(160).map(|c| Ok(c.to_vec()))),
+                Step::Keys(keys) => timeline.extend(keys.chars().map(Err)),
+            }
+        }
         let mut tick = tokio::time::interval(Duration::from_millis(20));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let mut frames = frames.into_iter();
+        let mut timeline = timeline.into_iter();
         loop {
             tokio::select! {
-                _ = tick.tick() => match frames.next() {
-                    Some(frame) => { let _ = events_tx.send(ProviderEvent::Audio(frame)).await; }
-                    None => { let _ = events_tx.send(ProviderEvent::Ended(FarEnd::HungUp)).await; break; }
+                _ = tick.tick() => loop {
+                    match timeline.next() {
+                        Some(Ok(frame)) => { let _ = events_tx.send(ProviderEvent::Audio(frame)).await; break; }
+                        Some(Err(key)) => { let _ = events_tx.send(ProviderEvent::Dtmf(key)).await; }
+                        None => { let _ = events_tx.send(ProviderEvent::Ended(FarEnd::HungUp)).await; break; }
+                    }
                 },
                 Some(command) = commands_rx.recv() => {
                     let at = answered.elapsed();
                     match command {
                         Command::Play(_) => log.lock().unwrap().played.push(at),
                         Command::StopPlayback => log.lock().unwrap().stops.push(at),
-                        _ => {}
+                        Command::Hangup | Command::Transfer(_) => {
+                            log.lock().unwrap().ended.push((at, command));
+                            let _ = events_tx.send(ProviderEvent::Ended(FarEnd::HungUp)).await;
+                            break;
+                        }
+                        Command::SendDtmf(_) => {}
                     }
                 }
             }
@@ -95,6 +149,19 @@ async fn call(
     heard: Vec<&'static str>,
     threshold_ms: i64,
 ) -> (Outcome, Arc<Mutex<Line>>, std::path::PathBuf) {
+    let (outcome, seen, wav, _) = call_with(first_message, script.into_iter().map(Step::Audio).collect(), heard, |o| {
+        o.listening.interruption_threshold_ms = threshold_ms;
+    })
+    .await;
+    (outcome, seen, wav)
+}
+
+async fn call_with(
+    first_message: &str,
+    script: Vec<Step>,
+    heard: Vec<&'static str>,
+    configure: impl FnOnce(&mut Options),
+) -> (Outcome, Arc<Mutex<Line>>, std::path::PathBuf, Arc<Mutex<Vec<Input>>>) {
     let (placed, seen) = line(script);
     let dir = std::env::temp_dir().join(format!("parley-live-{}", ulid::Ulid::new()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -103,13 +170,17 @@ async fn call(
     options.voice = Arc::new(Espeak::new("en-us", 175).unwrap());
     options.transcriber = Some(Arc::new(Scripted(heard, Mutex::new(0))));
     options.listening.live = true;
-    options.listening.interruption_threshold_ms = threshold_ms;
-    let agent = Box::new(BuiltinAgent { name: "Ada".into(), first_message: Some(first_message.into()) });
+    configure(&mut options);
+    let inputs = Arc::new(Mutex::new(Vec::new()));
+    let agent = Box::new(Scripting {
+        builtin: BuiltinAgent { name: "Ada".into(), first_message: Some(first_message.into()) },
+        inputs: inputs.clone(),
+    });
     let (progress, mut reports) = mpsc::channel::<Progress>(256);
     tokio::spawn(async move { while reports.recv().await.is_some() {} });
     let (_hangup, hangup_rx) = oneshot::channel();
     let outcome = engine::run(placed, agent, options, progress, hangup_rx).await;
-    (outcome, seen, wav)
+    (outcome, seen, wav, inputs)
 }
 
 /// RMS of the recording's `channel` between two times.
@@ -163,8 +234,10 @@ const LONG_GREETING: &str = "Thanks for calling Parley, the self hosted platform
 async fn talking_over_the_agent_stops_it_within_300_ms_and_trims_its_words() {
     let interruption = speech("wait, I have a question about my order").await;
     // The greeting lasts several seconds; the caller talks over it at 3 s.
-    let script = vec![silence(3000), interruption, silence(4000)];
-    let (outcome, seen, _) = call(LONG_GREETING, script, vec!["Wait, I have a question about my order."], 150).await;
+    let script = vec![Step::Audio(silence(3000)), Step::Audio(interruption), Step::Audio(silence(4000))];
+    let heard = vec!["Wait, I have a question about my order."];
+    let (outcome, seen, _, inputs) =
+        call_with(LONG_GREETING, script, heard, |o| o.listening.interruption_threshold_ms = 150).await;
     let line = seen.lock().unwrap();
     assert_eq!(line.stops.len(), 1, "{:?}", line.stops);
     let stop = line.stops[0].as_millis() as i64;
@@ -181,6 +254,9 @@ async fn talking_over_the_agent_stops_it_within_300_ms_and_trims_its_words() {
     assert!(kept > 3 && kept < full * 2 / 3, "trimmed to what was played: {:?}", s[0].text);
     assert!(LONG_GREETING.starts_with(&s[0].text), "{:?}", s[0].text);
     assert!((s[0].end_ms - stop).abs() < 100);
+    // The agent's memory keeps the words heard, not the whole greeting.
+    let inputs = inputs.lock().unwrap();
+    assert_eq!(inputs[0], Input::Interrupted { played: s[0].text.clone() }, "{inputs:?}");
     // The interruption is the caller's turn, and is answered.
     assert_eq!(s[1].speaker, Speaker::Caller);
     assert_eq!(s[1].text, "Wait, I have a question about my order.");
@@ -199,4 +275,77 @@ async fn a_backchannel_under_the_agent_neither_interrupts_nor_takes_a_turn() {
     let s = &outcome.segments;
     assert_eq!(s.len(), 1, "the greeting only: {s:#?}");
     assert_eq!((s[0].text.as_str(), s[0].interrupted), (LONG_GREETING, false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_hangs_up_once_its_goodbye_has_been_heard() {
+    let bye = speech("goodbye").await;
+    let script = vec![Step::Audio(silence(2000)), Step::Audio(bye), Step::Audio(silence(10_000))];
+    let (outcome, seen, _, _) = call_with("Hi.", script, vec!["Goodbye."], |_| {}).await;
+    assert_eq!(outcome.reason, EndedReason::AgentHangup);
+    let s = &outcome.segments;
+    let last = s.last().unwrap();
+    assert_eq!((last.speaker, last.text.as_str(), last.interrupted), (Speaker::Agent, "Goodbye, take care.", false));
+    let line = seen.lock().unwrap();
+    let (at, command) = &line.ended[0];
+    assert_eq!(command, &Command::Hangup);
+    let at = at.as_millis() as i64;
+    assert!(
+        at >= last.end_ms - 40 && at < last.end_ms + 300,
+        "hung up at {at} ms; the goodbye ended at {}",
+        last.end_ms
+    );
+    assert!(at < 8000, "long before the caller's line ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_transfers_the_call_where_it_was_asked_to() {
+    let ask = speech("please transfer me").await;
+    let script = vec![Step::Audio(silence(2000)), Step::Audio(ask), Step::Audio(silence(10_000))];
+    let (outcome, seen, _, _) = call_with("Hi.", script, vec!["Please transfer me."], |_| {}).await;
+    assert_eq!(outcome.reason, EndedReason::Transferred);
+    assert_eq!(outcome.transfer_to.as_deref(), Some("sip:ana@127.0.0.1"));
+    assert_eq!(seen.lock().unwrap().ended[0].1, Command::Transfer("sip:ana@127.0.0.1".into()));
+    assert_eq!(outcome.segments.last().unwrap().text, "Transferring you now.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_pressed_reach_the_agent_as_one_input() {
+    let script = vec![
+        Step::Audio(silence(1500)),
+        Step::Keys("12"),
+        Step::Audio(silence(200)),
+        Step::Keys("#"),
+        Step::Audio(silence(3000)),
+    ];
+    let (outcome, _, _, inputs) = call_with("Hi.", script, vec![], |_| {}).await;
+    assert_eq!(inputs.lock().unwrap().as_slice(), &[Input::Keys("12#".into())]);
+    let s: Vec<(Speaker, &str)> = outcome.segments.iter().map(|s| (s.speaker, s.text.as_str())).collect();
+    assert_eq!(
+        s,
+        vec![(Speaker::Agent, "Hi."), (Speaker::Caller, "[pressed 12#]"), (Speaker::Agent, "You pressed 12#.")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_caller_is_prompted_once_then_hung_up_on() {
+    let script = vec![Step::Audio(silence(20_000))];
+    let (outcome, seen, _, inputs) = call_with("Hi.", script, vec![], |o| {
+        o.listening.silence_reprompt_ms = Some(2000);
+        o.listening.silence_hangup_ms = Some(4000);
+    })
+    .await;
+    assert_eq!(outcome.reason, EndedReason::AgentHangup);
+    assert_eq!(inputs.lock().unwrap().as_slice(), &[Input::Timeout]);
+    let s = &outcome.segments;
+    assert_eq!(s.iter().map(|s| s.text.as_str()).collect::<Vec<_>>(), vec!["Hi.", "Are you still there?"]);
+    // Re-prompted 2 s after the greeting ended, hung up 4 s after the re-prompt (the checks run each second).
+    let prompt_gap = s[1].start_ms - s[0].end_ms;
+    assert!((2000..3200).contains(&prompt_gap), "re-prompted {prompt_gap} ms after the greeting");
+    let hung_up = seen.lock().unwrap().ended[0].0.as_millis() as i64;
+    assert!(
+        (4000..5200).contains(&(hung_up - s[1].end_ms)),
+        "hung up {} ms after the re-prompt",
+        hung_up - s[1].end_ms
+    );
 }

@@ -43,13 +43,13 @@ impl FromBody for playground::ChatRequest {
 
 impl FromBody for CreateAgent {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        agents::parse_create(body, &state.services.config().text_engines.names())
+        agents::parse_create(body, &agents::EngineNames::of(state.services.config()))
     }
 }
 
 impl FromBody for UpdateAgent {
     fn from_body(body: Value, state: &AppState) -> Parsed<Self> {
-        agents::parse_update(body, &state.services.config().text_engines.names())
+        agents::parse_update(body, &agents::EngineNames::of(state.services.config()))
     }
 }
 

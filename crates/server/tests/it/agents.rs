@@ -29,6 +29,9 @@ both_backends! {
         assert_eq!(a["metadata"], json!({}));
         assert_eq!((a["model"].clone(), a["debounce_ms"].clone()), (Value::Null, Value::Null));
         assert_eq!(a["tools"], json!([{"type": "builtin", "name": "handoff_to_human"}]));
+        assert_eq!((a["voice"].clone(), a["transcriber"].clone()), (Value::Null, Value::Null));
+        assert_eq!(a["interruption_threshold_ms"], 300);
+        assert_eq!((a["silence_reprompt_s"].clone(), a["silence_hangup_s"].clone()), (Value::Null, Value::Null));
         assert!(a["created_at"].as_str().unwrap().ends_with('Z'));
         // The tool secret is shown once, at creation.
         let mut a = a.clone();
@@ -106,13 +109,13 @@ both_backends! {
     async fn patch_changes_only_given_fields_and_null_clears(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("A").await;
-        let a = app.create_agent(&ws.live, json!({"name": "Agent", "description": "d", "voice": "en-us-1", "priority": 5, "metadata": {"team": "x"}})).await;
+        let a = app.create_agent(&ws.live, json!({"name": "Agent", "description": "d", "voice": {"tts_engine": "espeak", "voice_id": "en-us"}, "priority": 5, "metadata": {"team": "x"}})).await;
         let path = format!("/api/v1/agents/{}", a["id"]);
         let r = app.patch(&ws.live, &path, json!({"description": null, "priority": 7, "handoff": {"keywords": ["human"], "max_turns": 3}})).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["description"], Value::Null);
         assert_eq!(r.body["priority"], 7);
-        assert_eq!(r.body["voice"], "en-us-1");
+        assert_eq!(r.body["voice"], json!({"tts_engine": "espeak", "voice_id": "en-us", "speed": null}));
         assert_eq!(r.body["metadata"], json!({"team": "x"}));
         assert_eq!(r.body["handoff"], json!({"keywords": ["human"], "max_turns": 3, "target_user_id": null}));
         let bad = app.patch(&ws.live, &path, json!({"name": null, "slug": "mine"})).await;
@@ -155,6 +158,43 @@ both_backends! {
         let r = app.post_idem(&ws.live, "/api/v1/agents", "k", json!({"name": "B", "text_engine": "claude"})).await;
         assert_eq!(r.status, 422);
         assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'builtin', 'openai'");
+    }
+
+    async fn speech_settings_name_configured_engines_and_stay_in_range(backend) {
+        let app = TestApp::spawn_with(backend, |s| {
+            s.speech.stt.insert("whisper".into(), json!({"kind": "wyoming", "host": "127.0.0.1", "port": 10300}));
+        }).await;
+        let ws = app.workspace("A").await;
+        let body = json!({"name": "Caller", "voice": {"tts_engine": "espeak", "voice_id": "en-gb", "speed": 1.25},
+            "transcriber": {"stt_engine": "whisper", "language": "en"}, "interruption_threshold_ms": 500,
+            "silence_reprompt_s": 8, "silence_hangup_s": 30});
+        let a = app.create_agent(&ws.live, body).await;
+        assert_eq!(a["voice"], json!({"tts_engine": "espeak", "voice_id": "en-gb", "speed": 1.25}));
+        assert_eq!(a["transcriber"], json!({"stt_engine": "whisper", "language": "en"}));
+        assert_eq!((a["interruption_threshold_ms"].as_i64(), a["silence_reprompt_s"].as_i64(), a["silence_hangup_s"].as_i64()), (Some(500), Some(8), Some(30)));
+        let path = format!("/api/v1/agents/{}", a["id"]);
+        // Null returns a field to the server's default; the rest stays.
+        let r = app.patch(&ws.live, &path, json!({"transcriber": null, "silence_hangup_s": null})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!((r.body["transcriber"].clone(), r.body["silence_hangup_s"].clone()), (Value::Null, Value::Null));
+        assert_eq!(r.body["voice"]["voice_id"], "en-gb");
+        assert_eq!(r.body["silence_reprompt_s"], 8);
+        let bad = app.patch(&ws.live, &path, json!({"voice": {"tts_engine": "polly", "speed": 9},
+            "transcriber": {"language": "english!"}, "interruption_threshold_ms": -1, "silence_reprompt_s": 0})).await;
+        assert_eq!(bad.status, 422, "{}", bad.text);
+        assert_eq!(bad.faults(), vec![
+            (r#"["body","voice","tts_engine"]"#.to_owned(), "value_error.enum".to_owned()),
+            (r#"["body","voice","speed"]"#.to_owned(), "value_error.number.not_le".to_owned()),
+            (r#"["body","transcriber","stt_engine"]"#.to_owned(), "value_error.missing".to_owned()),
+            (r#"["body","transcriber","language"]"#.to_owned(), "value_error.language".to_owned()),
+            (r#"["body","interruption_threshold_ms"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
+            (r#"["body","silence_reprompt_s"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
+        ]);
+        assert_eq!(app.get(&ws.live, &path).await.body["silence_reprompt_s"], 8, "nothing of a refused change is written");
+        // The OpenAPI document lists the configured engines as the values.
+        let doc = app.send(reqwest::Method::GET, "/openapi.json", None, None, &[]).await.body;
+        assert_eq!(doc["components"]["schemas"]["AgentVoice"]["properties"]["tts_engine"]["enum"], json!(["espeak"]));
+        assert_eq!(doc["components"]["schemas"]["AgentTranscriber"]["properties"]["stt_engine"]["enum"], json!(["whisper"]));
     }
 
     async fn inbound_messages_are_routed_by_triggers_in_priority_order(backend) {

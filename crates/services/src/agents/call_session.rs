@@ -16,7 +16,7 @@ use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
 use parley_voice::session::{AgentSession, Input, Output};
 
 use super::session::{self, Turn};
-use super::tools::Place;
+use super::tools::{Place, Stop};
 use crate::{ServiceResult, Services};
 
 /// What a call's agent is, fixed when the call is placed.
@@ -38,8 +38,47 @@ pub struct CallSession {
     svc: Services,
     scope: Scope,
     call: Arc<CallAgent>,
-    /// What was said so far, as the model reads it.
-    memory: Arc<Mutex<Vec<ChatMessage>>>,
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// What was said so far, as the model reads it. A turn's reply joins it
+/// when the model has finished; if the caller interrupted the turn first,
+/// only the words they heard join it.
+#[derive(Default)]
+struct Memory {
+    messages: Vec<ChatMessage>,
+    /// The turn being answered, and whether its reply is in `messages`.
+    turn: u64,
+    written: bool,
+    /// The words heard of turn `turn` when the caller interrupted it.
+    heard: Option<String>,
+}
+
+impl Memory {
+    fn lock(memory: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {
+        memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Turn `turn`'s reply, as far as the caller heard it.
+    fn reply(&mut self, turn: u64, said: String) {
+        if turn != self.turn {
+            return;
+        }
+        let text = self.heard.take().unwrap_or(said);
+        self.messages.push(ChatMessage::Assistant { text, tool_calls: vec![] });
+        self.written = true;
+    }
+
+    /// The caller cut the current turn off after `played`.
+    fn interrupted(&mut self, played: String) {
+        if self.written {
+            if let Some(ChatMessage::Assistant { text, .. }) = self.messages.last_mut() {
+                *text = played;
+            }
+        } else {
+            self.heard = Some(played);
+        }
+    }
 }
 
 impl CallSession {
@@ -48,6 +87,9 @@ impl CallSession {
     }
 }
 
+/// What the agent says when the caller has been silent (`silence_reprompt_s`).
+const REPROMPT: &str = "Are you still there?";
+
 impl AgentSession for CallSession {
     fn greeting(&mut self) -> Option<String> {
         let greeting = self
@@ -55,46 +97,71 @@ impl AgentSession for CallSession {
             .first_message
             .clone()
             .unwrap_or_else(|| format!("Hello, this is {}. How can I help?", self.call.agent.name));
-        self.memory
-            .lock()
-            .expect("memory lock")
-            .push(ChatMessage::Assistant { text: greeting.clone(), tool_calls: vec![] });
+        let mut memory = Memory::lock(&self.memory);
+        memory.turn += 1;
+        let turn = memory.turn;
+        memory.reply(turn, greeting.clone());
         Some(greeting)
     }
 
     fn respond(&mut self, input: Input) -> BoxStream<'static, Output> {
+        let end = || futures::stream::once(async { Output::EndOfTurn }).boxed();
         let heard = match input {
             Input::UserSaid(text) => text,
-            // Speech in progress, tool results (tools run inside the turn)
-            // and silence (re-prompts come with the speech loop) need no turn.
-            Input::UserSpeaking | Input::ToolResult { .. } | Input::Timeout => {
-                return futures::stream::once(async { Output::EndOfTurn }).boxed();
+            Input::Keys(keys) => format!("[The caller pressed {keys} on the phone's keypad]"),
+            Input::Timeout => {
+                let mut memory = Memory::lock(&self.memory);
+                memory.turn += 1;
+                let turn = memory.turn;
+                memory.reply(turn, REPROMPT.to_owned());
+                return futures::stream::iter([Output::TextDelta(REPROMPT.to_owned()), Output::EndOfTurn]).boxed();
             }
+            Input::Interrupted { played } => {
+                Memory::lock(&self.memory).interrupted(played);
+                return end();
+            }
+            // Tools run inside the turn.
+            Input::ToolResult { .. } => return end(),
         };
-        self.memory.lock().expect("memory lock").push(ChatMessage::User(heard.clone()));
+        let this_turn = {
+            let mut memory = Memory::lock(&self.memory);
+            memory.messages.push(ChatMessage::User(heard.clone()));
+            memory.turn += 1;
+            memory.written = false;
+            memory.heard = None;
+            memory.turn
+        };
         let (deltas, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (act_tx, act_rx) = tokio::sync::oneshot::channel::<Option<Output>>();
         let (svc, scope, call, memory) = (self.svc.clone(), self.scope, self.call.clone(), self.memory.clone());
         tokio::spawn(async move {
-            let said = match turn(&svc, scope, &call, &memory, &heard, &deltas).await {
-                Ok(said) => said,
+            let (said, stop) = match turn(&svc, scope, &call, &memory, &heard, &deltas).await {
+                Ok(done) => done,
                 Err(e) => {
                     tracing::error!(error = %e, "a call's agent turn could not be recorded");
-                    String::new()
+                    (String::new(), None)
                 }
             };
             // A turn that produced nothing says the fallback, so the caller is never met with silence.
-            let said = if said.is_empty() {
+            let said = if said.is_empty() && stop.is_none() {
                 let fallback = svc.config.runtime.fallback_message.clone();
                 let _ = deltas.send(fallback.clone());
                 fallback
             } else {
                 said
             };
-            memory.lock().expect("memory lock").push(ChatMessage::Assistant { text: said, tool_calls: vec![] });
+            Memory::lock(&memory).reply(this_turn, said);
+            let action = match stop {
+                Some(Stop::EndCall) => Some(Output::EndCall),
+                Some(Stop::Transfer(to)) => Some(Output::Transfer(to)),
+                _ => None,
+            };
+            let _ = act_tx.send(action);
         });
         let deltas =
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (Output::TextDelta(t), rx)) });
-        deltas.chain(futures::stream::once(async { Output::EndOfTurn })).boxed()
+        let action = futures::stream::once(async move { act_rx.await.ok().flatten() }).filter_map(|a| async { a });
+        deltas.chain(action).chain(futures::stream::once(async { Output::EndOfTurn })).boxed()
     }
 }
 
@@ -103,14 +170,14 @@ async fn turn(
     svc: &Services,
     scope: Scope,
     call: &CallAgent,
-    memory: &Mutex<Vec<ChatMessage>>,
+    memory: &Mutex<Memory>,
     heard: &str,
     deltas: &tokio::sync::mpsc::UnboundedSender<String>,
-) -> ServiceResult<String> {
+) -> ServiceResult<(String, Option<Stop>)> {
     let started = Instant::now();
     let agent = &call.agent;
     let Some(engine) = svc.config.text_engines.get(&agent.text_engine).cloned() else {
-        return Ok(String::new());
+        return Ok((String::new(), None));
     };
     let engine: Arc<dyn TextEngine> = engine;
     let model = agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
@@ -137,7 +204,7 @@ async fn turn(
             work.conversation_changed(conversation_id);
         }
         svc.commit(work).await?;
-        return Ok(String::new());
+        return Ok((String::new(), None));
     }
     let knowledge = crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, Some(heard)).await?;
     let mut messages = Vec::new();
@@ -145,7 +212,7 @@ async fn turn(
     if !system.is_empty() {
         messages.push(ChatMessage::System(system));
     }
-    messages.extend(memory.lock().expect("memory lock").iter().cloned());
+    messages.extend(Memory::lock(memory).messages.iter().cloned());
     let place = Place {
         scope,
         run_id: run.id,
@@ -154,11 +221,7 @@ async fn turn(
         call_id: Some(call.call_id.clone()),
         dry_run: false,
     };
-    // `end_call` and `transfer_call` are not offered yet: the call engine
-    // cannot act on them until the speech loop (issue 19) can end and
-    // transfer a call, and a tool that reports success but does nothing
-    // would mislead the model.
-    let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: false };
+    let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: true };
     let thought = session::think(svc, &engine, turn, Some(deltas)).await;
 
     let mut work = svc.begin().await?;
@@ -173,7 +236,7 @@ async fn turn(
         what: Some("call turn"),
     };
     session::record(&mut work, svc, scope, end).await?;
-    let said = thought.map(|t| t.text).unwrap_or_default();
+    let (said, stop) = thought.map(|t| (t.text, t.stop)).unwrap_or_default();
     svc.commit(work).await?;
-    Ok(said)
+    Ok((said, stop))
 }

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use parley_domain::Scope;
 use parley_domain::agent::{
-    Agent, AgentStatus, HandoffPolicy, PatternType, TRIGGER_CHANNELS, Trigger, TriggerEvent, is_language_tag,
+    Agent, AgentSpeech, AgentStatus, AgentTranscriber, AgentVoice, HandoffPolicy, PatternType, TRIGGER_CHANNELS,
+    Trigger, TriggerEvent, is_language_tag,
 };
 use parley_domain::conversation::ConversationKind;
 use parley_domain::event::EventType;
@@ -23,7 +24,7 @@ use parley_domain::ids::{AgentId, TriggerId};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
     FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, list_of,
-    loc, object, one_of, parse_object, string,
+    loc, number, object, one_of, parse_object, string,
 };
 use parley_store::repo::agents::{self as repo, AgentFields};
 use parley_store::repo::triggers::{self as trigger_repo, TriggerFields};
@@ -72,9 +73,23 @@ pub struct AgentChanges {
     /// A BCP 47 tag such as `en-US`. Default `en-US`.
     #[schema(nullable = false, min_length = 2, max_length = 35, pattern = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")]
     pub language: Option<String>,
-    /// A text-to-speech voice id (1–100 characters), or null.
-    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 100)]
-    pub voice: Option<Option<String>>,
+    /// The voice on calls (replaces the whole object), or null for the
+    /// server's default.
+    #[schema(value_type = Option<AgentVoice>, nullable)]
+    pub voice: Option<Option<AgentVoice>>,
+    /// The speech-to-text engine on calls (replaces the whole object), or
+    /// null for the server's default.
+    #[schema(value_type = Option<AgentTranscriber>, nullable)]
+    pub transcriber: Option<Option<AgentTranscriber>>,
+    /// 0–5,000 ms of caller speech over the agent that interrupts it. Default 300.
+    #[schema(nullable = false, minimum = 0, maximum = 5000)]
+    pub interruption_threshold_ms: Option<i64>,
+    /// Seconds of caller silence (1–600) before the agent prompts again, or null for never.
+    #[schema(value_type = Option<i64>, nullable, minimum = 1, maximum = 600)]
+    pub silence_reprompt_s: Option<Option<i64>>,
+    /// Seconds of caller silence (1–3,600) before the agent hangs up, or null for never.
+    #[schema(value_type = Option<i64>, nullable, minimum = 1, maximum = 3600)]
+    pub silence_hangup_s: Option<Option<i64>>,
     /// Prompt blocks of this workspace and mode, in render order (at most 50, no repeats).
     #[schema(schema_with = parley_domain::schema::unique_ids_50)]
     pub prompt_block_ids: Option<Vec<i64>>,
@@ -135,7 +150,25 @@ pub struct UpdateAgent {
     pub changes: AgentChanges,
 }
 
-pub fn parse_create(body: Value, engines: &[String]) -> Parsed<CreateAgent> {
+/// The engines agents may name: text, speech-to-text, text-to-speech.
+#[derive(Debug, Clone, Default)]
+pub struct EngineNames {
+    pub text: Vec<String>,
+    pub stt: Vec<String>,
+    pub tts: Vec<String>,
+}
+
+impl EngineNames {
+    pub fn of(config: &crate::ServicesConfig) -> EngineNames {
+        EngineNames {
+            text: config.text_engines.names(),
+            stt: config.speech.stt_names(),
+            tts: config.speech.tts_names(),
+        }
+    }
+}
+
+pub fn parse_create(body: Value, engines: &EngineNames) -> Parsed<CreateAgent> {
     parse_object(body, loc(&["body"]), |r| {
         let template_id = r.optional("template_id", integer(1, i64::MAX));
         let name = r.required("name", string(1, NAME_MAX));
@@ -147,7 +180,7 @@ pub fn parse_create(body: Value, engines: &[String]) -> Parsed<CreateAgent> {
     })
 }
 
-pub fn parse_update(body: Value, engines: &[String]) -> Parsed<UpdateAgent> {
+pub fn parse_update(body: Value, engines: &EngineNames) -> Parsed<UpdateAgent> {
     parse_object(body, loc(&["body"]), |r| {
         let name = r.optional("name", string(1, NAME_MAX));
         let status = r.optional("status", enum_value::<AgentStatus>());
@@ -155,16 +188,20 @@ pub fn parse_update(body: Value, engines: &[String]) -> Parsed<UpdateAgent> {
     })
 }
 
-fn read_changes(r: &mut ObjectReader<'_>, engines: &[String]) -> AgentChanges {
+fn read_changes(r: &mut ObjectReader<'_>, engines: &EngineNames) -> AgentChanges {
     AgentChanges {
         description: r.nullable("description", string(0, TEXT_MAX)),
-        text_engine: r.optional("text_engine", text_engine(engines)),
+        text_engine: r.optional("text_engine", text_engine(&engines.text)),
         priority: r.optional("priority", integer(0, 1000)),
         is_template: r.optional("is_template", boolean()),
         system_prompt: r.optional("system_prompt", string(0, PROMPT_MAX)),
         first_message: r.nullable("first_message", string(1, TEXT_MAX)),
         language: r.optional("language", language()),
-        voice: r.nullable("voice", string(1, 100)),
+        voice: r.nullable("voice", agent_voice(&engines.tts)),
+        transcriber: r.nullable("transcriber", agent_transcriber(&engines.stt)),
+        interruption_threshold_ms: r.optional("interruption_threshold_ms", integer(0, 5_000)),
+        silence_reprompt_s: r.nullable("silence_reprompt_s", integer(1, 600)),
+        silence_hangup_s: r.nullable("silence_hangup_s", integer(1, 3_600)),
         prompt_block_ids: r.optional("prompt_block_ids", unique_ids()),
         knowledge_collection_ids: r.optional("knowledge_collection_ids", unique_ids()),
         handoff: r.optional("handoff", handoff()),
@@ -175,6 +212,7 @@ fn read_changes(r: &mut ObjectReader<'_>, engines: &[String]) -> AgentChanges {
     }
 }
 
+/// One of the configured engines' names.
 fn text_engine(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> + '_ {
     move |v, l| match v {
         Value::String(s) if engines.contains(&s) => Ok(s),
@@ -184,6 +222,23 @@ fn text_engine(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Parsed<S
         }
         _ => Err(vec![FieldError::wrong_type(l.to_vec(), "string")]),
     }
+}
+
+fn agent_voice(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Parsed<AgentVoice> + '_ {
+    object(move |r| {
+        let tts_engine = r.required("tts_engine", text_engine(engines));
+        let voice_id = r.nullable("voice_id", string(1, 100));
+        let speed = r.nullable("speed", number(0.25, 4.0));
+        Some(AgentVoice { tts_engine: tts_engine?, voice_id: voice_id.flatten(), speed: speed.flatten() })
+    })
+}
+
+fn agent_transcriber(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Parsed<AgentTranscriber> + '_ {
+    object(move |r| {
+        let stt_engine = r.required("stt_engine", text_engine(engines));
+        let language = r.nullable("language", language());
+        Some(AgentTranscriber { stt_engine: stt_engine?, language: language.flatten() })
+    })
 }
 
 fn language() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
@@ -243,7 +298,7 @@ fn defaults() -> AgentFields {
         system_prompt: String::new(),
         first_message: None,
         language: "en-US".to_owned(),
-        voice: None,
+        speech: AgentSpeech::default(),
         prompt_block_ids: Vec::new(),
         knowledge_collection_ids: Vec::new(),
         handoff: HandoffPolicy::default(),
@@ -290,7 +345,19 @@ fn apply(f: &mut AgentFields, c: AgentChanges, sealer: &parley_domain::crypto::S
         f.language = v;
     }
     if let Some(v) = c.voice {
-        f.voice = v;
+        f.speech.voice = v;
+    }
+    if let Some(v) = c.transcriber {
+        f.speech.transcriber = v;
+    }
+    if let Some(v) = c.interruption_threshold_ms {
+        f.speech.interruption_threshold_ms = v;
+    }
+    if let Some(v) = c.silence_reprompt_s {
+        f.speech.silence_reprompt_s = v;
+    }
+    if let Some(v) = c.silence_hangup_s {
+        f.speech.silence_hangup_s = v;
     }
     if let Some(v) = c.prompt_block_ids {
         f.prompt_block_ids = v;

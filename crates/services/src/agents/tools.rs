@@ -366,6 +366,15 @@ fn builtin_spec(name: BuiltinTool) -> ToolSpec {
     ToolSpec { name: name.as_str().to_owned(), description: description.to_owned(), parameters }
 }
 
+/// Where a call can be transferred: an E.164 number or a SIP URI.
+fn transfer_target(to: &str) -> bool {
+    let number =
+        to.strip_prefix('+').is_some_and(|d| (8..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()));
+    let sip =
+        (to.starts_with("sip:") || to.starts_with("sips:")) && to.contains('@') && !to.contains(char::is_whitespace);
+    number || sip
+}
+
 /// What a tool call ends the run with, applied with its reply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stop {
@@ -454,7 +463,8 @@ async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value)
             None => Err("there is no call to end".into()),
         },
         BuiltinTool::TransferCall => match &place.call_id {
-            Some(_) => Ok((json!({"ok": true}), Some(Stop::Transfer(text("to"))))),
+            Some(_) if transfer_target(&text("to")) => Ok((json!({"ok": true}), Some(Stop::Transfer(text("to"))))),
+            Some(_) => Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into()),
             None => Err("there is no call to transfer".into()),
         },
         BuiltinTool::LookupContact => {

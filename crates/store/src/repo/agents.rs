@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use parley_domain::agent::{Agent, AgentSecrets, AgentStatus, AgentTool, HandoffPolicy};
+use parley_domain::agent::{Agent, AgentSecrets, AgentSpeech, AgentStatus, AgentTool, HandoffPolicy};
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 use serde_json::{Map, Value};
@@ -14,7 +14,7 @@ use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_
 
 // Unqualified: SQLite's RETURNING does not accept table-qualified names.
 const COLUMNS: &str = "id, name, slug, description, text_engine, status, priority, is_template, \
-    system_prompt, first_message, language, voice, prompt_block_ids, knowledge_collection_ids, \
+    system_prompt, first_message, language, speech, prompt_block_ids, knowledge_collection_ids, \
     handoff, metadata, trigger_count, created_at, updated_at, model, tools, debounce_ms, tool_secret, tool_headers";
 
 #[derive(sqlx::FromRow)]
@@ -30,7 +30,7 @@ struct Row {
     system_prompt: String,
     first_message: Option<String>,
     language: String,
-    voice: Option<String>,
+    speech: Json<AgentSpeech>,
     prompt_block_ids: Json<Vec<i64>>,
     knowledge_collection_ids: Json<Vec<i64>>,
     handoff: Json<HandoffPolicy>,
@@ -63,7 +63,7 @@ impl TryFrom<Row> for Agent {
             system_prompt: r.system_prompt,
             first_message: r.first_message,
             language: r.language,
-            voice: r.voice,
+            speech: r.speech.0,
             prompt_block_ids: r.prompt_block_ids.0,
             knowledge_collection_ids: r.knowledge_collection_ids.0,
             handoff: r.handoff.0,
@@ -94,7 +94,7 @@ pub struct AgentFields {
     pub system_prompt: String,
     pub first_message: Option<String>,
     pub language: String,
-    pub voice: Option<String>,
+    pub speech: AgentSpeech,
     pub prompt_block_ids: Vec<i64>,
     pub knowledge_collection_ids: Vec<i64>,
     pub handoff: HandoffPolicy,
@@ -118,7 +118,7 @@ impl From<&Agent> for AgentFields {
             system_prompt: a.system_prompt.clone(),
             first_message: a.first_message.clone(),
             language: a.language.clone(),
-            voice: a.voice.clone(),
+            speech: a.speech.clone(),
             prompt_block_ids: a.prompt_block_ids.clone(),
             knowledge_collection_ids: a.knowledge_collection_ids.clone(),
             handoff: a.handoff.clone(),
@@ -144,7 +144,7 @@ macro_rules! bind_fields {
             .bind(&$f.system_prompt)
             .bind(&$f.first_message)
             .bind(&$f.language)
-            .bind(&$f.voice)
+            .bind(Json(&$f.speech))
             .bind(Json(&$f.prompt_block_ids))
             .bind(Json(&$f.knowledge_collection_ids))
             .bind(Json(&$f.handoff))
@@ -162,7 +162,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
     let now = Timestamp::now();
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO agents (workspace_id, livemode, name, slug, description, text_engine, status, priority,
-            is_template, system_prompt, first_message, language, voice, prompt_block_ids, knowledge_collection_ids,
+            is_template, system_prompt, first_message, language, speech, prompt_block_ids, knowledge_collection_ids,
             handoff, metadata, model, tools, debounce_ms, tool_secret, tool_headers, trigger_count, created_at,
             updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
@@ -181,7 +181,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
 pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentFields) -> StoreResult<Option<Agent>> {
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE agents SET name = $4, slug = $5, description = $6, text_engine = $7, status = $8, priority = $9,
-            is_template = $10, system_prompt = $11, first_message = $12, language = $13, voice = $14,
+            is_template = $10, system_prompt = $11, first_message = $12, language = $13, speech = $14,
             prompt_block_ids = $15, knowledge_collection_ids = $16, handoff = $17, metadata = $18, model = $19,
             tools = $20, debounce_ms = $21, tool_secret = $22, tool_headers = $23, updated_at = $24
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3

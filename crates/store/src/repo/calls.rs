@@ -17,7 +17,7 @@ pub const VERSION_KEY: &str = "calls";
 const COLUMNS: &str = "id, public_id, workspace_id, livemode, agent_id, contact_id, conversation_id, direction, \
     from_address, to_address, status, ended_reason, first_message, max_duration_s, record, metadata, provider, \
     provider_call_id, owner, last_seen_at, created_at, ringing_at, answered_at, ended_at, duration_ms, cost_cents, \
-    recording_status, recording_key, recording_duration_ms";
+    recording_status, recording_key, recording_duration_ms, transfer_to, channel_id";
 
 /// A stored call, with what only the services need (owner, recording key).
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -51,6 +51,8 @@ pub struct CallRow {
     pub recording_status: RecordingStatus,
     pub recording_key: Option<String>,
     pub recording_duration_ms: Option<i64>,
+    pub transfer_to: Option<String>,
+    pub channel_id: Option<i64>,
 }
 
 impl CallRow {
@@ -88,6 +90,8 @@ impl CallRow {
             metadata: self.metadata.0.clone(),
             provider: self.provider.clone(),
             provider_call_id: self.provider_call_id.clone(),
+            transfer_to: self.transfer_to.clone(),
+            channel_id: self.channel_id,
         })
     }
 }
@@ -108,14 +112,17 @@ pub struct NewCall<'a> {
     pub metadata: &'a Map<String, Value>,
     pub provider: &'a str,
     pub owner: &'a str,
+    pub direction: CallDirection,
+    /// The `voice` channel the call is on.
+    pub channel_id: i64,
 }
 
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewCall<'_>) -> StoreResult<CallRow> {
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO calls (public_id, workspace_id, livemode, agent_id, contact_id, conversation_id, direction,
             from_address, to_address, status, first_message, variables, max_duration_s, record, metadata, provider,
-            owner, last_seen_at, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, 'outbound', $7, $8, 'queued', $9, $10, $11, $12, $13, $14, $15, $16, $16, $16)
+            owner, last_seen_at, created_at, updated_at, channel_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $17, $7, $8, 'queued', $9, $10, $11, $12, $13, $14, $15, $16, $16, $16, $18)
          RETURNING {COLUMNS}"
     ));
     let row: CallRow = fetch_one!(
@@ -136,6 +143,8 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewCall<'_>) -> Sto
             .bind(n.provider)
             .bind(n.owner)
             .bind(Timestamp::now())
+            .bind(n.direction.as_str())
+            .bind(n.channel_id)
     )?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(row)
@@ -216,6 +225,8 @@ pub struct Ending {
     pub duration_ms: i64,
     pub cost_cents: i64,
     pub recording: Option<(String, i64)>,
+    /// Where the call was transferred (`transferred` calls).
+    pub transfer_to: Option<String>,
 }
 
 /// Ends a live call; false if it had already ended (terminal states never change).
@@ -225,7 +236,8 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
         c,
         sqlx::query(
             "UPDATE calls SET status = $4, ended_reason = $5, ended_at = $6, duration_ms = $7, cost_cents = $8,
-                recording_status = $9, recording_key = $10, recording_duration_ms = $11, owner = NULL, updated_at = $6
+                recording_status = $9, recording_key = $10, recording_duration_ms = $11, transfer_to = $12, owner = NULL,
+                updated_at = $6
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'ringing', 'in_progress')",
         )
         .bind_scope(scope)
@@ -238,6 +250,7 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
         .bind(if key.is_some() { RecordingStatus::Available.as_str() } else { RecordingStatus::Absent.as_str() })
         .bind(key)
         .bind(recording_ms)
+        .bind(&e.transfer_to)
     )?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(n > 0)
