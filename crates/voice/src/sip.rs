@@ -2,6 +2,12 @@
 //! a SIP URI), with rsipstack for signalling and our own RTP media
 //! (G.711 at 20 ms, RFC 4733 DTMF, a jitter buffer).
 //!
+//! Inbound INVITEs are accepted from the trunk's addresses and the
+//! trusted ones (others get 403), rung (180) and handed over as an
+//! [`InboundCall`] to answer or reject. With `register`, the endpoint keeps
+//! itself registered at the trunk (digest auth); the same credentials
+//! answer the trunk's challenges to outbound INVITEs.
+//!
 //! A placed call reports Ringing on 180/183, Answered on 200 (its SDP
 //! negotiated), the far end's audio as live 20 ms frames, DTMF digits, and
 //! how it ended: 486/600 → busy; 408/480/487 → no answer; anything else →
@@ -16,11 +22,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rsipstack::EndpointBuilder;
+use rsipstack::dialog::authenticate::Credential;
 use rsipstack::dialog::dialog::{DialogState, TerminatedReason};
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::dialog::invitation::InviteOption;
+use rsipstack::dialog::invite_dialog::InviteDialog;
+use rsipstack::dialog::registration::Registration;
 use rsipstack::platform::CancellationToken;
-use rsipstack::sip::{StatusCode, StatusCodeKind, Uri};
+use rsipstack::sip::{HeadersExt, StatusCode, StatusCodeKind, ToTypedHeader, Uri};
 use rsipstack::transport::TransportLayer;
 use rsipstack::transport::udp::UdpConnection;
 use tokio::net::UdpSocket;
@@ -41,16 +50,139 @@ pub struct SipSettings {
     pub trunk: Option<String>,
     /// The caller id user part (`+14155550100`, `parley`).
     pub from: String,
-    /// The address RTP sockets bind to and SDP advertises.
+    /// The address RTP sockets bind to.
     pub media_ip: IpAddr,
+    /// Digest credentials at the trunk.
+    pub credential: Option<SipCredential>,
+    /// Keep registered at the trunk (so it sends inbound calls here).
+    pub register: bool,
+    /// Addresses besides the trunk's that may send inbound INVITEs.
+    pub trusted: Vec<IpAddr>,
+    /// The ports RTP sockets take (inclusive); any free port without.
+    pub rtp_ports: Option<(u16, u16)>,
+    /// The address SDP and Contact advertise (behind NAT); `media_ip` without.
+    pub public_address: Option<IpAddr>,
+}
+
+impl SipSettings {
+    /// Listens on `bind`, media on its address, nothing else set.
+    pub fn local(bind: SocketAddr, from: &str) -> SipSettings {
+        SipSettings {
+            bind,
+            trunk: None,
+            from: from.to_owned(),
+            media_ip: bind.ip(),
+            credential: None,
+            register: false,
+            trusted: Vec::new(),
+            rtp_ports: None,
+            public_address: None,
+        }
+    }
+}
+
+/// A username and password at the trunk.
+#[derive(Clone)]
+pub struct SipCredential {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SipCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SipCredential {{ username: {:?}, password: <secret> }}", self.username)
+    }
+}
+
+impl SipCredential {
+    fn digest(&self) -> Credential {
+        Credential {
+            username: self.username.clone(),
+            password: self.password.clone(),
+            realm: None,
+            auth_username: None,
+        }
+    }
 }
 
 /// The SIP provider: one endpoint, many calls.
 pub struct SipProvider {
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+/// What the provider's tasks share.
+struct Shared {
     settings: SipSettings,
     dialogs: Arc<DialogLayer>,
     local: SocketAddr,
-    stop: CancellationToken,
+    /// Addresses inbound INVITEs are accepted from.
+    trusted: Vec<IpAddr>,
+}
+
+/// Why an inbound call is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// 404: no channel has the dialled number.
+    NotFound,
+    /// 403: the workspace may not take calls.
+    Forbidden,
+    /// 486: at the workspace's call limit.
+    Busy,
+    /// 480: no agent takes the call, or it could not be set up.
+    Unavailable,
+}
+
+/// A call ringing at Parley, to answer or refuse.
+pub struct InboundCall {
+    /// The caller (the From user: a number or name).
+    pub from: String,
+    /// The number or address dialled (the request URI's user).
+    pub to: String,
+    /// The SIP Call-ID.
+    pub provider_call_id: String,
+    dialog: InviteDialog,
+    shared: Arc<Shared>,
+    states: rsipstack::dialog::dialog::DialogStateReceiver,
+    media: UdpSocket,
+    answer_sdp: String,
+    agreed: sdp::Negotiated,
+}
+
+impl InboundCall {
+    /// Answers (200 with the SDP answer) and starts the media; the events
+    /// begin with `Answered`. `Err` if the caller gave up meanwhile.
+    pub async fn answer(self) -> Result<Placed, DialError> {
+        let InboundCall { dialog, shared, mut states, media, answer_sdp, agreed, .. } = self;
+        let content_type = rsipstack::sip::Header::ContentType("application/sdp".into());
+        dialog
+            .accept(Some(vec![content_type]), Some(answer_sdp.into_bytes()))
+            .map_err(|e| DialError(format!("could not answer: {e}")))?;
+        let (events_tx, events) = mpsc::channel(256);
+        let (commands, mut commands_rx) = mpsc::channel(1024);
+        let provider_call_id = dialog.id().call_id.clone();
+        let call =
+            Call { dialog, dialogs: shared.dialogs.clone(), events: events_tx, media, ring_timeout: Duration::ZERO };
+        tokio::spawn(async move {
+            let _ = call.events.send(ProviderEvent::Answered).await;
+            let ended = call.talk(agreed, &mut states, &mut commands_rx).await;
+            let _ = call.events.send(ProviderEvent::Ended(ended)).await;
+            call.dialogs.remove_dialog(&call.dialog.id());
+        });
+        Ok(Placed { provider_call_id, events, commands })
+    }
+
+    /// Refuses the call with the SIP status that says why.
+    pub fn refuse(self, why: Refusal) {
+        let code = match why {
+            Refusal::NotFound => StatusCode::NotFound,
+            Refusal::Forbidden => StatusCode::Forbidden,
+            Refusal::Busy => StatusCode::BusyHere,
+            Refusal::Unavailable => StatusCode::TemporarilyUnavailable,
+        };
+        let _ = self.dialog.reject(Some(code), None);
+        self.shared.dialogs.remove_dialog(&self.dialog.id());
+    }
 }
 
 impl Drop for SipProvider {
@@ -60,8 +192,9 @@ impl Drop for SipProvider {
 }
 
 impl SipProvider {
-    /// Binds the signalling socket and starts the SIP stack.
-    pub async fn start(settings: SipSettings) -> Result<SipProvider, String> {
+    /// Binds the signalling socket and starts the SIP stack; inbound calls
+    /// arrive on the receiver.
+    pub async fn start(settings: SipSettings) -> Result<(SipProvider, mpsc::Receiver<InboundCall>), String> {
         let stop = CancellationToken::new();
         let transports = TransportLayer::new(stop.child_token());
         let udp = UdpConnection::create_connection(settings.bind, None, Some(stop.child_token()))
@@ -77,20 +210,43 @@ impl SipProvider {
         let mut incoming = endpoint.incoming_transactions().map_err(|e| e.to_string())?;
         let dialogs = Arc::new(DialogLayer::new(endpoint.inner.clone()));
         let inner = endpoint.inner.clone();
+        let mut trusted = settings.trusted.clone();
+        if let Some(trunk) = &settings.trunk {
+            let hosts = tokio::net::lookup_host(trunk.as_str())
+                .await
+                .map_err(|e| format!("telephony.sip.trunk `{trunk}` does not resolve: {e}"))?;
+            trusted.extend(hosts.map(|a| a.ip()));
+        }
+        if settings.register {
+            let (Some(trunk), Some(credential)) = (&settings.trunk, &settings.credential) else {
+                return Err("telephony.sip.register needs a trunk, a username and a password".into());
+            };
+            tokio::spawn(keep_registered(inner.clone(), trunk.clone(), credential.digest(), stop.child_token()));
+        }
         tokio::spawn(async move {
             let _keep = endpoint;
             let _ = inner.serve().await;
         });
-        // In-dialog requests (the far end's BYE, NOTIFYs after a REFER)
-        // go to their dialog; anything else is refused for now.
-        let routing = dialogs.clone();
+        let shared = Arc::new(Shared { settings, dialogs, local, trusted });
+        let (inbound_tx, inbound) = mpsc::channel(64);
+        // In-dialog requests (the far end's BYE, NOTIFYs after a REFER) go
+        // to their dialog; new INVITEs become inbound calls; OPTIONS (a
+        // trunk's keep-alive) are answered; anything else is refused.
+        let routing = shared.clone();
         tokio::spawn(async move {
             while let Some(mut tx) = incoming.recv().await {
-                match routing.match_dialog(&tx) {
+                match routing.dialogs.match_dialog(&tx) {
                     Some(mut dialog) => {
                         tokio::spawn(async move {
                             let _ = dialog.handle(&mut tx).await;
                         });
+                    }
+                    None if tx.original.method == rsipstack::sip::Method::Invite => {
+                        let (shared, inbound_tx) = (routing.clone(), inbound_tx.clone());
+                        tokio::spawn(async move { ring(shared, tx, inbound_tx).await });
+                    }
+                    None if tx.original.method == rsipstack::sip::Method::Options => {
+                        let _ = tx.reply(StatusCode::OK).await;
                     }
                     None => {
                         let _ = tx.reply(StatusCode::CallTransactionDoesNotExist).await;
@@ -98,12 +254,12 @@ impl SipProvider {
                 }
             }
         });
-        Ok(SipProvider { settings, dialogs, local, stop })
+        Ok((SipProvider { shared, stop }, inbound))
     }
 
     /// The signalling address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local
+        self.shared.local
     }
 
     /// The request URI for `to`: a SIP URI as given, or a number at the trunk.
@@ -111,7 +267,7 @@ impl SipProvider {
         let text = if to.starts_with("sip:") || to.starts_with("sips:") {
             to.to_owned()
         } else {
-            let trunk = self.settings.trunk.as_deref().ok_or_else(|| {
+            let trunk = self.shared.settings.trunk.as_deref().ok_or_else(|| {
                 DialError(
                     "no SIP trunk is configured to dial numbers; dial a sip: URI or set telephony.sip.trunk".into(),
                 )
@@ -133,31 +289,33 @@ impl Provider for SipProvider {
 
     fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>> {
         Box::pin(async move {
+            let shared = &self.shared;
             let callee = self.callee(&dial.to)?;
-            let media = UdpSocket::bind((self.settings.media_ip, 0))
-                .await
-                .map_err(|e| DialError(format!("could not open an RTP socket: {e}")))?;
-            let media_local = media.local_addr().map_err(|e| DialError(e.to_string()))?;
+            let (media, advertised) = shared.media_socket().await?;
             let session = ulid::Ulid::new().0 as u64 & 0xFFFF_FFFF;
-            let from_user = dial.from.clone().unwrap_or_else(|| self.settings.from.clone());
-            let me = Uri::try_from(format!("sip:{}@{}", from_user.trim_start_matches('+'), self.local).as_str())
-                .map_err(|e| DialError(format!("not a SIP caller id: {e}")))?;
+            let from_user = dial.from.clone().unwrap_or_else(|| shared.settings.from.clone());
+            let me =
+                Uri::try_from(format!("sip:{}@{}", from_user.trim_start_matches('+'), shared.contact_host()).as_str())
+                    .map_err(|e| DialError(format!("not a SIP caller id: {e}")))?;
             let option = InviteOption {
                 caller: me.clone(),
                 callee,
                 contact: me,
                 content_type: Some("application/sdp".into()),
-                offer: Some(sdp::offer(media_local, session).into_bytes()),
+                offer: Some(sdp::offer(advertised, session).into_bytes()),
+                credential: shared.settings.credential.as_ref().map(SipCredential::digest),
                 ..Default::default()
             };
-            let (state_tx, state_rx) = self.dialogs.new_dialog_state_channel();
-            let (dialog, answer) =
-                self.dialogs.do_invite_async(option, state_tx).map_err(|e| DialError(format!("INVITE failed: {e}")))?;
+            let (state_tx, state_rx) = shared.dialogs.new_dialog_state_channel();
+            let (dialog, answer) = shared
+                .dialogs
+                .do_invite_async(option, state_tx)
+                .map_err(|e| DialError(format!("INVITE failed: {e}")))?;
             let (events_tx, events) = mpsc::channel(256);
             let (commands, commands_rx) = mpsc::channel(1024);
             let call = Call {
                 dialog,
-                dialogs: self.dialogs.clone(),
+                dialogs: shared.dialogs.clone(),
                 events: events_tx,
                 media,
                 ring_timeout: dial.ring_timeout,
@@ -168,9 +326,153 @@ impl Provider for SipProvider {
     }
 }
 
+impl Shared {
+    /// An RTP socket (in `rtp_ports` if set) and the address SDP advertises for it.
+    async fn media_socket(&self) -> Result<(UdpSocket, SocketAddr), DialError> {
+        let ip = self.settings.media_ip;
+        let socket = match self.settings.rtp_ports {
+            None => UdpSocket::bind((ip, 0)).await.ok(),
+            Some((low, high)) => {
+                // Random tries, then a sweep: a busy range fails, not hangs.
+                let span = u32::from(high - low) + 1;
+                let start = (ulid::Ulid::new().0 as u32) % span;
+                let mut found = None;
+                for i in 0..span.min(4096) {
+                    let port = low + ((start + i) % span) as u16;
+                    if let Ok(s) = UdpSocket::bind((ip, port)).await {
+                        found = Some(s);
+                        break;
+                    }
+                }
+                found
+            }
+        };
+        let socket = socket.ok_or_else(|| DialError("no free RTP port (telephony.sip.rtp_ports)".into()))?;
+        let local = socket.local_addr().map_err(|e| DialError(e.to_string()))?;
+        let advertised = SocketAddr::new(self.settings.public_address.unwrap_or(local.ip()), local.port());
+        Ok((socket, advertised))
+    }
+
+    /// The host:port Contact headers name.
+    fn contact_host(&self) -> SocketAddr {
+        SocketAddr::new(self.settings.public_address.unwrap_or(self.local.ip()), self.local.port())
+    }
+}
+
+/// An INVITE arrived: checks where from, rings, negotiates the SDP and
+/// hands the call over; refused before a dialog exists when it cannot be
+/// taken.
+async fn ring(
+    shared: Arc<Shared>,
+    mut tx: rsipstack::transaction::transaction::Transaction,
+    inbound: mpsc::Sender<InboundCall>,
+) {
+    let source = source_ip(&tx.original);
+    if !source.is_some_and(|ip| shared.trusted.contains(&ip)) {
+        tracing::warn!(?source, "refused an INVITE from an address that is not the trunk's nor trusted");
+        let _ = tx.reply(StatusCode::Forbidden).await;
+        return;
+    }
+    let offer = String::from_utf8_lossy(&tx.original.body).into_owned();
+    let Ok((media, advertised)) = shared.media_socket().await else {
+        let _ = tx.reply(StatusCode::ServiceUnavailable).await;
+        return;
+    };
+    let session = ulid::Ulid::new().0 as u64 & 0xFFFF_FFFF;
+    let (answer_sdp, agreed) = match sdp::answer(&offer, advertised, session) {
+        Ok(answered) => answered,
+        Err(e) => {
+            tracing::info!(error = %e, "refused an INVITE whose SDP offer is unusable");
+            let _ = tx.reply(StatusCode::NotAcceptableHere).await;
+            return;
+        }
+    };
+    let user = |uri: &Uri| uri.user().map(str::to_owned).unwrap_or_else(|| uri.host_with_port.to_string());
+    let to = user(&tx.original.uri);
+    let from = tx.original.from_header().ok().and_then(|h| h.typed().ok()).map(|f| user(&f.uri)).unwrap_or_default();
+    let contact = Uri::try_from(format!("sip:{}@{}", to, shared.contact_host()).as_str()).ok();
+    let (state_tx, states) = shared.dialogs.new_dialog_state_channel();
+    let dialog = match shared.dialogs.get_or_create_server_invite(&tx, state_tx, None, contact) {
+        Ok(dialog) => dialog,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not take an INVITE");
+            let _ = tx.reply(StatusCode::ServerInternalError).await;
+            return;
+        }
+    };
+    let _ = dialog.ringing(None, None);
+    let call = InboundCall {
+        from,
+        to,
+        provider_call_id: dialog.id().call_id.clone(),
+        dialog: dialog.clone(),
+        shared: shared.clone(),
+        states,
+        media,
+        answer_sdp,
+        agreed,
+    };
+    if let Err(refused) = inbound.send(call).await {
+        refused.0.refuse(Refusal::Unavailable);
+    }
+    // The dialog answers the INVITE's transaction (and the caller's CANCEL, ACK, BYE).
+    let mut dialog = rsipstack::dialog::dialog::Dialog::Invite(dialog);
+    let _ = dialog.handle(&mut tx).await;
+}
+
+/// Where a request came from: its top Via's `received` (which the stack
+/// sets when the packet's source differs from what the Via claims), else
+/// the Via's host.
+fn source_ip(request: &rsipstack::sip::Request) -> Option<IpAddr> {
+    let via = request.via_header().ok()?.typed().ok()?;
+    match via.received() {
+        Some(received) => received.ok(),
+        None => via.sent_by().host.to_string().parse().ok(),
+    }
+}
+
+/// Registers at the trunk and renews before the registration expires;
+/// retries a minute after a failure.
+async fn keep_registered(
+    endpoint: rsipstack::transaction::endpoint::EndpointInnerRef,
+    trunk: String,
+    credential: Credential,
+    stop: CancellationToken,
+) {
+    let Ok(server) = Uri::try_from(format!("sip:{trunk}").as_str()) else {
+        tracing::error!(trunk, "telephony.sip.trunk is not a SIP host");
+        return;
+    };
+    let mut registration = Registration::new(endpoint, Some(credential));
+    loop {
+        let wait = match registration.register(server.clone(), Some(REGISTER_EXPIRES_S)).await {
+            Ok(response) if response.status_code.kind() == StatusCodeKind::Successful => {
+                let granted = registration.granted_expires.unwrap_or(REGISTER_EXPIRES_S);
+                tracing::info!(trunk, expires = granted, "registered at the SIP trunk");
+                Duration::from_secs(u64::from(granted.max(60)) / 2)
+            }
+            Ok(response) => {
+                tracing::warn!(trunk, status = %response.status_code, "the SIP trunk refused the registration");
+                Duration::from_secs(60)
+            }
+            Err(e) => {
+                tracing::warn!(trunk, error = %e, "could not register at the SIP trunk");
+                Duration::from_secs(60)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+/// How long a registration is asked to last.
+const REGISTER_EXPIRES_S: u32 = 600;
+
 /// One call's signalling and media.
 struct Call {
-    dialog: rsipstack::dialog::invite_dialog::InviteDialog,
+    dialog: InviteDialog,
     dialogs: Arc<DialogLayer>,
     events: mpsc::Sender<ProviderEvent>,
     media: UdpSocket,

@@ -12,14 +12,7 @@ fn free_udp_port() -> u16 {
 }
 
 async fn provider() -> SipProvider {
-    SipProvider::start(SipSettings {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        trunk: None,
-        from: "parley".into(),
-        media_ip: "127.0.0.1".parse().unwrap(),
-    })
-    .await
-    .unwrap()
+    SipProvider::start(SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley")).await.unwrap().0
 }
 
 /// Starts SIPp's built-in `uas` scenario (180, 200 with SDP, then waits
@@ -303,4 +296,81 @@ async fn an_agent_greets_hears_and_answers_a_sipp_caller_over_rtp() {
     assert!(rms(1, s[0].start_ms + 100, s[0].end_ms - 100) > 500.0, "agent speech on the right");
     let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trunk_that_challenges_the_invite_gets_the_digest_credentials() {
+    let mut settings = SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley");
+    settings.credential =
+        Some(parley_voice::sip::SipCredential { username: "alice".into(), password: "s3cret".into() });
+    let (sip, _) = SipProvider::start(settings).await.unwrap();
+    let (port, media) = (free_udp_port(), free_udp_port());
+    let mut sipp = sipp_scenario("uas_digest_auth.xml", port, media);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let dial = Dial {
+        call_id: "c".into(),
+        from: None,
+        to: format!("sip:+14155550100@127.0.0.1:{port}"),
+        ring_timeout: Duration::from_secs(10),
+    };
+    let mut placed = sip.dial(dial).await.unwrap();
+    let Some(ProviderEvent::Answered) = placed.events.recv().await else { panic!("not answered after the challenge") };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    placed.commands.send(parley_voice::provider::Command::Hangup).await.unwrap();
+    assert_eq!(events_until_end(&mut placed).await, vec![ProviderEvent::Ended(FarEnd::HungUp)]);
+    let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "SIPp checked the digest response (alice / s3cret): {status:?}");
+}
+
+/// Runs a caller scenario against Parley's SIP port, dialling `service`.
+fn sipp_caller(file: &str, parley: std::net::SocketAddr, service: &str) -> std::process::Child {
+    let scenario = format!("{}/tests/sipp/{file}", env!("CARGO_MANIFEST_DIR"));
+    Process::new("sipp")
+        .arg(parley.to_string())
+        .args(["-sf", &scenario, "-i", "127.0.0.1", "-p", &free_udp_port().to_string()])
+        .args(["-mp", &free_udp_port().to_string(), "-s", service, "-m", "1", "-timeout", "30s", "-timeout_error"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sipp runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbound_call_from_a_trusted_address_rings_is_answered_and_hears_keys() {
+    let mut settings = SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley");
+    settings.trusted = vec!["127.0.0.1".parse().unwrap()];
+    let (sip, mut inbound) = SipProvider::start(settings).await.unwrap();
+    let mut sipp = sipp_caller("uac_presses_keys.xml", sip.local_addr(), "+14155550100");
+    let call = tokio::time::timeout(Duration::from_secs(10), inbound.recv()).await.unwrap().unwrap();
+    assert_eq!((call.from.as_str(), call.to.as_str()), ("+14155550123", "+14155550100"));
+    let mut placed = call.answer().await.unwrap();
+    let events = events_until_end(&mut placed).await;
+    let keys: String =
+        events.iter().filter_map(|e| if let ProviderEvent::Dtmf(k) = e { Some(*k) } else { None }).collect();
+    assert_eq!(keys, "12#", "{events:?}");
+    assert_eq!(events.first(), Some(&ProviderEvent::Answered));
+    assert_eq!(events.last(), Some(&ProviderEvent::Ended(FarEnd::HungUp)));
+    let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invite_from_an_untrusted_address_is_refused_and_a_refused_call_gets_its_status() {
+    // No trunk, nothing trusted: every INVITE is refused with 403 before a call exists.
+    let (sip, mut inbound) =
+        SipProvider::start(SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley")).await.unwrap();
+    let mut sipp = sipp_caller("uac_presses_keys.xml", sip.local_addr(), "+14155550100");
+    let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
+    assert!(!status.success(), "SIPp's INVITE was answered");
+    assert!(tokio::time::timeout(Duration::from_millis(200), inbound.recv()).await.is_err(), "no call was handed over");
+    // Trusted, but nobody takes the number: 404, and SIPp's scenario fails at the 200 it expected.
+    let mut settings = SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley");
+    settings.trusted = vec!["127.0.0.1".parse().unwrap()];
+    let (sip, mut inbound) = SipProvider::start(settings).await.unwrap();
+    let mut sipp = sipp_caller("uac_presses_keys.xml", sip.local_addr(), "+19995550000");
+    let call = tokio::time::timeout(Duration::from_secs(10), inbound.recv()).await.unwrap().unwrap();
+    call.refuse(parley_voice::sip::Refusal::NotFound);
+    let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
+    assert!(!status.success());
 }
