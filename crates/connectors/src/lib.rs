@@ -18,6 +18,7 @@ mod api;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod inbound;
+mod voice;
 mod webchat;
 
 use futures::future::BoxFuture;
@@ -46,6 +47,11 @@ pub trait Connector: Send + Sync {
     fn public_prefix(&self) -> &'static str;
     /// A setting that is a URL Parley will call (checked against SSRF).
     fn outbound_url_setting(&self) -> Option<&'static str> {
+        None
+    }
+    /// The channel's address from its settings (a voice channel's
+    /// number); its public id when `None`.
+    fn address(&self, _config: &Map<String, Value>) -> Option<String> {
         None
     }
     /// Why a channel with these settings cannot send, if it cannot.
@@ -155,9 +161,10 @@ pub fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
     match kind {
         ChannelType::Api => Some(&api::ApiConnector),
         ChannelType::Webchat => Some(&webchat::WebchatConnector),
+        ChannelType::Voice => Some(&voice::VoiceConnector),
         _ => None,
     }
 }
 
 /// The channel types this version connects.
-pub const AVAILABLE: &[&str] = &["api", "webchat"];
+pub const AVAILABLE: &[&str] = &["api", "webchat", "voice"];

@@ -322,13 +322,126 @@ impl Default for VoiceSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelephonySettings {
-    /// `simulated` (SIP comes in a later version).
+    /// `simulated` or `sip`.
     pub provider: String,
+    pub sip: SipSettings,
 }
 
 impl Default for TelephonySettings {
     fn default() -> Self {
-        Self { provider: "simulated".into() }
+        Self { provider: "simulated".into(), sip: SipSettings::default() }
+    }
+}
+
+/// `[telephony.sip]`: the SIP trunk calls go through and come from.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SipSettings {
+    /// Where Parley's SIP endpoint listens (UDP).
+    pub bind: String,
+    /// The trunk's proxy (`sip:trunk.example.com:5060` or `host:port`):
+    /// numbers are dialled through it, and its addresses may send calls.
+    pub trunk: Option<String>,
+    /// Digest credentials at the trunk (for its challenges, and REGISTER).
+    pub username: Option<String>,
+    /// Secret; never logged.
+    pub password: Option<String>,
+    /// The caller id of outbound calls without their own `from`.
+    pub from: String,
+    /// Register at the trunk so it sends inbound calls here.
+    pub register: bool,
+    /// Addresses besides the trunk's that may send inbound calls (a local PBX).
+    pub trusted_addresses: Vec<String>,
+    /// RTP ports, `"10000-20000"`; any free port when unset.
+    pub rtp_ports: Option<String>,
+    /// The address advertised in SDP and Contact headers (behind NAT).
+    pub public_address: Option<String>,
+}
+
+impl Default for SipSettings {
+    fn default() -> Self {
+        SipSettings {
+            bind: "127.0.0.1:5060".into(),
+            trunk: None,
+            username: None,
+            password: None,
+            from: "parley".into(),
+            register: false,
+            trusted_addresses: Vec::new(),
+            rtp_ports: None,
+            public_address: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for SipSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SipSettings")
+            .field("bind", &self.bind)
+            .field("trunk", &self.trunk)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<secret>"))
+            .field("from", &self.from)
+            .field("register", &self.register)
+            .field("trusted_addresses", &self.trusted_addresses)
+            .field("rtp_ports", &self.rtp_ports)
+            .field("public_address", &self.public_address)
+            .finish()
+    }
+}
+
+impl SipSettings {
+    /// The provider's settings, checked; an error names the setting.
+    pub fn parse(&self) -> anyhow::Result<parley_voice::sip::SipSettings> {
+        use std::net::{IpAddr, SocketAddr};
+        let bind: SocketAddr =
+            self.bind.parse().map_err(|e| anyhow::anyhow!("telephony.sip.bind `{}`: {e} (ip:port)", self.bind))?;
+        let ip = |name: &str, value: &str| -> anyhow::Result<IpAddr> {
+            value.parse().map_err(|e| anyhow::anyhow!("telephony.sip.{name} `{value}`: {e}"))
+        };
+        let public_address = self.public_address.as_deref().map(|a| ip("public_address", a)).transpose()?;
+        if bind.ip().is_unspecified() && public_address.is_none() {
+            anyhow::bail!("telephony.sip.public_address is needed when telephony.sip.bind listens on every address");
+        }
+        let trusted =
+            self.trusted_addresses.iter().map(|a| ip("trusted_addresses", a)).collect::<anyhow::Result<Vec<_>>>()?;
+        let rtp_ports = match &self.rtp_ports {
+            None => None,
+            Some(range) => {
+                let parsed = range
+                    .split_once('-')
+                    .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
+                match parsed {
+                    Some((low, high)) if low > 0 && low <= high => Some((low, high)),
+                    _ => anyhow::bail!("telephony.sip.rtp_ports `{range}`: a range such as 10000-20000"),
+                }
+            }
+        };
+        let trunk = self.trunk.as_deref().map(|t| {
+            let t = t.trim_start_matches("sips:").trim_start_matches("sip:");
+            if t.contains(':') { t.to_owned() } else { format!("{t}:5060") }
+        });
+        let credential = match (&self.username, &self.password) {
+            (Some(username), Some(password)) => {
+                Some(parley_voice::sip::SipCredential { username: username.clone(), password: password.clone() })
+            }
+            (None, None) => None,
+            _ => anyhow::bail!("telephony.sip.username and telephony.sip.password go together"),
+        };
+        if self.register && (trunk.is_none() || credential.is_none()) {
+            anyhow::bail!("telephony.sip.register needs a trunk, a username and a password");
+        }
+        Ok(parley_voice::sip::SipSettings {
+            bind,
+            trunk,
+            from: self.from.clone(),
+            media_ip: bind.ip(),
+            credential,
+            register: self.register,
+            trusted,
+            rtp_ports,
+            public_address,
+        })
     }
 }
 
@@ -603,11 +716,14 @@ impl Settings {
         if settings.storage.backend == "s3" && !cfg!(feature = "s3") {
             anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (cargo build --features s3)");
         }
-        if settings.telephony.provider != "simulated" {
-            anyhow::bail!(
-                "telephony.provider: `{}` is not available; this version has `simulated`",
-                settings.telephony.provider
-            );
+        match settings.telephony.provider.as_str() {
+            "simulated" => {}
+            "sip" => {
+                settings.telephony.sip.parse()?;
+            }
+            other => {
+                anyhow::bail!("telephony.provider: `{other}` is not available; this version has `simulated` and `sip`")
+            }
         }
         Ok(settings)
     }

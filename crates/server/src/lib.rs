@@ -88,6 +88,25 @@ pub async fn services(settings: &Settings, db: Db) -> anyhow::Result<Services> {
     Ok(services)
 }
 
+/// Starts the live calls' telephony provider: with `sip`, the SIP endpoint
+/// (live calls are placed through it, and the calls it receives come back
+/// on the receiver); the simulated provider otherwise.
+async fn telephony(
+    settings: &Settings,
+    services: Services,
+) -> anyhow::Result<(Services, Option<tokio::sync::mpsc::Receiver<parley_voice::sip::InboundCall>>)> {
+    if settings.telephony.provider != "sip" {
+        return Ok((services, None));
+    }
+    let sip = settings.telephony.sip.parse()?;
+    let (provider, inbound) = parley_voice::sip::SipProvider::start(sip).await.map_err(anyhow::Error::msg)?;
+    tracing::info!(address = %provider.local_addr(), "SIP endpoint listening");
+    let simulated: std::sync::Arc<dyn parley_voice::provider::Provider> =
+        std::sync::Arc::new(parley_voice::simulated::Simulated::default());
+    let runtime = parley_services::calls::CallRuntime::new(simulated, std::sync::Arc::new(provider));
+    Ok((services.with_call_runtime(runtime), Some(inbound)))
+}
+
 /// Serves the API on `listener` until `shutdown` resolves, then lets
 /// in-flight requests finish (at most `shutdown_grace_seconds`).
 pub async fn serve(
@@ -103,6 +122,7 @@ pub async fn serve(
         settings.public_url = Some(format!("http://{bound}").replace("0.0.0.0", "127.0.0.1"));
     }
     let services = services(&settings, db.clone()).await?;
+    let (services, inbound_calls) = telephony(&settings, services).await?;
     let state = AppState::new(services.clone(), settings.api_config()).map_err(anyhow::Error::msg)?;
     let openapi =
         serde_json::to_value(parley_api::openapi(&parley_services::agents::EngineNames::of(services.config())))
@@ -129,6 +149,8 @@ pub async fn serve(
     ));
     let working = tokio::spawn(parley_services::jobs::run(services.clone(), stop_rx.clone()));
     let hangups = tokio::spawn(parley_services::calls::follow_hangups(services.clone(), stop_rx.clone()));
+    let answering =
+        inbound_calls.map(|calls| tokio::spawn(parley_services::calls::answer_inbound(services.clone(), calls)));
     let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let listener = parley_api::listener::Listener(listener);
@@ -149,6 +171,9 @@ pub async fn serve(
         }
     };
     maintenance.abort();
+    if let Some(answering) = answering {
+        answering.abort();
+    }
     // The dispatcher saw the same stop signal; let it finish and release its leases.
     let _ = dispatching.await;
     let _ = working.await;

@@ -265,12 +265,7 @@ pub async fn place(
 
 /// Checks and stores a call `queued`, with its conversation and held funds.
 async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> ServiceResult<Queued> {
-    let workspace = parley_store::repo::workspaces::get(tx, scope.workspace_id).await?.ok_or_else(|| {
-        ServiceError::invariant(format!("workspace {} of a valid credential is gone", scope.workspace_id))
-    })?;
-    if !workspace.voice_enabled {
-        return Err(ServiceError::Forbidden(format!("Voice is not enabled for workspace {}", workspace.id)));
-    }
+    let workspace = voice_workspace(tx, scope).await?;
     let agent = parley_store::repo::agents::get(tx, scope, input.agent_id, false).await?.ok_or_else(|| {
         ServiceError::Validation(vec![FieldError::not_found(
             loc(&["body", "agent_id"]),
@@ -278,16 +273,7 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
         )])
     })?;
     let call_id = parley_domain::call::new_call_id();
-    // The hold locks the scope's billing account until commit, so concurrent
-    // creations count each other's calls: the limit holds on PostgreSQL too.
-    billing::hold_for_call(tx, scope, &svc.config.billing, &call_id).await?;
-    let limit = svc.config.calls.max_concurrent_calls;
-    if repo::count_live(tx, scope).await? >= limit {
-        return Err(ServiceError::TooManyRequests(format!(
-            "The workspace has {limit} calls in progress, its limit (voice.max_concurrent_calls); try again when one ends"
-        )));
-    }
-
+    hold_slot(tx, svc, scope, &call_id).await?;
     let contact_id = match input.contact_id {
         Some(id) => {
             parley_store::repo::contacts::get(tx, scope, id, false).await?.ok_or_else(|| {
@@ -298,69 +284,245 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
             })?;
             Some(id)
         }
-        None if input.to.starts_with('+') => {
-            let identity = Identity { channel: parley_domain::channel::ChannelType::Voice, address: input.to.clone() };
-            contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, None).await?.map(|c| c.id)
-        }
-        None => None,
+        None => phone_contact(tx, svc, scope, &input.to).await?,
     };
     let channel = crate::messaging::channels::voice_channel(tx, scope).await?;
-    let channel_ref = format!("voice:{}", input.to);
+    let conversation =
+        open_conversation(tx, scope, channel.id, &input.to, &format!("Call to {}", input.to), contact_id).await?;
+    let provider = svc.calls.provider(scope).clone();
+    let first_message = input.first_message.clone().or(agent.first_message.clone());
+    let empty = Map::new();
+    let new = NewCall {
+        public_id: &call_id,
+        agent_id: agent.id,
+        contact_id,
+        conversation_id: Some(conversation.item.id),
+        from: input.from.as_deref(),
+        to: &input.to,
+        first_message: first_message.as_deref(),
+        variables: input.variables.as_ref().unwrap_or(&empty),
+        max_duration_s: input.max_duration_s.unwrap_or(600),
+        record: input.record.unwrap_or(true),
+        metadata: input.metadata.as_ref().unwrap_or(&empty),
+        provider: provider.name(),
+        owner: &svc.calls.instance,
+        direction: CallDirection::Outbound,
+        channel_id: channel.id,
+    };
+    let (row, agent) = store_queued(tx, svc, scope, &workspace.name, agent, &conversation, new).await?;
+    let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
+    Ok(Queued { row, conversation_id: conversation.item.id, provider, dial, agent })
+}
+
+/// The scope's workspace, which must have voice enabled (403).
+async fn voice_workspace(tx: &mut Tx, scope: Scope) -> ServiceResult<parley_domain::workspace::Workspace> {
+    let workspace = parley_store::repo::workspaces::get(tx, scope.workspace_id).await?.ok_or_else(|| {
+        ServiceError::invariant(format!("workspace {} of a valid credential is gone", scope.workspace_id))
+    })?;
+    if !workspace.voice_enabled {
+        return Err(ServiceError::Forbidden(format!("Voice is not enabled for workspace {}", workspace.id)));
+    }
+    Ok(workspace)
+}
+
+/// Holds a minute's funds for the call (402) and a place under the
+/// workspace's concurrent-call limit (429).
+async fn hold_slot(tx: &mut Tx, svc: &Services, scope: Scope, call_id: &str) -> ServiceResult<()> {
+    // The hold locks the scope's billing account until commit, so concurrent
+    // creations count each other's calls: the limit holds on PostgreSQL too.
+    billing::hold_for_call(tx, scope, &svc.config.billing, call_id).await?;
+    let limit = svc.config.calls.max_concurrent_calls;
+    if repo::count_live(tx, scope).await? >= limit {
+        return Err(ServiceError::TooManyRequests(format!(
+            "The workspace has {limit} calls in progress, its limit (voice.max_concurrent_calls); try again when one ends"
+        )));
+    }
+    Ok(())
+}
+
+/// The contact with phone number `number` (found or created), if it is one.
+async fn phone_contact(tx: &mut Tx, svc: &Services, scope: Scope, number: &str) -> ServiceResult<Option<i64>> {
+    if !number.starts_with('+') {
+        return Ok(None);
+    }
+    let identity = Identity { channel: parley_domain::channel::ChannelType::Voice, address: number.to_owned() };
+    Ok(contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, None).await?.map(|c| c.id))
+}
+
+/// The call's own conversation (`kind: call` on the voice channel).
+async fn open_conversation(
+    tx: &mut Tx,
+    scope: Scope,
+    channel_id: i64,
+    other_party: &str,
+    title: &str,
+    contact_id: Option<i64>,
+) -> ServiceResult<parley_domain::conversation::Conversation> {
     let conversation = conversation_repo::insert(
         tx,
         scope,
         &NewConversation {
-            channel_id: channel.id,
+            channel_id,
             channel: "voice",
             kind: ConversationKind::Call,
-            channel_ref: &channel_ref,
-            title: &format!("Call to {}", input.to),
+            channel_ref: &format!("voice:{other_party}"),
+            title,
             contact_id,
             sender_name: None,
         },
     )
     .await?;
     events::append(tx, scope, EventType::ConversationCreated, event_data(&conversation)?).await?;
+    Ok(conversation)
+}
 
-    let provider = svc.calls.provider(scope).clone();
-    let first_message = input.first_message.clone().or(agent.first_message.clone());
-    let empty = Map::new();
-    let row = repo::insert(
-        tx,
-        scope,
-        &NewCall {
-            public_id: &call_id,
-            agent_id: agent.id,
-            contact_id,
-            conversation_id: Some(conversation.item.id),
-            from: input.from.as_deref(),
-            to: &input.to,
-            first_message: first_message.as_deref(),
-            variables: input.variables.as_ref().unwrap_or(&empty),
-            max_duration_s: input.max_duration_s.unwrap_or(600),
-            record: input.record.unwrap_or(true),
-            metadata: input.metadata.as_ref().unwrap_or(&empty),
-            provider: provider.name(),
-            owner: &svc.calls.instance,
-            direction: parley_domain::call::CallDirection::Outbound,
-            channel_id: channel.id,
-        },
-    )
-    .await?;
+/// Stores the call `queued` (its event, its watchdog) and renders the
+/// agent's prompt for it.
+async fn store_queued(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    workspace_name: &str,
+    agent: parley_domain::agent::Agent,
+    conversation: &parley_domain::conversation::Conversation,
+    new: NewCall<'_>,
+) -> ServiceResult<(CallRow, CallAgent)> {
+    let row = repo::insert(tx, scope, &new).await?;
     events::append(tx, scope, EventType::CallQueued, event_data(&row.to_api()?)?).await?;
-    enqueue_watch(tx, svc, scope, &call_id).await?;
-    let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
+    enqueue_watch(tx, svc, scope, &row.public_id).await?;
     let system =
-        call_prompt(tx, scope, &agent, &workspace.name, contact_id, &conversation, input.variables.as_ref()).await?;
+        call_prompt(tx, scope, &agent, workspace_name, new.contact_id, conversation, Some(new.variables)).await?;
     let agent = CallAgent {
         agent,
         system,
-        first_message,
+        first_message: new.first_message.map(str::to_owned),
         call_id: row.public_id.clone(),
         conversation_id: Some(conversation.item.id),
-        contact_id,
+        contact_id: new.contact_id,
     };
-    Ok(Queued { row, conversation_id: conversation.item.id, provider, dial, agent })
+    Ok((row, agent))
+}
+
+/// Takes the calls the telephony provider receives, until it stops.
+pub async fn answer_inbound(svc: Services, mut calls: mpsc::Receiver<parley_voice::sip::InboundCall>) {
+    while let Some(call) = calls.recv().await {
+        let svc = svc.clone();
+        tokio::spawn(async move { take_inbound(&svc, call).await });
+    }
+}
+
+/// An inbound call: stored on the voice channel that has the dialled
+/// number, with the agent the `call.inbound` triggers choose, then
+/// answered and run like a placed call. Refused (with the SIP status
+/// that says why) when no live channel has the number (404), voice is off
+/// (403), no agent takes it or funds are short (480), or the workspace is
+/// at its call limit (486).
+async fn take_inbound(svc: &Services, call: parley_voice::sip::InboundCall) {
+    use parley_voice::sip::Refusal;
+    let stored = async {
+        let mut work = svc.begin().await?;
+        let stored = store_inbound(&mut work, svc, &call).await?;
+        svc.commit(work).await?;
+        Ok::<_, ServiceError>(stored)
+    }
+    .await;
+    let (scope, row, agent) = match stored {
+        Ok(Ok(stored)) => stored,
+        Ok(Err(refusal)) => return call.refuse(refusal),
+        Err(e) => {
+            let refusal = match e {
+                ServiceError::Forbidden(_) => Refusal::Forbidden,
+                ServiceError::TooManyRequests(_) => Refusal::Busy,
+                ServiceError::PaymentRequired(_) => Refusal::Unavailable,
+                _ => {
+                    tracing::error!(error = %e, "an inbound call could not be stored; refusing it");
+                    Refusal::Unavailable
+                }
+            };
+            tracing::info!(to = %call.to, ?refusal, reason = %e, "refused an inbound call");
+            return call.refuse(refusal);
+        }
+    };
+    match call.answer().await {
+        Ok(placed) => start(svc, Dialed { scope, call: row, placed, agent, streams_audio: true }),
+        Err(e) => {
+            // The caller hung up before the answer: nothing ran, nothing is charged.
+            tracing::info!(call = %row.public_id, error = %e, "an inbound call ended before it was answered");
+            let ended = async {
+                let mut work = svc.begin().await?;
+                let conversation_id = row.conversation_id.unwrap_or_default();
+                end_unanswered(&mut work, scope, &row, conversation_id, EndedReason::Canceled).await?;
+                svc.commit(work).await
+            }
+            .await;
+            if let Err(e) = ended {
+                tracing::error!(call = %row.public_id, error = %e, "could not end an unanswered call; the watchdog will");
+            }
+        }
+    }
+}
+
+/// Stores an inbound call `queued`, or says why it is refused.
+async fn store_inbound(
+    tx: &mut Tx,
+    svc: &Services,
+    call: &parley_voice::sip::InboundCall,
+) -> ServiceResult<Result<(Scope, CallRow, CallAgent), parley_voice::sip::Refusal>> {
+    use parley_voice::sip::Refusal;
+    // Trunks send numbers with or without the `+`.
+    let mut found = parley_store::repo::channels::find_voice_number(tx, &call.to).await?;
+    if found.is_none() && call.to.bytes().all(|b| b.is_ascii_digit()) {
+        found = parley_store::repo::channels::find_voice_number(tx, &format!("+{}", call.to)).await?;
+    }
+    let Some((scope, channel)) = found.filter(|(_, c)| c.status == parley_domain::channel::ChannelStatus::Active)
+    else {
+        return Ok(Err(Refusal::NotFound));
+    };
+    let workspace = voice_workspace(tx, scope).await?;
+    let call_id = parley_domain::call::new_call_id();
+    hold_slot(tx, svc, scope, &call_id).await?;
+    let caller = if !call.from.is_empty() && call.from.bytes().all(|b| b.is_ascii_digit()) {
+        format!("+{}", call.from)
+    } else {
+        call.from.clone()
+    };
+    let contact_id = phone_contact(tx, svc, scope, &caller).await?;
+    let conversation =
+        open_conversation(tx, scope, channel.id, &caller, &format!("Call from {caller}"), contact_id).await?;
+    let traffic = crate::agents::routing::Traffic {
+        event: parley_domain::agent::TriggerEvent::CallInbound,
+        channel: "voice",
+        kind: ConversationKind::Call,
+        text: "",
+    };
+    let Some(agent_id) = crate::agents::routing::route(tx, scope, &conversation, traffic).await? else {
+        return Ok(Err(Refusal::Unavailable));
+    };
+    let agent = parley_store::repo::agents::get(tx, scope, agent_id, false)
+        .await?
+        .ok_or_else(|| ServiceError::invariant(format!("routed agent {agent_id} is gone")))?;
+    let empty = Map::new();
+    let first_message = agent.first_message.clone();
+    let new = NewCall {
+        public_id: &call_id,
+        agent_id,
+        contact_id,
+        conversation_id: Some(conversation.item.id),
+        from: Some(&caller),
+        to: &channel.address,
+        first_message: first_message.as_deref(),
+        variables: &empty,
+        max_duration_s: 3600,
+        record: true,
+        metadata: &empty,
+        provider: "sip",
+        owner: &svc.calls.instance,
+        direction: CallDirection::Inbound,
+        channel_id: channel.id,
+    };
+    let (row, agent) = store_queued(tx, svc, scope, &workspace.name, agent, &conversation, new).await?;
+    repo::set_provider_call_id(tx, scope, row.id, &call.provider_call_id).await?;
+    Ok(Ok((scope, row, agent)))
 }
 
 /// The agent's system prompt for a call, with the call's variables and the
@@ -429,10 +591,23 @@ async fn record_dial(
 
 /// Ends a call that was never placed: `failed` (`dial_failed`), its hold released.
 async fn fail_dial(tx: &mut Tx, scope: Scope, row: &CallRow, conversation_id: i64) -> ServiceResult<()> {
+    end_unanswered(tx, scope, row, conversation_id, EndedReason::DialFailed).await
+}
+
+/// Ends a call that never started talking, nothing charged: `failed` when
+/// it could not be placed, `canceled` when the caller gave up first.
+async fn end_unanswered(
+    tx: &mut Tx,
+    scope: Scope,
+    row: &CallRow,
+    conversation_id: i64,
+    reason: EndedReason,
+) -> ServiceResult<()> {
     billing::release_call_hold(tx, scope, &row.public_id).await?;
+    let status = if reason == EndedReason::DialFailed { CallStatus::Failed } else { CallStatus::Canceled };
     let ending = Ending {
-        status: CallStatus::Failed,
-        reason: EndedReason::DialFailed,
+        status,
+        reason,
         ended_at: Timestamp::now(),
         duration_ms: 0,
         cost_cents: 0,

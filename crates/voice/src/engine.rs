@@ -355,6 +355,8 @@ pub async fn run(
             }
             _ = flush.tick() => {
                 run.flush_recording();
+                let now = run.now_ms();
+                live.finish_played(&mut run, now).await;
                 if run.answered.is_some() && run.ending.is_none() && run.pending.is_none() && !live.busy() {
                     let quiet = run.now_ms() - run.silence_since();
                     let listening = options.listening;

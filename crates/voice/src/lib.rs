@@ -31,3 +31,5 @@ pub mod session;
 pub mod simulated;
 pub mod sip;
 pub mod speech;
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -218,7 +218,7 @@ impl Live {
     }
 
     /// Writes the agent segment whose audio has finished playing.
-    async fn finish_played(&mut self, run: &mut Run, now: i64) {
+    pub(crate) async fn finish_played(&mut self, run: &mut Run, now: i64) {
         if self.playing.as_ref().is_some_and(|p| p.end_ms <= now)
             && let Some(p) = self.playing.take()
         {

@@ -581,14 +581,12 @@ impl Call {
                     // In: one frame per tick once the jitter buffer has
                     // filled; a lost packet or a silent far end is silence,
                     // so the speech loop hears time pass (turns end).
+                    // Before it fills (or from a far end that sends no
+                    // audio at all) that is silence too.
                     primed = primed || jitter.held() >= JITTER_DEPTH;
-                    if primed {
-                        let pcm = match jitter.pop_due() {
-                            Some(Some(payload)) => codec.decode(&payload),
-                            Some(None) | None => silence.clone(),
-                        };
-                        let _ = self.events.send(ProviderEvent::Audio(pcm)).await;
-                    }
+                    let due = if primed { jitter.pop_due().flatten() } else { None };
+                    let pcm = due.map_or_else(|| silence.clone(), |payload| codec.decode(&payload));
+                    let _ = self.events.send(ProviderEvent::Audio(pcm)).await;
                 }
                 received = self.media.recv_from(&mut buf) => {
                     let Ok((n, _from)) = received else { continue };

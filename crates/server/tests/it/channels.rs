@@ -60,12 +60,33 @@ both_backends! {
         assert_eq!(app.get(&ws.live, &format!("/api/v1/channels/{id}")).await.body, json!({"detail": format!("Channel {id} not found")}));
     }
 
+    async fn voice_channels_take_a_number_as_their_address_and_send_nothing(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let bad = app.post(&ws.live, "/api/v1/channels", json!({"type": "voice", "name": "x", "config": {"number": "+1 415"}})).await;
+        assert_eq!((bad.status, bad.body["detail"][0]["type"].clone()), (422, json!("value_error.voice_number")));
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "voice", "name": "Main", "config": {"number": "+14155550100"}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!((r.body["address"].clone(), r.body["config"].clone()), (json!("+14155550100"), json!({"number": "+14155550100"})));
+        let id = r.body["id"].clone();
+        // Test mode has its own numbers; the same number is free there.
+        assert_eq!(app.post(&ws.test, "/api/v1/channels", json!({"type": "voice", "name": "T", "config": {"number": "+14155550100"}})).await.status, 201);
+        let second = app.post(&ws.live, "/api/v1/channels", json!({"type": "voice", "name": "Again", "config": {"number": "+14155550100"}})).await;
+        assert_eq!((second.status, second.body["detail"].clone()), (409, json!("The number +14155550100 belongs to another voice channel")));
+        // Changing the number moves the address; removing it falls back to the public id.
+        let moved = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"number": "support"}})).await;
+        assert_eq!(moved.body["address"], "support");
+        let cleared = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"number": null}})).await;
+        assert!(cleared.body["address"].as_str().unwrap().starts_with("voice_"), "{}", cleared.text);
+        assert_eq!(app.post(&ws.live, "/api/v1/channels", json!({"type": "voice", "name": "Again", "config": {"number": "+14155550100"}})).await.status, 201, "the number is free again");
+    }
+
     async fn bad_channels_are_422s(backend) {
         let app = TestApp::spawn_with(backend, |s| s.webhooks.allow_private_targets = false).await;
         let ws = app.workspace("Acme").await;
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "x"})).await;
         assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.enum")));
-        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat'");
+        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat', 'voice'");
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "", "config": {"colour": "red", "url": "ftp://x"}})).await;
         assert_eq!(r.status, 422);
         let errors: Vec<(serde_json::Value, serde_json::Value)> = r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();

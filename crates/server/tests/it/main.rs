@@ -30,5 +30,6 @@ mod runtime;
 mod scale_out;
 mod search;
 mod tools;
+mod voice;
 mod webchat;
 mod webhooks;

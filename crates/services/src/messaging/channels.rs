@@ -250,6 +250,8 @@ pub async fn create(
         config: public,
         sealed_signing_secret: signing.as_ref().map(|s| svc.keyring.secrets().seal(s.expose().as_bytes())),
     };
+    let mut fields = fields;
+    fields.address = claim_address(tx, scope, None, kind, &fields.config).await?.unwrap_or(fields.address);
     let row = repo::insert(tx, scope, &fields).await?;
     Ok(ChannelWithSecret { channel: row.to_api()?, secret: signing.map(|s| s.expose()) })
 }
@@ -292,8 +294,31 @@ pub async fn update(
         apply_settings(kind, &mut fields.config, &mut secrets, changes)?;
         fields.secret_names = secrets.keys().cloned().collect();
         fields.sealed_secrets = seal_json(svc, &secrets);
+        fields.address =
+            claim_address(tx, scope, Some(id), kind, &fields.config).await?.unwrap_or(current.public_id.clone());
     }
     Ok(repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?.to_api()?)
+}
+
+/// The address the settings give the channel (a voice channel's number),
+/// if they give one: 409 when another live channel has it, since an
+/// inbound call must reach exactly one workspace.
+async fn claim_address(
+    tx: &mut Tx,
+    scope: Scope,
+    id: Option<i64>,
+    kind: &dyn Connector,
+    config: &Map<String, Value>,
+) -> ServiceResult<Option<String>> {
+    let Some(address) = kind.address(config) else { return Ok(None) };
+    if scope.livemode()
+        && kind.kind() == ChannelType::Voice
+        && let Some((owner, other)) = repo::find_voice_number(tx, &address).await?
+        && (owner != scope || Some(other.id) != id)
+    {
+        return Err(ServiceError::Conflict(format!("The number {address} belongs to another voice channel")));
+    }
+    Ok(Some(address))
 }
 
 /// The scope's voice channel connection (calls' conversations run on it),

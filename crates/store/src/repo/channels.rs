@@ -214,6 +214,12 @@ where
     Ok(found.map(|o| (Scope::new(o.workspace_id, parley_domain::Mode::from_livemode(o.livemode)), o.row)))
 }
 
+/// The live voice channel with `number` as its address, in any workspace,
+/// with its scope (inbound calls; numbers are unique among them).
+pub async fn find_voice_number(c: &mut impl AsHandle, number: &str) -> StoreResult<Option<(Scope, ChannelRow)>> {
+    owned_by(c, "type = 'voice' AND livemode = TRUE AND address = $1 ORDER BY id LIMIT 1", number).await
+}
+
 /// A channel by its public id (webchat), in any workspace, with its scope.
 pub async fn find_by_public_id(c: &mut impl AsHandle, public_id: &str) -> StoreResult<Option<(Scope, ChannelRow)>> {
     owned_by(c, "public_id = $1", public_id).await
