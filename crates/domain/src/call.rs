@@ -1,6 +1,6 @@
 //! Voice calls: their states, why they ended, and the call as the API shows it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
@@ -107,10 +107,13 @@ pub struct Call {
     /// The `voice` channel the call is on (the dialled number or SIP
     /// address, for inbound calls).
     pub channel_id: Option<i64>,
+    /// Voice-to-voice latency over the agent's answered turns, once the
+    /// call has ended (`null` before, or without any).
+    pub latency: Option<CallLatency>,
 }
 
 /// One finished piece of speech.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TranscriptSegment {
     pub index: i64,
     pub speaker: Speaker,
@@ -119,6 +122,56 @@ pub struct TranscriptSegment {
     pub end_ms: i64,
     /// The other side started speaking before this one finished.
     pub interrupted: bool,
+    /// Word timings (ms from the answer) when the speech-to-text engine
+    /// gives them; empty otherwise.
+    #[serde(default)]
+    pub words: Vec<Word>,
+    /// An agent turn's latency breakdown, when the turn answered the caller.
+    #[serde(default)]
+    pub latency: Option<TurnLatency>,
+}
+
+/// A word heard, timed from the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Word {
+    pub word: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+}
+
+/// How long an agent turn took to answer, from the end of the caller's
+/// speech: until the transcript was final (`stt_ms`, the end-of-turn
+/// silence included), then until the model's first words
+/// (`llm_first_token_ms`), then until the voice's first audio
+/// (`tts_first_audio_ms`); `voice_to_voice_ms` is the whole, to the reply's
+/// first audio frame going out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TurnLatency {
+    pub stt_ms: i64,
+    pub llm_first_token_ms: i64,
+    pub tts_first_audio_ms: i64,
+    pub voice_to_voice_ms: i64,
+}
+
+/// A call's voice-to-voice latency over its answered turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CallLatency {
+    pub turns: i64,
+    pub voice_to_voice_p50_ms: i64,
+    pub voice_to_voice_p95_ms: i64,
+}
+
+impl CallLatency {
+    /// Over the segments' turn latencies; `None` without any.
+    pub fn of(segments: &[TranscriptSegment]) -> Option<CallLatency> {
+        let mut all: Vec<i64> = segments.iter().filter_map(|s| s.latency.map(|l| l.voice_to_voice_ms)).collect();
+        if all.is_empty() {
+            return None;
+        }
+        all.sort_unstable();
+        let at = |q: f64| all[(((all.len() as f64) * q).ceil() as usize).clamp(1, all.len()) - 1];
+        Some(CallLatency { turns: all.len() as i64, voice_to_voice_p50_ms: at(0.5), voice_to_voice_p95_ms: at(0.95) })
+    }
 }
 
 /// A new call id: `call_` and a ULID.

@@ -613,6 +613,7 @@ async fn end_unanswered(
         cost_cents: 0,
         recording: None,
         transfer_to: None,
+        latency: None,
     };
     if repo::finish(tx, scope, row.id, &ending).await? {
         conversation_repo::set_status(tx, scope, conversation_id, ConversationStatus::Closed).await?;
@@ -825,6 +826,7 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
         cost_cents: charged.map_or(0, |e| -e.amount_cents),
         recording: recording.clone(),
         transfer_to: outcome.transfer_to.clone(),
+        latency: parley_domain::call::CallLatency::of(&outcome.segments),
     };
     if !repo::finish(&mut tx, scope, call.id, &ending).await? {
         // Ended meanwhile (an instance thought it abandoned): keep that end.
@@ -935,6 +937,7 @@ async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<par
         cost_cents: charged.map_or(0, |e| -e.amount_cents),
         recording: None,
         transfer_to: None,
+        latency: None,
     };
     if repo::finish(&mut work, scope, call.id, &ending).await? {
         if let Some(conversation_id) = call.conversation_id {

@@ -54,6 +54,8 @@ pub enum SttSettings {
         language: Option<String>,
         #[serde(default = "default_timeout_s")]
         timeout_seconds: u64,
+        /// Ask for word timings; default: for whisper models.
+        word_timestamps: Option<bool>,
     },
 }
 
@@ -240,11 +242,12 @@ impl SpeechEngines {
             SttSettings::Wyoming { host, port, language: own } => {
                 Arc::new(WyomingTranscriber { address: format!("{host}:{port}"), language: language(own) })
             }
-            SttSettings::OpenAi { base_url, api_key, model, language: own, timeout_seconds } => {
+            SttSettings::OpenAi { base_url, api_key, model, language: own, timeout_seconds, word_timestamps } => {
                 Arc::new(OpenAiTranscriber {
                     server: OpenAiAudio::new(base_url, api_key.clone(), Duration::from_secs(*timeout_seconds)),
                     model: model.clone(),
                     language: language(own),
+                    word_timestamps: word_timestamps.unwrap_or_else(|| model.contains("whisper")),
                 })
             }
         })

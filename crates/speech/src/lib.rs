@@ -39,6 +39,24 @@ pub struct Transcript {
     pub text: String,
     /// A final transcript will not change; partials may.
     pub is_final: bool,
+    /// Word timings, from the start of the audio given, when the engine
+    /// gives them.
+    pub words: Vec<TimedWord>,
+}
+
+impl Transcript {
+    /// A final transcript without word timings.
+    pub fn final_text(text: String) -> Transcript {
+        Transcript { text, is_final: true, words: Vec::new() }
+    }
+}
+
+/// A recognised word and when it was said (ms from the audio's start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedWord {
+    pub word: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
 }
 
 /// Streaming speech-to-text.
@@ -120,7 +138,7 @@ pub fn whole_utterance<F, Fut, E>(
 ) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>)
 where
     F: FnOnce(Pcm) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<String, E>> + Send,
+    Fut: std::future::Future<Output = Result<Transcript, E>> + Send,
     E: std::fmt::Display,
 {
     let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(512);
@@ -130,11 +148,11 @@ where
         while let Some(frame) = audio_rx.recv().await {
             utterance.extend(frame);
         }
-        let text = transcribe(utterance).await.unwrap_or_else(|e| {
+        let transcript = transcribe(utterance).await.unwrap_or_else(|e| {
             tracing::warn!(engine, error = %e, "transcription failed");
-            String::new()
+            Transcript::final_text(String::new())
         });
-        let _ = text_tx.send(Transcript { text, is_final: true }).await;
+        let _ = text_tx.send(transcript).await;
     });
     (audio_tx, text_rx)
 }

@@ -132,11 +132,19 @@ pub struct OpenAiTranscriber {
     /// `whisper-1`, `gpt-4o-transcribe`, `whisper-large-v3` (Groq), …
     pub model: String,
     pub language: Option<String>,
+    /// Ask for word timings (`verbose_json` with word granularity, which
+    /// whisper models take and `gpt-4o-*-transcribe` refuse).
+    pub word_timestamps: bool,
 }
 
 impl OpenAiTranscriber {
     /// Transcribes one utterance (8 kHz audio).
     pub async fn transcribe(&self, pcm: &[i16]) -> Result<String, OpenAiAudioError> {
+        self.transcript(pcm).await.map(|t| t.text)
+    }
+
+    /// Transcribes one utterance, with word timings if asked for and given.
+    pub async fn transcript(&self, pcm: &[i16]) -> Result<Transcript, OpenAiAudioError> {
         let upload = wav(&crate::resample::resample(pcm, SAMPLE_RATE, UPLOAD_RATE), UPLOAD_RATE);
         let url = format!("{}/audio/transcriptions", self.server.base_url);
         let response = self
@@ -146,10 +154,12 @@ impl OpenAiTranscriber {
                     .file_name("utterance.wav")
                     .mime_str("audio/wav")
                     .expect("a valid MIME type");
-                let mut form = reqwest::multipart::Form::new()
-                    .part("file", file)
-                    .text("model", self.model.clone())
-                    .text("response_format", "json");
+                let mut form = reqwest::multipart::Form::new().part("file", file).text("model", self.model.clone());
+                form = if self.word_timestamps {
+                    form.text("response_format", "verbose_json").text("timestamp_granularities[]", "word")
+                } else {
+                    form.text("response_format", "json")
+                };
                 if let Some(language) = &self.language {
                     form = form.text("language", language.clone());
                 }
@@ -157,10 +167,22 @@ impl OpenAiTranscriber {
             })
             .await?;
         let body: Value = response.json().await.map_err(|e| OpenAiAudioError::Answer(e.to_string()))?;
-        body["text"]
+        let text = body["text"]
             .as_str()
             .map(|t| t.trim().to_owned())
-            .ok_or_else(|| OpenAiAudioError::Answer("no `text` in the transcription".into()))
+            .ok_or_else(|| OpenAiAudioError::Answer("no `text` in the transcription".into()))?;
+        // `words: [{word, start, end}]`, in seconds.
+        let ms = |v: &Value| (v.as_f64().unwrap_or(0.0) * 1000.0).round() as i64;
+        let words = body["words"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| {
+                let word = w["word"].as_str()?.trim().to_owned();
+                Some(crate::TimedWord { word, start_ms: ms(&w["start"]), end_ms: ms(&w["end"]) })
+            })
+            .collect();
+        Ok(Transcript { text, is_final: true, words })
     }
 }
 
@@ -172,7 +194,7 @@ impl Transcriber for OpenAiTranscriber {
     /// One request per utterance, sent when the input ends.
     fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>) {
         let this = self.clone();
-        crate::whole_utterance("openai", move |utterance| async move { this.transcribe(&utterance).await })
+        crate::whole_utterance("openai", move |utterance| async move { this.transcript(&utterance).await })
     }
 }
 

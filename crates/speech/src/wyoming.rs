@@ -196,7 +196,9 @@ impl Transcriber for WyomingTranscriber {
     /// utterance, sent when the input ends.
     fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>) {
         let this = self.clone();
-        crate::whole_utterance("wyoming", move |utterance| async move { this.transcribe(&utterance).await })
+        crate::whole_utterance("wyoming", move |utterance| async move {
+            this.transcribe(&utterance).await.map(Transcript::final_text)
+        })
     }
 }
 

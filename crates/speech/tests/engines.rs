@@ -103,8 +103,26 @@ async fn fake_openai() -> (String, Arc<Mutex<Seen>>) {
             )
                 .into_response();
         }
+        let verbose = parts.iter().any(|(n, v)| n == "response_format" && v == b"verbose_json");
         seen.transcriptions.push((auth, parts));
-        axum::Json(serde_json::json!({"text": " I would like to book a table. "})).into_response()
+        if !verbose {
+            return axum::Json(serde_json::json!({"text": " I would like to book a table. "})).into_response();
+        }
+        // verbose_json as OpenAI documents it (seconds), with word granularity.
+        let timed = [
+            ("I", 0.12, 0.24),
+            ("would", 0.24, 0.41),
+            ("like", 0.41, 0.6),
+            ("to", 0.6, 0.68),
+            ("book", 0.68, 0.9),
+            ("a", 0.9, 0.98),
+            ("table", 0.98, 1.32),
+        ];
+        let words: Vec<serde_json::Value> =
+            timed.iter().map(|(w, s, e)| serde_json::json!({"word": w, "start": s, "end": e})).collect();
+        axum::Json(serde_json::json!({"task": "transcribe", "language": "english", "duration": 1.0,
+            "text": " I would like to book a table. ", "words": words}))
+        .into_response()
     }
     async fn speech(
         State(seen): State<Arc<Mutex<Seen>>>,
@@ -138,9 +156,19 @@ async fn openai_compatible_audio_requests_follow_the_documented_format() {
 
     // Transcription: one 429 (retried after Retry-After), then the answer.
     seen.lock().unwrap().fail_next = 1;
-    let stt = OpenAiTranscriber { server: server.clone(), model: "whisper-1".into(), language: Some("en".into()) };
+    let stt = OpenAiTranscriber {
+        server: server.clone(),
+        model: "whisper-1".into(),
+        language: Some("en".into()),
+        word_timestamps: true,
+    };
     let utterance = vec![1000i16; 8000]; // one second at 8 kHz
-    assert_eq!(stt.transcribe(&utterance).await.unwrap(), "I would like to book a table.");
+    let transcript = stt.transcript(&utterance).await.unwrap();
+    assert_eq!(transcript.text, "I would like to book a table.");
+    // Word timings in seconds become milliseconds from the utterance's start.
+    assert_eq!(transcript.words.len(), 7);
+    assert_eq!(transcript.words[0], parley_speech::TimedWord { word: "I".into(), start_ms: 120, end_ms: 240 });
+    assert_eq!(transcript.words[6], parley_speech::TimedWord { word: "table".into(), start_ms: 980, end_ms: 1320 });
     let (auth, parts) = seen.lock().unwrap().transcriptions[0].clone();
     assert_eq!(auth.as_deref(), Some("Bearer sk-test-secret"));
     let field = |name: &str| {
@@ -148,7 +176,8 @@ async fn openai_compatible_audio_requests_follow_the_documented_format() {
     };
     assert_eq!(field("model"), b"whisper-1");
     assert_eq!(field("language"), b"en");
-    assert_eq!(field("response_format"), b"json");
+    assert_eq!(field("response_format"), b"verbose_json");
+    assert_eq!(field("timestamp_granularities[]"), b"word");
     let file = field("file");
     assert_eq!(&file[..4], b"RIFF");
     assert_eq!(&file[8..12], b"WAVE");

@@ -133,7 +133,13 @@ impl Run {
         end_ms: i64,
         interrupted: bool,
     ) {
-        let s = Segment { index: self.segments.len() as i64, speaker, text, start_ms, end_ms, interrupted };
+        let s = Segment { index: 0, speaker, text, start_ms, end_ms, interrupted, words: Vec::new(), latency: None };
+        self.write(s).await;
+    }
+
+    /// Writes a segment, numbered next.
+    pub(crate) async fn write(&mut self, mut s: Segment) {
+        s.index = self.segments.len() as i64;
         self.segments.push(s.clone());
         let _ = self.progress.send(Progress::Segment(s)).await;
     }
@@ -233,14 +239,15 @@ impl Run {
 
     /// The caller's speech as text, through the transcriber if there is one.
     async fn transcribe(&mut self, audio: &Pcm) -> String {
-        transcribe(self.transcriber.as_deref(), audio).await
+        transcribe(self.transcriber.as_deref(), audio).await.text
     }
 }
 
-/// An utterance's text: the transcriber's final transcript, or
-/// `[inaudible]` without a transcriber or a transcript.
-pub(crate) async fn transcribe(transcriber: Option<&dyn Transcriber>, audio: &Pcm) -> String {
-    let Some(transcriber) = transcriber else { return "[inaudible]".to_owned() };
+/// An utterance's final transcript: the transcriber's, or `[inaudible]`
+/// without a transcriber or a transcript.
+pub(crate) async fn transcribe(transcriber: Option<&dyn Transcriber>, audio: &Pcm) -> parley_speech::Transcript {
+    let inaudible = || parley_speech::Transcript::final_text("[inaudible]".to_owned());
+    let Some(transcriber) = transcriber else { return inaudible() };
     let (frames, mut transcripts) = transcriber.start();
     for frame in audio.chunks(crate::speech::FRAME_SAMPLES) {
         if frames.send(frame.to_vec()).await.is_err() {
@@ -251,10 +258,10 @@ pub(crate) async fn transcribe(transcriber: Option<&dyn Transcriber>, audio: &Pc
     let mut last = None;
     while let Some(t) = transcripts.recv().await {
         if t.is_final {
-            last = Some(t.text);
+            last = Some(t);
         }
     }
-    last.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| "[inaudible]".to_owned())
+    last.filter(|t| !t.text.trim().is_empty()).unwrap_or_else(inaudible)
 }
 
 /// Runs a placed call until it ends. `hangup` ends it from Parley's side.
@@ -524,10 +531,10 @@ mod tests {
                 let mut n = 0;
                 while let Some(frame) = audio_rx.recv().await {
                     n += frame.len();
-                    let partial = crate::speech::Transcript { text: format!("{n}"), is_final: false };
+                    let partial = crate::speech::Transcript { text: format!("{n}"), is_final: false, words: vec![] };
                     let _ = text_tx.send(partial).await;
                 }
-                let _ = text_tx.send(crate::speech::Transcript { text: format!("{n} samples"), is_final: true }).await;
+                let _ = text_tx.send(crate::speech::Transcript::final_text(format!("{n} samples"))).await;
             });
             (audio_tx, text_rx)
         }

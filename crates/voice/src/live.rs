@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use parley_domain::call::Speaker;
+use parley_domain::call::{Speaker, TranscriptSegment, TurnLatency, Word};
 use parley_speech::vad::{SpeechDetector, TurnSettings, VoiceEvent};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -66,8 +66,9 @@ pub(crate) enum Message {
     Act { turn: u64, action: Action },
     /// Turn `turn` has no more speech.
     Spoken { turn: u64 },
-    /// An utterance of the caller's, transcribed.
-    Heard { start_ms: i64, end_ms: i64, text: String },
+    /// An utterance of the caller's (audio from `start_ms`, speech ending
+    /// at `speech_end_ms`, the turn at `end_ms`), transcribed.
+    Heard { start_ms: i64, end_ms: i64, speech_end_ms: i64, transcript: parley_speech::Transcript },
 }
 
 /// The agent's turn being spoken.
@@ -78,6 +79,34 @@ struct Speaking {
     start_ms: Option<i64>,
     text: String,
     action: Option<Action>,
+    /// When it answers the caller: how long each step took.
+    timing: Option<Timing>,
+}
+
+/// The moments of one answering turn (ms from the answer).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// The caller stopped speaking.
+    speech_end_ms: i64,
+    /// Their transcript was final.
+    heard_ms: i64,
+    /// The model's first words arrived.
+    first_text_ms: Option<i64>,
+    /// The voice's first audio arrived, and went out.
+    first_audio_ms: Option<i64>,
+    first_out_ms: Option<i64>,
+}
+
+impl Timing {
+    fn latency(&self) -> Option<TurnLatency> {
+        let (text, audio, out) = (self.first_text_ms?, self.first_audio_ms?, self.first_out_ms?);
+        Some(TurnLatency {
+            stt_ms: self.heard_ms - self.speech_end_ms,
+            llm_first_token_ms: text - self.heard_ms,
+            tts_first_audio_ms: audio - text,
+            voice_to_voice_ms: out - self.speech_end_ms,
+        })
+    }
 }
 
 /// An agent segment whose audio is still playing: written when it ends,
@@ -86,6 +115,7 @@ struct Playing {
     start_ms: i64,
     end_ms: i64,
     text: String,
+    latency: Option<TurnLatency>,
 }
 
 pub(crate) struct Live {
@@ -169,11 +199,12 @@ impl Live {
                     if self.agent_talking(run, now) && !long {
                         continue; // a backchannel under the agent's speech
                     }
+                    let speech_end_ms = origin + to_ms as i64;
                     let transcriber = run.transcriber.clone();
                     let tx = self.tx.clone();
                     tokio::spawn(async move {
-                        let text = transcribe(transcriber.as_deref(), &audio).await;
-                        let _ = tx.send(Message::Heard { start_ms, end_ms: now, text }).await;
+                        let transcript = transcribe(transcriber.as_deref(), &audio).await;
+                        let _ = tx.send(Message::Heard { start_ms, end_ms: now, speech_end_ms, transcript }).await;
                     });
                 }
             }
@@ -195,15 +226,17 @@ impl Live {
         }
         let _ = run.commands.send(Command::StopPlayback).await;
         let cut = match (speaking, self.playing.take()) {
-            (Some(Speaking { start_ms: Some(start), text, .. }), _) => Some((start, text)),
-            (_, Some(Playing { start_ms, text, .. })) => Some((start_ms, text)),
+            (Some(Speaking { start_ms: Some(start), text, timing, .. }), _) => {
+                Some((start, text, timing.and_then(|t| t.latency())))
+            }
+            (_, Some(Playing { start_ms, text, latency, .. })) => Some((start_ms, text, latency)),
             _ => None,
         };
-        if let Some((start, text)) = cut {
+        if let Some((start, text, latency)) = cut {
             let total = (run.agent_until_ms - start).max(1);
             let played = (now - start).clamp(0, total);
             let trimmed = words_within(&text, played as f64 / total as f64);
-            run.segment_with(Speaker::Agent, trimmed, start, now, true).await;
+            run.write(agent_segment(trimmed, start, now, true, latency)).await;
         }
         if let Some(r) = &mut run.recorder {
             r.cut(Voice::Agent, now);
@@ -222,7 +255,7 @@ impl Live {
         if self.playing.as_ref().is_some_and(|p| p.end_ms <= now)
             && let Some(p) = self.playing.take()
         {
-            run.segment(Speaker::Agent, p.text, p.start_ms, p.end_ms).await;
+            run.write(agent_segment(p.text, p.start_ms, p.end_ms, false, p.latency)).await;
         }
     }
 
@@ -231,8 +264,12 @@ impl Live {
         let current = |turn: u64, speaking: &Option<Speaking>| speaking.as_ref().is_some_and(|s| s.turn == turn);
         match message {
             Message::Text { turn, delta } if current(turn, &self.speaking) => {
+                let now = run.now_ms();
                 if let Some(s) = &mut self.speaking {
                     s.text.push_str(&delta);
+                    if let Some(t) = &mut s.timing {
+                        t.first_text_ms.get_or_insert(now);
+                    }
                 }
             }
             Message::Frame { turn, frame } if current(turn, &self.speaking) => {
@@ -240,6 +277,10 @@ impl Live {
                 let at = now.max(run.agent_until_ms);
                 if let Some(s) = &mut self.speaking {
                     s.start_ms.get_or_insert(at);
+                    if let Some(t) = &mut s.timing {
+                        t.first_audio_ms.get_or_insert(now);
+                        t.first_out_ms.get_or_insert(at);
+                    }
                 }
                 if let Some(r) = &mut run.recorder {
                     r.put(Voice::Agent, at, &frame);
@@ -258,20 +299,44 @@ impl Live {
                 if let Some(s) = self.speaking.take() {
                     if let Some(start_ms) = s.start_ms {
                         let text = s.text.trim().to_owned();
-                        self.playing = Some(Playing { start_ms, end_ms: run.agent_until_ms, text });
+                        let latency = s.timing.and_then(|t| t.latency());
+                        self.playing = Some(Playing { start_ms, end_ms: run.agent_until_ms, text, latency });
                     }
                     if let Some(action) = s.action {
                         run.act_after_speech(action);
                     }
                 }
             }
-            Message::Heard { start_ms, end_ms, text } => {
+            Message::Heard { start_ms, end_ms, speech_end_ms, transcript } => {
                 run.caller_until_ms = end_ms;
                 run.reprompted = false;
-                run.segment(Speaker::Caller, text.clone(), start_ms, end_ms).await;
+                let text = transcript.text;
+                let words = transcript
+                    .words
+                    .into_iter()
+                    .map(|w| Word { word: w.word, start_ms: start_ms + w.start_ms, end_ms: start_ms + w.end_ms })
+                    .collect();
+                let segment = TranscriptSegment {
+                    index: 0,
+                    speaker: Speaker::Caller,
+                    text: text.clone(),
+                    start_ms,
+                    end_ms,
+                    interrupted: false,
+                    words,
+                    latency: None,
+                };
+                run.write(segment).await;
                 if text != "[inaudible]" {
                     let turn = run.agent.respond(Input::UserSaid(text));
-                    self.speak(run, turn);
+                    let timing = Timing {
+                        speech_end_ms,
+                        heard_ms: run.now_ms(),
+                        first_text_ms: None,
+                        first_audio_ms: None,
+                        first_out_ms: None,
+                    };
+                    self.speak_timed(run, turn, Some(timing));
                 }
             }
             _ => {} // a cancelled turn's late messages
@@ -287,13 +352,18 @@ impl Live {
     /// Starts speaking an agent turn: its text goes to the synthesiser as
     /// it streams, the frames come back to be played.
     pub(crate) fn speak(&mut self, run: &mut Run, turn: BoxStream<'static, Output>) {
+        self.speak_timed(run, turn, None);
+    }
+
+    /// [`Live::speak`], timing the turn when it answers the caller.
+    fn speak_timed(&mut self, run: &mut Run, turn: BoxStream<'static, Output>, timing: Option<Timing>) {
         if let Some(previous) = self.speaking.take() {
             previous.task.abort();
         }
         self.turn += 1;
         let id = self.turn;
         let task = tokio::spawn(speak_turn(id, turn, run.voice.clone(), self.tx.clone()));
-        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new(), action: None });
+        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new(), action: None, timing });
     }
 
     /// The call is over: what was playing is written as far as it got.
@@ -302,13 +372,15 @@ impl Live {
             s.task.abort();
             if let Some(start) = s.start_ms {
                 let now = run.now_ms();
-                run.segment_with(Speaker::Agent, s.text.trim().to_owned(), start, now.max(start), true).await;
+                let latency = s.timing.and_then(|t| t.latency());
+                run.write(agent_segment(s.text.trim().to_owned(), start, now.max(start), true, latency)).await;
             }
         }
         if let Some(p) = self.playing.take() {
             let now = run.now_ms();
             let cut_short = p.end_ms > now;
-            run.segment_with(Speaker::Agent, p.text, p.start_ms, p.end_ms.min(now.max(p.start_ms)), cut_short).await;
+            let end = p.end_ms.min(now.max(p.start_ms));
+            run.write(agent_segment(p.text, p.start_ms, end, cut_short, p.latency)).await;
         }
     }
 }
@@ -351,6 +423,26 @@ async fn speak_turn(
         }
     }
     let _ = tx.send(Message::Spoken { turn }).await;
+}
+
+/// An agent segment.
+fn agent_segment(
+    text: String,
+    start_ms: i64,
+    end_ms: i64,
+    interrupted: bool,
+    latency: Option<TurnLatency>,
+) -> TranscriptSegment {
+    TranscriptSegment {
+        index: 0,
+        speaker: Speaker::Agent,
+        text,
+        start_ms,
+        end_ms,
+        interrupted,
+        words: Vec::new(),
+        latency,
+    }
 }
 
 /// The first share of `text`'s words (at least one word once any was played).

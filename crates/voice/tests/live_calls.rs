@@ -34,7 +34,7 @@ impl Transcriber for Scripted {
         *n += 1;
         tokio::spawn(async move {
             while audio_rx.recv().await.is_some() {}
-            let _ = text_tx.send(Transcript { text, is_final: true }).await;
+            let _ = text_tx.send(Transcript::final_text(text)).await;
         });
         (audio_tx, text_rx)
     }
@@ -219,6 +219,22 @@ async fn a_caller_turn_is_heard_at_its_end_and_answered_in_streamed_speech() {
         line.played.iter().find(|t| t.as_millis() as i64 >= s[1].end_ms).expect("the reply is played");
     let gap = first_reply_frame.as_millis() as i64 - s[1].end_ms;
     assert!(gap < 250, "first reply audio {gap} ms after the caller's turn ended");
+    // The reply's latency, from the end of the caller's speech: the
+    // end-of-turn silence (600 ms) and the transcript, the model, the voice.
+    let l = s[2].latency.expect("the answering turn is timed");
+    assert!((600..1200).contains(&l.stt_ms), "{l:?}");
+    assert!(l.llm_first_token_ms >= 0 && l.llm_first_token_ms < 100, "{l:?}");
+    assert!(l.tts_first_audio_ms >= 0 && l.tts_first_audio_ms < 100, "{l:?}");
+    let steps = l.stt_ms + l.llm_first_token_ms + l.tts_first_audio_ms;
+    assert!(l.voice_to_voice_ms >= steps && l.voice_to_voice_ms <= steps + 60, "{l:?}");
+    // Measured from where the speech really ended (the detector's end is within 200 ms of it).
+    let speech_end = s[2].start_ms - l.voice_to_voice_ms;
+    assert!(
+        (speech_end - (2500 + said_ms)).abs() < 200,
+        "speech ended at {speech_end} ms; the line's at {}",
+        2500 + said_ms
+    );
+    assert!(s[0].latency.is_none() && s[1].latency.is_none(), "the greeting answers nobody; the caller has none");
     assert!(line.stops.is_empty(), "no barge-in");
     // The recording: the caller on the left while they speak, the agent on the right while it answers.
     let wav = outcome.recording.as_ref().map(|r| r.path.clone()).unwrap_or(wav);

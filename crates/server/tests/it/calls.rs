@@ -80,7 +80,7 @@ both_backends! {
         for (i, s) in segments.iter().enumerate() {
             let mut keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
             keys.sort();
-            assert_eq!(keys, ["end_ms", "index", "interrupted", "speaker", "start_ms", "text"]);
+            assert_eq!(keys, ["end_ms", "index", "interrupted", "latency", "speaker", "start_ms", "text", "words"]);
             assert_eq!(s["index"], i);
             assert!(s["start_ms"].as_i64().unwrap() < s["end_ms"].as_i64().unwrap());
         }

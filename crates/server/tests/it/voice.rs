@@ -83,6 +83,16 @@ both_backends! {
         assert!(recall(said, heard) >= 0.9, "whisper heard {heard:?} for {said:?}");
         let reply = segments.iter().rev().find(|s| s["speaker"] == "agent").unwrap();
         assert!(reply["index"].as_i64() > caller["index"].as_i64(), "the agent answered: {segments:#?}");
+        // The answering turn's latency, and the call's over its turns.
+        let latency = &reply["latency"];
+        let v2v = latency["voice_to_voice_ms"].as_i64().unwrap_or_else(|| panic!("{reply}"));
+        let steps: i64 = ["stt_ms", "llm_first_token_ms", "tts_first_audio_ms"].iter().map(|k| latency[*k].as_i64().unwrap()).sum();
+        assert!(v2v >= steps && v2v < 5000, "{latency}");
+        assert_eq!(caller["latency"], Value::Null);
+        assert_eq!(caller["words"], json!([]), "whisper over Wyoming gives no word timings");
+        let call = app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body;
+        assert_eq!(call["latency"]["turns"], 1, "{call}");
+        assert_eq!((call["latency"]["voice_to_voice_p50_ms"].as_i64(), call["latency"]["voice_to_voice_p95_ms"].as_i64()), (Some(v2v), Some(v2v)));
         let runs = app.get(&ws.live, &format!("/api/v1/agent-runs?agent_id={}", agent["id"])).await.body;
         assert!(runs["items"].as_array().unwrap().iter().any(|r| r["call_id"] == json!(id) && r["trigger"] == "call_turn"), "{runs}");
 

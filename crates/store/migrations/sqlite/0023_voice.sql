@@ -10,3 +10,9 @@ ALTER TABLE agents DROP COLUMN voice;
 -- Where the agent transferred a call, and the voice channel a call is on.
 ALTER TABLE calls ADD COLUMN transfer_to TEXT;
 ALTER TABLE calls ADD COLUMN channel_id INTEGER;
+
+-- Word timings and an agent turn's latency breakdown, per segment; the
+-- call's voice-to-voice latency once it ends.
+ALTER TABLE call_segments ADD COLUMN words TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE call_segments ADD COLUMN latency TEXT;
+ALTER TABLE calls ADD COLUMN latency TEXT;

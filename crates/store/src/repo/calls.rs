@@ -1,7 +1,8 @@
 //! Voice calls and their transcript segments.
 
 use parley_domain::call::{
-    Call, CallDirection, CallRecording, CallStatus, EndedReason, RecordingStatus, Speaker, TranscriptSegment,
+    Call, CallDirection, CallLatency, CallRecording, CallStatus, EndedReason, RecordingStatus, Speaker,
+    TranscriptSegment, TurnLatency, Word,
 };
 use parley_domain::validation::Page;
 use parley_domain::{Mode, Scope, Timestamp};
@@ -17,7 +18,7 @@ pub const VERSION_KEY: &str = "calls";
 const COLUMNS: &str = "id, public_id, workspace_id, livemode, agent_id, contact_id, conversation_id, direction, \
     from_address, to_address, status, ended_reason, first_message, max_duration_s, record, metadata, provider, \
     provider_call_id, owner, last_seen_at, created_at, ringing_at, answered_at, ended_at, duration_ms, cost_cents, \
-    recording_status, recording_key, recording_duration_ms, transfer_to, channel_id";
+    recording_status, recording_key, recording_duration_ms, transfer_to, channel_id, latency";
 
 /// A stored call, with what only the services need (owner, recording key).
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -53,6 +54,7 @@ pub struct CallRow {
     pub recording_duration_ms: Option<i64>,
     pub transfer_to: Option<String>,
     pub channel_id: Option<i64>,
+    pub latency: Option<Json<CallLatency>>,
 }
 
 impl CallRow {
@@ -92,6 +94,7 @@ impl CallRow {
             provider_call_id: self.provider_call_id.clone(),
             transfer_to: self.transfer_to.clone(),
             channel_id: self.channel_id,
+            latency: self.latency.as_ref().map(|l| l.0),
         })
     }
 }
@@ -227,6 +230,7 @@ pub struct Ending {
     pub recording: Option<(String, i64)>,
     /// Where the call was transferred (`transferred` calls).
     pub transfer_to: Option<String>,
+    pub latency: Option<CallLatency>,
 }
 
 /// Ends a live call; false if it had already ended (terminal states never change).
@@ -236,7 +240,7 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
         c,
         sqlx::query(
             "UPDATE calls SET status = $4, ended_reason = $5, ended_at = $6, duration_ms = $7, cost_cents = $8,
-                recording_status = $9, recording_key = $10, recording_duration_ms = $11, transfer_to = $12, owner = NULL,
+                recording_status = $9, recording_key = $10, recording_duration_ms = $11, transfer_to = $12, latency = $13, owner = NULL,
                 updated_at = $6
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'ringing', 'in_progress')",
         )
@@ -251,6 +255,7 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
         .bind(key)
         .bind(recording_ms)
         .bind(&e.transfer_to)
+        .bind(e.latency.map(Json))
     )?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(n > 0)
@@ -302,8 +307,8 @@ pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegm
     execute!(
         c,
         sqlx::query(
-            "INSERT INTO call_segments (call_id, idx, speaker, text, start_ms, end_ms, interrupted)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO call_segments (call_id, idx, speaker, text, start_ms, end_ms, interrupted, words, latency)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(call_id)
         .bind(s.index)
@@ -312,27 +317,43 @@ pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegm
         .bind(s.start_ms)
         .bind(s.end_ms)
         .bind(s.interrupted)
+        .bind(Json(&s.words))
+        .bind(s.latency.map(Json))
     )?;
     Ok(())
 }
 
 pub async fn segments(c: &mut impl AsHandle, call_id: i64) -> StoreResult<Vec<TranscriptSegment>> {
-    let rows: Vec<(i64, String, String, i64, i64, bool)> = fetch_all!(
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        idx: i64,
+        speaker: String,
+        text: String,
+        start_ms: i64,
+        end_ms: i64,
+        interrupted: bool,
+        words: Json<Vec<Word>>,
+        latency: Option<Json<TurnLatency>>,
+    }
+    let rows: Vec<Row> = fetch_all!(
         c,
         sqlx::query_as(
-            "SELECT idx, speaker, text, start_ms, end_ms, interrupted FROM call_segments WHERE call_id = $1 ORDER BY idx"
+            "SELECT idx, speaker, text, start_ms, end_ms, interrupted, words, latency FROM call_segments
+             WHERE call_id = $1 ORDER BY idx"
         )
         .bind(call_id)
     )?;
     rows.into_iter()
-        .map(|(index, speaker, text, start_ms, end_ms, interrupted)| {
+        .map(|r| {
             Ok(TranscriptSegment {
-                index,
-                speaker: Speaker::parse(&speaker).ok_or_else(|| corrupt("speaker", &speaker))?,
-                text,
-                start_ms,
-                end_ms,
-                interrupted,
+                index: r.idx,
+                speaker: Speaker::parse(&r.speaker).ok_or_else(|| corrupt("speaker", &r.speaker))?,
+                text: r.text,
+                start_ms: r.start_ms,
+                end_ms: r.end_ms,
+                interrupted: r.interrupted,
+                words: r.words.0,
+                latency: r.latency.map(|l| l.0),
             })
         })
         .collect()
