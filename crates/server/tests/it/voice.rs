@@ -107,6 +107,48 @@ both_backends! {
         assert!(loudness(&wav, 1, cs + 300, ce - 300) < 100.0, "the agent is quiet while the caller talks");
     }
 
+    async fn a_sip_callee_talking_over_the_greeting_stops_it_within_300_ms(backend) {
+        let stt = whisper();
+        let sip_port = free_udp_port();
+        let app = sip_app(backend, sip_port, &stt).await;
+        let ws = app.workspace("Voice").await;
+        let greeting = "Thanks for calling Parley, the self hosted platform for voice and chat agents. \
+                        We can help you with bookings, orders, returns and anything else you need today.";
+        let agent = app.create_agent(&ws.live, json!({"name": "Ada", "first_message": greeting, "interruption_threshold_ms": 200})).await;
+        // SIPp answers and, 3 s in, talks over the long greeting.
+        let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
+        let words = parley_speech::synthesise(&espeak, "wait, I have a question about my order").await;
+        let dir = std::env::temp_dir().join(format!("parley-voice-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pcap = dir.join("caller.pcap");
+        parley_voice::testing::rtp_pcap(&pcap, &words);
+        let (port, media) = (free_udp_port(), free_udp_port());
+        let mut sipp = sipp_callee(&scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir), port, media);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = place(&app, &ws.live, json!({"agent_id": agent["id"], "to": format!("sip:service@127.0.0.1:{port}")})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_str().unwrap().to_owned();
+        wait_for(&app, &ws.live, &id, ended).await;
+        assert!(tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap().success());
+
+        let segments = transcript(&app, &ws.live, &id).await;
+        let first = &segments[0];
+        assert_eq!((first["speaker"].clone(), first["interrupted"].clone()), (json!("agent"), json!(true)), "{segments:#?}");
+        let kept = first["text"].as_str().unwrap();
+        assert!(greeting.starts_with(kept) && kept.split_whitespace().count() < greeting.split_whitespace().count() * 2 / 3, "trimmed to the words played: {kept:?}");
+        // From the recording (what was sent, cut where playback stopped):
+        // the caller's speech starts on the left; the agent's audio on the
+        // right stops within 300 ms of it.
+        let j = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording?redirect=true")).await;
+        let wav = app.client.get(j.body["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+        let loud = |channel: usize, ms: i64| loudness(&wav, channel, ms, ms + 20) > 300.0;
+        let caller_starts = (2000..8000).step_by(20).find(|ms| loud(0, *ms)).expect("the caller speaks");
+        let agent_stops = (caller_starts..caller_starts + 3000).step_by(20).find(|ms| (0..10).all(|k| !loud(1, ms + k * 20))).expect("the agent stops");
+        eprintln!("barge-in: the agent stopped {} ms after the caller began", agent_stops - caller_starts);
+        assert!(agent_stops - caller_starts <= 300, "the agent stopped {} ms after the caller began", agent_stops - caller_starts);
+        assert!(loud(1, caller_starts - 500), "the agent was speaking when the caller began");
+    }
+
     async fn an_inbound_sip_call_is_routed_by_trigger_and_the_agent_hears_its_keys(backend) {
         let stt = whisper();
         let sip_port = free_udp_port();
