@@ -88,23 +88,40 @@ pub async fn services(settings: &Settings, db: Db) -> anyhow::Result<Services> {
     Ok(services)
 }
 
-/// Starts the live calls' telephony provider: with `sip`, the SIP endpoint
-/// (live calls are placed through it, and the calls it receives come back
-/// on the receiver); the simulated provider otherwise.
+/// Starts the telephony providers. Test-mode calls (and live ones with
+/// `telephony.provider = "simulated"`) run on the simulated line, whose
+/// caller speaks espeak-ng audio through the real speech loop when a
+/// speech-to-text engine is configured. With `sip`, live calls go through
+/// the SIP endpoint, and the calls it receives come back on the receiver.
 async fn telephony(
     settings: &Settings,
     services: Services,
 ) -> anyhow::Result<(Services, Option<tokio::sync::mpsc::Receiver<parley_voice::sip::InboundCall>>)> {
-    if settings.telephony.provider != "sip" {
-        return Ok((services, None));
-    }
-    let sip = settings.telephony.sip.parse()?;
-    let (provider, inbound) = parley_voice::sip::SipProvider::start(sip).await.map_err(anyhow::Error::msg)?;
-    tracing::info!(address = %provider.local_addr(), "SIP endpoint listening");
-    let simulated: std::sync::Arc<dyn parley_voice::provider::Provider> =
-        std::sync::Arc::new(parley_voice::simulated::Simulated::default());
-    let runtime = parley_services::calls::CallRuntime::new(simulated, std::sync::Arc::new(provider));
-    Ok((services.with_call_runtime(runtime), Some(inbound)))
+    use parley_voice::provider::Provider;
+    use parley_voice::simulated::Simulated;
+    use std::sync::Arc;
+    let simulated = match settings.speech.stt.is_empty() {
+        true => Simulated::default(),
+        false => match parley_speech::espeak::Espeak::new("en-us", 150) {
+            Ok(voice) => Simulated::speaking(Arc::new(voice)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the simulated caller cannot speak; its lines arrive as text");
+                Simulated::default()
+            }
+        },
+    };
+    let simulated: Arc<dyn Provider> = Arc::new(simulated);
+    let (live, inbound): (Arc<dyn Provider>, _) = match settings.telephony.provider.as_str() {
+        "sip" => {
+            let sip = settings.telephony.sip.parse()?;
+            let (provider, inbound) = parley_voice::sip::SipProvider::start(sip).await.map_err(anyhow::Error::msg)?;
+            tracing::info!(address = %provider.local_addr(), "SIP endpoint listening");
+            (Arc::new(provider), Some(inbound))
+        }
+        _ => (simulated.clone(), None),
+    };
+    let runtime = parley_services::calls::CallRuntime::new(simulated, live);
+    Ok((services.with_call_runtime(runtime), inbound))
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then lets

@@ -7,10 +7,18 @@
 //! - `+15005550004`: rings, then the network fails the call;
 //! - anything else: answered by a caller who listens to the agent, says a
 //!   line, listens to the answer, says goodbye and hangs up.
+//!
+//! With a caller voice ([`Simulated::speaking`]) the caller's side is live
+//! audio, as SIP's: 20 ms frames of silence or of the caller's synthesised
+//! speech, so test-mode calls go through the whole speech loop (voice
+//! activity, speech-to-text, barge-in). Without one, the caller's lines
+//! arrive whole with their text.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use parley_speech::{Pcm, Synthesiser, synthesise};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, sleep_until};
 
@@ -25,7 +33,7 @@ pub const FAILS_AFTER_RINGING: &str = "+15005550004";
 /// What the simulated caller says, in turn.
 pub const CALLER_LINES: [&str; 2] = ["Hi, I am calling about my order.", "Great, thanks. Bye."];
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Simulated {
     /// From dial to ringing.
     pub setup: Duration,
@@ -35,6 +43,16 @@ pub struct Simulated {
     pub pause: Duration,
     /// How long the caller waits for the agent to start answering.
     pub think: Duration,
+    /// The caller's voice, when the caller's side is live audio.
+    pub voice: Option<Arc<dyn Synthesiser>>,
+}
+
+impl Simulated {
+    /// A simulated line whose caller speaks with `voice`, as live audio.
+    pub fn speaking(voice: Arc<dyn Synthesiser>) -> Simulated {
+        // Live replies come after the end-of-turn silence and speech-to-text.
+        Simulated { voice: Some(voice), think: Duration::from_millis(4000), ..Simulated::default() }
+    }
 }
 
 impl Default for Simulated {
@@ -44,6 +62,7 @@ impl Default for Simulated {
             ring: Duration::from_millis(600),
             pause: Duration::from_millis(300),
             think: Duration::from_millis(1500),
+            voice: None,
         }
     }
 }
@@ -51,6 +70,10 @@ impl Default for Simulated {
 impl Provider for Simulated {
     fn name(&self) -> &'static str {
         "simulated"
+    }
+
+    fn streams_audio(&self) -> bool {
+        self.voice.is_some()
     }
 
     fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>> {
@@ -100,6 +123,9 @@ impl Simulated {
         if events.send(ProviderEvent::Answered).await.is_err() {
             return;
         }
+        if let Some(voice) = self.voice.clone() {
+            return self.talk_live(voice, events, commands).await;
+        }
         // Each line waits for the agent to answer (up to `think`) and finish.
         let mut agent_done = Instant::now();
         let mut speak_at = Instant::now() + self.think;
@@ -133,6 +159,73 @@ impl Simulated {
             speak_at = Instant::now() + self.think;
         }
         let _ = events.send(ProviderEvent::Ended(FarEnd::HungUp)).await;
+    }
+}
+
+impl Simulated {
+    /// The answered call as live audio: a frame every 20 ms, the caller's
+    /// speech or silence. Each line waits for the agent to have answered
+    /// (up to `think`) and finished; after the last, the caller hangs up
+    /// once the agent is done.
+    async fn talk_live(
+        self,
+        voice: Arc<dyn Synthesiser>,
+        events: mpsc::Sender<ProviderEvent>,
+        mut commands: mpsc::Receiver<Command>,
+    ) {
+        let mut lines = Vec::new();
+        for line in CALLER_LINES {
+            lines.push(synthesise(voice.as_ref(), line).await);
+        }
+        let mut lines = lines.into_iter();
+        let frame_len = crate::speech::FRAME_SAMPLES;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut agent_done = Instant::now();
+        let mut speak_at = Instant::now() + self.think;
+        let mut saying: Option<(Pcm, usize)> = None;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    if saying.is_none() && now >= speak_at && now >= agent_done {
+                        match lines.next() {
+                            Some(line) => saying = Some((line, 0)),
+                            None => {
+                                let _ = events.send(ProviderEvent::Ended(FarEnd::HungUp)).await;
+                                return;
+                            }
+                        }
+                    }
+                    let mut frame = vec![0i16; frame_len];
+                    if let Some((line, at)) = &mut saying {
+                        let end = (*at + frame_len).min(line.len());
+                        frame[..end - *at].copy_from_slice(&line[*at..end]);
+                        *at = end;
+                        if end == line.len() {
+                            saying = None;
+                            speak_at = now + self.think;
+                        }
+                    }
+                    if events.send(ProviderEvent::Audio(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                command = commands.recv() => match command {
+                    Some(Command::Play(pcm)) => {
+                        agent_done = Instant::now().max(agent_done) + ms(duration_ms(pcm.len()));
+                        speak_at = agent_done + self.pause;
+                    }
+                    Some(Command::StopPlayback) => agent_done = Instant::now(),
+                    Some(Command::SendDtmf(_)) => {}
+                    Some(Command::Hangup) | None => return,
+                    Some(Command::Transfer(_)) => {
+                        let _ = events.send(ProviderEvent::Ended(FarEnd::HungUp)).await;
+                        return;
+                    }
+                },
+            }
+        }
     }
 }
 

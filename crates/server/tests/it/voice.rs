@@ -149,6 +149,32 @@ both_backends! {
         assert!(loud(1, caller_starts - 500), "the agent was speaking when the caller began");
     }
 
+    async fn a_test_mode_call_goes_through_the_speech_loop_when_an_engine_is_configured(backend) {
+        let stt = whisper();
+        let app = sip_app(backend, free_udp_port(), &stt).await;
+        let ws = app.workspace("Voice").await;
+        let agent = app.create_agent(&ws.test, json!({"name": "Ada", "first_message": "Hello, this is Ada."})).await;
+        let r = place(&app, &ws.test, json!({"agent_id": agent["id"], "to": "+14155550123"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!(r.body["provider"], "simulated", "test keys never reach the telephone network");
+        let id = r.body["id"].as_str().unwrap().to_owned();
+        let call = wait_for(&app, &ws.test, &id, ended).await;
+        assert_eq!((call["status"].clone(), call["ended_reason"].clone()), (json!("completed"), json!("caller_hangup")), "{call}");
+        // The simulated caller's lines were spoken (espeak-ng), heard by
+        // whisper, and answered; the turns are timed like a real call's.
+        let segments = transcript(&app, &ws.test, &id).await;
+        let caller: Vec<&str> = segments.iter().filter(|s| s["speaker"] == "caller").map(|s| s["text"].as_str().unwrap()).collect();
+        assert_eq!(caller.len(), parley_voice::simulated::CALLER_LINES.len(), "{segments:#?}");
+        // Recognition accuracy is measured above (≥ 90% of a longer line);
+        // whisper tiny.en hears these short espeak-ng lines less well, so
+        // here they need only come through as the caller's words.
+        let (said, heard) = (parley_voice::simulated::CALLER_LINES.join(" "), caller.join(" "));
+        assert!(recall(&said, &heard) >= 0.5, "whisper heard {heard:?} for {said:?}");
+        let timed = segments.iter().filter(|s| s["latency"].is_object()).count();
+        assert_eq!(timed, 2, "both caller lines were answered: {segments:#?}");
+        assert_eq!(call["latency"]["turns"], 2);
+    }
+
     async fn an_inbound_sip_call_is_routed_by_trigger_and_the_agent_hears_its_keys(backend) {
         let stt = whisper();
         let sip_port = free_udp_port();
