@@ -100,6 +100,8 @@ async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
     for (scenario, expected) in [
         ("uas_busy.xml", vec![ProviderEvent::Ringing, ProviderEvent::Ended(FarEnd::Busy)]),
         ("uas_hangs_up.xml", vec![ProviderEvent::Answered, ProviderEvent::Ended(FarEnd::HungUp)]),
+        ("uas_unavailable.xml", vec![ProviderEvent::Ringing, ProviderEvent::Ended(FarEnd::Failed)]),
+        ("uas_rings_forever.xml", vec![ProviderEvent::Ringing, ProviderEvent::Ended(FarEnd::NoAnswer)]),
     ] {
         let (port, media) = (free_udp_port(), free_udp_port());
         let mut sipp = sipp_callee(scenario, port, media);
@@ -108,7 +110,7 @@ async fn a_busy_callee_ends_the_call_as_busy_and_a_callee_bye_as_hung_up() {
             call_id: "c".into(),
             from: None,
             to: format!("sip:service@127.0.0.1:{port}"),
-            ring_timeout: Duration::from_secs(10),
+            ring_timeout: Duration::from_secs(2),
         };
         let mut placed = sip.dial(dial).await.unwrap();
         assert_eq!(events_until_end(&mut placed).await, expected, "{scenario}");
@@ -252,4 +254,43 @@ async fn an_invite_from_an_untrusted_address_is_refused_and_a_refused_call_gets_
     call.refuse(parley_voice::sip::Refusal::NotFound);
     let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
     assert!(!status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_refers_the_callee_to_the_second_party_then_hangs_up() {
+    let sip = provider().await;
+    // The second party, where the callee is sent.
+    let (second_port, second_media) = (free_udp_port(), free_udp_port());
+    let target = format!("sip:ana@127.0.0.1:{second_port}");
+    let mut second = sipp_uas(second_port, second_media);
+    let dir = std::env::temp_dir().join(format!("parley-refer-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let template = std::fs::read_to_string(parley_voice::testing::scenario_path("uas_transferred.xml")).unwrap();
+    let scenario = dir.join("uas_transferred.xml");
+    std::fs::write(&scenario, template.replace("TRANSFER_TARGET", &regex_escape(&target))).unwrap();
+    let (port, media) = (free_udp_port(), free_udp_port());
+    let mut callee = sipp_callee(&scenario.display().to_string(), port, media);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let dial = Dial {
+        call_id: "c".into(),
+        from: None,
+        to: format!("sip:service@127.0.0.1:{port}"),
+        ring_timeout: Duration::from_secs(5),
+    };
+    let mut placed = sip.dial(dial).await.unwrap();
+    let first = placed.events.recv().await;
+    assert_eq!(first, Some(ProviderEvent::Answered));
+    placed.commands.send(Command::Transfer(target.clone())).await.unwrap();
+    assert_eq!(events_until_end(&mut placed).await, vec![ProviderEvent::Ended(FarEnd::HungUp)]);
+    let status = tokio::task::spawn_blocking(move || callee.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "the callee got a REFER to {target}, then the BYE: {status:?}");
+    let _ = second.kill();
+    let _ = second.wait();
+}
+
+/// `s` as a regular expression matching it literally (SIPp's `ereg`).
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '@' || c == ':' { c.to_string() } else { format!("\\{c}") })
+        .collect()
 }
