@@ -97,6 +97,12 @@ impl Turns {
     pub fn heard_ms(&self) -> u64 {
         self.speaking.map_or(0, |(from, _)| self.last_voiced_ms.saturating_sub(from))
     }
+
+    /// How long the utterance in progress has been silent (its hang-over
+    /// so far; 0 when none is in progress or it is voiced now).
+    pub fn quiet_ms(&self) -> u64 {
+        self.speaking.map_or(0, |(_, last)| self.now_ms - last)
+    }
 }
 
 /// Frames quieter than this (RMS, about -40 dBFS) are not speech, whatever
@@ -150,6 +156,11 @@ impl SpeechDetector {
     /// See [`Turns::heard_ms`].
     pub fn heard_ms(&self) -> u64 {
         self.turns.heard_ms()
+    }
+
+    /// See [`Turns::quiet_ms`].
+    pub fn quiet_ms(&self) -> u64 {
+        self.turns.quiet_ms()
     }
 }
 

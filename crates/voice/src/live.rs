@@ -56,6 +56,10 @@ impl Default for Listening {
     }
 }
 
+/// Silence after which the utterance so far is transcribed, before its
+/// turn has ended.
+const SPECULATE_AFTER_MS: i64 = 200;
+
 /// What the loop's tasks report back to the engine.
 pub(crate) enum Message {
     /// More of turn `turn`'s text.
@@ -127,6 +131,10 @@ pub(crate) struct Live {
     utterance: Option<(i64, Pcm)>,
     /// Where caller speech over the agent began, while it may become a barge-in.
     barge_from: Option<i64>,
+    /// The utterance so far, already being transcribed while its end-of-turn
+    /// silence runs: used if the caller does not speak again before the turn
+    /// ends, dropped if they do.
+    speculation: Option<JoinHandle<parley_speech::Transcript>>,
     turn: u64,
     speaking: Option<Speaking>,
     playing: Option<Playing>,
@@ -143,6 +151,7 @@ impl Live {
             preroll: VecDeque::new(),
             utterance: None,
             barge_from: None,
+            speculation: None,
             turn: 0,
             speaking: None,
             playing: None,
@@ -151,6 +160,12 @@ impl Live {
 
     pub(crate) async fn next(&mut self) -> Option<Message> {
         self.rx.recv().await
+    }
+
+    fn drop_speculation(&mut self) {
+        if let Some(s) = self.speculation.take() {
+            s.abort();
+        }
     }
 
     /// Whether the agent is speaking or the caller is talking.
@@ -185,6 +200,7 @@ impl Live {
         for event in events {
             match event {
                 VoiceEvent::Started { at_ms } => {
+                    self.drop_speculation();
                     let began = origin + at_ms as i64;
                     let pre: Pcm = self.preroll.iter().copied().collect();
                     self.utterance = Some((now - duration_ms(pre.len()), pre));
@@ -196,18 +212,43 @@ impl Live {
                     self.barge_from = None;
                     let Some((start_ms, audio)) = self.utterance.take() else { continue };
                     let long = (to_ms - from_ms) as i64 >= self.settings.interruption_threshold_ms;
+                    let speculation = self.speculation.take();
                     if self.agent_talking(run, now) && !long {
+                        if let Some(s) = speculation {
+                            s.abort();
+                        }
                         continue; // a backchannel under the agent's speech
                     }
                     let speech_end_ms = origin + to_ms as i64;
                     let transcriber = run.transcriber.clone();
                     let tx = self.tx.clone();
                     tokio::spawn(async move {
-                        let transcript = transcribe(transcriber.as_deref(), &audio).await;
+                        let early = match speculation {
+                            Some(s) => s.await.ok(),
+                            None => None,
+                        };
+                        let transcript = match early {
+                            Some(t) => t,
+                            None => transcribe(transcriber.as_deref(), &audio).await,
+                        };
                         let _ = tx.send(Message::Heard { start_ms, end_ms: now, speech_end_ms, transcript }).await;
                     });
                 }
             }
+        }
+        // Transcribe early, once the caller has paused long enough that the
+        // turn is probably over: the end-of-turn silence then hides most of
+        // the transcription's time. Speech again makes it stale.
+        let quiet = self.detector.as_ref().map_or(0, |(d, _)| d.quiet_ms()) as i64;
+        if quiet == 0 {
+            self.drop_speculation();
+        } else if quiet >= SPECULATE_AFTER_MS
+            && self.speculation.is_none()
+            && run.transcriber.is_some()
+            && let Some((_, audio)) = &self.utterance
+        {
+            let (transcriber, audio) = (run.transcriber.clone(), audio.clone());
+            self.speculation = Some(tokio::spawn(async move { transcribe(transcriber.as_deref(), &audio).await }));
         }
         // Speech heard over the agent for the threshold (not merely begun:
         // a short sound's hang-over does not count) is a barge-in.

@@ -30,7 +30,10 @@ impl Transcriber for Scripted {
         let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(1024);
         let (text_tx, text_rx) = mpsc::channel(2);
         let mut n = self.1.lock().unwrap();
-        let text = self.0.get(*n).copied().unwrap_or("").to_owned();
+        // The last line again once the script is over: the speech loop may
+        // transcribe an utterance early (in its end-of-turn silence) and
+        // again if the caller goes on, so calls outnumber utterances.
+        let text = self.0.get(*n).or(self.0.last()).copied().unwrap_or("").to_owned();
         *n += 1;
         tokio::spawn(async move {
             while audio_rx.recv().await.is_some() {}
