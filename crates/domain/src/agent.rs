@@ -91,6 +91,8 @@ pub struct AgentSpeech {
     /// Caller speech over the agent for longer than this (0–5,000 ms)
     /// interrupts it; shorter sounds ("uh-huh") do not. Default 300.
     pub interruption_threshold_ms: i64,
+    /// Silence (200–3,000 ms) that ends the caller's turn. Default 600.
+    pub end_of_turn_ms: i64,
     /// Seconds of caller silence (1–600) after which the agent prompts
     /// again; `null` for never.
     pub silence_reprompt_s: Option<i64>,
@@ -105,6 +107,7 @@ impl Default for AgentSpeech {
             voice: None,
             transcriber: None,
             interruption_threshold_ms: 300,
+            end_of_turn_ms: 600,
             silence_reprompt_s: None,
             silence_hangup_s: None,
         }

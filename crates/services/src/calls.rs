@@ -691,6 +691,7 @@ fn speech_options(
     options.transcriber = stt.and_then(|name| engines.transcriber(name, Some(language)));
     options.listening.live = streams_audio;
     options.listening.interruption_threshold_ms = speech.interruption_threshold_ms;
+    options.listening.turns.hangover_ms = speech.end_of_turn_ms as u64;
     options.listening.silence_reprompt_ms = speech.silence_reprompt_s.map(|s| s * 1000);
     options.listening.silence_hangup_ms = speech.silence_hangup_s.map(|s| s * 1000);
 }

@@ -18,7 +18,7 @@ use parley_voice::engine::{Options, Progress};
 use parley_voice::provider::{Dial, Provider};
 use parley_voice::session::BuiltinAgent;
 use parley_voice::sip::{SipProvider, SipSettings};
-use parley_voice::testing::{free_udp_port, rtp_pcap, sipp_callee};
+use parley_voice::testing::{free_udp_port, rtp_pcap, sipp_callee_within};
 
 const PHRASES: [&str; 6] = [
     "hello, I would like to know where my order is",
@@ -65,7 +65,7 @@ async fn main() {
     let scenario = dir.join("caller.xml");
     std::fs::write(&scenario, scenario_text(&pcap, seconds)).unwrap();
     let (port, media) = (free_udp_port(), free_udp_port());
-    let mut sipp = sipp_callee(&scenario.display().to_string(), port, media);
+    let mut sipp = sipp_callee_within(&scenario.display().to_string(), port, media, seconds as u64 + 60);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let (sip, _) = SipProvider::start(SipSettings::local("127.0.0.1:0".parse().unwrap(), "bench")).await.unwrap();

@@ -68,11 +68,17 @@ pub fn sipp_caller(scenario: &str, parley: std::net::SocketAddr, service: &str) 
         .expect("sipp runs (apt-get install sip-tester; .ci/run installs it)")
 }
 
-/// Runs a callee scenario on 127.0.0.1:`port` (media on `media_port`), for one call.
+/// Runs a callee scenario on 127.0.0.1:`port` (media on `media_port`),
+/// for one call of at most 40 s.
 pub fn sipp_callee(scenario: &str, port: u16, media_port: u16) -> Child {
+    sipp_callee_within(scenario, port, media_port, 40)
+}
+
+/// [`sipp_callee`] for a call of at most `seconds`.
+pub fn sipp_callee_within(scenario: &str, port: u16, media_port: u16, seconds: u64) -> Child {
     Command::new("sipp")
         .args(["-sf", &scenario_path(scenario), "-i", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-mp", &media_port.to_string(), "-m", "1", "-timeout", "40s", "-timeout_error"])
+        .args(["-mp", &media_port.to_string(), "-m", "1", "-timeout", &format!("{seconds}s"), "-timeout_error"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

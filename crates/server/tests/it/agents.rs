@@ -30,7 +30,7 @@ both_backends! {
         assert_eq!((a["model"].clone(), a["debounce_ms"].clone()), (Value::Null, Value::Null));
         assert_eq!(a["tools"], json!([{"type": "builtin", "name": "handoff_to_human"}]));
         assert_eq!((a["voice"].clone(), a["transcriber"].clone()), (Value::Null, Value::Null));
-        assert_eq!(a["interruption_threshold_ms"], 300);
+        assert_eq!((a["interruption_threshold_ms"].as_i64(), a["end_of_turn_ms"].as_i64()), (Some(300), Some(600)));
         assert_eq!((a["silence_reprompt_s"].clone(), a["silence_hangup_s"].clone()), (Value::Null, Value::Null));
         assert!(a["created_at"].as_str().unwrap().ends_with('Z'));
         // The tool secret is shown once, at creation.
@@ -166,11 +166,12 @@ both_backends! {
         }).await;
         let ws = app.workspace("A").await;
         let body = json!({"name": "Caller", "voice": {"tts_engine": "espeak", "voice_id": "en-gb", "speed": 1.25},
-            "transcriber": {"stt_engine": "whisper", "language": "en"}, "interruption_threshold_ms": 500,
+            "transcriber": {"stt_engine": "whisper", "language": "en"}, "interruption_threshold_ms": 500, "end_of_turn_ms": 450,
             "silence_reprompt_s": 8, "silence_hangup_s": 30});
         let a = app.create_agent(&ws.live, body).await;
         assert_eq!(a["voice"], json!({"tts_engine": "espeak", "voice_id": "en-gb", "speed": 1.25}));
         assert_eq!(a["transcriber"], json!({"stt_engine": "whisper", "language": "en"}));
+        assert_eq!(a["end_of_turn_ms"], 450);
         assert_eq!((a["interruption_threshold_ms"].as_i64(), a["silence_reprompt_s"].as_i64(), a["silence_hangup_s"].as_i64()), (Some(500), Some(8), Some(30)));
         let path = format!("/api/v1/agents/{}", a["id"]);
         // Null returns a field to the server's default; the rest stays.
@@ -180,7 +181,7 @@ both_backends! {
         assert_eq!(r.body["voice"]["voice_id"], "en-gb");
         assert_eq!(r.body["silence_reprompt_s"], 8);
         let bad = app.patch(&ws.live, &path, json!({"voice": {"tts_engine": "polly", "speed": 9},
-            "transcriber": {"language": "english!"}, "interruption_threshold_ms": -1, "silence_reprompt_s": 0})).await;
+            "transcriber": {"language": "english!"}, "interruption_threshold_ms": -1, "end_of_turn_ms": 100, "silence_reprompt_s": 0})).await;
         assert_eq!(bad.status, 422, "{}", bad.text);
         assert_eq!(bad.faults(), vec![
             (r#"["body","voice","tts_engine"]"#.to_owned(), "value_error.enum".to_owned()),
@@ -188,6 +189,7 @@ both_backends! {
             (r#"["body","transcriber","stt_engine"]"#.to_owned(), "value_error.missing".to_owned()),
             (r#"["body","transcriber","language"]"#.to_owned(), "value_error.language".to_owned()),
             (r#"["body","interruption_threshold_ms"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
+            (r#"["body","end_of_turn_ms"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
             (r#"["body","silence_reprompt_s"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
         ]);
         assert_eq!(app.get(&ws.live, &path).await.body["silence_reprompt_s"], 8, "nothing of a refused change is written");

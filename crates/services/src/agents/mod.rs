@@ -84,6 +84,9 @@ pub struct AgentChanges {
     /// 0–5,000 ms of caller speech over the agent that interrupts it. Default 300.
     #[schema(nullable = false, minimum = 0, maximum = 5000)]
     pub interruption_threshold_ms: Option<i64>,
+    /// 200–3,000 ms of caller silence that ends their turn. Default 600.
+    #[schema(nullable = false, minimum = 200, maximum = 3000)]
+    pub end_of_turn_ms: Option<i64>,
     /// Seconds of caller silence (1–600) before the agent prompts again, or null for never.
     #[schema(value_type = Option<i64>, nullable, minimum = 1, maximum = 600)]
     pub silence_reprompt_s: Option<Option<i64>>,
@@ -200,6 +203,7 @@ fn read_changes(r: &mut ObjectReader<'_>, engines: &EngineNames) -> AgentChanges
         voice: r.nullable("voice", agent_voice(&engines.tts)),
         transcriber: r.nullable("transcriber", agent_transcriber(&engines.stt)),
         interruption_threshold_ms: r.optional("interruption_threshold_ms", integer(0, 5_000)),
+        end_of_turn_ms: r.optional("end_of_turn_ms", integer(200, 3_000)),
         silence_reprompt_s: r.nullable("silence_reprompt_s", integer(1, 600)),
         silence_hangup_s: r.nullable("silence_hangup_s", integer(1, 3_600)),
         prompt_block_ids: r.optional("prompt_block_ids", unique_ids()),
@@ -352,6 +356,9 @@ fn apply(f: &mut AgentFields, c: AgentChanges, sealer: &parley_domain::crypto::S
     }
     if let Some(v) = c.interruption_threshold_ms {
         f.speech.interruption_threshold_ms = v;
+    }
+    if let Some(v) = c.end_of_turn_ms {
+        f.speech.end_of_turn_ms = v;
     }
     if let Some(v) = c.silence_reprompt_s {
         f.speech.silence_reprompt_s = v;
