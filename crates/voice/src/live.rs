@@ -58,7 +58,7 @@ impl Default for Listening {
 
 /// Silence after which the utterance so far is transcribed, before its
 /// turn has ended.
-const SPECULATE_AFTER_MS: i64 = 200;
+const SPECULATE_AFTER_MS: i64 = 120;
 
 /// What the loop's tasks report back to the engine.
 pub(crate) enum Message {
