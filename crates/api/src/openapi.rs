@@ -324,8 +324,22 @@ pub fn with_engines(
     for (schema, field, names) in fields {
         if let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(schema)
             && let Some(RefOr::T(Schema::Object(field))) = o.properties.get_mut(field)
+            && !names.is_empty()
         {
             field.enum_values = Some(names.iter().map(|e| serde_json::Value::String(e.clone())).collect());
+        }
+    }
+    // No speech-to-text engine: an empty enum is not a valid schema, so the
+    // request's `transcriber` takes only null.
+    if engines.stt.is_empty() {
+        for schema in ["AgentChanges", "CreateAgent", "UpdateAgent"] {
+            if let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(schema) {
+                let only_null = utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::Null)
+                    .description(Some("No speech-to-text engine is configured (speech.stt): only null."))
+                    .build();
+                o.properties.insert("transcriber".into(), RefOr::T(Schema::Object(only_null)));
+            }
         }
     }
     doc

@@ -382,6 +382,7 @@ pub async fn run(
         }
     };
     live.stop(&mut run).await;
+    live.hear_last_words(&mut run).await;
     let duration_ms = run.now_ms();
     let recording = match run.recorder.take().map(|r| r.finish(duration_ms)) {
         Some(Ok(recording)) => Some(recording),

@@ -60,6 +60,9 @@ impl Default for Listening {
 /// turn has ended.
 const SPECULATE_AFTER_MS: i64 = 120;
 
+/// How long the end of a call waits for the caller's last words to be transcribed.
+const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the loop's tasks report back to the engine.
 pub(crate) enum Message {
     /// More of turn `turn`'s text.
@@ -135,6 +138,8 @@ pub(crate) struct Live {
     /// silence runs: used if the caller does not speak again before the turn
     /// ends, dropped if they do.
     speculation: Option<JoinHandle<parley_speech::Transcript>>,
+    /// Caller turns being transcribed.
+    hearing: usize,
     turn: u64,
     speaking: Option<Speaking>,
     playing: Option<Playing>,
@@ -152,6 +157,7 @@ impl Live {
             utterance: None,
             barge_from: None,
             speculation: None,
+            hearing: 0,
             turn: 0,
             speaking: None,
             playing: None,
@@ -222,6 +228,7 @@ impl Live {
                     let speech_end_ms = origin + to_ms as i64;
                     let transcriber = run.transcriber.clone();
                     let tx = self.tx.clone();
+                    self.hearing += 1;
                     tokio::spawn(async move {
                         let early = match speculation {
                             Some(s) => s.await.ok(),
@@ -349,6 +356,7 @@ impl Live {
                 }
             }
             Message::Heard { start_ms, end_ms, speech_end_ms, transcript } => {
+                self.hearing = self.hearing.saturating_sub(1);
                 run.caller_until_ms = end_ms;
                 run.reprompted = false;
                 let text = transcript.text;
@@ -405,6 +413,34 @@ impl Live {
         let id = self.turn;
         let task = tokio::spawn(speak_turn(id, turn, run.voice.clone(), self.tx.clone()));
         self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new(), action: None, timing });
+    }
+
+    /// The call is over: the caller's last words are still transcribed
+    /// (those being heard, and an utterance cut off by the hang-up) and
+    /// written, for at most `LAST_WORDS`, without an answer.
+    pub(crate) async fn hear_last_words(&mut self, run: &mut Run) {
+        self.drop_speculation();
+        if let Some((start_ms, audio)) = self.utterance.take()
+            && audio.len() >= crate::speech::FRAME_SAMPLES * 10
+        {
+            let (transcriber, tx, end_ms) = (run.transcriber.clone(), self.tx.clone(), run.now_ms());
+            self.hearing += 1;
+            tokio::spawn(async move {
+                let transcript = transcribe(transcriber.as_deref(), &audio).await;
+                let _ = tx.send(Message::Heard { start_ms, end_ms, speech_end_ms: end_ms, transcript }).await;
+            });
+        }
+        let deadline = tokio::time::Instant::now() + LAST_WORDS;
+        while self.hearing > 0 {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(Message::Heard { start_ms, end_ms, transcript, .. })) => {
+                    self.hearing -= 1;
+                    run.segment(Speaker::Caller, transcript.text, start_ms, end_ms).await;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
     }
 
     /// The call is over: what was playing is written as far as it got.

@@ -51,7 +51,7 @@ impl Simulated {
     /// A simulated line whose caller speaks with `voice`, as live audio.
     pub fn speaking(voice: Arc<dyn Synthesiser>) -> Simulated {
         // Live replies come after the end-of-turn silence and speech-to-text.
-        Simulated { voice: Some(voice), think: Duration::from_millis(4000), ..Simulated::default() }
+        Simulated { voice: Some(voice), think: Duration::from_millis(8000), ..Simulated::default() }
     }
 }
 

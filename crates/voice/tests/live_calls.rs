@@ -368,3 +368,19 @@ async fn a_silent_caller_is_prompted_once_then_hung_up_on() {
         hung_up - s[1].end_ms
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn words_said_just_before_hanging_up_are_still_transcribed() {
+    // The caller speaks and the line ends at once: no end-of-turn silence.
+    let words = speech("I will call back later").await;
+    let script = vec![Step::Audio(silence(1500)), Step::Audio(words)];
+    let (outcome, _, _, inputs) = call_with("Hi.", script, vec!["I will call back later."], |_| {}).await;
+    let last = outcome.segments.last().unwrap();
+    assert_eq!(
+        (last.speaker, last.text.as_str()),
+        (Speaker::Caller, "I will call back later."),
+        "{:#?}",
+        outcome.segments
+    );
+    assert!(inputs.lock().unwrap().is_empty(), "nobody is left to answer");
+}

@@ -77,12 +77,17 @@ async fn list_channels(
 /// An `api` channel gets a `whsec_…` signing secret, shown only in this
 /// response. Secret settings (`authorization`) are sealed and never shown
 /// again; `secrets_set` names those that are set. An outbound `url` must
-/// resolve to public addresses.
+/// resolve to public addresses. A `voice` channel's `number` becomes its
+/// `address`, where inbound calls arrive; a live number belongs to one channel.
 #[utoipa::path(
     post, path = "/api/v1/channels", tag = "Channels",
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional; a retry replays the first response.")),
     request_body = CreateChannel,
-    responses((status = 201, body = ChannelWithSecret), (status = 422, body = ValidationErrorBody))
+    responses(
+        (status = 201, body = ChannelWithSecret),
+        (status = 409, body = ErrorBody, description = "The voice `number` belongs to another live voice channel"),
+        (status = 422, body = ValidationErrorBody),
+    )
 )]
 async fn create_channel(
     auth: Auth,
@@ -120,7 +125,7 @@ async fn get_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Res
     responses(
         (status = 200, body = Channel),
         (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "A channel of a type that is not configured through the API (the `voice` channel calls create)"),
+        (status = 409, body = ErrorBody, description = "The voice `number` belongs to another live voice channel, or the channel is of a type this version cannot change"),
         (status = 422, body = ValidationErrorBody),
     )
 )]
