@@ -145,6 +145,9 @@ ALLOWED_OAUTH_400 = {
     # a redirect URI must be https, http on a loopback host, or a
     # private-use scheme (RFC 8252), and match a registered one.
     "invalid_redirect_uri": "not a redirect URI OAuth allows, or not one the client registered",
+    # RFC 8707: a `resource` must name this server's MCP endpoint, whose
+    # URL (the server's public address) a generic client cannot know.
+    "invalid_target": "the resource names another server than this MCP endpoint",
 }
 
 
