@@ -1,9 +1,10 @@
 //! Speech as audio, and the stereo recording of a call.
 //!
-//! The tone voice stands in for text-to-speech until a speech engine is
-//! configured: every word is a short tone (a different pitch per side), so
-//! recordings have real, audible structure and their length follows the
-//! words spoken.
+//! The tone voice stands in for text-to-speech when no engine can speak
+//! (espeak-ng missing) and is the simulated caller's voice when its lines
+//! arrive as text: every word is a short tone (a different pitch per
+//! side), so recordings have audible structure and their length follows
+//! the words spoken.
 
 use crate::provider::{Pcm, SAMPLE_RATE};
 

@@ -2,13 +2,15 @@
 //!
 //! - [`provider`]: what a telephony provider does for a call (dial, ringing
 //!   and answer events, audio both ways, DTMF, transfer, hangup). The
-//!   simulated provider ([`simulated`]) implements it offline; a SIP
-//!   provider plugs into the same trait.
+//!   simulated provider ([`simulated`]) implements it offline, the SIP
+//!   provider ([`sip`]) through a trunk; `testing` (a feature) drives
+//!   the SIP side with SIPp in tests and benchmarks.
 //! - [`session`]: the agent's side of a conversation as a cancellable
 //!   stream of text and tool calls; the builtin session is deterministic.
 //! - [`speech`]: the streaming speech-to-text and text-to-speech seams
 //!   (from `parley_speech`); the tone voice is the builtin synthesiser.
-//! - [`audio`]: speech as audio (a tone voice here; real TTS later) and the
+//! - [`audio`]: the tone voice (the fallback, and the simulated caller's
+//!   text-only voice) and the
 //!   stereo WAV recording (caller left, agent right).
 //! - [`codec`]: G.711 μ-law and A-law, as telephone lines carry audio;
 //!   [`rtp`]: RTP packets, RFC 4733 DTMF and a jitter buffer; [`sdp`]:

@@ -95,6 +95,17 @@ pub fn scenario_path(scenario: &str) -> String {
     }
 }
 
+/// A callee that answers, listens 3 s, says `speech` (8 kHz, as μ-law RTP
+/// from a pcap) and hangs up 9 s later (tests/sipp/uas_caller_speaks.xml);
+/// its files go in a new directory under the system's temporary one.
+pub fn sipp_callee_saying(speech: &[i16], port: u16, media_port: u16) -> Child {
+    let dir = std::env::temp_dir().join(format!("parley-sipp-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let pcap = dir.join("caller.pcap");
+    rtp_pcap(&pcap, speech);
+    sipp_callee(&scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir), port, media_port)
+}
+
 /// A scenario of tests/sipp with `CALLER_PCAP` replaced by `pcap`, written
 /// beside it in `dir`.
 pub fn scenario_with_pcap(scenario: &str, pcap: &std::path::Path, dir: &std::path::Path) -> String {

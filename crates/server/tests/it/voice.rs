@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use parley_domain::Mode;
 use parley_speech::local_servers::{LocalServer, recall, whisper};
-use parley_voice::testing::{free_udp_port, scenario_with_pcap, sipp_callee, sipp_caller};
+use parley_voice::testing::{free_udp_port, sipp_callee_saying, sipp_caller};
 use serde_json::{Value, json};
 
 use crate::calls::{ended, place, wait_for};
@@ -57,13 +57,8 @@ both_backends! {
         let said = "hello, I would like to know where my order is, please call me back tomorrow morning";
         let espeak = parley_speech::espeak::Espeak::new("en-us", 160).expect("espeak-ng is installed");
         let words = parley_speech::synthesise(&espeak, said).await;
-        let dir = std::env::temp_dir().join(format!("parley-voice-{}", ulid::Ulid::new()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let pcap = dir.join("caller.pcap");
-        parley_voice::testing::rtp_pcap(&pcap, &words);
-        let scenario = scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir);
         let (port, media) = (free_udp_port(), free_udp_port());
-        let mut sipp = sipp_callee(&scenario, port, media);
+        let mut sipp = sipp_callee_saying(&words, port, media);
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         let r = place(&app, &ws.live, json!({"agent_id": agent["id"], "to": format!("sip:service@127.0.0.1:{port}")})).await;
@@ -118,12 +113,8 @@ both_backends! {
         // SIPp answers and, 3 s in, talks over the long greeting.
         let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
         let words = parley_speech::synthesise(&espeak, "wait, I have a question about my order").await;
-        let dir = std::env::temp_dir().join(format!("parley-voice-{}", ulid::Ulid::new()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let pcap = dir.join("caller.pcap");
-        parley_voice::testing::rtp_pcap(&pcap, &words);
         let (port, media) = (free_udp_port(), free_udp_port());
-        let mut sipp = sipp_callee(&scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir), port, media);
+        let mut sipp = sipp_callee_saying(&words, port, media);
         tokio::time::sleep(Duration::from_millis(300)).await;
         let r = place(&app, &ws.live, json!({"agent_id": agent["id"], "to": format!("sip:service@127.0.0.1:{port}")})).await;
         assert_eq!(r.status, 201, "{}", r.text);
