@@ -322,14 +322,74 @@ impl Default for VoiceSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelephonySettings {
-    /// `simulated` or `sip`.
+    /// `simulated`, `sip` or `twilio`.
     pub provider: String,
     pub sip: SipSettings,
+    pub twilio: TwilioSettings,
 }
 
 impl Default for TelephonySettings {
     fn default() -> Self {
-        Self { provider: "simulated".into(), sip: SipSettings::default() }
+        Self { provider: "simulated".into(), sip: SipSettings::default(), twilio: TwilioSettings::default() }
+    }
+}
+
+/// `[telephony.twilio]`: a Twilio account whose numbers carry calls over
+/// Media Streams (no SIP trunk).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TwilioSettings {
+    /// `AC…`.
+    pub account_sid: Option<String>,
+    /// Secret; never logged. Signs Twilio's webhooks.
+    pub auth_token: Option<String>,
+    /// The REST API's root.
+    pub base_url: String,
+    /// The caller id of calls placed without their own `from` (a Twilio number).
+    pub from: Option<String>,
+}
+
+impl Default for TwilioSettings {
+    fn default() -> Self {
+        TwilioSettings { account_sid: None, auth_token: None, base_url: "https://api.twilio.com".into(), from: None }
+    }
+}
+
+impl std::fmt::Debug for TwilioSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TwilioSettings")
+            .field("account_sid", &self.account_sid)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "<secret>"))
+            .field("base_url", &self.base_url)
+            .field("from", &self.from)
+            .finish()
+    }
+}
+
+impl TwilioSettings {
+    /// The provider's settings, Twilio reaching Parley at `public_url`.
+    pub fn parse(&self, public_url: &str) -> anyhow::Result<parley_voice::twilio::TwilioSettings> {
+        let (Some(account_sid), Some(auth_token)) = (&self.account_sid, &self.auth_token) else {
+            anyhow::bail!("telephony.twilio needs account_sid and auth_token");
+        };
+        anyhow::ensure!(
+            account_sid.starts_with("AC") && account_sid.len() == 34,
+            "telephony.twilio.account_sid `{account_sid}` is not an account SID (AC followed by 32 characters)"
+        );
+        let base = url::Url::parse(&self.base_url)
+            .map_err(|e| anyhow::anyhow!("telephony.twilio.base_url `{}`: {e}", self.base_url))?;
+        anyhow::ensure!(
+            matches!(base.scheme(), "http" | "https"),
+            "telephony.twilio.base_url `{}` is not an http(s) URL",
+            self.base_url
+        );
+        Ok(parley_voice::twilio::TwilioSettings {
+            account_sid: account_sid.clone(),
+            auth_token: auth_token.clone(),
+            base_url: self.base_url.clone(),
+            public_url: public_url.to_owned(),
+            from: self.from.clone(),
+        })
     }
 }
 
@@ -721,8 +781,13 @@ impl Settings {
             "sip" => {
                 settings.telephony.sip.parse()?;
             }
+            "twilio" => {
+                settings.telephony.twilio.parse(&settings.public_url())?;
+            }
             other => {
-                anyhow::bail!("telephony.provider: `{other}` is not available; this version has `simulated` and `sip`")
+                anyhow::bail!(
+                    "telephony.provider: `{other}` is not available; this version has `simulated`, `sip` and `twilio`"
+                )
             }
         }
         Ok(settings)
@@ -899,6 +964,28 @@ mod tests {
             assert_eq!(s.rate_limit.per_second, 50.0);
             assert_eq!(s.database_url, "postgres://u@h/db");
             assert_eq!(s.limits.max_body_bytes, 1024 * 1024);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn twilio_settings_are_checked_and_the_token_is_never_shown() {
+        figment::Jail::expect_with(|jail| {
+            let file = |sid: &str, base: &str| {
+                format!(
+                    "public_url = \"https://parley.example.com\"\n[telephony]\nprovider = \"twilio\"\n\
+                     [telephony.twilio]\naccount_sid = \"{sid}\"\nauth_token = \"s3cret-token\"\nbase_url = \"{base}\"\n"
+                )
+            };
+            jail.create_file("parley.toml", &file("AC0123456789abcdef0123456789abcdef", "http://127.0.0.1:9"))?;
+            let s = Settings::load(None).expect("loads");
+            let parsed = s.telephony.twilio.parse(&s.public_url()).unwrap();
+            assert_eq!(parsed.public_url, "https://parley.example.com");
+            assert!(!format!("{:?} {:?}", s.telephony, parsed).contains("s3cret-token"));
+            jail.create_file("parley.toml", &file("AB123", "http://127.0.0.1:9"))?;
+            assert!(Settings::load(None).unwrap_err().to_string().contains("account_sid"));
+            jail.create_file("parley.toml", &file("AC0123456789abcdef0123456789abcdef", "ftp://x"))?;
+            assert!(Settings::load(None).unwrap_err().to_string().contains("base_url"));
             Ok(())
         });
     }

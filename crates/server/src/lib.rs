@@ -92,11 +92,13 @@ pub async fn services(settings: &Settings, db: Db) -> anyhow::Result<Services> {
 /// `telephony.provider = "simulated"`) run on the simulated line, whose
 /// caller speaks espeak-ng audio through the real speech loop when a
 /// speech-to-text engine is configured. With `sip`, live calls go through
-/// the SIP endpoint, and the calls it receives come back on the receiver.
+/// the SIP endpoint; with `twilio`, through Twilio's REST API and Media
+/// Streams. The calls they receive come back on the receiver.
 async fn telephony(
     settings: &Settings,
     services: Services,
-) -> anyhow::Result<(Services, Option<tokio::sync::mpsc::Receiver<parley_voice::sip::InboundCall>>)> {
+) -> anyhow::Result<(Services, Option<tokio::sync::mpsc::Receiver<parley_voice::provider::InboundCall>>)> {
+    use parley_services::calls::CallRuntime;
     use parley_voice::provider::Provider;
     use parley_voice::simulated::Simulated;
     use std::sync::Arc;
@@ -111,16 +113,22 @@ async fn telephony(
         },
     };
     let simulated: Arc<dyn Provider> = Arc::new(simulated);
-    let (live, inbound): (Arc<dyn Provider>, _) = match settings.telephony.provider.as_str() {
+    let (runtime, inbound) = match settings.telephony.provider.as_str() {
         "sip" => {
             let sip = settings.telephony.sip.parse()?;
             let (provider, inbound) = parley_voice::sip::SipProvider::start(sip).await.map_err(anyhow::Error::msg)?;
             tracing::info!(address = %provider.local_addr(), "SIP endpoint listening");
-            (Arc::new(provider), Some(inbound))
+            (CallRuntime::new(simulated, Arc::new(provider)), Some(inbound))
         }
-        _ => (simulated.clone(), None),
+        "twilio" => {
+            let twilio = settings.telephony.twilio.parse(&settings.public_url())?;
+            let hooks = format!("{}{}", settings.public_url(), parley_voice::twilio::VOICE_HOOK);
+            let (provider, inbound) = parley_voice::twilio::TwilioProvider::new(twilio).map_err(anyhow::Error::msg)?;
+            tracing::info!(voice_webhook = %hooks, "live calls go through Twilio");
+            (CallRuntime::with_twilio(simulated, provider), Some(inbound))
+        }
+        _ => (CallRuntime::new(simulated.clone(), simulated), None),
     };
-    let runtime = parley_services::calls::CallRuntime::new(simulated, live);
     Ok((services.with_call_runtime(runtime), inbound))
 }
 

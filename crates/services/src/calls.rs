@@ -73,11 +73,26 @@ pub struct CallRuntime {
     /// Names this instance as the owner of the calls it runs; new at every start.
     pub instance: String,
     hangups: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    /// The Twilio provider, when it carries live calls: its webhooks and
+    /// media streams arrive through the API.
+    twilio: Option<Arc<parley_voice::twilio::TwilioProvider>>,
 }
 
 impl CallRuntime {
     pub fn new(simulated: Arc<dyn Provider>, live: Arc<dyn Provider>) -> Self {
-        Self { simulated, live, instance: format!("calls-{}", ulid::Ulid::new()), hangups: Mutex::default() }
+        Self {
+            simulated,
+            live,
+            instance: format!("calls-{}", ulid::Ulid::new()),
+            hangups: Mutex::default(),
+            twilio: None,
+        }
+    }
+
+    /// Live calls through Twilio.
+    pub fn with_twilio(simulated: Arc<dyn Provider>, twilio: Arc<parley_voice::twilio::TwilioProvider>) -> Self {
+        let live: Arc<dyn Provider> = Arc::new(parley_voice::twilio::Twilio(twilio.clone()));
+        Self { twilio: Some(twilio), ..Self::new(simulated, live) }
     }
 
     fn provider(&self, scope: Scope) -> &Arc<dyn Provider> {
@@ -403,8 +418,14 @@ async fn store_queued(
     Ok((row, agent))
 }
 
+/// The Twilio provider, for its webhooks and media streams; 404 when
+/// Twilio does not carry this server's calls.
+pub fn twilio(svc: &Services) -> ServiceResult<Arc<parley_voice::twilio::TwilioProvider>> {
+    svc.calls.twilio.clone().ok_or_else(|| ServiceError::not_found("telephony provider", "twilio"))
+}
+
 /// Takes the calls the telephony provider receives, until it stops.
-pub async fn answer_inbound(svc: Services, mut calls: mpsc::Receiver<parley_voice::sip::InboundCall>) {
+pub async fn answer_inbound(svc: Services, mut calls: mpsc::Receiver<parley_voice::provider::InboundCall>) {
     while let Some(call) = calls.recv().await {
         let svc = svc.clone();
         tokio::spawn(async move { take_inbound(&svc, call).await });
@@ -417,8 +438,8 @@ pub async fn answer_inbound(svc: Services, mut calls: mpsc::Receiver<parley_voic
 /// that says why) when no live channel has the number (404), voice is off
 /// (403), no agent takes it or funds are short (480), or the workspace is
 /// at its call limit (486).
-async fn take_inbound(svc: &Services, call: parley_voice::sip::InboundCall) {
-    use parley_voice::sip::Refusal;
+async fn take_inbound(svc: &Services, call: parley_voice::provider::InboundCall) {
+    use parley_voice::provider::Refusal;
     let stored = async {
         let mut work = svc.begin().await?;
         let stored = store_inbound(&mut work, svc, &call).await?;
@@ -466,9 +487,9 @@ async fn take_inbound(svc: &Services, call: parley_voice::sip::InboundCall) {
 async fn store_inbound(
     tx: &mut Tx,
     svc: &Services,
-    call: &parley_voice::sip::InboundCall,
-) -> ServiceResult<Result<(Scope, CallRow, CallAgent), parley_voice::sip::Refusal>> {
-    use parley_voice::sip::Refusal;
+    call: &parley_voice::provider::InboundCall,
+) -> ServiceResult<Result<(Scope, CallRow, CallAgent), parley_voice::provider::Refusal>> {
+    use parley_voice::provider::Refusal;
     // Trunks send numbers with or without the `+`.
     let mut found = parley_store::repo::channels::find_voice_number(tx, &call.to).await?;
     if found.is_none() && call.to.bytes().all(|b| b.is_ascii_digit()) {
@@ -515,7 +536,7 @@ async fn store_inbound(
         max_duration_s: 3600,
         record: true,
         metadata: &empty,
-        provider: "sip",
+        provider: call.provider,
         owner: &svc.calls.instance,
         direction: CallDirection::Inbound,
         channel_id: channel.id,

@@ -35,3 +35,4 @@ pub mod sip;
 pub mod speech;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod twilio;

@@ -91,3 +91,59 @@ pub trait Provider: Send + Sync {
     /// call exists (the API answers 502).
     fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>>;
 }
+
+/// Why an inbound call is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No channel has the dialled number (SIP 404).
+    NotFound,
+    /// The workspace may not take calls (SIP 403).
+    Forbidden,
+    /// At the workspace's call limit (SIP 486, Twilio `busy`).
+    Busy,
+    /// No agent takes the call, or it could not be set up (SIP 480).
+    Unavailable,
+}
+
+/// The provider's side of a call ringing at Parley.
+pub trait Ringing: Send + Sync {
+    /// Answers; the events begin with `Answered`. `Err` if the caller gave
+    /// up meanwhile.
+    fn answer(self: Box<Self>) -> BoxFuture<'static, Result<Placed, DialError>>;
+    /// Refuses, telling the network why.
+    fn refuse(self: Box<Self>, why: Refusal);
+}
+
+/// A call ringing at Parley (from a SIP trunk, a Twilio number, …), to
+/// answer or refuse.
+pub struct InboundCall {
+    /// The provider's name, as calls show it.
+    pub provider: &'static str,
+    /// The caller (a number without its `+` from some trunks, or a name).
+    pub from: String,
+    /// The number or address dialled.
+    pub to: String,
+    /// The provider's id of the call (SIP Call-ID, Twilio CallSid).
+    pub provider_call_id: String,
+    line: Box<dyn Ringing>,
+}
+
+impl InboundCall {
+    pub fn new(
+        provider: &'static str,
+        from: String,
+        to: String,
+        provider_call_id: String,
+        line: Box<dyn Ringing>,
+    ) -> Self {
+        InboundCall { provider, from, to, provider_call_id, line }
+    }
+
+    pub async fn answer(self) -> Result<Placed, DialError> {
+        self.line.answer().await
+    }
+
+    pub fn refuse(self, why: Refusal) {
+        self.line.refuse(why)
+    }
+}

@@ -35,7 +35,9 @@ use rsipstack::transport::udp::UdpConnection;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use crate::provider::{Command, Dial, DialError, FarEnd, Pcm, Placed, Provider, ProviderEvent};
+use crate::provider::{
+    Command, Dial, DialError, FarEnd, InboundCall, Pcm, Placed, Provider, ProviderEvent, Refusal, Ringing,
+};
 use crate::rtp::{self, DtmfReceiver, JitterBuffer, Packet};
 use crate::sdp;
 use crate::speech::FRAME_SAMPLES;
@@ -120,27 +122,8 @@ struct Shared {
     trusted: Vec<IpAddr>,
 }
 
-/// Why an inbound call is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// 404: no channel has the dialled number.
-    NotFound,
-    /// 403: the workspace may not take calls.
-    Forbidden,
-    /// 486: at the workspace's call limit.
-    Busy,
-    /// 480: no agent takes the call, or it could not be set up.
-    Unavailable,
-}
-
-/// A call ringing at Parley, to answer or refuse.
-pub struct InboundCall {
-    /// The caller (the From user: a number or name).
-    pub from: String,
-    /// The number or address dialled (the request URI's user).
-    pub to: String,
-    /// The SIP Call-ID.
-    pub provider_call_id: String,
+/// A SIP call ringing at Parley (rung with 180, its SDP answer ready).
+struct SipRinging {
     dialog: InviteDialog,
     shared: Arc<Shared>,
     states: rsipstack::dialog::dialog::DialogStateReceiver,
@@ -149,31 +132,37 @@ pub struct InboundCall {
     agreed: sdp::Negotiated,
 }
 
-impl InboundCall {
-    /// Answers (200 with the SDP answer) and starts the media; the events
-    /// begin with `Answered`. `Err` if the caller gave up meanwhile.
-    pub async fn answer(self) -> Result<Placed, DialError> {
-        let InboundCall { dialog, shared, mut states, media, answer_sdp, agreed, .. } = self;
-        let content_type = rsipstack::sip::Header::ContentType("application/sdp".into());
-        dialog
-            .accept(Some(vec![content_type]), Some(answer_sdp.into_bytes()))
-            .map_err(|e| DialError(format!("could not answer: {e}")))?;
-        let (events_tx, events) = mpsc::channel(256);
-        let (commands, mut commands_rx) = mpsc::channel(1024);
-        let provider_call_id = dialog.id().call_id.clone();
-        let call =
-            Call { dialog, dialogs: shared.dialogs.clone(), events: events_tx, media, ring_timeout: Duration::ZERO };
-        tokio::spawn(async move {
-            let _ = call.events.send(ProviderEvent::Answered).await;
-            let ended = call.talk(agreed, &mut states, &mut commands_rx).await;
-            let _ = call.events.send(ProviderEvent::Ended(ended)).await;
-            call.dialogs.remove_dialog(&call.dialog.id());
-        });
-        Ok(Placed { provider_call_id, events, commands })
+impl Ringing for SipRinging {
+    /// 200 with the SDP answer, then the media.
+    fn answer(self: Box<Self>) -> BoxFuture<'static, Result<Placed, DialError>> {
+        let SipRinging { dialog, shared, mut states, media, answer_sdp, agreed } = *self;
+        Box::pin(async move {
+            let content_type = rsipstack::sip::Header::ContentType("application/sdp".into());
+            dialog
+                .accept(Some(vec![content_type]), Some(answer_sdp.into_bytes()))
+                .map_err(|e| DialError(format!("could not answer: {e}")))?;
+            let (events_tx, events) = mpsc::channel(256);
+            let (commands, mut commands_rx) = mpsc::channel(1024);
+            let provider_call_id = dialog.id().call_id.clone();
+            let call = Call {
+                dialog,
+                dialogs: shared.dialogs.clone(),
+                events: events_tx,
+                media,
+                ring_timeout: Duration::ZERO,
+            };
+            tokio::spawn(async move {
+                let _ = call.events.send(ProviderEvent::Answered).await;
+                let ended = call.talk(agreed, &mut states, &mut commands_rx).await;
+                let _ = call.events.send(ProviderEvent::Ended(ended)).await;
+                call.dialogs.remove_dialog(&call.dialog.id());
+            });
+            Ok(Placed { provider_call_id, events, commands })
+        })
     }
 
-    /// Refuses the call with the SIP status that says why.
-    pub fn refuse(self, why: Refusal) {
+    /// The SIP status that says why.
+    fn refuse(self: Box<Self>, why: Refusal) {
         let code = match why {
             Refusal::NotFound => StatusCode::NotFound,
             Refusal::Forbidden => StatusCode::Forbidden,
@@ -401,17 +390,8 @@ async fn ring(
         }
     };
     let _ = dialog.ringing(None, None);
-    let call = InboundCall {
-        from,
-        to,
-        provider_call_id: dialog.id().call_id.clone(),
-        dialog: dialog.clone(),
-        shared: shared.clone(),
-        states,
-        media,
-        answer_sdp,
-        agreed,
-    };
+    let line = SipRinging { dialog: dialog.clone(), shared: shared.clone(), states, media, answer_sdp, agreed };
+    let call = InboundCall::new("sip", from, to, dialog.id().call_id.clone(), Box::new(line));
     if let Err(refused) = inbound.send(call).await {
         refused.0.refuse(Refusal::Unavailable);
     }

@@ -242,7 +242,7 @@ async fn an_invite_from_an_untrusted_address_is_refused_and_a_refused_call_gets_
     let (sip, mut inbound) = SipProvider::start(settings).await.unwrap();
     let mut sipp = sipp_caller("uac_presses_keys.xml", sip.local_addr(), "+19995550000");
     let call = tokio::time::timeout(Duration::from_secs(10), inbound.recv()).await.unwrap().unwrap();
-    call.refuse(parley_voice::sip::Refusal::NotFound);
+    call.refuse(parley_voice::provider::Refusal::NotFound);
     let status = tokio::task::spawn_blocking(move || sipp.wait()).await.unwrap().unwrap();
     assert!(!status.success());
 }

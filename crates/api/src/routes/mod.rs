@@ -21,6 +21,7 @@ pub mod prompt_blocks;
 pub mod search;
 pub mod speech_engines;
 pub mod text_engines;
+pub mod twilio;
 pub mod webchat;
 pub mod webhooks;
 
@@ -49,6 +50,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())
+        .merge(twilio::router())
         .merge(search::router())
         .merge(text_engines::router())
         .merge(speech_engines::router())

@@ -30,6 +30,7 @@ mod runtime;
 mod scale_out;
 mod search;
 mod tools;
+mod twilio_voice;
 mod voice;
 mod webchat;
 mod webhooks;

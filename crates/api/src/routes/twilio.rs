@@ -1,0 +1,211 @@
+//! Twilio's side of calls carried by a Twilio number
+//! (`telephony.provider = "twilio"`): the voice webhook, the status
+//! callback and the Media Streams WebSocket. Each is checked and handled
+//! by the provider (`parley_voice::twilio`); these handlers only read the
+//! request and write the answer. All three answer 404 when Twilio does not
+//! carry this server's calls.
+
+use axum::body::Body;
+use axum::extract::ws::{Message as Frame, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::{SinkExt, StreamExt};
+use parley_voice::twilio::{HookError, TwilioProvider};
+use tokio::sync::mpsc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+
+/// Largest webhook form (Twilio's are a few hundred bytes).
+const MAX_FORM_BYTES: usize = 64 * 1024;
+/// Largest stream frame (a 20 ms media frame is ~300 bytes).
+const MAX_FRAME_BYTES: usize = 64 * 1024;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(voice)).routes(routes!(status)).routes(routes!(media))
+}
+
+/// The parameters Twilio posts (more may come; all are signed).
+#[derive(ToSchema)]
+#[allow(dead_code)] // documentation; read as pairs
+pub struct TwilioCallForm {
+    /// `CA…`.
+    #[schema(rename = "CallSid")]
+    call_sid: String,
+    /// `AC…`: must be the configured account.
+    #[schema(rename = "AccountSid")]
+    account_sid: String,
+    /// The caller (voice webhook).
+    #[schema(rename = "From")]
+    from: Option<String>,
+    /// The number dialled (voice webhook).
+    #[schema(rename = "To")]
+    to: Option<String>,
+    /// `ringing`, `in-progress`, `busy`, `no-answer`, `failed`, `canceled`, `completed`.
+    #[schema(rename = "CallStatus")]
+    call_status: Option<String>,
+}
+
+/// The signed form of a Twilio webhook, and the URL it was sent to.
+struct Hook {
+    path_and_query: String,
+    signature: Option<String>,
+    params: Vec<(String, String)>,
+}
+
+impl Hook {
+    async fn read(uri: &axum::http::Uri, headers: &HeaderMap, body: Body) -> Result<Hook, ApiError> {
+        let bytes = crate::middleware::read_body(body, MAX_FORM_BYTES).await?;
+        let params: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
+            .map_err(|_| ApiError::bad_request("The body is not valid form encoding"))?;
+        Ok(Hook {
+            path_and_query: uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
+            signature: headers.get("x-twilio-signature").and_then(|v| v.to_str().ok()).map(str::to_owned),
+            params,
+        })
+    }
+}
+
+fn hook_error(e: HookError) -> ApiError {
+    match e {
+        HookError::Unauthorized => ApiError::unauthorized(e.to_string()),
+        HookError::BadRequest(detail) => ApiError::bad_request(detail),
+    }
+}
+
+fn provider(s: &AppState) -> Result<std::sync::Arc<TwilioProvider>, ApiError> {
+    Ok(parley_services::calls::twilio(&s.services)?)
+}
+
+/// Twilio's voice webhook for a number (paste `{public_url}/hooks/twilio/voice`
+/// as the number's "A call comes in" webhook, HTTP POST).
+///
+/// Checked against `X-Twilio-Signature` (the auth token over the URL and
+/// the sorted parameters) before anything is written. The call is stored on
+/// the `voice` channel whose number was dialled, routed by the
+/// `call.inbound` triggers, and answered with TwiML that connects its audio
+/// to `/hooks/twilio/media` (`<Connect><Stream>`), or refused with
+/// `<Reject>` (`busy` at the call limit).
+#[utoipa::path(
+    post, path = "/hooks/twilio/voice", tag = "Calls", operation_id = "twilio_voice_webhook",
+    params(("X-Twilio-Signature" = Option<String>, Header, description = "Twilio's signature of the request")),
+    request_body(content = TwilioCallForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, content_type = "text/xml", body = String, description = "TwiML: `<Connect><Stream>` or `<Reject>`"),
+        (status = 400, body = ErrorBody, description = "Not a form, or no CallSid, From or To"),
+        (status = 401, body = ErrorBody, description = "Missing or wrong signature, or another account's request; nothing was written"),
+        (status = 404, body = ErrorBody, description = "Twilio does not carry this server's calls"),
+        (status = 413, body = ErrorBody, description = "The form is over 64 KiB"),
+    )
+)]
+async fn voice(
+    State(s): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let twilio = provider(&s)?;
+    let hook = Hook::read(&uri, &headers, body).await?;
+    let twiml = twilio
+        .incoming_call(&hook.path_and_query, hook.signature.as_deref(), &hook.params)
+        .await
+        .map_err(hook_error)?;
+    Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
+}
+
+/// Twilio's status callback for calls Parley places (set on each call).
+///
+/// Signed like the voice webhook. Ringing, and the outcomes of calls never
+/// answered (`busy`, `no-answer`, `failed`, `canceled`), move the call on.
+#[utoipa::path(
+    post, path = "/hooks/twilio/status", tag = "Calls", operation_id = "twilio_status_callback",
+    params(("X-Twilio-Signature" = Option<String>, Header, description = "Twilio's signature of the request")),
+    request_body(content = TwilioCallForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 204, description = "Taken"),
+        (status = 400, body = ErrorBody, description = "Not a form, or no CallSid or CallStatus"),
+        (status = 401, body = ErrorBody, description = "Missing or wrong signature, or another account's request"),
+        (status = 404, body = ErrorBody, description = "Twilio does not carry this server's calls"),
+        (status = 413, body = ErrorBody, description = "The form is over 64 KiB"),
+    )
+)]
+async fn status(
+    State(s): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    let twilio = provider(&s)?;
+    let hook = Hook::read(&uri, &headers, body).await?;
+    twilio.call_status(&hook.path_and_query, hook.signature.as_deref(), &hook.params).map_err(hook_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A call's audio: the Media Streams WebSocket Twilio opens when the TwiML
+/// says `<Connect><Stream>`.
+///
+/// Twilio's JSON frames: `connected`, `start` (whose custom parameter
+/// `parley_stream`, a one-time token from the TwiML, names the call; a
+/// stream naming no awaited call is closed), `media` (base64 μ-law, 8 kHz),
+/// `dtmf`, `mark`, `stop`. Parley sends `media`, `mark` and `clear`.
+#[utoipa::path(
+    get, path = "/hooks/twilio/media", tag = "Calls", operation_id = "twilio_media_stream",
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 404, body = ErrorBody, description = "Twilio does not carry this server's calls"),
+        (status = 426, body = ErrorBody, description = "Not a WebSocket request"),
+    )
+)]
+async fn media(
+    State(s): State<AppState>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let twilio = provider(&s)?;
+    let upgrade = upgrade.map_err(|_| {
+        ApiError::Status(StatusCode::UPGRADE_REQUIRED, "Connect with a WebSocket (Upgrade: websocket)".into())
+    })?;
+    Ok(upgrade.max_message_size(MAX_FRAME_BYTES).on_upgrade(move |socket| bridge(twilio, socket)))
+}
+
+/// Carries the socket's text frames to and from the provider.
+async fn bridge(twilio: std::sync::Arc<TwilioProvider>, socket: WebSocket) {
+    let (mut out, mut incoming) = socket.split();
+    let (from_twilio_tx, from_twilio) = mpsc::channel::<String>(256);
+    let (to_twilio, mut to_twilio_rx) = mpsc::channel::<String>(1024);
+    let reading = async move {
+        while let Some(Ok(frame)) = incoming.next().await {
+            match frame {
+                Frame::Text(text) => {
+                    if from_twilio_tx.send(text.to_string()).await.is_err() {
+                        break;
+                    }
+                }
+                Frame::Close(_) => break,
+                _ => {}
+            }
+        }
+    };
+    let writing = async move {
+        while let Some(text) = to_twilio_rx.recv().await {
+            if out.send(Frame::Text(Utf8Bytes::from(text))).await.is_err() {
+                return;
+            }
+        }
+        let _ = out.close().await;
+    };
+    let streaming = twilio.stream(from_twilio, to_twilio);
+    // The stream ends when the provider lets go of it (the writer then
+    // closes the socket) or when Twilio closes it (the provider then sees
+    // its frames end).
+    let carrying = async move {
+        tokio::select! {
+            _ = reading => {}
+            _ = writing => {}
+        }
+    };
+    tokio::join!(streaming, carrying);
+}
