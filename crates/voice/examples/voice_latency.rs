@@ -18,7 +18,7 @@ use parley_voice::engine::{Options, Progress};
 use parley_voice::provider::{Dial, Provider};
 use parley_voice::session::BuiltinAgent;
 use parley_voice::sip::{SipProvider, SipSettings};
-use parley_voice::testing::{free_udp_port, rtp_pcap, sipp_callee_within};
+use parley_voice::testing::{callee_line_scenario, free_udp_port, rtp_pcap, sipp_callee_within};
 
 const PHRASES: [&str; 6] = [
     "hello, I would like to know where my order is",
@@ -62,10 +62,9 @@ async fn main() {
     let pcap = dir.join("caller.pcap");
     rtp_pcap(&pcap, &line);
     let seconds = line.len() / 8000;
-    let scenario = dir.join("caller.xml");
-    std::fs::write(&scenario, scenario_text(&pcap, seconds)).unwrap();
+    let scenario = callee_line_scenario(&pcap, seconds, &dir);
     let (port, media) = (free_udp_port(), free_udp_port());
-    let mut sipp = sipp_callee_within(&scenario.display().to_string(), port, media, seconds as u64 + 60);
+    let mut sipp = sipp_callee_within(&scenario, port, media, seconds as u64 + 60);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let (sip, _) = SipProvider::start(SipSettings::local("127.0.0.1:0".parse().unwrap(), "bench")).await.unwrap();
@@ -107,12 +106,4 @@ async fn main() {
     report("model first token", latencies.iter().map(|l| l.llm_first_token_ms).collect());
     report("TTS first audio", latencies.iter().map(|l| l.tts_first_audio_ms).collect());
     report("voice to voice", latencies.iter().map(|l| l.voice_to_voice_ms).collect());
-}
-
-/// A callee that answers (PCMU), plays the caller's line, and hangs up after it.
-fn scenario_text(pcap: &std::path::Path, seconds: usize) -> String {
-    let template = std::fs::read_to_string(parley_voice::testing::scenario_path("uas_caller_speaks.xml")).unwrap();
-    template
-        .replace("CALLER_PCAP", &pcap.display().to_string())
-        .replace("<pause milliseconds=\"9000\" />", &format!("<pause milliseconds=\"{}\" />", seconds * 1000))
 }

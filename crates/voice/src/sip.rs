@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -107,6 +108,56 @@ impl SipCredential {
     }
 }
 
+/// RTP counters over all the provider's calls (benchmarks read them;
+/// operators could export them).
+pub struct MediaStats {
+    pub packets_sent: AtomicU64,
+    pub packets_received: AtomicU64,
+    /// Audio sequence numbers skipped in what arrived: packets lost on
+    /// the way (or so late they came out of order).
+    pub packets_lost: AtomicU64,
+    /// How late each packet went out after its 20 ms slot, counted in
+    /// 100 µs buckets; the last bucket holds everything from 100 ms.
+    send_lateness: Box<[AtomicU64]>,
+}
+
+const LATENESS_BUCKETS: usize = 1001;
+
+impl Default for MediaStats {
+    fn default() -> Self {
+        MediaStats {
+            packets_sent: AtomicU64::new(0),
+            packets_received: AtomicU64::new(0),
+            packets_lost: AtomicU64::new(0),
+            send_lateness: (0..LATENESS_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl MediaStats {
+    fn sent_late(&self, late: Duration) {
+        let bucket = ((late.as_micros() / 100) as usize).min(LATENESS_BUCKETS - 1);
+        self.send_lateness[bucket].fetch_add(1, Ordering::Relaxed);
+        self.packets_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The `q` quantile (0–1) of send lateness, to 100 µs (`None` before any packet).
+    pub fn send_lateness_quantile(&self, q: f64) -> Option<Duration> {
+        let counts: Vec<u64> = self.send_lateness.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((total as f64 * q).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        let bucket = counts.iter().position(|c| {
+            seen += c;
+            seen >= rank
+        })?;
+        Some(Duration::from_micros(bucket as u64 * 100 + 100))
+    }
+}
+
 /// The SIP provider: one endpoint, many calls.
 pub struct SipProvider {
     shared: Arc<Shared>,
@@ -120,6 +171,7 @@ struct Shared {
     local: SocketAddr,
     /// Addresses inbound INVITEs are accepted from.
     trusted: Vec<IpAddr>,
+    stats: Arc<MediaStats>,
 }
 
 /// A SIP call ringing at Parley (rung with 180, its SDP answer ready).
@@ -147,6 +199,7 @@ impl Ringing for SipRinging {
             let call = Call {
                 dialog,
                 dialogs: shared.dialogs.clone(),
+                stats: shared.stats.clone(),
                 events: events_tx,
                 media,
                 ring_timeout: Duration::ZERO,
@@ -216,7 +269,7 @@ impl SipProvider {
             let _keep = endpoint;
             let _ = inner.serve().await;
         });
-        let shared = Arc::new(Shared { settings, dialogs, local, trusted });
+        let shared = Arc::new(Shared { settings, dialogs, local, trusted, stats: Arc::default() });
         let (inbound_tx, inbound) = mpsc::channel(64);
         // In-dialog requests (the far end's BYE, NOTIFYs after a REFER) go
         // to their dialog; new INVITEs become inbound calls; OPTIONS (a
@@ -249,6 +302,11 @@ impl SipProvider {
     /// The signalling address.
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local
+    }
+
+    /// RTP counters over all calls so far.
+    pub fn media_stats(&self) -> Arc<MediaStats> {
+        self.shared.stats.clone()
     }
 
     /// The request URI for `to`: a SIP URI as given, or a number at the trunk.
@@ -305,6 +363,7 @@ impl Provider for SipProvider {
             let call = Call {
                 dialog,
                 dialogs: shared.dialogs.clone(),
+                stats: shared.stats.clone(),
                 events: events_tx,
                 media,
                 ring_timeout: dial.ring_timeout,
@@ -454,6 +513,7 @@ const REGISTER_EXPIRES_S: u32 = 600;
 struct Call {
     dialog: InviteDialog,
     dialogs: Arc<DialogLayer>,
+    stats: Arc<MediaStats>,
     events: mpsc::Sender<ProviderEvent>,
     media: UdpSocket,
     ring_timeout: Duration,
@@ -549,13 +609,15 @@ impl Call {
         let mut clock = tokio::time::interval(Duration::from_millis(20));
         clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let silence = vec![0i16; FRAME_SAMPLES];
+        let mut last_heard: Option<u16> = None;
         loop {
             tokio::select! {
-                _ = clock.tick() => {
+                slot = clock.tick() => {
                     // Out: the next queued frame, or silence (RTP keeps flowing).
                     let frame = queue.pop_front().unwrap_or_else(|| silence.clone());
                     let packet = Packet { payload_type: codec.payload_type(), marker: false, sequence, timestamp, ssrc, payload: codec.encode(&frame) };
                     let _ = self.media.send_to(&packet.to_bytes(), agreed.remote).await;
+                    self.stats.sent_late(slot.elapsed());
                     sequence = sequence.wrapping_add(1);
                     timestamp = timestamp.wrapping_add(FRAME_SAMPLES as u32);
                     // In: one frame per tick once the jitter buffer has
@@ -572,6 +634,12 @@ impl Call {
                     let Ok((n, _from)) = received else { continue };
                     let Some(packet) = Packet::parse(&buf[..n]) else { continue };
                     if packet.payload_type == codec.payload_type() {
+                        self.stats.packets_received.fetch_add(1, Ordering::Relaxed);
+                        let step = last_heard.map_or(1, |last| packet.sequence.wrapping_sub(last));
+                        if step > 0 && step < 0x8000 {
+                            self.stats.packets_lost.fetch_add(u64::from(step - 1), Ordering::Relaxed);
+                            last_heard = Some(packet.sequence);
+                        }
                         jitter.push(packet.sequence, packet.payload);
                     } else if Some(packet.payload_type) == agreed.dtmf && let Some(digit) = dtmf.packet(&packet) {
                         let _ = self.events.send(ProviderEvent::Dtmf(digit)).await;

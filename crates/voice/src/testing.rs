@@ -76,9 +76,16 @@ pub fn sipp_callee(scenario: &str, port: u16, media_port: u16) -> Child {
 
 /// [`sipp_callee`] for a call of at most `seconds`.
 pub fn sipp_callee_within(scenario: &str, port: u16, media_port: u16, seconds: u64) -> Child {
+    sipp_callees(scenario, port, media_port, 1, seconds)
+}
+
+/// A callee scenario taking `calls` calls (at once, if they come so), all
+/// done within `seconds`.
+pub fn sipp_callees(scenario: &str, port: u16, media_port: u16, calls: u32, seconds: u64) -> Child {
     Command::new("sipp")
         .args(["-sf", &scenario_path(scenario), "-i", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-mp", &media_port.to_string(), "-m", "1", "-timeout", &format!("{seconds}s"), "-timeout_error"])
+        .args(["-mp", &media_port.to_string(), "-m", &calls.to_string(), "-l", &calls.to_string()])
+        .args(["-timeout", &format!("{seconds}s"), "-timeout_error"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -104,6 +111,17 @@ pub fn sipp_callee_saying(speech: &[i16], port: u16, media_port: u16) -> Child {
     let pcap = dir.join("caller.pcap");
     rtp_pcap(&pcap, speech);
     sipp_callee(&scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir), port, media_port)
+}
+
+/// A callee that answers, plays `pcap` (a caller's line `seconds` long)
+/// 3 s later, and hangs up when it is over; written in `dir`.
+pub fn callee_line_scenario(pcap: &std::path::Path, seconds: usize, dir: &std::path::Path) -> String {
+    let path = scenario_with_pcap("uas_caller_speaks.xml", pcap, dir);
+    let text = std::fs::read_to_string(&path).expect("just written");
+    let paused =
+        text.replace("<pause milliseconds=\"9000\" />", &format!("<pause milliseconds=\"{}\" />", seconds * 1000));
+    std::fs::write(&path, paused).expect("written");
+    path
 }
 
 /// A scenario of tests/sipp with `CALLER_PCAP` replaced by `pcap`, written

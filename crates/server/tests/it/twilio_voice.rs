@@ -165,6 +165,20 @@ impl Received {
     fn loud_between(&self, from: i64, to: i64) -> bool {
         self.media.iter().any(|(ms, pcm)| *ms >= from && *ms < to && rms(pcm) > 500.0)
     }
+
+    /// The agent was talking when the caller began at `speech_starts`; a
+    /// `clear` came within 300 ms, and no agent audio until the caller
+    /// stopped at `speech_ends`.
+    fn assert_barged_in(&self, speech_starts: i64, speech_ends: i64) {
+        assert!(self.loud_between(speech_starts - 1000, speech_starts), "the agent was speaking when the caller began");
+        let cleared = *self.clears.first().unwrap_or_else(|| panic!("no clear: {:?}", self.clears));
+        eprintln!("barge-in: clear sent {} ms after the caller began", cleared - speech_starts);
+        assert!(
+            cleared >= speech_starts && cleared - speech_starts <= 300,
+            "clear at {cleared} ms, speech from {speech_starts} ms"
+        );
+        assert!(!self.loud_between(cleared + 40, speech_ends), "the agent is quiet while the caller talks");
+    }
 }
 
 fn rms(pcm: &[i16]) -> f64 {
@@ -313,12 +327,7 @@ both_backends! {
         let speech_ends = 3000 + (words.len() / 8) as i64;
         let heard = stream_as_twilio(&stream_url, &token, &call_sid, &caller, &[]).await;
         assert!(!heard.closed, "the caller hung up, not Parley");
-        assert!(heard.loud_between(500, speech_starts), "the greeting played before the caller spoke");
-        // Barge-in: `clear` within 300 ms of the caller's first words, and no greeting after it.
-        let cleared = *heard.clears.first().unwrap_or_else(|| panic!("no clear: {:?}", heard.clears));
-        eprintln!("barge-in: clear sent {} ms after the caller began", cleared - speech_starts);
-        assert!(cleared >= speech_starts && cleared - speech_starts <= 300, "clear at {cleared} ms, speech from {speech_starts} ms");
-        assert!(!heard.loud_between(cleared + 40, speech_ends), "the agent is quiet while the caller talks");
+        heard.assert_barged_in(speech_starts, speech_ends);
         // The agent answered once the caller stopped, and marked the end of its answer.
         assert!(heard.loud_between(speech_ends, speech_ends + 8000), "the agent answered");
         let answered_at = heard.media.iter().find(|(ms, pcm)| *ms > speech_ends && rms(pcm) > 500.0).unwrap().0;
@@ -346,7 +355,10 @@ both_backends! {
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "voice", "name": "Main line", "config": {"number": "+14155550100"}})).await;
         assert_eq!(r.status, 201, "{}", r.text);
         let channel_id = r.body["id"].clone();
-        let agent = app.create_agent(&ws.live, json!({"name": "Support", "first_message": "Support, hello.", "silence_hangup_s": 4})).await;
+        let greeting = "Support, hello. Thanks for calling Parley, the self hosted platform for voice and chat agents. \
+                        We can help you with bookings, orders, returns and anything else you need today.";
+        let agent = app.create_agent(&ws.live, json!({"name": "Support", "first_message": greeting,
+            "interruption_threshold_ms": 200, "silence_hangup_s": 4})).await;
         let t = app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "call.inbound", "channel": "voice"})).await;
         assert_eq!(t.status, 201, "{}", t.text);
 
@@ -375,10 +387,17 @@ both_backends! {
         let twiml = r.text().await.unwrap();
         assert!(twiml.starts_with("<?xml") && twiml.contains("<Response><Connect><Stream url="), "{twiml}");
         let (url, token) = stream_of(&twiml);
-        // The caller listens, presses 4 and #, then stays silent until the agent hangs up (silence_hangup_s).
-        let caller = silence(20_000);
-        let heard = stream_as_twilio(&url, &token, &call_sid, &caller, &[(2500, '4'), (2700, '#')]).await;
-        assert!(heard.loud_between(0, 2500), "the greeting played");
+        // The caller listens 2 s, talks over the greeting, presses 4 and #
+        // at 9 s, then stays silent until the agent hangs up (silence_hangup_s).
+        let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
+        let words = parley_speech::synthesise(&espeak, "wait, I have a question about my order").await;
+        let mut caller = silence(2000);
+        caller.extend_from_slice(&words);
+        caller.resize(30_000 * 8, 0);
+        let speech_starts = caller.chunks(160).position(|f| rms(f) > 300.0).unwrap() as i64 * 20;
+        let speech_ends = 2000 + (words.len() / 8) as i64;
+        let heard = stream_as_twilio(&url, &token, &call_sid, &caller, &[(9000, '4'), (9200, '#')]).await;
+        heard.assert_barged_in(speech_starts, speech_ends);
         assert!(heard.closed, "the agent ended the call after the caller's silence");
 
         let list = app.get(&ws.live, "/api/v1/calls?direction=inbound").await.body;
@@ -389,7 +408,8 @@ both_backends! {
         assert_eq!((call["from"].clone(), call["to"].clone(), call["channel_id"].clone()), (json!("+14155550123"), json!("+14155550100"), channel_id));
         assert_eq!((call["agent_id"].clone(), call["ended_reason"].clone()), (agent["id"].clone(), json!("agent_hangup")), "{call}");
         let segments = transcript(&app, &ws.live, &id).await;
-        assert_eq!(segments[0]["text"], "Support, hello.");
+        assert_eq!((segments[0]["speaker"].clone(), segments[0]["interrupted"].clone()), (json!("agent"), json!(true)), "{segments:#?}");
+        assert!(segments[0]["text"].as_str().unwrap().starts_with("Support, hello."), "{segments:#?}");
         let keys = segments.iter().position(|s| s["text"] == "[pressed 4#]").unwrap_or_else(|| panic!("{segments:#?}"));
         assert!(segments[keys + 1..].iter().any(|s| s["speaker"] == "agent"), "the agent answered the keys: {segments:#?}");
         // Parley ended the call through the REST API.
