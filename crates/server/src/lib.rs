@@ -209,7 +209,8 @@ pub async fn serve(
 }
 
 /// Periodic housekeeping: purge old idempotency keys, events and delivery
-/// logs, retired signing keys; forget idle rate-limit state.
+/// logs, retired signing keys; forget idle rate-limit state; store the
+/// recordings calls of stopped instances left in the spool.
 async fn maintain(state: AppState, retention: parley_services::housekeeping::Retention) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     loop {
@@ -221,6 +222,9 @@ async fn maintain(state: AppState, retention: parley_services::housekeeping::Ret
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "could not purge expired records"),
+        }
+        if let Err(e) = parley_services::calls::adopt_spooled_recordings(&state.services).await {
+            tracing::warn!(error = %e, "could not store the recordings left in the spool");
         }
     }
 }

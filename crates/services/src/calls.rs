@@ -662,9 +662,9 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
     let Dialed { scope, call, placed, agent, streams_audio } = dialed;
     let (progress_tx, mut progress) = mpsc::channel(64);
     // The recording is written to the spool as the call runs, then stored.
-    let spool = match svc.storage.spool() {
+    let spool = match spool_path(svc, &call.public_id) {
         _ if !call.record => None,
-        Ok(dir) => Some(dir.join(format!("{}.wav", call.public_id))),
+        Ok(path) => Some(path),
         Err(e) => {
             tracing::error!(call = %call.public_id, error = %e, "no spool directory; the call is not recorded");
             None
@@ -819,16 +819,90 @@ async fn channel_id_of(tx: &mut Tx, scope: Scope, conversation_id: i64) -> Servi
         .ok_or_else(|| ServiceError::not_found("Conversation", conversation_id))
 }
 
+/// Where a call's recording is written as it runs.
+fn spool_path(svc: &Services, call_id: &str) -> std::io::Result<std::path::PathBuf> {
+    Ok(svc.storage.spool()?.join(format!("{call_id}.wav")))
+}
+
+/// Where a call's recording is stored.
+fn recording_key(scope: Scope, call_id: &str) -> String {
+    format!("recordings/{}/{}/{call_id}.wav", scope.workspace_id, if scope.livemode() { "live" } else { "test" })
+}
+
+/// How long a spooled recording must have gone unwritten before a sweep
+/// takes it for one whose instance stopped (a running call writes its
+/// recording every second).
+const SPOOL_IDLE: Duration = Duration::from_secs(60);
+
+/// Stores the recordings that instances which stopped mid-call (killed,
+/// crashed) left in this machine's spool. Each is a whole WAV file up to
+/// its last write, a few seconds before the stop. It becomes the recording
+/// of its call once the watchdog has ended the call; files of calls that
+/// have a recording, or of no call, are removed. Returns how many were
+/// stored. The watchdog stores a file at once when it ends the call on
+/// the machine that has it; this sweep (at start and every minute) takes
+/// the rest.
+pub async fn adopt_spooled_recordings(svc: &Services) -> ServiceResult<usize> {
+    let Ok(dir) = svc.storage.spool() else { return Ok(0) };
+    let Ok(mut entries) = tokio::fs::read_dir(&dir).await else { return Ok(0) };
+    let mut adopted = 0;
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let path = entry.path();
+        let Some(call_id) = path.file_stem().and_then(|n| n.to_str()) else { continue };
+        let idle = entry.metadata().await.ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+        if path.extension().is_none_or(|e| e != "wav")
+            || idle.is_none_or(|idle| idle < SPOOL_IDLE)
+            || svc.calls.hangups().contains_key(call_id)
+        {
+            continue;
+        }
+        let call = {
+            let mut c = svc.db.read().await?;
+            repo::find_anywhere(&mut c, call_id).await?
+        };
+        if adopt_recording(svc, call, &path).await? {
+            adopted += 1;
+        }
+    }
+    Ok(adopted)
+}
+
+/// Stores the spooled file at `path` as the recording of `call` if the call
+/// has ended without one; removes it if there is nothing to attach it to;
+/// leaves it while the call runs. True if stored.
+async fn adopt_recording(svc: &Services, call: Option<CallRow>, path: &std::path::Path) -> ServiceResult<bool> {
+    if call
+        .as_ref()
+        .is_some_and(|c| matches!(c.status, CallStatus::Queued | CallStatus::Ringing | CallStatus::InProgress))
+    {
+        return Ok(false);
+    }
+    let duration_ms = parley_voice::audio::recorded_ms(path).unwrap_or(0);
+    let Some(call) = call.filter(|c| c.recording_key.is_none() && duration_ms > 0) else {
+        let _ = tokio::fs::remove_file(path).await;
+        return Ok(false);
+    };
+    let scope = call.scope();
+    let key = recording_key(scope, &call.public_id);
+    if let Err(e) = svc.storage.put_file(&key, path, "audio/wav").await {
+        tracing::warn!(call = %call.public_id, error = %e, "could not store a spooled recording; the next sweep will try again");
+        return Ok(false);
+    }
+    let mut tx = svc.db.begin().await?;
+    let attached = repo::attach_recording(&mut tx, scope, call.id, &key, duration_ms).await?;
+    if attached {
+        emit_call(&mut tx, scope, &call, EventType::CallRecordingReady, None).await?;
+    }
+    tx.commit().await?;
+    tracing::info!(call = %call.public_id, duration_ms, "stored the recording a stopped instance left in the spool");
+    Ok(attached)
+}
+
 /// Writes the end of a call: recording, charge, state, events.
 async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome) -> ServiceResult<()> {
     let mut recording = None;
     if let Some(r) = outcome.recording {
-        let key = format!(
-            "recordings/{}/{}/{}.wav",
-            scope.workspace_id,
-            if scope.livemode() { "live" } else { "test" },
-            call.public_id
-        );
+        let key = recording_key(scope, &call.public_id);
         match svc.storage.put_file(&key, &r.path, "audio/wav").await {
             Ok(()) => recording = Some((key, r.duration_ms)),
             Err(e) => {
@@ -969,6 +1043,17 @@ async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<par
         emit_call(&mut work, scope, &call, EventType::CallCompleted, Some(extra)).await?;
         svc.commit(work).await?;
         tracing::warn!(call = %call.public_id, "ended a call whose instance stopped running it");
+        // Its recording, if that instance ran on this machine.
+        if let Ok(path) = spool_path(svc, &call.public_id)
+            && path.exists()
+            && !svc.calls.hangups().contains_key(&call.public_id)
+        {
+            let ended = {
+                let mut c = svc.db.read().await?;
+                repo::get(&mut c, scope, &call.public_id).await?
+            };
+            adopt_recording(svc, ended, &path).await?;
+        }
     }
     Ok(parley_jobs::Outcome::Done)
 }

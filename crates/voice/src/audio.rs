@@ -74,6 +74,13 @@ pub struct Recorder {
     late: usize,
 }
 
+/// How long the recording in a WAV file is, by its header: for a file a
+/// stopped process left, what it had written when it last flushed.
+pub fn recorded_ms(path: &std::path::Path) -> std::io::Result<i64> {
+    let reader = hound::WavReader::open(path).map_err(std::io::Error::other)?;
+    Ok(duration_ms(reader.duration() as usize))
+}
+
 /// A finished recording.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recording {
@@ -137,9 +144,16 @@ impl Recorder {
         }
     }
 
-    /// Writes everything before `ms` (after the answer) to the file.
+    /// Writes everything before `ms` (after the answer) to the file, and
+    /// brings its header up to date: if the process dies, the file is a
+    /// whole recording up to here.
     pub fn flush_before(&mut self, ms: i64) -> std::io::Result<()> {
-        self.write_until((ms.max(0) as usize) * SAMPLE_RATE as usize / 1000)
+        let before = self.flushed;
+        self.write_until((ms.max(0) as usize) * SAMPLE_RATE as usize / 1000)?;
+        if self.flushed > before {
+            self.writer.flush().map_err(std::io::Error::other)?;
+        }
+        Ok(())
     }
 
     /// Writes the frames before frame `until`.

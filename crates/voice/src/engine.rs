@@ -74,6 +74,9 @@ impl Options {
 /// arrives when an utterance ends, so an utterance longer than this loses
 /// its beginning in the recording (not in the transcript).
 pub const RECORDING_WINDOW: Duration = Duration::from_secs(60);
+/// The same over live audio, which is recorded as it arrives: the file on
+/// disk trails the call by this much (and by the 1 s between writes).
+pub const LIVE_RECORDING_WINDOW: Duration = Duration::from_secs(2);
 
 pub(crate) struct Run {
     pub(crate) agent: Box<dyn AgentSession>,
@@ -83,6 +86,8 @@ pub(crate) struct Run {
     progress: mpsc::Sender<Progress>,
     /// From the answer on, when recording.
     pub(crate) recorder: Option<Recorder>,
+    /// How far behind the present the recording is written.
+    recording_window: Duration,
     pub(crate) segments: Vec<Segment>,
     answered: Option<Instant>,
     /// When the agent's queued speech ends (ms from the answer).
@@ -144,10 +149,11 @@ impl Run {
         let _ = self.progress.send(Progress::Segment(s)).await;
     }
 
-    /// Writes the recording up to [`RECORDING_WINDOW`] ago; on a write
+    /// Writes the recording up to its window ago ([`RECORDING_WINDOW`],
+    /// [`LIVE_RECORDING_WINDOW`]); on a write
     /// failure the call goes on unrecorded.
     fn flush_recording(&mut self) {
-        let upto = self.now_ms() - RECORDING_WINDOW.as_millis() as i64;
+        let upto = self.now_ms() - self.recording_window.as_millis() as i64;
         if let Some(r) = &mut self.recorder
             && let Err(e) = r.flush_before(upto)
         {
@@ -280,6 +286,7 @@ pub async fn run(
         commands,
         progress,
         recorder: None,
+        recording_window: if options.listening.live { LIVE_RECORDING_WINDOW } else { RECORDING_WINDOW },
         segments: Vec::new(),
         answered: None,
         agent_until_ms: 0,

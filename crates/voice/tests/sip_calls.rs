@@ -209,6 +209,28 @@ async fn a_trunk_that_challenges_the_invite_gets_the_digest_credentials() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_registers_at_a_trunk_that_challenges_it() {
+    let (port, media) = (free_udp_port(), free_udp_port());
+    let mut registrar = sipp_callee("uas_registrar.xml", port, media);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut settings = SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley");
+    settings.trunk = Some(format!("127.0.0.1:{port}"));
+    settings.register = true;
+    settings.credential =
+        Some(parley_voice::sip::SipCredential { username: "alice".into(), password: "s3cret".into() });
+    let (_sip, _) = SipProvider::start(settings).await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), tokio::task::spawn_blocking(move || registrar.wait()))
+        .await
+        .expect("the registration finished")
+        .unwrap()
+        .unwrap();
+    assert!(
+        status.success(),
+        "SIPp challenged, checked the digest (alice / s3cret) and the Contact, and granted: {status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbound_call_from_a_trusted_address_rings_is_answered_and_hears_keys() {
     let mut settings = SipSettings::local("127.0.0.1:0".parse().unwrap(), "parley");
     settings.trusted = vec!["127.0.0.1".parse().unwrap()];

@@ -36,7 +36,7 @@ fn keys_of(v: &Value) -> Vec<String> {
     k
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 

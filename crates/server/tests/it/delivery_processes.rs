@@ -217,3 +217,79 @@ both_backends! {
         assert_eq!(balance["held_cents"], 0, "the hold is released");
     }
 }
+
+// A server killed (-9) mid-call keeps the call's recording up to a few
+// seconds before the kill: the spooled file is whole to its last write, and
+// the instance that ends the call stores it as the call's recording.
+both_backends! {
+    async fn a_call_whose_server_died_keeps_its_recording_up_to_the_crash(backend) {
+        let database = fresh_database(backend).await;
+        let storage = std::env::temp_dir().join(format!("parley-spool-test-{}", ulid::Ulid::new()));
+        let storage_path = storage.display().to_string();
+        // A transcriber makes the simulated caller speak live audio (nobody
+        // listens on its port: the speech is recorded, not understood).
+        let unreachable = crate::cli::free_port().to_string();
+        let env: Vec<(&str, &str)> = vec![
+            ("PARLEY_VOICE__LEASE_SECONDS", "1"),
+            ("PARLEY_STORAGE__PATH", &storage_path),
+            ("PARLEY_SPEECH__STT__EARS__KIND", "wyoming"),
+            ("PARLEY_SPEECH__STT__EARS__HOST", "127.0.0.1"),
+            ("PARLEY_SPEECH__STT__EARS__PORT", &unreachable),
+            ("PARLEY_SPEECH__DEFAULT_STT", "ears"),
+        ];
+        let env: Vec<(String, String)> = env.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+        let start = |url: String, env: Vec<(String, String)>| async move {
+            tokio::task::spawn_blocking(move || {
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                start_server_with(&url, &env)
+            })
+            .await
+            .unwrap()
+        };
+        let mut first = start(database.url.clone(), env.clone()).await;
+        let key = key_in(&first.banner, "live").unwrap();
+        let client = reqwest::Client::new();
+        let agent = post(&client, format!("{}/api/v1/agents", base(&first)), &key,
+            json!({"name": "Ava", "first_message": "Hello, this is Ava from Parley. How can I help you today?"})).await;
+        let call = post(&client, format!("{}/api/v1/calls", base(&first)), &key, json!({"agent_id": agent["id"], "to": "+14155550100"})).await;
+        let id = call["id"].as_str().unwrap().to_owned();
+        let get = |base: String, path: String| {
+            let (client, key) = (client.clone(), key.clone());
+            async move {
+                client.get(format!("{base}{path}")).header("X-API-Key", key).send().await.unwrap().json::<serde_json::Value>().await.unwrap()
+            }
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while get(base(&first), format!("/api/v1/calls/{id}")).await["status"] != "in_progress" {
+            assert!(std::time::Instant::now() < deadline, "never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let answered = std::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(6000)).await;
+        Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
+        let ran_ms = answered.elapsed().as_millis() as i64;
+        let _ = first.child.wait();
+
+        let second = start(database.url.clone(), env).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let link = loop {
+            let link = get(base(&second), format!("/api/v1/calls/{id}/recording?redirect=true")).await;
+            if link["url"].is_string() { break link; }
+            assert!(std::time::Instant::now() < deadline, "no recording: {link}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let ended = get(base(&second), format!("/api/v1/calls/{id}")).await;
+        assert_eq!((ended["status"].clone(), ended["ended_reason"].clone()), (json!("failed"), json!("error")), "{ended}");
+        // Up to its last write: at most the 2 s window and 1 s between writes
+        // (plus start-up) before the kill.
+        let recorded = link["duration_ms"].as_i64().unwrap();
+        assert!(recorded >= ran_ms - 4000 && recorded <= ran_ms, "recorded {recorded} ms of {ran_ms} ms: {link}");
+        let wav = client.get(link["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+        let reader = hound::WavReader::new(std::io::Cursor::new(wav)).unwrap();
+        assert_eq!((reader.spec().channels, reader.spec().sample_rate), (2, 8000));
+        let samples: Vec<i16> = reader.into_samples::<i16>().map(Result::unwrap).collect();
+        assert_eq!(samples.len() as i64 / 2, recorded * 8, "the header matches the audio");
+        assert!(samples.chunks(2).any(|f| f[1].abs() > 1000), "the agent's greeting is on the right");
+        let _ = std::fs::remove_dir_all(&storage);
+    }
+}

@@ -160,6 +160,40 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, public_id: &str) -> StoreR
     Ok(fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(public_id))?)
 }
 
+/// A call by its public id in any workspace (the public id is unique):
+/// for work that starts from the id alone, such as a recording left in the
+/// spool.
+pub async fn find_anywhere(c: &mut impl AsHandle, public_id: &str) -> StoreResult<Option<CallRow>> {
+    let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM calls WHERE public_id = $1"));
+    Ok(fetch_optional!(c, sqlx::query_as(sql).bind(public_id))?)
+}
+
+/// Gives an ended call without a recording the one found after its end
+/// (its instance died mid-call); false if it has one or has not ended.
+pub async fn attach_recording(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    key: &str,
+    duration_ms: i64,
+) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE calls SET recording_status = $4, recording_key = $5, recording_duration_ms = $6
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND recording_key IS NULL
+               AND status NOT IN ('queued', 'ringing', 'in_progress')",
+        )
+        .bind_scope(scope)
+        .bind(id)
+        .bind(RecordingStatus::Available.as_str())
+        .bind(key)
+        .bind(duration_ms)
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(n > 0)
+}
+
 /// Calls of the scope that have not ended.
 pub async fn count_live(c: &mut impl AsHandle, scope: Scope) -> StoreResult<i64> {
     let (n,): (i64,) = fetch_one!(
