@@ -115,6 +115,7 @@ pub mod scope;
 pub mod search;
 pub mod slug;
 pub mod time;
+pub mod twilio;
 pub mod user;
 pub mod validation;
 pub mod webhook;

@@ -31,9 +31,10 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::future::BoxFuture;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+
+use parley_domain::twilio::signature_valid as twilio_signature_valid;
 
 use crate::codec::{ulaw_decode, ulaw_encode};
 use crate::provider::{
@@ -91,33 +92,6 @@ pub enum HookError {
     Unauthorized,
     #[error("{0}")]
     BadRequest(String),
-}
-
-/// `X-Twilio-Signature` for a request to `url` with form `params`: base64
-/// of HMAC-SHA1, keyed by the auth token, over the URL followed by each
-/// parameter's name and value, sorted by name (then value).
-pub fn signature(auth_token: &str, url: &str, params: &[(String, String)]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(signing_mac(auth_token, url, params).finalize().into_bytes())
-}
-
-/// Whether `given` is the signature of that request (in constant time).
-pub fn signature_valid(auth_token: &str, url: &str, params: &[(String, String)], given: &str) -> bool {
-    let Ok(given) = base64::engine::general_purpose::STANDARD.decode(given.trim()) else {
-        return false;
-    };
-    signing_mac(auth_token, url, params).verify_slice(&given).is_ok()
-}
-
-fn signing_mac(auth_token: &str, url: &str, params: &[(String, String)]) -> Hmac<sha1::Sha1> {
-    let mut sorted: Vec<&(String, String)> = params.iter().collect();
-    sorted.sort();
-    let mut mac = Hmac::<sha1::Sha1>::new_from_slice(auth_token.as_bytes()).expect("HMAC takes any key");
-    mac.update(url.as_bytes());
-    for (name, value) in sorted {
-        mac.update(name.as_bytes());
-        mac.update(value.as_bytes());
-    }
-    mac
 }
 
 /// The Twilio provider: the REST client, and the calls waiting for their
@@ -202,7 +176,7 @@ impl TwilioProvider {
         params: &[(String, String)],
     ) -> Result<(), HookError> {
         let url = self.public(path_and_query);
-        let signed = signature.is_some_and(|s| signature_valid(&self.settings.auth_token, &url, params, s));
+        let signed = signature.is_some_and(|s| twilio_signature_valid(&self.settings.auth_token, &url, params, s));
         if !signed || param(params, "AccountSid").is_some_and(|a| a != self.settings.account_sid) {
             return Err(HookError::Unauthorized);
         }
@@ -594,29 +568,6 @@ impl Provider for Twilio {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn form(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn the_signature_is_twilios_documented_example() {
-        // Twilio's security documentation: this URL, these parameters and
-        // the token `12345` sign as `0/KCTR6DLpKmkAf8muzZqo1nDgQ=`.
-        let url = "https://mycompany.com/myapp.php?foo=1&bar=2";
-        let params = form(&[
-            ("CallSid", "CA1234567890ABCDE"),
-            ("Caller", "+12349013030"),
-            ("Digits", "1234"),
-            ("From", "+12349013030"),
-            ("To", "+18005551212"),
-        ]);
-        assert_eq!(signature("12345", url, &params), "0/KCTR6DLpKmkAf8muzZqo1nDgQ=");
-        assert!(signature_valid("12345", url, &params, "0/KCTR6DLpKmkAf8muzZqo1nDgQ="));
-        assert!(!signature_valid("12346", url, &params, "0/KCTR6DLpKmkAf8muzZqo1nDgQ="));
-        assert!(!signature_valid("12345", "https://mycompany.com/myapp.php", &params, "0/KCTR6DLpKmkAf8muzZqo1nDgQ="));
-        assert!(!signature_valid("12345", url, &params, "not base64!"));
-    }
 
     #[test]
     fn the_stream_twiml_follows_the_public_scheme() {

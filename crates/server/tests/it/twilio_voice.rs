@@ -306,7 +306,7 @@ both_backends! {
         // Status callbacks: an unsigned or forged one is refused and changes nothing; Twilio's moves the call to ringing.
         let ringing = [("AccountSid", ACCOUNT), ("CallSid", call_sid.as_str()), ("CallStatus", "ringing"), ("Direction", "outbound-api")];
         assert_eq!(post_hook(&app, "/hooks/twilio/status", &ringing, None).await.status(), 401);
-        let forged = parley_voice::twilio::signature("another-token", &app.url("/hooks/twilio/status"), &ringing.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        let forged = parley_domain::twilio::signature("another-token", &app.url("/hooks/twilio/status"), &ringing.map(|(k, v)| (k.to_owned(), v.to_owned())));
         assert_eq!(post_hook(&app, "/hooks/twilio/status", &ringing, Some(forged)).await.status(), 401);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["status"], "queued");
         assert_eq!(signed_hook(&app, "/hooks/twilio/status", &ringing).await.status(), 204);
