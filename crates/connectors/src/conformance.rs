@@ -148,15 +148,20 @@ impl TestChannel {
 /// An inbound request a fixture built, as its provider would send it.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The URL the provider requested.
+    pub url: String,
     pub headers: http::HeaderMap,
     pub body: Vec<u8>,
 }
 
 impl Request {
     pub fn inbound(&self) -> InboundRequest<'_> {
-        InboundRequest { headers: &self.headers, body: &self.body }
+        InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
     }
 }
+
+/// Where the kit's server is reached from outside, for hook URLs.
+pub const PUBLIC_URL: &str = "https://parley.example.com";
 
 /// A connector's provider, as its test describes it.
 pub trait Fixture: Sync {
@@ -227,6 +232,8 @@ async fn deliver(fixture: &dyn Fixture, channel: &TestChannel, allow_private: bo
             message: &message,
             to: TO,
             livemode: true,
+            public_url: PUBLIC_URL,
+            public_id: &channel.channel.address,
         })
         .await
 }
@@ -317,7 +324,7 @@ pub fn checks_signatures(fixture: &dyn Fixture) {
     let now = now_s();
     let Some(request) = fixture.inbound_message(&channel, &sample_inbound("p-1", "Hello"), now) else {
         assert!(!connector.hooks().contains(&Hook::Message), "the connector has a message hook but no fixture for it");
-        let anything = Request { headers: http::HeaderMap::new(), body: b"{}".to_vec() };
+        let anything = Request { url: PUBLIC_URL.to_owned(), headers: http::HeaderMap::new(), body: b"{}".to_vec() };
         assert!(
             connector.authenticate(&anything.inbound(), &channel.credentials(), now).is_err(),
             "a connector without inbound webhooks refuses every request"
@@ -339,7 +346,7 @@ pub fn checks_signatures(fixture: &dyn Fixture) {
         "another channel's credentials do not authenticate the request"
     );
 
-    let bare = Request { headers: http::HeaderMap::new(), body: request.body.clone() };
+    let bare = Request { url: request.url.clone(), headers: http::HeaderMap::new(), body: request.body.clone() };
     assert!(connector.authenticate(&bare.inbound(), &creds, now).is_err(), "a request without its headers is refused");
 }
 

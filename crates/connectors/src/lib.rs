@@ -18,6 +18,7 @@ mod api;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod inbound;
+mod twilio;
 mod voice;
 mod webchat;
 
@@ -30,6 +31,7 @@ use serde_json::{Map, Value};
 
 pub use api::INBOUND_TOLERANCE_S;
 pub use inbound::{Inbound, InboundContact, StatusReport};
+pub use twilio::TWILIO_API;
 
 /// What one channel type contributes.
 pub trait Connector: Send + Sync {
@@ -100,6 +102,11 @@ pub struct Delivery<'a> {
     /// The recipient's address on the channel.
     pub to: &'a str,
     pub livemode: bool,
+    /// Where the provider's callbacks reach this server: its public root
+    /// and the channel's public id (its hooks are under
+    /// `{public_url}/hooks/…/{public_id}`).
+    pub public_url: &'a str,
+    pub public_id: &'a str,
 }
 
 /// How a send went.
@@ -125,6 +132,9 @@ pub enum Hook {
 /// An inbound request as it arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct InboundRequest<'a> {
+    /// The URL the provider requested (the public root, the path and the
+    /// query): some providers sign it (Twilio).
+    pub url: &'a str,
     pub headers: &'a http::HeaderMap,
     pub body: &'a [u8],
 }
@@ -162,9 +172,11 @@ pub fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
         ChannelType::Api => Some(&api::ApiConnector),
         ChannelType::Webchat => Some(&webchat::WebchatConnector),
         ChannelType::Voice => Some(&voice::VoiceConnector),
+        ChannelType::Sms => Some(&twilio::SMS),
+        ChannelType::Whatsapp => Some(&twilio::WHATSAPP),
         _ => None,
     }
 }
 
 /// The channel types this version connects.
-pub const AVAILABLE: &[&str] = &["api", "webchat", "voice"];
+pub const AVAILABLE: &[&str] = &["api", "webchat", "voice", "sms", "whatsapp"];

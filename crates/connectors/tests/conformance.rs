@@ -15,7 +15,11 @@ fn signed(channel: &TestChannel, id: &str, now_s: i64, body: Vec<u8>) -> Request
     headers.insert("webhook-id", id.parse().unwrap());
     headers.insert("webhook-timestamp", now_s.to_string().parse().unwrap());
     headers.insert("webhook-signature", secret.sign(id, now_s, &body).parse().unwrap());
-    Request { headers, body }
+    Request {
+        url: format!("{}/api/v1/channels/{}/inbound", conformance::PUBLIC_URL, channel.channel.id),
+        headers,
+        body,
+    }
 }
 
 impl Fixture for Api {
@@ -98,6 +102,128 @@ impl Fixture for Webchat {
     fn status_callback(&self, _: &TestChannel, _: &StatusReport, _: i64) -> Option<Request> {
         None
     }
+}
+
+/// SMS and WhatsApp: Twilio's Messages API and its signed webhooks.
+struct Twilio(ChannelType);
+
+/// `X-Twilio-Signature` as Twilio documents it (HMAC-SHA1 of the URL and
+/// the sorted parameters, base64), written here apart from Parley's own.
+fn twilio_signature(token: &str, url: &str, params: &[(&str, String)]) -> String {
+    use base64::Engine as _;
+    use hmac::Mac;
+    let mut sorted: Vec<_> = params.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+    let mut data = url.to_owned();
+    for (k, v) in sorted {
+        data.push_str(k);
+        data.push_str(v);
+    }
+    let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(token.as_bytes()).unwrap();
+    mac.update(data.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+}
+
+impl Twilio {
+    fn wire(&self, address: &str) -> String {
+        if self.0 == ChannelType::Whatsapp { format!("whatsapp:{address}") } else { address.to_owned() }
+    }
+
+    /// A webhook to the channel's `hook`, signed with its auth token.
+    fn webhook(&self, channel: &TestChannel, hook: &str, params: Vec<(&str, String)>) -> Request {
+        let url = format!("{}/hooks/twilio/{}/{hook}", conformance::PUBLIC_URL, channel.channel.address);
+        let token = channel.secrets["auth_token"].as_str().unwrap();
+        let mut headers = http::HeaderMap::new();
+        headers.insert("x-twilio-signature", twilio_signature(token, &url, &params).parse().unwrap());
+        headers.insert("content-type", "application/x-www-form-urlencoded".parse().unwrap());
+        let body = serde_urlencoded::to_string(&params).unwrap().into_bytes();
+        Request { url, headers, body }
+    }
+}
+
+impl Fixture for Twilio {
+    fn connector(&self) -> &'static dyn Connector {
+        connector(self.0).unwrap()
+    }
+    fn channel(&self, provider_url: &str) -> TestChannel {
+        let sid = format!("AC{:032x}", rand::random::<u128>());
+        let config = Map::from_iter([
+            ("account_sid".to_owned(), json!(sid)),
+            ("from".to_owned(), json!("+14155550100")),
+            ("base_url".to_owned(), json!(provider_url)),
+        ]);
+        let secrets = Map::from_iter([("auth_token".to_owned(), json!(format!("{:032x}", rand::random::<u128>())))]);
+        TestChannel::new(self.connector(), config, secrets)
+    }
+    fn accepted(&self) -> Option<(Reply, Option<String>)> {
+        let sid = "SM0123456789abcdef0123456789abcdef";
+        Some((Reply::new(201, json!({"sid": sid, "status": "queued"}).to_string()), Some(sid.to_owned())))
+    }
+    fn check_sent(&self, sent: &Recorded, channel: &TestChannel, message: &Message, to: &str) -> Result<(), String> {
+        use base64::Engine as _;
+        let config = &channel.channel.config;
+        let sid = config["account_sid"].as_str().unwrap();
+        let path = format!("/2010-04-01/Accounts/{sid}/Messages.json");
+        if (sent.method.as_str(), sent.path.as_str()) != ("POST", path.as_str()) {
+            return Err(format!("sent {} {}, not POST {path}", sent.method, sent.path));
+        }
+        let token = channel.secrets["auth_token"].as_str().unwrap();
+        let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{sid}:{token}")));
+        if sent.headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(basic.as_str()) {
+            return Err("not basic auth with the account SID and auth token".into());
+        }
+        let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&sent.body).map_err(|e| e.to_string())?;
+        let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let callback = format!("{}/hooks/twilio/{}/status", conformance::PUBLIC_URL, channel.channel.address);
+        let expected = [
+            ("To", self.wire(to)),
+            ("From", self.wire("+14155550100")),
+            ("Body", message.text.clone()),
+            ("StatusCallback", callback),
+        ];
+        for (k, v) in expected {
+            if get(k).as_deref() != Some(v.as_str()) {
+                return Err(format!("{k} is {:?}, not {v:?}", get(k)));
+            }
+        }
+        Ok(())
+    }
+    fn inbound_message(&self, channel: &TestChannel, message: &Inbound, _: i64) -> Option<Request> {
+        let config = &channel.channel.config;
+        let mut params = vec![
+            ("MessageSid", message.external_id.clone()),
+            ("AccountSid", config["account_sid"].as_str().unwrap().to_owned()),
+            ("From", self.wire(&message.from)),
+            ("To", self.wire("+14155550100")),
+            ("Body", message.text.clone()),
+            ("NumMedia", "0".to_owned()),
+        ];
+        if let Some(name) = message.contact.as_ref().and_then(|c| c.display_name.clone()) {
+            params.push(("ProfileName", name));
+        }
+        Some(self.webhook(channel, "inbound", params))
+    }
+    fn status_callback(&self, channel: &TestChannel, report: &StatusReport, _: i64) -> Option<Request> {
+        let mut params = vec![
+            ("MessageSid", report.external_id.clone()),
+            ("AccountSid", channel.channel.config["account_sid"].as_str().unwrap().to_owned()),
+            ("MessageStatus", report.status.to_string()),
+        ];
+        if let Some(error) = &report.error {
+            params.push(("ErrorMessage", error.clone()));
+        }
+        Some(self.webhook(channel, "status", params))
+    }
+}
+
+#[tokio::test]
+async fn the_sms_connector_conforms() {
+    conformance::check(&Twilio(ChannelType::Sms)).await;
+}
+
+#[tokio::test]
+async fn the_whatsapp_connector_conforms() {
+    conformance::check(&Twilio(ChannelType::Whatsapp)).await;
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! One signed POST to a user-given URL: the SSRF check on the literal host
+//! One POST to a user-given URL (signed JSON, or a provider's form): the SSRF check on the literal host
 //! (the client's resolver checks resolved addresses), Standard Webhooks
 //! headers, no redirects, and a bounded read of the reply. Webhook
 //! deliveries and outbound channel messages both go through here.
@@ -71,9 +71,35 @@ pub async fn send(client: &reqwest::Client, timeout: Duration, post: SignedPost<
         request = request.header(name.as_str(), value.as_str());
     }
     let response = request.body(post.body).send().await.map_err(|e| describe(&e, timeout))?;
+    reply(response, post.read_limit).await
+}
+
+/// A form-encoded POST with basic auth, as REST providers (Twilio) take it.
+pub struct FormPost<'a> {
+    pub url: &'a str,
+    /// User and password of HTTP basic auth.
+    pub basic_auth: (&'a str, &'a str),
+    pub form: &'a [(&'a str, &'a str)],
+    pub allow_private: bool,
+    /// Bytes of the reply body kept.
+    pub read_limit: usize,
+}
+
+/// Sends `post` with `client` (built by [`ssrf::http_client`]), checked
+/// against SSRF like [`send`]; `Err` says why no reply came.
+pub async fn send_form(client: &reqwest::Client, timeout: Duration, post: FormPost<'_>) -> Result<Reply, String> {
+    let url = ssrf::parse_target(post.url).map_err(|e| format!("invalid URL: {e}"))?;
+    ssrf::check_literal_host(&url, post.allow_private).map_err(|e| format!("refused: {e}"))?;
+    let (user, password) = post.basic_auth;
+    let request = client.post(url).basic_auth(user, Some(password)).form(post.form);
+    let response = request.send().await.map_err(|e| describe(&e, timeout))?;
+    reply(response, post.read_limit).await
+}
+
+async fn reply(response: reqwest::Response, read_limit: usize) -> Result<Reply, String> {
     let status = response.status().as_u16();
     let retry_after = if status == 429 || status == 503 { retry_after(response.headers()) } else { None };
-    let body = read_prefix(response, post.read_limit).await;
+    let body = read_prefix(response, read_limit).await;
     Ok(Reply { status, body, retry_after })
 }
 

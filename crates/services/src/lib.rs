@@ -60,6 +60,14 @@ pub struct ServicesConfig {
     pub idempotency_lease_s: i64,
 }
 
+impl ServicesConfig {
+    /// This server's public root, as browsers and providers reach it (file
+    /// links, provider callbacks and webhooks).
+    pub fn public_url(&self) -> &str {
+        self.storage.public_url.trim_end_matches('/')
+    }
+}
+
 impl Default for ServicesConfig {
     fn default() -> Self {
         Self {

@@ -220,13 +220,15 @@ async fn receive_status(
 /// limit). The connector authenticates it before anything is read.
 struct HookRequest {
     channel_id: i64,
+    /// The URL as the provider requested it (the public root, path and query).
+    url: String,
     headers: HeaderMap,
     body: bytes::Bytes,
 }
 
 impl HookRequest {
     fn request(&self) -> InboundRequest<'_> {
-        InboundRequest { headers: &self.headers, body: &self.body }
+        InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
     }
 }
 
@@ -238,6 +240,8 @@ impl axum::extract::FromRequest<AppState> for HookRequest {
         let (mut parts, body) = req.into_parts();
         let Ids([channel_id]) = Ids::<1>::from_request_parts(&mut parts, s).await?;
         let body = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-        Ok(Self { channel_id, headers: parts.headers, body })
+        let path = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+        let url = format!("{}{path}", s.services.config().public_url());
+        Ok(Self { channel_id, url, headers: parts.headers, body })
     }
 }

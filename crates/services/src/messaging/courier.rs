@@ -186,6 +186,8 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
                 message: &message,
                 to,
                 livemode: scope.livemode(),
+                public_url: svc.config.public_url(),
+                public_id: &channel.public_id,
             })
             .await
         }

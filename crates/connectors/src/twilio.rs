@@ -1,0 +1,287 @@
+//! The `sms` and `whatsapp` channels: Twilio's Messages API, or any
+//! provider that speaks it (the `base_url` setting).
+//!
+//! - Sending: `POST {base_url}/2010-04-01/Accounts/{account_sid}/Messages.json`,
+//!   form-encoded with basic auth (`To`, `From` or `MessagingServiceSid`,
+//!   `Body`, a `MediaUrl` per attachment — its signed, expiring link — and
+//!   a `StatusCallback` to the channel's status hook). WhatsApp addresses
+//!   carry Twilio's `whatsapp:` prefix on the wire, not in Parley.
+//! - Receiving: Twilio posts messages to `/hooks/twilio/{public_id}/inbound`
+//!   and delivery reports to `/hooks/twilio/{public_id}/status`, both
+//!   signed with the account's auth token (`X-Twilio-Signature` over the
+//!   URL and the sorted form parameters), checked before anything is read.
+//!   A message is named by its `MessageSid`, so a repeated webhook is
+//!   stored once.
+
+use futures::future::BoxFuture;
+use parley_domain::channel::ChannelType;
+use parley_domain::conversation::MessageStatus;
+use parley_domain::validation::{FieldError, LocPart, Parsed, header_value, loc, string};
+use serde_json::{Map, Value};
+
+use crate::{
+    Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundContact, InboundRequest, Incoming, Refused,
+    StatusReport,
+};
+
+/// Twilio's API root, when a channel names no other.
+pub const TWILIO_API: &str = "https://api.twilio.com";
+/// Bytes of the provider's answer read.
+const REPLY_LIMIT: usize = 16 * 1024;
+/// Patterns of the settings (also in the OpenAPI document).
+const ACCOUNT_SID: &str = "^AC[0-9a-fA-F]{32}$";
+const SERVICE_SID: &str = "^MG[0-9a-fA-F]{32}$";
+const E164: &str = r"^\+[1-9][0-9]{6,14}$";
+const WHATSAPP_FROM: &str = r"^(whatsapp:)?\+[1-9][0-9]{6,14}$";
+
+pub(crate) struct TwilioConnector {
+    kind: ChannelType,
+}
+
+pub(crate) static SMS: TwilioConnector = TwilioConnector { kind: ChannelType::Sms };
+pub(crate) static WHATSAPP: TwilioConnector = TwilioConnector { kind: ChannelType::Whatsapp };
+
+fn matches(pattern: &str, s: &str) -> bool {
+    regex::Regex::new(pattern).is_ok_and(|r| r.is_match(s))
+}
+
+fn pattern(at: &[LocPart], pattern: &'static str, what: &str) -> impl FnOnce(String) -> Parsed<Value> {
+    let (at, what) = (at.to_vec(), what.to_owned());
+    move |s| {
+        if matches(pattern, &s) {
+            Ok(Value::String(s))
+        } else {
+            Err(vec![FieldError::new(at, "value_error.pattern", format!("must be {what}"))])
+        }
+    }
+}
+
+/// The form parameters of a request body.
+fn form(body: &[u8]) -> Option<Vec<(String, String)>> {
+    serde_urlencoded::from_bytes(body).ok()
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+}
+
+impl TwilioConnector {
+    /// An address as Twilio writes it on this channel.
+    fn wire_address(&self, address: &str) -> String {
+        match self.kind {
+            ChannelType::Whatsapp if !address.starts_with("whatsapp:") => format!("whatsapp:{address}"),
+            _ => address.to_owned(),
+        }
+    }
+}
+
+impl Connector for TwilioConnector {
+    fn kind(&self) -> ChannelType {
+        self.kind
+    }
+    fn secret_settings(&self) -> &'static [&'static str] {
+        &["auth_token"]
+    }
+    fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
+        Some(match name {
+            "account_sid" => {
+                string(34, 34)(value, at).and_then(pattern(at, ACCOUNT_SID, "an account SID (AC and 32 hex digits)"))
+            }
+            "auth_token" => header_value(1, 128)(value, at).map(Value::String),
+            "messaging_service_sid" => string(34, 34)(value, at).and_then(pattern(
+                at,
+                SERVICE_SID,
+                "a messaging service SID (MG and 32 hex digits)",
+            )),
+            "from" if self.kind == ChannelType::Whatsapp => string(1, 30)(value, at)
+                .and_then(pattern(at, WHATSAPP_FROM, "a WhatsApp sender number in E.164 form (+14155550100)"))
+                .map(|v| Value::String(v.as_str().unwrap_or_default().trim_start_matches("whatsapp:").to_owned())),
+            "from" => string(1, 16)(value, at).and_then(pattern(at, E164, "a number in E.164 form (+14155550100)")),
+            "base_url" => string(1, 2048)(value, at).and_then(|u| {
+                parley_events::ssrf::parse_target(&u)
+                    .map(|u| Value::String(u.as_str().trim_end_matches('/').to_owned()))
+                    .map_err(|e| vec![FieldError::new(at.to_vec(), "value_error.url", e.to_string())])
+            }),
+            _ => return None,
+        })
+    }
+    fn settings_schema(&self) -> utoipa::openapi::Object {
+        use parley_domain::schema::{nullable, string};
+        let from = match self.kind {
+            ChannelType::Whatsapp => nullable(string(1, 30).pattern(Some(WHATSAPP_FROM)).build()),
+            _ => nullable(string(1, 16).pattern(Some(E164)).build()),
+        };
+        parley_domain::schema::closed_object(vec![
+            (
+                "account_sid",
+                nullable(string(34, 34).pattern(Some(ACCOUNT_SID)).build()).into(),
+                "The Twilio account (AC…).",
+            ),
+            (
+                "auth_token",
+                nullable(string(1, 128).pattern(Some("^[ -~]+$")).build()).into(),
+                "Secret, write-only: the account's auth token (basic auth for sending; it signs Twilio's webhooks).",
+            ),
+            (
+                "from",
+                from.into(),
+                "The sender number (E.164); the channel's address. This or messaging_service_sid is needed to send.",
+            ),
+            (
+                "messaging_service_sid",
+                nullable(string(34, 34).pattern(Some(SERVICE_SID)).build()).into(),
+                "A messaging service (MG…) to send through instead of `from`.",
+            ),
+            (
+                "base_url",
+                nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())
+                    .into(),
+                "The API's root for a Twilio-compatible provider; https://api.twilio.com without it.",
+            ),
+        ])
+    }
+    fn signs_traffic(&self) -> bool {
+        false
+    }
+    fn public_prefix(&self) -> &'static str {
+        match self.kind {
+            ChannelType::Whatsapp => "wa",
+            _ => "sms",
+        }
+    }
+    fn outbound_url_setting(&self) -> Option<&'static str> {
+        Some("base_url")
+    }
+    fn address(&self, config: &Map<String, Value>) -> Option<String> {
+        config.get("from").and_then(Value::as_str).map(str::to_owned)
+    }
+    fn cannot_send(&self, config: &Map<String, Value>) -> Option<String> {
+        if !config.contains_key("account_sid") {
+            return Some("it has no `account_sid` (set config.account_sid and config.auth_token)".to_owned());
+        }
+        if !config.contains_key("from") && !config.contains_key("messaging_service_sid") {
+            return Some("it has no sender (set config.from or config.messaging_service_sid)".to_owned());
+        }
+        None
+    }
+    fn reaches_third_party(&self) -> bool {
+        true
+    }
+    fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
+        Box::pin(self.send(d))
+    }
+    fn hooks(&self) -> &'static [Hook] {
+        &[Hook::Message, Hook::Status]
+    }
+    /// `X-Twilio-Signature`: the channel's auth token over the URL Twilio
+    /// requested and the sorted form parameters.
+    fn authenticate(&self, req: &InboundRequest<'_>, creds: &Credentials<'_>, _now_s: i64) -> Result<(), Refused> {
+        let refused = || Refused("Invalid signature: X-Twilio-Signature does not match".to_owned());
+        let Some(token) = creds.secrets.get("auth_token").and_then(Value::as_str) else {
+            return Err(refused());
+        };
+        let signature = req.headers.get("x-twilio-signature").and_then(|v| v.to_str().ok()).ok_or_else(refused)?;
+        let params = form(req.body).ok_or_else(refused)?;
+        if parley_domain::twilio::signature_valid(token, req.url, &params, signature) { Ok(()) } else { Err(refused()) }
+    }
+    fn read(&self, hook: Hook, req: &InboundRequest<'_>) -> Parsed<Incoming> {
+        let bad = |field: &str, msg: &str| vec![FieldError::new(loc(&["body", field]), "value_error", msg.to_owned())];
+        let params = form(req.body).ok_or_else(|| bad("form", "the body is not a form"))?;
+        let sid = param(&params, "MessageSid")
+            .or(param(&params, "SmsSid"))
+            .ok_or_else(|| bad("MessageSid", "missing"))?
+            .to_owned();
+        match hook {
+            Hook::Message => {
+                let from = param(&params, "From").ok_or_else(|| bad("From", "missing"))?;
+                let from = from.trim_start_matches("whatsapp:").to_owned();
+                let media = param(&params, "NumMedia").and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
+                let text = match param(&params, "Body") {
+                    Some(body) => body.chars().take(10_000).collect(),
+                    None if media > 0 => format!("[{media} attachment{}]", if media == 1 { "" } else { "s" }),
+                    None => return Err(bad("Body", "the message has neither text nor media")),
+                };
+                let contact = param(&params, "ProfileName")
+                    .map(|name| InboundContact { display_name: Some(name.chars().take(200).collect()) });
+                Ok(Incoming::Message(Inbound { from, text, external_id: sid, contact }))
+            }
+            Hook::Status => {
+                let status = param(&params, "MessageStatus").ok_or_else(|| bad("MessageStatus", "missing"))?;
+                let error = match (param(&params, "ErrorMessage"), param(&params, "ErrorCode")) {
+                    (Some(message), Some(code)) => Some(format!("{message} (Twilio error {code})")),
+                    (Some(message), None) => Some(message.to_owned()),
+                    (None, Some(code)) => Some(format!("Twilio error {code}")),
+                    (None, None) => None,
+                };
+                let status = match status {
+                    // Before the handset: Parley's message is already `sent`
+                    // (the provider took it), and status only moves forward.
+                    "accepted" | "scheduled" | "queued" | "sending" | "sent" => MessageStatus::Sent,
+                    "delivered" => MessageStatus::Delivered,
+                    "read" => MessageStatus::Read,
+                    "failed" | "undelivered" | "canceled" => MessageStatus::Failed,
+                    _ => return Err(bad("MessageStatus", "not a status of an outbound message")),
+                };
+                let error =
+                    if status == MessageStatus::Failed { error.or(Some("undelivered".to_owned())) } else { None };
+                Ok(Incoming::Status(StatusReport { external_id: sid, status, error }))
+            }
+        }
+    }
+}
+
+impl TwilioConnector {
+    /// One `Messages.json` request. 429 (with its `Retry-After`) and 5xx
+    /// are retried; any other refusal fails the message with Twilio's code
+    /// and words.
+    async fn send(&self, d: Delivery<'_>) -> Delivered {
+        let config = &d.channel.config;
+        let text = |k: &str| config.get(k).and_then(Value::as_str);
+        let (Some(account), Some(token)) = (text("account_sid"), d.secrets.get("auth_token").and_then(Value::as_str))
+        else {
+            return Delivered::Failed { error: "the channel has no account_sid or auth_token".to_owned() };
+        };
+        let base = text("base_url").unwrap_or(TWILIO_API);
+        let url = format!("{base}/2010-04-01/Accounts/{account}/Messages.json");
+        let to = self.wire_address(d.to);
+        let from = text("from").map(|f| self.wire_address(f));
+        let callback = format!("{}/hooks/twilio/{}/status", d.public_url, d.public_id);
+        let mut form: Vec<(&str, &str)> = vec![("To", &to), ("Body", &d.message.text), ("StatusCallback", &callback)];
+        match (text("messaging_service_sid"), &from) {
+            (Some(service), _) => form.push(("MessagingServiceSid", service)),
+            (None, Some(from)) => form.push(("From", from)),
+            (None, None) => return Delivered::Failed { error: "the channel has no sender".to_owned() },
+        }
+        for link in d.message.attachments.iter().filter_map(|a| a.url.as_deref()) {
+            form.push(("MediaUrl", link));
+        }
+        let post = parley_events::post::FormPost {
+            url: &url,
+            basic_auth: (account, token),
+            form: &form,
+            allow_private: d.allow_private,
+            read_limit: REPLY_LIMIT,
+        };
+        let reply = match parley_events::post::send_form(d.client, d.timeout, post).await {
+            Ok(reply) => reply,
+            Err(error) => return Delivered::Retry { error, after: None },
+        };
+        let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+        if reply.succeeded() {
+            let external_id = body.get("sid").and_then(Value::as_str).map(str::to_owned);
+            return Delivered::Sent { external_id };
+        }
+        // Twilio's errors: {"code": 21211, "message": "…", "more_info": "…", "status": 400}.
+        let mut error = reply.error().unwrap_or_default();
+        if let Some(code) = body.get("code").and_then(Value::as_i64) {
+            error = format!("{error}: Twilio error {code}");
+        }
+        if let Some(message) = body.get("message").and_then(Value::as_str) {
+            error = format!("{error}: {}", message.chars().take(300).collect::<String>());
+        }
+        match reply.status {
+            429 | 500..=599 => Delivered::Retry { error, after: reply.retry_after },
+            _ => Delivered::Failed { error },
+        }
+    }
+}
