@@ -1,9 +1,14 @@
-//! Twilio's side of calls carried by a Twilio number
-//! (`telephony.provider = "twilio"`): the voice webhook, the status
-//! callback and the Media Streams WebSocket. Each is checked and handled
-//! by the provider (`parley_voice::twilio`); these handlers only read the
-//! request and write the answer. All three answer 404 when Twilio does not
-//! carry this server's calls.
+//! Twilio's webhooks.
+//!
+//! - Calls carried by a Twilio number (`telephony.provider = "twilio"`):
+//!   the voice webhook, the status callback and the Media Streams
+//!   WebSocket, checked and handled by the provider (`parley_voice::twilio`);
+//!   all three answer 404 when Twilio does not carry this server's calls.
+//! - Messages on `sms` and `whatsapp` channels:
+//!   `/hooks/twilio/{public_id}/inbound` and `/status`, checked and read by
+//!   the channel's connector like every channel's hooks.
+//!
+//! These handlers only read the request and write the answer.
 
 use axum::body::Body;
 use axum::extract::ws::{Message as Frame, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -26,7 +31,12 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 const MAX_FRAME_BYTES: usize = 64 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(voice)).routes(routes!(status)).routes(routes!(media))
+    OpenApiRouter::new()
+        .routes(routes!(voice))
+        .routes(routes!(status))
+        .routes(routes!(media))
+        .routes(routes!(message_inbound))
+        .routes(routes!(message_status))
 }
 
 /// The parameters Twilio posts (more may come; all are signed).
@@ -208,4 +218,137 @@ async fn bridge(twilio: std::sync::Arc<TwilioProvider>, socket: WebSocket) {
         }
     };
     tokio::join!(streaming, carrying);
+}
+
+/// The parameters Twilio posts with a message or its status (more may
+/// come; all are signed).
+#[derive(ToSchema)]
+#[allow(dead_code)] // documentation; read by the connector
+pub struct TwilioMessageForm {
+    /// `SM…`: the message; a repeated webhook names the same one.
+    #[schema(rename = "MessageSid")]
+    message_sid: String,
+    #[schema(rename = "AccountSid")]
+    account_sid: Option<String>,
+    /// The sender (`whatsapp:+…` on WhatsApp): the contact's address.
+    #[schema(rename = "From")]
+    from: Option<String>,
+    #[schema(rename = "To")]
+    to: Option<String>,
+    /// The text (inbound).
+    #[schema(rename = "Body")]
+    body: Option<String>,
+    /// Attachments (inbound).
+    #[schema(rename = "NumMedia")]
+    num_media: Option<String>,
+    /// The WhatsApp profile's name (inbound).
+    #[schema(rename = "ProfileName")]
+    profile_name: Option<String>,
+    /// `queued`, `sent`, `delivered`, `read`, `failed`, `undelivered` (status).
+    #[schema(rename = "MessageStatus")]
+    message_status: Option<String>,
+    #[schema(rename = "ErrorCode")]
+    error_code: Option<String>,
+}
+
+/// A channel hook's request as it arrived, for the connector to check and read.
+struct ChannelHook {
+    channel_id: i64,
+    url: String,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl ChannelHook {
+    async fn read(
+        s: &AppState,
+        public_id: &str,
+        uri: &axum::http::Uri,
+        headers: HeaderMap,
+        body: Body,
+    ) -> Result<Self, ApiError> {
+        let body = crate::middleware::read_body(body, MAX_FORM_BYTES).await?;
+        let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+        let url = format!("{}{path}", s.services.config().public_url());
+        let channel_id = parley_services::messaging::channels::hook_channel_id(&s.services, public_id).await?;
+        Ok(Self { channel_id, url, headers, body })
+    }
+
+    fn request(&self) -> parley_services::messaging::channels::InboundRequest<'_> {
+        parley_services::messaging::channels::InboundRequest {
+            url: &self.url,
+            headers: &self.headers,
+            body: &self.body,
+        }
+    }
+}
+
+/// A message to an `sms` or `whatsapp` channel (paste
+/// `{public_url}/hooks/twilio/{public_id}/inbound` as the number's "A message
+/// comes in" webhook, HTTP POST).
+///
+/// Checked against `X-Twilio-Signature` with the channel's auth token before
+/// anything is written. The sender becomes (or finds) the contact
+/// `sms:+…` / `whatsapp:+…`, the message is stored in their conversation and
+/// the agent runtime answers it. A repeated `MessageSid` is stored once.
+/// Answers empty TwiML (Parley replies through the API, not in the answer).
+#[utoipa::path(
+    post, path = "/hooks/twilio/{public_id}/inbound", tag = "Channels", operation_id = "twilio_message_webhook",
+    params(
+        ("public_id" = String, Path, description = "The channel's public id (`sms_…`, `wa_…`)"),
+        ("X-Twilio-Signature" = Option<String>, Header, description = "Twilio's signature of the request"),
+    ),
+    request_body(content = TwilioMessageForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, content_type = "text/xml", body = String, description = "Empty TwiML: taken (or seen before)"),
+        (status = 401, body = ErrorBody, description = "Missing or wrong signature, or no sms/whatsapp channel has this id; nothing was written"),
+        (status = 403, body = ErrorBody, description = "The channel is disabled"),
+        (status = 413, body = ErrorBody, description = "The form is over 64 KiB"),
+        (status = 422, body = crate::error::ValidationErrorBody, description = "The form is not a message"),
+    )
+)]
+async fn message_inbound(
+    State(s): State<AppState>,
+    crate::extract::PathText(public_id): crate::extract::PathText,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let hook = ChannelHook::read(&s, &public_id, &uri, headers, body).await?;
+    parley_services::messaging::channels::receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
+    let twiml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>";
+    Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
+}
+
+/// A delivery report for a message an `sms` or `whatsapp` channel sent (the
+/// `StatusCallback` Parley sets on each message).
+///
+/// Signed like inbound messages. Status only moves forward; `failed` and
+/// `undelivered` fail the message with Twilio's error code.
+#[utoipa::path(
+    post, path = "/hooks/twilio/{public_id}/status", tag = "Channels", operation_id = "twilio_message_status_callback",
+    params(
+        ("public_id" = String, Path, description = "The channel's public id (`sms_…`, `wa_…`)"),
+        ("X-Twilio-Signature" = Option<String>, Header, description = "Twilio's signature of the request"),
+    ),
+    request_body(content = TwilioMessageForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 204, description = "Taken"),
+        (status = 401, body = ErrorBody, description = "Missing or wrong signature, or no sms/whatsapp channel has this id"),
+        (status = 403, body = ErrorBody, description = "The channel is disabled"),
+        (status = 404, body = ErrorBody, description = "No message this channel sent has that MessageSid"),
+        (status = 413, body = ErrorBody, description = "The form is over 64 KiB"),
+        (status = 422, body = crate::error::ValidationErrorBody, description = "The form is not a status report"),
+    )
+)]
+async fn message_status(
+    State(s): State<AppState>,
+    crate::extract::PathText(public_id): crate::extract::PathText,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    let hook = ChannelHook::read(&s, &public_id, &uri, headers, body).await?;
+    parley_services::messaging::messages::report_status(&s.services, hook.channel_id, hook.request()).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

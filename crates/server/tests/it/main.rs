@@ -29,6 +29,7 @@ mod prompt_blocks;
 mod runtime;
 mod scale_out;
 mod search;
+mod sms;
 mod tools;
 mod twilio_voice;
 mod voice;

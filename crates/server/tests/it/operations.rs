@@ -104,6 +104,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/twilio/voice"),
     ("POST", "/hooks/twilio/status"),
     ("GET", "/hooks/twilio/media"),
+    ("POST", "/hooks/twilio/{public_id}/inbound"),
+    ("POST", "/hooks/twilio/{public_id}/status"),
     ("GET", "/api/v1/calls"),
     ("POST", "/api/v1/calls"),
     ("GET", "/api/v1/calls/{call_id}"),

@@ -106,11 +106,11 @@ async fn twilio_app(backend: Backend, rest: &str, whisper: &LocalServer) -> Test
 }
 
 /// The signature the official `twilio` package computes for a request.
-fn official_signature(url: &str, params: &[(&str, &str)]) -> String {
+pub(crate) fn official_signature(token: &str, url: &str, params: &[(&str, &str)]) -> String {
     use std::io::Write;
     let script = "import json, sys\nfrom twilio.request_validator import RequestValidator\n\
                   a = json.load(sys.stdin)\nprint(RequestValidator(a['token']).compute_signature(a['url'], a['params']))";
-    let input = json!({"token": TOKEN, "url": url, "params": params.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>()});
+    let input = json!({"token": token, "url": url, "params": params.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>()});
     let mut python = std::process::Command::new("python3")
         .args(["-c", script])
         .stdin(std::process::Stdio::piped())
@@ -134,7 +134,7 @@ async fn post_hook(app: &TestApp, path: &str, params: &[(&str, &str)], signature
 
 /// Posts a webhook form signed by the official validator.
 async fn signed_hook(app: &TestApp, path: &str, params: &[(&str, &str)]) -> reqwest::Response {
-    let signature = official_signature(&app.url(path), params);
+    let signature = official_signature(TOKEN, &app.url(path), params);
     post_hook(app, path, params, Some(signature)).await
 }
 

@@ -374,6 +374,14 @@ static DECOY_SECRET: std::sync::LazyLock<WebhookSecret> = std::sync::LazyLock::n
 /// same whatever the id names (a missing channel, one that takes no such
 /// requests, another workspace's), so callers learn nothing about which
 /// channels exist.
+/// The id of the channel a provider's hook URL names by its public id;
+/// 0 (no channel) when none does, so the request is refused like one with
+/// a bad signature, after the same work.
+pub async fn hook_channel_id(svc: &Services, public_id: &str) -> ServiceResult<i64> {
+    let mut c = svc.db.read().await?;
+    Ok(repo::find_by_public_id(&mut c, public_id).await?.map_or(0, |(_, row)| row.id))
+}
+
 pub async fn receive_hook(
     svc: &Services,
     id: i64,

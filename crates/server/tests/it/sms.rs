@@ -1,0 +1,155 @@
+//! SMS through a Twilio-compatible provider, end to end: a local server
+//! speaks the Messages resource's wire format and records what Parley
+//! sends; the tests play Twilio's part on the channel's webhooks, signed by
+//! the official `twilio` package's `RequestValidator`.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::runtime::{catch_all_agent_with, eventually, replies};
+use crate::support::*;
+use crate::twilio_voice::official_signature;
+
+const ACCOUNT: &str = "AC00112233445566778899aabbccddeeff";
+const TOKEN: &str = "sms-auth-token-for-tests";
+
+/// A message create request Parley sent.
+#[derive(Debug, Clone)]
+struct Sent {
+    path: String,
+    authorization: String,
+    form: Vec<(String, String)>,
+    sid: String,
+}
+
+impl Sent {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+type Log = Arc<Mutex<Vec<Sent>>>;
+
+/// Twilio's Messages resource: 201 with the new message's sid.
+async fn messages_server() -> (String, Log) {
+    async fn create(
+        State(log): State<Log>,
+        Path(account): Path<String>,
+        headers: HeaderMap,
+        body: String,
+    ) -> (axum::http::StatusCode, axum::Json<Value>) {
+        let form: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap();
+        let sid = format!("SM{}", uuid().replace('-', ""));
+        log.lock().unwrap().push(Sent {
+            path: format!("/2010-04-01/Accounts/{account}/Messages.json"),
+            authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned(),
+            form,
+            sid: sid.clone(),
+        });
+        (axum::http::StatusCode::CREATED, axum::Json(json!({"sid": sid, "account_sid": account, "status": "queued"})))
+    }
+    let log: Log = Arc::default();
+    let app = axum::Router::new()
+        .route("/2010-04-01/Accounts/{account}/Messages.json", axum::routing::post(create))
+        .with_state(log.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, log)
+}
+
+/// Posts `params` to the channel hook at `path`, signed with `token` by the official validator.
+async fn twilio_posts(app: &TestApp, path: &str, params: &[(&str, &str)], token: &str) -> reqwest::Response {
+    let signature = official_signature(token, &app.url(path), params);
+    app.client.post(app.url(path)).header("X-Twilio-Signature", signature).form(params).send().await.unwrap()
+}
+
+async fn message_count(app: &TestApp, key: &str) -> i64 {
+    let conversations = app.get(key, "/api/v1/conversations?channel=sms").await.body;
+    let mut n = 0;
+    for c in conversations["items"].as_array().unwrap() {
+        n += app.get(key, &format!("/api/v1/conversations/{}/messages", c["id"])).await.body["total"].as_i64().unwrap();
+    }
+    n
+}
+
+both_backends! {
+    async fn an_sms_is_received_answered_sent_through_twilio_and_its_delivery_reported(backend) {
+        let (twilio, sent) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "Support SMS", "config": {
+            "account_sid": ACCOUNT, "auth_token": TOKEN, "from": "+14155550100", "base_url": twilio}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!(r.body["address"], "+14155550100");
+        assert_eq!(r.body["secrets_set"], json!(["auth_token"]));
+        assert!(!r.text.contains(TOKEN), "the auth token is write-only: {}", r.text);
+        let channel = app.get(&ws.live, &format!("/api/v1/channels/{}", r.body["id"])).await.body;
+        assert!(channel["config"].get("auth_token").is_none());
+        let public_id = {
+            let mut c = app.db.read().await.unwrap();
+            let row = parley_store::repo::channels::get(&mut c, parley_domain::Scope::new(ws.id, parley_domain::Mode::Live), r.body["id"].as_i64().unwrap()).await.unwrap().unwrap();
+            row.public_id
+        };
+        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "tools": []})).await;
+
+        let inbound_path = format!("/hooks/twilio/{public_id}/inbound");
+        let message = [("MessageSid", "SM0000000000000000000000000000aaaa"), ("AccountSid", ACCOUNT),
+            ("From", "+14155550123"), ("To", "+14155550100"), ("Body", "Where is my order?"), ("NumMedia", "0")];
+        // A wrong signature, another token's, or none: 401, nothing written.
+        let r = app.client.post(app.url(&inbound_path)).header("X-Twilio-Signature", "bm90IGl0").form(&message).send().await.unwrap();
+        assert_eq!(r.status(), 401);
+        assert_eq!(twilio_posts(&app, &inbound_path, &message, "another-token").await.status(), 401);
+        assert_eq!(app.client.post(app.url(&inbound_path)).form(&message).send().await.unwrap().status(), 401);
+        assert_eq!(twilio_posts(&app, "/hooks/twilio/sms_nosuchchannel/inbound", &message, TOKEN).await.status(), 401);
+        assert_eq!(message_count(&app, &ws.live).await, 0);
+
+        // Twilio's: stored once however often it is repeated, answered with empty TwiML.
+        for _ in 0..2 {
+            let r = twilio_posts(&app, &inbound_path, &message, TOKEN).await;
+            assert_eq!(r.status(), 200);
+            assert!(r.text().await.unwrap().contains("<Response/>"));
+        }
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=sms").await.body;
+        assert_eq!(conversations["total"], 1, "{conversations}");
+        let conversation = &conversations["items"][0];
+        assert_eq!(conversation["channel_ref"], "sms:+14155550123");
+        let full = app.get(&ws.live, &format!("/api/v1/conversations/{}", conversation["id"])).await.body;
+        let contact = app.get(&ws.live, &format!("/api/v1/contacts/{}", full["contact_id"])).await.body;
+        assert_eq!(contact["normalized_phone"], "+14155550123", "{contact}");
+        assert_eq!(contact["identities"], json!([{"channel": "sms", "address": "+14155550123"}]));
+
+        // The agent's answer goes out through the Messages resource.
+        let out = replies(&app, &ws.live, conversation["id"].as_i64().unwrap(), std::time::Duration::from_millis(200)).await;
+        let reply = eventually("the reply was sent", || async {
+            let m = app.get(&ws.live, &format!("/api/v1/messages/{}", out[0]["id"])).await.body;
+            (m["status"] == "sent").then_some(m)
+        })
+        .await;
+        let request = sent.lock().unwrap().first().cloned().expect("Parley called the Messages resource");
+        assert_eq!(request.path, format!("/2010-04-01/Accounts/{ACCOUNT}/Messages.json"));
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{ACCOUNT}:{TOKEN}"));
+        assert_eq!(request.authorization, format!("Basic {basic}"));
+        assert_eq!((request.get("To"), request.get("From")), (Some("+14155550123"), Some("+14155550100")));
+        assert_eq!(request.get("Body"), reply["text"].as_str());
+        let status_path = format!("/hooks/twilio/{public_id}/status");
+        assert_eq!(request.get("StatusCallback"), Some(app.url(&status_path).as_str()));
+        assert_eq!(reply["external_id"], json!(request.sid));
+        assert_eq!(message_count(&app, &ws.live).await, 2, "one inbound, one reply");
+
+        // Delivery reports: delivered moves it on; a late `sent` does not move it back.
+        for status in ["delivered", "sent"] {
+            let report = [("MessageSid", request.sid.as_str()), ("AccountSid", ACCOUNT), ("MessageStatus", status)];
+            assert_eq!(twilio_posts(&app, &status_path, &report, TOKEN).await.status(), 204);
+        }
+        let m = app.get(&ws.live, &format!("/api/v1/messages/{}", out[0]["id"])).await.body;
+        assert_eq!(m["status"], "delivered", "{m}");
+        let forged = [("MessageSid", request.sid.as_str()), ("AccountSid", ACCOUNT), ("MessageStatus", "failed")];
+        assert_eq!(twilio_posts(&app, &status_path, &forged, "another-token").await.status(), 401);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/messages/{}", out[0]["id"])).await.body["status"], "delivered");
+    }
+}
