@@ -84,9 +84,19 @@ both_backends! {
     async fn bad_channels_are_422s(backend) {
         let app = TestApp::spawn_with(backend, |s| s.webhooks.allow_private_targets = false).await;
         let ws = app.workspace("Acme").await;
-        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "x"})).await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "telegram", "name": "x"})).await;
         assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.enum")));
-        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat', 'voice'");
+        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat', 'voice', 'sms', 'whatsapp'");
+        // SMS settings are checked: the account SID's form, the sender's, and the provider URL (SSRF).
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "x", "config": {
+            "account_sid": "AC123", "from": "4155550100"}})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        let errors: Vec<(serde_json::Value, serde_json::Value)> = r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();
+        assert!(errors.contains(&(json!(["body", "config", "account_sid"]), json!("value_error.string.too_short"))), "{errors:?}");
+        assert!(errors.contains(&(json!(["body", "config", "from"]), json!("value_error.pattern"))), "{errors:?}");
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "x", "config": {
+            "account_sid": "AC00112233445566778899aabbccddeeff", "from": "+14155550100", "base_url": "http://10.0.0.7/"}})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, json!(["body", "config", "base_url"]), json!("value_error.url.private")), "{}", r.text);
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "", "config": {"colour": "red", "url": "ftp://x"}})).await;
         assert_eq!(r.status, 422);
         let errors: Vec<(serde_json::Value, serde_json::Value)> = r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();
