@@ -152,4 +152,35 @@ both_backends! {
         assert_eq!(twilio_posts(&app, &status_path, &forged, "another-token").await.status(), 401);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/messages/{}", out[0]["id"])).await.body["status"], "delivered");
     }
+
+    async fn a_whatsapp_message_names_its_contact_and_the_reply_carries_the_whatsapp_prefix(backend) {
+        let (twilio, sent) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "whatsapp", "name": "WhatsApp", "config": {
+            "account_sid": ACCOUNT, "auth_token": TOKEN, "from": "whatsapp:+14155550100", "base_url": twilio}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!((r.body["address"].clone(), r.body["config"]["from"].clone()), (json!("+14155550100"), json!("+14155550100")));
+        let public_id = {
+            let mut c = app.db.read().await.unwrap();
+            let scope = parley_domain::Scope::new(ws.id, parley_domain::Mode::Live);
+            parley_store::repo::channels::get(&mut c, scope, r.body["id"].as_i64().unwrap()).await.unwrap().unwrap().public_id
+        };
+        assert!(public_id.starts_with("wa_"), "{public_id}");
+        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "tools": []})).await;
+        let message = [("MessageSid", "SM0000000000000000000000000000bbbb"), ("AccountSid", ACCOUNT),
+            ("From", "whatsapp:+14155550123"), ("To", "whatsapp:+14155550100"), ("Body", "Hola, do you ship to Spain?"),
+            ("NumMedia", "0"), ("ProfileName", "Ana García"), ("WaId", "14155550123")];
+        assert_eq!(twilio_posts(&app, &format!("/hooks/twilio/{public_id}/inbound"), &message, TOKEN).await.status(), 200);
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=whatsapp").await.body;
+        assert_eq!(conversations["items"][0]["channel_ref"], "whatsapp:+14155550123", "{conversations}");
+        let full = app.get(&ws.live, &format!("/api/v1/conversations/{}", conversations["items"][0]["id"])).await.body;
+        let contact = app.get(&ws.live, &format!("/api/v1/contacts/{}", full["contact_id"])).await.body;
+        assert_eq!(contact["display_name"], "Ana García", "the WhatsApp profile names the new contact");
+        assert_eq!(contact["identities"], json!([{"channel": "whatsapp", "address": "+14155550123"}]));
+
+        replies(&app, &ws.live, full["id"].as_i64().unwrap(), std::time::Duration::from_millis(200)).await;
+        let request = eventually("the reply reached the provider", || async { sent.lock().unwrap().first().cloned() }).await;
+        assert_eq!((request.get("To"), request.get("From")), (Some("whatsapp:+14155550123"), Some("whatsapp:+14155550100")));
+    }
 }
