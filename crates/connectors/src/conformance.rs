@@ -130,6 +130,7 @@ impl TestChannel {
                 name: "Conformance".to_owned(),
                 address: format!("{}_conformance", connector.public_prefix()),
                 status: ChannelStatus::Active,
+                status_reason: None,
                 config,
                 secrets_set: secrets.keys().cloned().collect(),
                 created_at: now,

@@ -68,6 +68,11 @@ pub trait Connector: Send + Sync {
     }
     /// Sends one outbound message.
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;
+    /// Asks the provider whether the channel's credentials work
+    /// (`POST /api/v1/channels/{id}/check`).
+    fn check<'a>(&'a self, _c: Check<'a>) -> BoxFuture<'a, Checked> {
+        Box::pin(async { Checked::NothingToCheck("this channel type has no provider credentials to check".to_owned()) })
+    }
     /// The inbound webhooks the provider calls; none when the channel takes
     /// no inbound requests (the webchat widget talks over its socket).
     fn hooks(&self) -> &'static [Hook] {
@@ -118,6 +123,32 @@ pub enum Delivered {
     Retry { error: String, after: Option<std::time::Duration> },
     /// Will never succeed as it stands.
     Failed { error: String },
+    /// The provider refused the channel's credentials: the message fails
+    /// and the channel goes to `error` until they work again.
+    CredentialsRefused { error: String },
+}
+
+/// What a credentials check needs.
+pub struct Check<'a> {
+    pub client: &'a reqwest::Client,
+    pub timeout: std::time::Duration,
+    pub allow_private: bool,
+    pub channel: &'a Channel,
+    /// The channel's secret settings, opened.
+    pub secrets: &'a Map<String, Value>,
+}
+
+/// What the provider said of the channel's credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// They work; what the provider knows the account as.
+    Works(String),
+    /// The provider refused them, and why.
+    Refused(String),
+    /// The provider could not be asked (unreachable, failing).
+    Unreachable(String),
+    /// The channel has no provider credentials.
+    NothingToCheck(String),
 }
 
 /// Which of a channel's inbound webhooks a request arrived on.

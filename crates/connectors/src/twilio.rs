@@ -20,8 +20,8 @@ use parley_domain::validation::{FieldError, LocPart, Parsed, header_value, loc, 
 use serde_json::{Map, Value};
 
 use crate::{
-    Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundContact, InboundRequest, Incoming, Refused,
-    StatusReport,
+    Check, Checked, Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundContact, InboundRequest,
+    Incoming, Refused, StatusReport,
 };
 
 /// Twilio's API root, when a channel names no other.
@@ -170,6 +170,42 @@ impl Connector for TwilioConnector {
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
         Box::pin(self.send(d))
     }
+    /// `GET …/2010-04-01/Accounts/{account_sid}.json` with the credentials.
+    fn check<'a>(&'a self, c: Check<'a>) -> BoxFuture<'a, Checked> {
+        Box::pin(async move {
+            let config = &c.channel.config;
+            let account = config.get("account_sid").and_then(Value::as_str);
+            let token = c.secrets.get("auth_token").and_then(Value::as_str);
+            let (Some(account), Some(token)) = (account, token) else {
+                return Checked::Refused("the channel has no account_sid or auth_token".to_owned());
+            };
+            let base = config.get("base_url").and_then(Value::as_str).unwrap_or(TWILIO_API);
+            let url = format!("{base}/2010-04-01/Accounts/{account}.json");
+            let got = parley_events::post::get_with_basic_auth(
+                c.client,
+                c.timeout,
+                &url,
+                (account, token),
+                c.allow_private,
+                REPLY_LIMIT,
+            )
+            .await;
+            let reply = match got {
+                Ok(reply) => reply,
+                Err(e) => return Checked::Unreachable(e),
+            };
+            let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+            match reply.status {
+                200..=299 => {
+                    let name = body.get("friendly_name").and_then(Value::as_str).unwrap_or(account);
+                    let status = body.get("status").and_then(Value::as_str).unwrap_or("active");
+                    Checked::Works(format!("Twilio accepted the credentials of {name} ({status})"))
+                }
+                401 | 403 | 404 => Checked::Refused(twilio_error(&reply, &body)),
+                _ => Checked::Unreachable(twilio_error(&reply, &body)),
+            }
+        })
+    }
     fn hooks(&self) -> &'static [Hook] {
         &[Hook::Message, Hook::Status]
     }
@@ -271,17 +307,25 @@ impl TwilioConnector {
             let external_id = body.get("sid").and_then(Value::as_str).map(str::to_owned);
             return Delivered::Sent { external_id };
         }
-        // Twilio's errors: {"code": 21211, "message": "…", "more_info": "…", "status": 400}.
-        let mut error = reply.error().unwrap_or_default();
-        if let Some(code) = body.get("code").and_then(Value::as_i64) {
-            error = format!("{error}: Twilio error {code}");
-        }
-        if let Some(message) = body.get("message").and_then(Value::as_str) {
-            error = format!("{error}: {}", message.chars().take(300).collect::<String>());
-        }
+        let error = twilio_error(&reply, &body);
         match reply.status {
             429 | 500..=599 => Delivered::Retry { error, after: reply.retry_after },
+            // Twilio's 20003: the account SID and auth token do not authenticate.
+            401 | 403 => Delivered::CredentialsRefused { error },
             _ => Delivered::Failed { error },
         }
     }
+}
+
+/// A refusal in words: the status, then Twilio's error document
+/// (`{"code": 21211, "message": "…", "more_info": "…", "status": 400}`).
+fn twilio_error(reply: &parley_events::post::Reply, body: &Value) -> String {
+    let mut error = reply.error().unwrap_or_else(|| format!("HTTP {}", reply.status));
+    if let Some(code) = body.get("code").and_then(Value::as_i64) {
+        error = format!("{error}: Twilio error {code}");
+    }
+    if let Some(message) = body.get("message").and_then(Value::as_str) {
+        error = format!("{error}: {}", message.chars().take(300).collect::<String>());
+    }
+    error
 }

@@ -44,6 +44,9 @@ pub struct Channel {
     /// (used in `/webchat/{public_id}`), later a phone number or email.
     pub address: String,
     pub status: ChannelStatus,
+    /// Why the channel is in `error` (its provider refused its
+    /// credentials); null otherwise.
+    pub status_reason: Option<String>,
     #[schema(value_type = Object)]
     pub config: Map<String, Value>,
     /// Secret settings that are set (their values are write-only).

@@ -96,6 +96,23 @@ pub async fn send_form(client: &reqwest::Client, timeout: Duration, post: FormPo
     reply(response, post.read_limit).await
 }
 
+/// A GET with basic auth to a user-given URL (a provider's account
+/// resource), checked against SSRF like [`send`].
+pub async fn get_with_basic_auth(
+    client: &reqwest::Client,
+    timeout: Duration,
+    url: &str,
+    basic_auth: (&str, &str),
+    allow_private: bool,
+    read_limit: usize,
+) -> Result<Reply, String> {
+    let url = ssrf::parse_target(url).map_err(|e| format!("invalid URL: {e}"))?;
+    ssrf::check_literal_host(&url, allow_private).map_err(|e| format!("refused: {e}"))?;
+    let response =
+        client.get(url).basic_auth(basic_auth.0, Some(basic_auth.1)).send().await.map_err(|e| describe(&e, timeout))?;
+    reply(response, read_limit).await
+}
+
 async fn reply(response: reqwest::Response, read_limit: usize) -> Result<Reply, String> {
     let status = response.status().as_u16();
     let retry_after = if status == 429 || status == 503 { retry_after(response.headers()) } else { None };

@@ -24,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_channel, update_channel, delete_channel))
         .routes(routes!(receive_inbound))
         .routes(routes!(receive_status))
+        .routes(routes!(check_channel))
 }
 
 /// The Standard Webhooks headers of a signed request to a channel.
@@ -114,6 +115,34 @@ async fn create_channel(
 async fn get_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Channel>, ApiError> {
     let [id] = path.0;
     Ok(Json(channels::get(&s.services, auth.scope(), id).await?))
+}
+
+/// Check a channel's credentials with its provider.
+///
+/// Asks the provider whether the channel's credentials work (SMS and
+/// WhatsApp: Twilio's account resource with the account SID and auth
+/// token) and answers `{ok, detail, channel}`. Refused credentials move an
+/// active channel to `error` with the provider's words in `status_reason`
+/// (as a send they refuse does); working ones bring it back to `active`.
+/// A disabled channel stays disabled; an unreachable provider changes
+/// nothing (`ok: false`). Channel types without provider credentials
+/// answer `ok: true`.
+#[utoipa::path(
+    post, path = "/api/v1/channels/{channel_id}/check", tag = "Channels",
+    params(("channel_id" = i64, Path)),
+    responses(
+        (status = 200, body = parley_services::messaging::channels::CheckResult),
+        (status = 404, body = ErrorBody, example = json!({"detail": "Channel 42 not found"})),
+        (status = 409, body = ErrorBody, description = "The channel is of a type this version cannot check"),
+    )
+)]
+async fn check_channel(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+) -> Result<Json<parley_services::messaging::channels::CheckResult>, ApiError> {
+    let [id] = path.0;
+    Ok(Json(channels::check(&s.services, auth.scope(), id).await?))
 }
 
 /// Rename, disable or re-enable a channel, or change its settings (a

@@ -105,6 +105,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/twilio/status"),
     ("GET", "/hooks/twilio/media"),
     ("POST", "/hooks/twilio/{public_id}/inbound"),
+    ("POST", "/api/v1/channels/{channel_id}/check"),
     ("POST", "/hooks/twilio/{public_id}/status"),
     ("GET", "/api/v1/calls"),
     ("POST", "/api/v1/calls"),

@@ -34,6 +34,18 @@ impl Sent {
 
 type Log = Arc<Mutex<Vec<Sent>>>;
 
+/// Whether a request carries the account's credentials (basic auth).
+fn authenticated(headers: &HeaderMap) -> bool {
+    let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{ACCOUNT}:{TOKEN}")));
+    headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(basic.as_str())
+}
+
+/// Twilio's answer to credentials that do not authenticate.
+fn refused() -> (axum::http::StatusCode, axum::Json<Value>) {
+    let error = json!({"code": 20003, "message": "Authenticate", "more_info": "https://www.twilio.com/docs/errors/20003", "status": 401});
+    (axum::http::StatusCode::UNAUTHORIZED, axum::Json(error))
+}
+
 /// Twilio's Messages resource: 201 with the new message's sid.
 async fn messages_server() -> (String, Log) {
     async fn create(
@@ -42,6 +54,9 @@ async fn messages_server() -> (String, Log) {
         headers: HeaderMap,
         body: String,
     ) -> (axum::http::StatusCode, axum::Json<Value>) {
+        if !authenticated(&headers) {
+            return refused();
+        }
         let form: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap();
         let sid = format!("SM{}", uuid().replace('-', ""));
         log.lock().unwrap().push(Sent {
@@ -52,9 +67,21 @@ async fn messages_server() -> (String, Log) {
         });
         (axum::http::StatusCode::CREATED, axum::Json(json!({"sid": sid, "account_sid": account, "status": "queued"})))
     }
+    /// The account resource, as credentials checks read it.
+    async fn account(Path(account): Path<String>, headers: HeaderMap) -> (axum::http::StatusCode, axum::Json<Value>) {
+        if !authenticated(&headers) {
+            return refused();
+        }
+        let sid = account.trim_end_matches(".json");
+        (
+            axum::http::StatusCode::OK,
+            axum::Json(json!({"sid": sid, "friendly_name": "Shop account", "status": "active"})),
+        )
+    }
     let log: Log = Arc::default();
     let app = axum::Router::new()
         .route("/2010-04-01/Accounts/{account}/Messages.json", axum::routing::post(create))
+        .route("/2010-04-01/Accounts/{account}", axum::routing::get(account))
         .with_state(log.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -182,5 +209,49 @@ both_backends! {
         replies(&app, &ws.live, full["id"].as_i64().unwrap(), std::time::Duration::from_millis(200)).await;
         let request = eventually("the reply reached the provider", || async { sent.lock().unwrap().first().cloned() }).await;
         assert_eq!((request.get("To"), request.get("From")), (Some("whatsapp:+14155550123"), Some("whatsapp:+14155550100")));
+    }
+
+    async fn refused_credentials_put_the_channel_in_error_until_a_check_finds_them_working(backend) {
+        let (twilio, _sent) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "SMS", "config": {
+            "account_sid": ACCOUNT, "auth_token": "a-wrong-token", "from": "+14155550100", "base_url": twilio}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_i64().unwrap();
+
+        // Checked: Twilio refuses the token; the channel goes to error with Twilio's words.
+        let r = app.post(&ws.live, &format!("/api/v1/channels/{id}/check"), json!({})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["ok"], false, "{}", r.text);
+        assert!(r.body["detail"].as_str().unwrap().contains("20003"), "{}", r.text);
+        let channel = app.get(&ws.live, &format!("/api/v1/channels/{id}")).await.body;
+        assert_eq!(channel["status"], "error", "{channel}");
+        assert!(channel["status_reason"].as_str().unwrap().contains("Authenticate"), "{channel}");
+
+        // The right token, checked: active again, no reason.
+        let r = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"auth_token": TOKEN}})).await;
+        assert_eq!((r.status, r.body["status"].clone()), (200, json!("error")), "a settings change alone does not clear the error");
+        let r = app.post(&ws.live, &format!("/api/v1/channels/{id}/check"), json!({})).await;
+        assert_eq!((r.body["ok"].clone(), r.body["channel"]["status"].clone(), r.body["channel"]["status_reason"].clone()),
+            (json!(true), json!("active"), Value::Null), "{}", r.text);
+        assert!(r.body["detail"].as_str().unwrap().contains("Shop account"), "{}", r.text);
+
+        // A send Twilio refuses for the credentials fails the message and puts the channel in error again.
+        let r = app.patch(&ws.live, &format!("/api/v1/channels/{id}"), json!({"config": {"auth_token": "revoked-token"}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+14155550123", "text": "Your order shipped."})).await;
+        assert_eq!(r.status, 202, "accepted, queued: {}", r.text);
+        let message = eventually("the send failed", || async {
+            let m = app.get(&ws.live, &format!("/api/v1/messages/{}", r.body["id"])).await.body;
+            (m["status"] == "failed").then_some(m)
+        })
+        .await;
+        assert!(message["error"].as_str().unwrap().contains("20003"), "{message}");
+        let channel = app.get(&ws.live, &format!("/api/v1/channels/{id}")).await.body;
+        assert_eq!(channel["status"], "error", "{channel}");
+        // Another workspace's check of this channel is a 404.
+        let other = app.workspace("Other").await;
+        assert_eq!(app.post(&other.live, &format!("/api/v1/channels/{id}/check"), json!({})).await.status, 404);
     }
 }

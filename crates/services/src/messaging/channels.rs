@@ -249,6 +249,7 @@ pub async fn create(
         sealed_secrets: seal_json(svc, &secrets),
         config: public,
         sealed_signing_secret: signing.as_ref().map(|s| svc.keyring.secrets().seal(s.expose().as_bytes())),
+        status_reason: None,
     };
     let mut fields = fields;
     fields.address = claim_address(tx, scope, None, kind, &fields.config).await?.unwrap_or(fields.address);
@@ -288,6 +289,7 @@ pub async fn update(
     }
     if let Some(status) = input.status {
         fields.status = status;
+        fields.status_reason = None;
     }
     if let Some(changes) = input.config {
         let mut secrets = open_json(svc, current.sealed_secrets.as_deref())?;
@@ -338,6 +340,7 @@ pub async fn voice_channel(tx: &mut Tx, scope: Scope) -> ServiceResult<ChannelRo
         sealed_secrets: None,
         config: Map::new(),
         sealed_signing_secret: None,
+        status_reason: None,
     };
     Ok(repo::insert(tx, scope, &fields).await?)
 }
@@ -374,6 +377,90 @@ static DECOY_SECRET: std::sync::LazyLock<WebhookSecret> = std::sync::LazyLock::n
 /// same whatever the id names (a missing channel, one that takes no such
 /// requests, another workspace's), so callers learn nothing about which
 /// channels exist.
+/// What `POST /api/v1/channels/{id}/check` answers.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CheckResult {
+    /// Whether the provider accepted the channel's credentials (true, too,
+    /// for a channel type without provider credentials).
+    pub ok: bool,
+    /// What the provider said, in words.
+    pub detail: String,
+    /// The channel after the check: `error` (with `status_reason`) when the
+    /// provider refused the credentials of an active channel, `active`
+    /// again when they work.
+    pub channel: Channel,
+}
+
+/// Asks the channel's provider whether its credentials work, and moves the
+/// channel to `error` (refused) or back to `active` (working); a disabled
+/// channel stays disabled. An unreachable provider changes nothing.
+pub async fn check(svc: &Services, scope: Scope, id: i64) -> ServiceResult<CheckResult> {
+    let row = {
+        let mut c = svc.db.read().await?;
+        repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?
+    };
+    let kind = connector(row.kind)
+        .ok_or_else(|| ServiceError::Conflict(format!("Channel {id} is of a type this version cannot check")))?;
+    let secrets = secret_settings(svc, &row)?;
+    let channel = row.to_api()?;
+    let timeout = svc.config.courier.request_timeout;
+    let client = parley_events::ssrf::http_client(svc.config.webhooks_allow_private, timeout);
+    let checked = kind
+        .check(parley_connectors::Check {
+            client: &client,
+            timeout,
+            allow_private: svc.config.webhooks_allow_private,
+            channel: &channel,
+            secrets: &secrets,
+        })
+        .await;
+    let (ok, detail, status) = match checked {
+        parley_connectors::Checked::Works(detail) => (true, detail, Some((ChannelStatus::Active, None))),
+        parley_connectors::Checked::NothingToCheck(detail) => (true, detail, None),
+        parley_connectors::Checked::Refused(detail) => {
+            let reason = Some(detail.clone());
+            (false, detail, Some((ChannelStatus::Error, reason)))
+        }
+        parley_connectors::Checked::Unreachable(detail) => (false, detail, None),
+    };
+    let channel = match status {
+        Some((status, reason)) => set_status(svc, scope, id, status, reason).await?.unwrap_or(channel),
+        None => channel,
+    };
+    Ok(CheckResult { ok, detail, channel })
+}
+
+/// The provider refused the channel's credentials while sending: the
+/// channel goes to `error` with the provider's words.
+pub async fn credentials_refused(svc: &Services, scope: Scope, id: i64, error: &str) -> ServiceResult<()> {
+    let reason = format!("The provider refused the channel's credentials: {error}");
+    set_status(svc, scope, id, ChannelStatus::Error, Some(reason)).await?;
+    tracing::warn!(channel = id, error, "a channel's provider refused its credentials; the channel is in error");
+    Ok(())
+}
+
+/// Moves an active or errored channel to `status` (a disabled one stays
+/// disabled); the channel as it is now, if it moved.
+async fn set_status(
+    svc: &Services,
+    scope: Scope,
+    id: i64,
+    status: ChannelStatus,
+    reason: Option<String>,
+) -> ServiceResult<Option<Channel>> {
+    let mut work = svc.begin().await?;
+    let Some(current) = repo::get(&mut work, scope, id).await? else { return Ok(None) };
+    if current.status == ChannelStatus::Disabled || (current.status == status && current.status_reason == reason) {
+        return Ok(None);
+    }
+    let mut fields = ChannelFields::from(&current);
+    fields.status = status;
+    fields.status_reason = reason;
+    let row = repo::update(&mut work, scope, id, &fields).await?.ok_or_else(|| not_found(id))?;
+    svc.commit(work).await?;
+    Ok(Some(row.to_api()?))
+}
+
 /// The id of the channel a provider's hook URL names by its public id;
 /// 0 (no channel) when none does, so the request is refused like one with
 /// a bad signature, after the same work.

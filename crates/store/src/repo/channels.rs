@@ -13,7 +13,7 @@ use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional
 pub const VERSION_KEY: &str = "channels";
 
 const COLUMNS: &str = "id, type, name, public_id, address, status, config, secret_names, sealed_secrets, \
-    sealed_signing_secret, created_at, updated_at";
+    sealed_signing_secret, status_reason, created_at, updated_at";
 
 /// A stored channel, with its sealed secrets (for the services only).
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -31,6 +31,8 @@ pub struct ChannelRow {
     pub sealed_secrets: Option<String>,
     /// The `whsec_…` secret of an api channel, sealed.
     pub sealed_signing_secret: Option<String>,
+    /// Why the channel is in `error`.
+    pub status_reason: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -43,6 +45,7 @@ impl ChannelRow {
             name: self.name.clone(),
             address: self.address.clone(),
             status: self.status,
+            status_reason: self.status_reason.clone(),
             config: self.config.0.clone(),
             secrets_set: self.secret_names.0.clone(),
             created_at: self.created_at,
@@ -63,6 +66,7 @@ pub struct ChannelFields {
     pub secret_names: Vec<String>,
     pub sealed_secrets: Option<String>,
     pub sealed_signing_secret: Option<String>,
+    pub status_reason: Option<String>,
 }
 
 impl From<&ChannelRow> for ChannelFields {
@@ -77,6 +81,7 @@ impl From<&ChannelRow> for ChannelFields {
             secret_names: r.secret_names.0.clone(),
             sealed_secrets: r.sealed_secrets.clone(),
             sealed_signing_secret: r.sealed_signing_secret.clone(),
+            status_reason: r.status_reason.clone(),
         }
     }
 }
@@ -91,6 +96,7 @@ macro_rules! bind_fields {
             .bind(Json(&$f.secret_names))
             .bind(&$f.sealed_secrets)
             .bind(&$f.sealed_signing_secret)
+            .bind(&$f.status_reason)
     };
 }
 
@@ -98,8 +104,8 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ChannelFields) -> S
     let now = Timestamp::now();
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO channels (workspace_id, livemode, type, public_id, name, address, status, config, secret_names,
-            sealed_secrets, sealed_signing_secret, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) RETURNING {COLUMNS}"
+            sealed_secrets, sealed_signing_secret, status_reason, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING {COLUMNS}"
     ));
     let row: ChannelRow = fetch_one!(
         c,
@@ -117,7 +123,7 @@ pub async fn update(
 ) -> StoreResult<Option<ChannelRow>> {
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE channels SET name = $4, address = $5, status = $6, config = $7, secret_names = $8, sealed_secrets = $9,
-            sealed_signing_secret = $10, updated_at = $11
+            sealed_signing_secret = $10, status_reason = $11, updated_at = $12
          WHERE workspace_id = $1 AND livemode = $2 AND id = $3 RETURNING {COLUMNS}"
     ));
     let row: Option<ChannelRow> =
