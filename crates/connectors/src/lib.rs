@@ -73,6 +73,12 @@ pub trait Connector: Send + Sync {
     fn check<'a>(&'a self, _c: Check<'a>) -> BoxFuture<'a, Checked> {
         Box::pin(async { Checked::NothingToCheck("this channel type has no provider credentials to check".to_owned()) })
     }
+    /// Whether the provider may report a message's status before its
+    /// answer to the send (naming the message) is stored: such early
+    /// reports are kept and applied then, instead of answering 404.
+    fn reports_may_precede_send(&self) -> bool {
+        false
+    }
     /// The inbound webhooks the provider calls; none when the channel takes
     /// no inbound requests (the webchat widget talks over its socket).
     fn hooks(&self) -> &'static [Hook] {

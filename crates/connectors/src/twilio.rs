@@ -209,6 +209,11 @@ impl Connector for TwilioConnector {
     fn hooks(&self) -> &'static [Hook] {
         &[Hook::Message, Hook::Status]
     }
+    /// Twilio calls back (`queued`, `sent`) as soon as it has the message,
+    /// possibly before its answer to the send has been stored.
+    fn reports_may_precede_send(&self) -> bool {
+        true
+    }
     /// `X-Twilio-Signature`: the channel's auth token over the URL Twilio
     /// requested and the sorted form parameters.
     fn authenticate(&self, req: &InboundRequest<'_>, creds: &Credentials<'_>, _now_s: i64) -> Result<(), Refused> {

@@ -33,6 +33,8 @@ pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged
     // A day's grace: a refresh token presented again soon after it expired
     // still finds its row (and is refused as expired, not unknown).
     repo::oauth::purge_expired(&mut tx, now.plus_seconds(-24 * 3600)).await?;
+    // Delivery reports no sent message claimed within a day never will.
+    repo::conversations::purge_early_reports_before(&mut tx, now.plus_seconds(-24 * 3600)).await?;
     let events_before = now.plus_seconds(-retention.event_days * 24 * 3600);
     repo::webhooks::purge_created_before(&mut tx, events_before).await?;
     repo::events::purge_created_before(&mut tx, events_before).await?;

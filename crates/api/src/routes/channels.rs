@@ -240,8 +240,12 @@ async fn receive_status(
     State(s): State<AppState>,
     hook: HookRequest,
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
-    let message = parley_services::messaging::messages::report_status(&s.services, hook.channel_id, hook.request());
-    Ok(Json(message.await?))
+    use parley_services::messaging::messages::{Reported, report_status};
+    match report_status(&s.services, hook.channel_id, hook.request()).await? {
+        Reported::Applied(message) => Ok(Json(message)),
+        // The api channel answers 404 for an unknown external_id instead.
+        Reported::Kept => Err(parley_services::ServiceError::invariant("an api channel kept an early report").into()),
+    }
 }
 
 /// A provider's request to one of a channel's hooks, as it arrived: the

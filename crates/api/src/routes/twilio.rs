@@ -324,7 +324,9 @@ async fn message_inbound(
 /// `StatusCallback` Parley sets on each message).
 ///
 /// Signed like inbound messages. Status only moves forward; `failed` and
-/// `undelivered` fail the message with Twilio's error code.
+/// `undelivered` fail the message with Twilio's error code. A report for a
+/// message whose send Parley has not recorded yet (Twilio can call back
+/// first) is kept and applied when it is.
 #[utoipa::path(
     post, path = "/hooks/twilio/{public_id}/status", tag = "Channels", operation_id = "twilio_message_status_callback",
     params(
@@ -336,7 +338,6 @@ async fn message_inbound(
         (status = 204, description = "Taken"),
         (status = 401, body = ErrorBody, description = "Missing or wrong signature, or no sms/whatsapp channel has this id"),
         (status = 403, body = ErrorBody, description = "The channel is disabled"),
-        (status = 404, body = ErrorBody, description = "No message this channel sent has that MessageSid"),
         (status = 413, body = ErrorBody, description = "The form is over 64 KiB"),
         (status = 422, body = crate::error::ValidationErrorBody, description = "The form is not a status report"),
     )
@@ -349,6 +350,7 @@ async fn message_status(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let hook = ChannelHook::read(&s, &public_id, &uri, headers, body).await?;
+    // Applied, or kept for a message whose send is not recorded yet: taken either way.
     parley_services::messaging::messages::report_status(&s.services, hook.channel_id, hook.request()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

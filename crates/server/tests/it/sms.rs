@@ -34,6 +34,9 @@ impl Sent {
 
 type Log = Arc<Mutex<Vec<Sent>>>;
 
+/// The sid the next created message gets, when a test chooses it.
+static NEXT_SID: Mutex<Option<String>> = Mutex::new(None);
+
 /// Whether a request carries the account's credentials (basic auth).
 fn authenticated(headers: &HeaderMap) -> bool {
     let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{ACCOUNT}:{TOKEN}")));
@@ -58,7 +61,7 @@ async fn messages_server() -> (String, Log) {
             return refused();
         }
         let form: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap();
-        let sid = format!("SM{}", uuid().replace('-', ""));
+        let sid = NEXT_SID.lock().unwrap().take().unwrap_or_else(|| format!("SM{}", uuid().replace('-', "")));
         log.lock().unwrap().push(Sent {
             path: format!("/2010-04-01/Accounts/{account}/Messages.json"),
             authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned(),
@@ -253,5 +256,34 @@ both_backends! {
         // Another workspace's check of this channel is a 404.
         let other = app.workspace("Other").await;
         assert_eq!(app.post(&other.live, &format!("/api/v1/channels/{id}/check"), json!({})).await.status, 404);
+    }
+
+    async fn a_delivery_report_that_arrives_before_the_send_is_recorded_is_applied_when_it_is(backend) {
+        let (twilio, _sent) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "SMS", "config": {
+            "account_sid": ACCOUNT, "auth_token": TOKEN, "from": "+14155550100", "base_url": twilio}})).await;
+        let id = r.body["id"].as_i64().unwrap();
+        let public_id = {
+            let mut c = app.db.read().await.unwrap();
+            let scope = parley_domain::Scope::new(ws.id, parley_domain::Mode::Live);
+            parley_store::repo::channels::get(&mut c, scope, id).await.unwrap().unwrap().public_id
+        };
+        // Twilio reports `delivered` for a sid Parley has not recorded yet: taken (204), kept.
+        let sid = format!("SM{}", uuid().replace('-', ""));
+        let report = [("MessageSid", sid.as_str()), ("AccountSid", ACCOUNT), ("MessageStatus", "delivered")];
+        assert_eq!(twilio_posts(&app, &format!("/hooks/twilio/{public_id}/status"), &report, TOKEN).await.status(), 204);
+        // Then the send that Twilio names with that sid is recorded: the report applies at once.
+        *NEXT_SID.lock().unwrap() = Some(sid.clone());
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+14155550123", "text": "Your order shipped."})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        let message = eventually("the message was sent", || async {
+            let m = app.get(&ws.live, &format!("/api/v1/messages/{}", r.body["id"])).await.body;
+            (m["external_id"] == json!(sid)).then_some(m)
+        })
+        .await;
+        assert_eq!(message["status"], "delivered", "{message}");
+        assert!(message["delivered_at"].is_string(), "{message}");
     }
 }

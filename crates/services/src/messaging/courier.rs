@@ -205,6 +205,17 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
                 None,
             )
             .await?;
+            if let Some(external_id) = external_id.as_deref() {
+                messages::apply_early_reports(
+                    &mut work,
+                    &svc.storage,
+                    scope,
+                    due.channel_id,
+                    due.message_id,
+                    external_id,
+                )
+                .await?;
+            }
             if !job.complete(&mut work).await? {
                 // Another instance took the job over; it records the send.
                 return Ok(Outcome::Committed);

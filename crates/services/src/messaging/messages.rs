@@ -431,23 +431,56 @@ pub async fn advance(
     Ok(message)
 }
 
+/// What became of a delivery report.
+#[derive(Debug)]
+pub enum Reported {
+    /// Applied to the message it names (status only moves forward).
+    Applied(Message),
+    /// It names a message whose provider id is not recorded yet: kept, and
+    /// applied when the send is recorded (providers that may call back
+    /// first; others answer 404).
+    Kept,
+}
+
 /// Applies an authenticated delivery report for channel `channel_id`.
-pub async fn report_status(svc: &Services, channel_id: i64, request: InboundRequest<'_>) -> ServiceResult<Message> {
+pub async fn report_status(svc: &Services, channel_id: i64, request: InboundRequest<'_>) -> ServiceResult<Reported> {
     let (scope, channel, incoming) =
         crate::messaging::channels::receive_hook(svc, channel_id, Hook::Status, request).await?;
     let Incoming::Status(report) = incoming else {
         return Err(ServiceError::invariant("a status hook read something other than a status report"));
     };
-    let mut work = svc.begin().await?;
-    let message = repo::by_external_id(&mut work, scope, channel.id, Direction::Outbound, &report.external_id)
-        .await?
-        .ok_or_else(|| ServiceError::NotFound {
-        kind: "Message with external_id",
-        id: format!("{} on channel {channel_id}", report.external_id),
-    })?;
     let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
+    let mut work = svc.begin().await?;
+    let found = repo::by_external_id(&mut work, scope, channel.id, Direction::Outbound, &report.external_id).await?;
+    let Some(message) = found else {
+        if !parley_connectors::connector(channel.kind).is_some_and(|c| c.reports_may_precede_send()) {
+            return Err(ServiceError::NotFound {
+                kind: "Message with external_id",
+                id: format!("{} on channel {channel_id}", report.external_id),
+            });
+        }
+        repo::keep_early_report(&mut work, scope, channel.id, &report.external_id, report.status, error).await?;
+        svc.commit(work).await?;
+        return Ok(Reported::Kept);
+    };
     let message = advance(&mut work, &svc.storage, scope, message.id, report.status, None, error).await?;
     work.conversation_changed(message.conversation_id);
     svc.commit(work).await?;
-    Ok(message)
+    Ok(Reported::Applied(message))
+}
+
+/// Applies the reports that arrived before the send of message `id` was
+/// recorded as `external_id`, in the transaction that records it.
+pub async fn apply_early_reports(
+    tx: &mut Tx,
+    storage: &crate::files::Storage,
+    scope: Scope,
+    channel_id: i64,
+    id: i64,
+    external_id: &str,
+) -> ServiceResult<()> {
+    for (status, error) in repo::take_early_reports(tx, scope, channel_id, external_id).await? {
+        advance(tx, storage, scope, id, status, None, error.as_deref()).await?;
+    }
+    Ok(())
 }

@@ -612,3 +612,59 @@ pub async fn recent_messages(
     messages.reverse();
     Ok(messages)
 }
+
+/// Keeps a delivery report for an outbound message whose provider id is
+/// not recorded yet (the provider called back before its answer to the
+/// send was stored).
+pub async fn keep_early_report(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    external_id: &str,
+    status: MessageStatus,
+    error: Option<&str>,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "INSERT INTO early_status_reports (workspace_id, livemode, channel_id, external_id, status, error, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind_scope(scope)
+        .bind(channel_id)
+        .bind(external_id)
+        .bind(status.as_str())
+        .bind(error)
+        .bind(Timestamp::now())
+    )?;
+    Ok(())
+}
+
+/// Removes and returns, in arrival order, the reports kept for the message
+/// the provider calls `external_id` on the channel.
+pub async fn take_early_reports(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    external_id: &str,
+) -> StoreResult<Vec<(MessageStatus, Option<String>)>> {
+    let rows: Vec<(i64, String, Option<String>)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "DELETE FROM early_status_reports
+             WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND external_id = $4
+             RETURNING id, status, error",
+        )
+        .bind_scope(scope)
+        .bind(channel_id)
+        .bind(external_id)
+    )?;
+    let mut rows = rows;
+    rows.sort_by_key(|(id, _, _)| *id);
+    Ok(rows.into_iter().filter_map(|(_, status, error)| Some((MessageStatus::parse(&status)?, error))).collect())
+}
+
+/// Forgets early reports no message claimed before `before`.
+pub async fn purge_early_reports_before(c: &mut impl AsHandle, before: Timestamp) -> StoreResult<u64> {
+    Ok(execute!(c, sqlx::query("DELETE FROM early_status_reports WHERE created_at < $1").bind(before))?)
+}
