@@ -66,6 +66,11 @@ pub trait Connector: Send + Sync {
     fn reaches_third_party(&self) -> bool {
         false
     }
+    /// Why the provider would refuse a message with this text (too long),
+    /// if it would: the send is refused up front (422).
+    fn refuse_text(&self, _text: &str) -> Option<String> {
+        None
+    }
     /// Sends one outbound message.
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;
     /// Asks the provider whether the channel's credentials work

@@ -26,6 +26,8 @@ use crate::{
 
 /// Twilio's API root, when a channel names no other.
 pub const TWILIO_API: &str = "https://api.twilio.com";
+/// The longest `Body` Twilio's Messages API takes.
+const MAX_BODY_CHARS: usize = 1600;
 /// Bytes of the provider's answer read.
 const REPLY_LIMIT: usize = 16 * 1024;
 /// Patterns of the settings (also in the OpenAPI document).
@@ -166,6 +168,16 @@ impl Connector for TwilioConnector {
     }
     fn reaches_third_party(&self) -> bool {
         true
+    }
+    /// Twilio takes a `Body` of at most 1,600 characters (it splits longer
+    /// SMS into segments itself, up to that).
+    fn refuse_text(&self, text: &str) -> Option<String> {
+        let n = text.chars().count();
+        (n > MAX_BODY_CHARS).then(|| {
+            format!(
+                "a message on this channel is at most {MAX_BODY_CHARS} characters (Twilio's limit); this one has {n}"
+            )
+        })
     }
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
         Box::pin(self.send(d))

@@ -178,6 +178,12 @@ both_backends! {
         }
         let m = app.get(&ws.live, &format!("/api/v1/messages/{}", out[0]["id"])).await.body;
         assert_eq!(m["status"], "delivered", "{m}");
+        // Longer than Twilio takes: refused up front, nothing queued.
+        let long = "a".repeat(1601);
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conversation["id"], "text": long})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()),
+            (422, json!(["body", "text"]), json!("value_error.text.channel_limit")), "{}", r.text);
+        assert_eq!(message_count(&app, &ws.live).await, 2);
         let forged = [("MessageSid", request.sid.as_str()), ("AccountSid", ACCOUNT), ("MessageStatus", "failed")];
         assert_eq!(twilio_posts(&app, &status_path, &forged, "another-token").await.status(), 401);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/messages/{}", out[0]["id"])).await.body["status"], "delivered");

@@ -273,6 +273,13 @@ pub async fn send(
     if let Some(why) = kind.cannot_send(&channel.config.0) {
         return Err(ServiceError::Conflict(format!("Channel {} cannot send: {why}", channel.id)));
     }
+    if let Some(why) = kind.refuse_text(&input.text) {
+        return Err(ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "text"]),
+            "value_error.text.channel_limit",
+            why,
+        )]));
+    }
     let author = match sender {
         Sender::User(user_id) => Author { kind: AuthorType::User, id: Some(user_id) },
         Sender::Agent => Author { kind: AuthorType::Agent, id: conversation.agent_id },
