@@ -94,6 +94,9 @@ ALLOWED_422 = {
     # that type, and the contact's address there.
     "value_error.channel.none_active": "the workspace has no active channel of that type",
     "value_error.contact.no_address": "the contact has no address on that channel",
+    # a text the channel's provider would refuse (over Twilio's 1,600
+    # characters on sms/whatsapp) depends on the channel it goes to.
+    "value_error.text.channel_limit": "a text longer than the channel's provider takes",
     # Outbound URLs (webhooks, api channels, avatars) must resolve to public
     # addresses; a generated URL may name this very server.
     "value_error.url.private": "the URL leads to a private address (SSRF guard)",
