@@ -196,14 +196,7 @@ impl Ringing for SipRinging {
             let (events_tx, events) = mpsc::channel(256);
             let (commands, mut commands_rx) = mpsc::channel(1024);
             let provider_call_id = dialog.id().call_id.clone();
-            let call = Call {
-                dialog,
-                dialogs: shared.dialogs.clone(),
-                stats: shared.stats.clone(),
-                events: events_tx,
-                media,
-                ring_timeout: Duration::ZERO,
-            };
+            let call = shared.call(dialog, events_tx, media, Duration::ZERO);
             tokio::spawn(async move {
                 let _ = call.events.send(ProviderEvent::Answered).await;
                 let ended = call.talk(agreed, &mut states, &mut commands_rx).await;
@@ -360,14 +353,7 @@ impl Provider for SipProvider {
                 .map_err(|e| DialError(format!("INVITE failed: {e}")))?;
             let (events_tx, events) = mpsc::channel(256);
             let (commands, commands_rx) = mpsc::channel(1024);
-            let call = Call {
-                dialog,
-                dialogs: shared.dialogs.clone(),
-                stats: shared.stats.clone(),
-                events: events_tx,
-                media,
-                ring_timeout: dial.ring_timeout,
-            };
+            let call = shared.call(dialog, events_tx, media, dial.ring_timeout);
             tokio::spawn(call.run(answer, state_rx, commands_rx));
             Ok(Placed { provider_call_id: session.to_string(), events, commands })
         })
@@ -399,6 +385,17 @@ impl Shared {
         let local = socket.local_addr().map_err(|e| DialError(e.to_string()))?;
         let advertised = SocketAddr::new(self.settings.public_address.unwrap_or(local.ip()), local.port());
         Ok((socket, advertised))
+    }
+
+    /// One call's signalling and media, reporting to `events`.
+    fn call(
+        &self,
+        dialog: InviteDialog,
+        events: mpsc::Sender<ProviderEvent>,
+        media: UdpSocket,
+        ring_timeout: Duration,
+    ) -> Call {
+        Call { dialog, dialogs: self.dialogs.clone(), stats: self.stats.clone(), events, media, ring_timeout }
     }
 
     /// The host:port Contact headers name.

@@ -249,10 +249,11 @@ async fn receive_status(
 }
 
 /// A provider's request to one of a channel's hooks, as it arrived: the
-/// channel id from the path, the headers and the body (within the size
-/// limit). The connector authenticates it before anything is read.
-struct HookRequest {
-    channel_id: i64,
+/// channel id (from the path, or found by the public id a provider's hook
+/// names), the URL the provider requested, the headers and the body (within
+/// the size limit). The connector authenticates it before anything is read.
+pub(crate) struct HookRequest {
+    pub(crate) channel_id: i64,
     /// The URL as the provider requested it (the public root, path and query).
     url: String,
     headers: HeaderMap,
@@ -260,9 +261,28 @@ struct HookRequest {
 }
 
 impl HookRequest {
-    fn request(&self) -> InboundRequest<'_> {
+    pub(crate) async fn read(
+        s: &AppState,
+        channel_id: i64,
+        uri: &axum::http::Uri,
+        headers: HeaderMap,
+        body: axum::body::Body,
+        limit: usize,
+    ) -> Result<Self, ApiError> {
+        let body = crate::middleware::read_body(body, limit).await?;
+        let url = format!("{}{}", s.services.config().public_url(), path_and_query(uri));
+        Ok(Self { channel_id, url, headers, body })
+    }
+
+    pub(crate) fn request(&self) -> InboundRequest<'_> {
         InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
     }
+}
+
+/// The path and query of a request, as its sender wrote them (signatures
+/// such as Twilio's cover them).
+pub(crate) fn path_and_query(uri: &axum::http::Uri) -> String {
+    uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned())
 }
 
 impl axum::extract::FromRequest<AppState> for HookRequest {
@@ -272,9 +292,6 @@ impl axum::extract::FromRequest<AppState> for HookRequest {
         use axum::extract::FromRequestParts;
         let (mut parts, body) = req.into_parts();
         let Ids([channel_id]) = Ids::<1>::from_request_parts(&mut parts, s).await?;
-        let body = crate::middleware::read_body(body, s.config.max_body_bytes).await?;
-        let path = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
-        let url = format!("{}{path}", s.services.config().public_url());
-        Ok(Self { channel_id, url, headers: parts.headers, body })
+        HookRequest::read(s, channel_id, &parts.uri, parts.headers, body, s.config.max_body_bytes).await
     }
 }

@@ -73,7 +73,7 @@ impl Hook {
         let params: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
             .map_err(|_| ApiError::bad_request("The body is not valid form encoding"))?;
         Ok(Hook {
-            path_and_query: uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
+            path_and_query: super::channels::path_and_query(uri),
             signature: headers.get("x-twilio-signature").and_then(|v| v.to_str().ok()).map(str::to_owned),
             params,
         })
@@ -251,36 +251,18 @@ pub struct TwilioMessageForm {
     error_code: Option<String>,
 }
 
-/// A channel hook's request as it arrived, for the connector to check and read.
-struct ChannelHook {
-    channel_id: i64,
-    url: String,
+/// A request to an sms or whatsapp channel's hook, named by its public id.
+async fn channel_hook(
+    s: &AppState,
+    public_id: &str,
+    uri: &axum::http::Uri,
     headers: HeaderMap,
-    body: bytes::Bytes,
-}
-
-impl ChannelHook {
-    async fn read(
-        s: &AppState,
-        public_id: &str,
-        uri: &axum::http::Uri,
-        headers: HeaderMap,
-        body: Body,
-    ) -> Result<Self, ApiError> {
-        let body = crate::middleware::read_body(body, MAX_FORM_BYTES).await?;
-        let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
-        let url = format!("{}{path}", s.services.config().public_url());
-        let channel_id = parley_services::messaging::channels::hook_channel_id(&s.services, public_id).await?;
-        Ok(Self { channel_id, url, headers, body })
-    }
-
-    fn request(&self) -> parley_services::messaging::channels::InboundRequest<'_> {
-        parley_services::messaging::channels::InboundRequest {
-            url: &self.url,
-            headers: &self.headers,
-            body: &self.body,
-        }
-    }
+    body: Body,
+) -> Result<super::channels::HookRequest, ApiError> {
+    use parley_domain::channel::ChannelType;
+    let kinds = [ChannelType::Sms, ChannelType::Whatsapp];
+    let id = parley_services::messaging::channels::hook_channel_id(&s.services, public_id, &kinds).await?;
+    super::channels::HookRequest::read(s, id, uri, headers, body, MAX_FORM_BYTES).await
 }
 
 /// A message to an `sms` or `whatsapp` channel (paste
@@ -314,7 +296,7 @@ async fn message_inbound(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let hook = ChannelHook::read(&s, &public_id, &uri, headers, body).await?;
+    let hook = channel_hook(&s, &public_id, &uri, headers, body).await?;
     parley_services::messaging::channels::receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
     let twiml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>";
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
@@ -349,7 +331,7 @@ async fn message_status(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    let hook = ChannelHook::read(&s, &public_id, &uri, headers, body).await?;
+    let hook = channel_hook(&s, &public_id, &uri, headers, body).await?;
     // Applied, or kept for a message whose send is not recorded yet: taken either way.
     parley_services::messaging::messages::report_status(&s.services, hook.channel_id, hook.request()).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -136,6 +136,10 @@ both_backends! {
         assert_eq!(twilio_posts(&app, &inbound_path, &message, "another-token").await.status(), 401);
         assert_eq!(app.client.post(app.url(&inbound_path)).form(&message).send().await.unwrap().status(), 401);
         assert_eq!(twilio_posts(&app, "/hooks/twilio/sms_nosuchchannel/inbound", &message, TOKEN).await.status(), 401);
+        // Another type's public id at a Twilio hook is no channel there: 401.
+        let api = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "Own system"})).await;
+        let api_hook = format!("/hooks/twilio/{}/inbound", api.body["address"].as_str().unwrap());
+        assert_eq!(twilio_posts(&app, &api_hook, &message, TOKEN).await.status(), 401);
         assert_eq!(message_count(&app, &ws.live).await, 0);
 
         // Twilio's: stored once however often it is repeated, answered with empty TwiML.

@@ -461,12 +461,13 @@ async fn set_status(
     Ok(Some(row.to_api()?))
 }
 
-/// The id of the channel a provider's hook URL names by its public id;
-/// 0 (no channel) when none does, so the request is refused like one with
-/// a bad signature, after the same work.
-pub async fn hook_channel_id(svc: &Services, public_id: &str) -> ServiceResult<i64> {
+/// The id of the channel of one of `kinds` a provider's hook URL names by
+/// its public id; 0 (no channel) when none does, so the request is refused
+/// like one with a bad signature, after the same work.
+pub async fn hook_channel_id(svc: &Services, public_id: &str, kinds: &[ChannelType]) -> ServiceResult<i64> {
     let mut c = svc.db.read().await?;
-    Ok(repo::find_by_public_id(&mut c, public_id).await?.map_or(0, |(_, row)| row.id))
+    let found = repo::find_by_public_id(&mut c, public_id).await?;
+    Ok(found.filter(|(_, row)| kinds.contains(&row.kind)).map_or(0, |(_, row)| row.id))
 }
 
 pub async fn receive_hook(
