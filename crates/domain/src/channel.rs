@@ -43,6 +43,10 @@ pub struct Channel {
     /// The channel's own address: the webchat or api channel's public id
     /// (used in `/webchat/{public_id}`), later a phone number or email.
     pub address: String,
+    /// The id a provider's webhooks name the channel by: paste
+    /// `{public_url}/hooks/twilio/{public_id}/inbound` (sms, whatsapp) into
+    /// the provider's console; Telegram's hook is registered by Parley.
+    pub public_id: String,
     pub status: ChannelStatus,
     /// Why the channel is in `error` (its provider refused its
     /// credentials); null otherwise.

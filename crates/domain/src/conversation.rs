@@ -141,6 +141,62 @@ pub struct Message {
     pub sent_at: Option<Timestamp>,
     pub delivered_at: Option<Timestamp>,
     pub read_at: Option<Timestamp>,
+    /// What the channel's provider adds (SMS segments, a WhatsApp template).
+    #[serde(flatten)]
+    pub details: MessageDetails,
+}
+
+/// Channel-specific facts of a message, shown only where they apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageDetails {
+    /// SMS channels: the text's alphabet and the segments (billed parts) it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub segments: Option<crate::sms::Segments>,
+    /// WhatsApp: the approved template the message was sent with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub template: Option<Template>,
+    /// Email: the headers that thread the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub email: Option<EmailHeaders>,
+}
+
+/// An email's subject and threading headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EmailHeaders {
+    pub subject: String,
+    /// `<…@…>`: the message's `Message-ID` (also its `external_id`).
+    pub message_id: String,
+    /// The `Message-ID` it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub in_reply_to: Option<String>,
+    /// The thread's `Message-ID`s, oldest first.
+    #[serde(default)]
+    pub references: Vec<String>,
+    /// Inbound: the whole body, when `text` shows only the new part (the
+    /// quoted reply and the signature trimmed for the conversation and the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub full_text: Option<String>,
+}
+
+impl MessageDetails {
+    pub fn is_empty(&self) -> bool {
+        self == &MessageDetails::default()
+    }
+}
+
+/// An approved WhatsApp message template (Twilio Content API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Template {
+    /// The template's content SID (`HX` and 32 hex digits).
+    #[schema(pattern = "^HX[0-9a-fA-F]{32}$")]
+    pub content_sid: String,
+    /// The template's placeholders and their values (`{"1": "Ana"}`).
+    pub variables: std::collections::BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -114,6 +114,7 @@ pub mod schema;
 pub mod scope;
 pub mod search;
 pub mod slug;
+pub mod sms;
 pub mod time;
 pub mod twilio;
 pub mod user;

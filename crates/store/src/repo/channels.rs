@@ -44,6 +44,7 @@ impl ChannelRow {
             kind: self.kind,
             name: self.name.clone(),
             address: self.address.clone(),
+            public_id: self.public_id.clone(),
             status: self.status,
             status_reason: self.status_reason.clone(),
             config: self.config.0.clone(),

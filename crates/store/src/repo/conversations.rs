@@ -2,7 +2,7 @@
 
 use parley_domain::conversation::{
     Attachment, Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction,
-    Handler, Message, MessageStatus,
+    Handler, Message, MessageDetails, MessageStatus,
 };
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
@@ -347,7 +347,7 @@ pub async fn unlinked_addresses(c: &mut impl AsHandle, scope: Scope) -> StoreRes
 // --- Messages ---------------------------------------------------------------
 
 const MESSAGE_COLUMNS: &str = "id, conversation_id, direction, author_type, author_id, text, attachments, status, error, \
-    external_id, created_at, sent_at, delivered_at, read_at";
+    external_id, created_at, sent_at, delivered_at, read_at, details";
 
 #[derive(sqlx::FromRow)]
 struct MessageRow {
@@ -365,6 +365,7 @@ struct MessageRow {
     sent_at: Option<Timestamp>,
     delivered_at: Option<Timestamp>,
     read_at: Option<Timestamp>,
+    details: Json<MessageDetails>,
 }
 
 impl TryFrom<MessageRow> for Message {
@@ -385,6 +386,7 @@ impl TryFrom<MessageRow> for Message {
             sent_at: r.sent_at,
             delivered_at: r.delivered_at,
             read_at: r.read_at,
+            details: r.details.0,
         })
     }
 }
@@ -400,6 +402,7 @@ pub struct NewMessage<'a> {
     pub status: MessageStatus,
     pub external_id: Option<&'a str>,
     pub attachments: &'a [Attachment],
+    pub details: &'a MessageDetails,
 }
 
 /// Attachments as stored: with their storage keys.
@@ -417,8 +420,8 @@ fn stored_attachments(attachments: &[Attachment]) -> Value {
 pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<'_>) -> StoreResult<Message> {
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO messages (workspace_id, livemode, conversation_id, channel_id, direction, author_type, author_id,
-            text, status, external_id, created_at, attachments)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {MESSAGE_COLUMNS}"
+            text, status, external_id, created_at, attachments, details)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {MESSAGE_COLUMNS}"
     ));
     let row: MessageRow = fetch_one!(
         c,
@@ -434,6 +437,7 @@ pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<
             .bind(m.external_id)
             .bind(Timestamp::now())
             .bind(Json(stored_attachments(m.attachments)))
+            .bind(Json(m.details))
     )?;
     row.try_into()
 }
@@ -667,4 +671,111 @@ pub async fn take_early_reports(
 /// Forgets early reports no message claimed before `before`.
 pub async fn purge_early_reports_before(c: &mut impl AsHandle, before: Timestamp) -> StoreResult<u64> {
     Ok(execute!(c, sqlx::query("DELETE FROM early_status_reports WHERE created_at < $1").bind(before))?)
+}
+
+/// The conversation's newest message.
+pub async fn latest_message(c: &mut impl AsHandle, scope: Scope, conversation_id: i64) -> StoreResult<Option<Message>> {
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
+         ORDER BY id DESC LIMIT 1"
+    ));
+    let row: Option<MessageRow> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(conversation_id))?;
+    row.map(Message::try_from).transpose()
+}
+
+/// The conversation of the message the channel knows by one of these
+/// provider ids (either direction), newest first: an email reply's thread.
+pub async fn conversation_of_any(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    external_ids: &[String],
+) -> StoreResult<Option<i64>> {
+    // One lookup per direction, each on its partial index.
+    for external_id in external_ids.iter().take(20) {
+        for direction in [Direction::Inbound, Direction::Outbound] {
+            if let Some(m) = by_external_id(c, scope, channel_id, direction, external_id).await? {
+                return Ok(Some(m.conversation_id));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// When the contact last wrote in the conversation (WhatsApp's
+/// customer-service window runs from there).
+pub async fn last_inbound_at(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    conversation_id: i64,
+) -> StoreResult<Option<Timestamp>> {
+    let (at,): (Option<Timestamp>,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT MAX(created_at) FROM messages
+             WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3 AND direction = 'inbound'"
+        )
+        .bind_scope(scope)
+        .bind(conversation_id)
+    )?;
+    Ok(at)
+}
+
+// --- Opt-outs ------------------------------------------------------------------
+
+/// Records that `address` asked the channel to stop writing (its keyword).
+pub async fn opt_out(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    address: &str,
+    keyword: &str,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "INSERT INTO channel_opt_outs (workspace_id, livemode, channel_id, address, keyword, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (channel_id, address) DO NOTHING",
+        )
+        .bind_scope(scope)
+        .bind(channel_id)
+        .bind(address)
+        .bind(keyword)
+        .bind(Timestamp::now())
+    )?;
+    Ok(())
+}
+
+/// Forgets an opt-out (the address wrote "START").
+pub async fn opt_in(c: &mut impl AsHandle, scope: Scope, channel_id: i64, address: &str) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "DELETE FROM channel_opt_outs WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND address = $4",
+        )
+        .bind_scope(scope)
+        .bind(channel_id)
+        .bind(address)
+    )?;
+    Ok(())
+}
+
+/// The keyword with which `address` opted out of the channel, if it did.
+pub async fn opted_out(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    address: &str,
+) -> StoreResult<Option<String>> {
+    let row: Option<(String,)> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT keyword FROM channel_opt_outs
+             WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND address = $4",
+        )
+        .bind_scope(scope)
+        .bind(channel_id)
+        .bind(address)
+    )?;
+    Ok(row.map(|(k,)| k))
 }
