@@ -26,6 +26,66 @@ pub struct Inbound {
     /// What you know of the sender, used when Parley creates their contact.
     #[schema(nullable = false)]
     pub contact: Option<InboundContact>,
+    /// Files the message carries (providers' media; not part of the api
+    /// channel's body).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub attachments: Vec<InboundFile>,
+    /// A keyword by which the sender stops or resumes messages (SMS `STOP`,
+    /// `START`); not part of the api channel's body.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub consent: Option<Consent>,
+    /// The group the message was written in (a Telegram group): the
+    /// conversation is the group's, `from` its member's.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub group: Option<InboundGroup>,
+    /// What the provider adds (an email's headers).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub details: parley_domain::conversation::MessageDetails,
+    /// Provider ids of the messages this one answers (an email's
+    /// `In-Reply-To` and `References`), newest first: the conversation is
+    /// found by them before the sender's address.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub answers: Vec<String>,
+}
+
+/// A group chat a message arrived in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundGroup {
+    /// The group's address on the channel.
+    pub address: String,
+    pub title: String,
+}
+
+/// A file arriving with a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundFile {
+    pub filename: String,
+    pub content_type: String,
+    pub source: FileSource,
+}
+
+/// Where an arriving file's bytes are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileSource {
+    /// In the request (an email's MIME part).
+    Inline(Vec<u8>),
+    /// At the provider, to fetch with the channel's credentials
+    /// ([`crate::Connector::fetch_file`]): a URL or the provider's file id.
+    Remote(String),
+}
+
+/// The sender stops or resumes messages from the channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consent {
+    /// `STOP` and its synonyms: the keyword, upper-cased.
+    OptOut(&'static str),
+    /// `START` and its synonyms.
+    OptIn,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, ToSchema)]
@@ -47,7 +107,17 @@ impl Inbound {
                 "contact",
                 object(|r| Some(InboundContact { display_name: r.optional("display_name", string(1, 200)) })),
             );
-            Some(Inbound { from: from?, text: text?, external_id: external_id?, contact })
+            Some(Inbound {
+                from: from?,
+                text: text?,
+                external_id: external_id?,
+                contact,
+                attachments: Vec::new(),
+                consent: None,
+                group: None,
+                details: Default::default(),
+                answers: Vec::new(),
+            })
         })
     }
 }

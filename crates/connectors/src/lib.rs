@@ -17,20 +17,28 @@
 mod api;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod email;
 mod inbound;
+pub mod markup;
+mod telegram;
 mod twilio;
 mod voice;
 mod webchat;
 
 use futures::future::BoxFuture;
 use parley_domain::channel::{Channel, ChannelType};
-use parley_domain::conversation::Message;
+use parley_domain::conversation::{Message, MessageDetails};
 use parley_domain::validation::{FieldError, LocPart, Parsed};
 use parley_events::signing::WebhookSecret;
 use serde_json::{Map, Value};
 
 pub use api::INBOUND_TOLERANCE_S;
-pub use inbound::{Inbound, InboundContact, StatusReport};
+pub use email::{parse_mail, trim_reply};
+pub use inbound::{Consent, FileSource, Inbound, InboundContact, InboundFile, InboundGroup, StatusReport};
+pub use telegram::{TELEGRAM_API, webhook_secret as telegram_webhook_secret};
+
+/// The longest a connector's poll asks its provider to wait for news.
+pub const LONGEST_POLL: std::time::Duration = telegram::POLL_WAIT;
 pub use twilio::TWILIO_API;
 
 /// What one channel type contributes.
@@ -71,6 +79,43 @@ pub trait Connector: Send + Sync {
     fn refuse_text(&self, _text: &str) -> Option<String> {
         None
     }
+    /// What the channel adds to a message with this text (SMS segments).
+    fn details(&self, _text: &str) -> MessageDetails {
+        MessageDetails::default()
+    }
+    /// How long after the contact's last message free-form messages may be
+    /// sent (WhatsApp's 24-hour customer-service window); outside it only
+    /// a template may be sent. `None`: always.
+    fn service_window(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// What the channel adds to a message queued with this text: the
+    /// details of [`Connector::details`], and for email the threading
+    /// headers (a reply to `previous`, the conversation's last message).
+    fn outbound_details(
+        &self,
+        text: &str,
+        _config: &Map<String, Value>,
+        _previous: Option<&MessageDetails>,
+        _subject: Option<&str>,
+        _channel_name: &str,
+    ) -> MessageDetails {
+        self.details(text)
+    }
+    /// Whether a send may set a `subject` (email).
+    fn takes_subject(&self) -> bool {
+        false
+    }
+    /// Whether the provider takes a message's files themselves (email
+    /// attachments) rather than links to them: the courier then reads
+    /// them from storage into [`Delivery::files`].
+    fn embeds_files(&self) -> bool {
+        false
+    }
+    /// Whether the channel sends approved templates (`template` on a send).
+    fn takes_templates(&self) -> bool {
+        false
+    }
     /// Sends one outbound message.
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;
     /// Asks the provider whether the channel's credentials work
@@ -83,6 +128,30 @@ pub trait Connector: Send + Sync {
     /// reports are kept and applied then, instead of answering 404.
     fn reports_may_precede_send(&self) -> bool {
         false
+    }
+    /// Fetches a file an inbound message names at the provider
+    /// ([`FileSource::Remote`]), with the channel's credentials: its bytes
+    /// and, when the provider says, its type.
+    fn fetch_file<'a>(&'a self, _f: FetchFile<'a>) -> BoxFuture<'a, Result<Fetched, String>> {
+        Box::pin(async { Err("this channel type names no remote files".to_owned()) })
+    }
+    /// Whether the channel's check also tells the provider where to call
+    /// (Telegram's `setWebhook`): it then runs after every settings change.
+    fn registers_hooks(&self) -> bool {
+        false
+    }
+    /// Whether a channel with these settings takes its inbound traffic by
+    /// polling the provider ([`Connector::poll`], run as a job) rather
+    /// than by webhook.
+    fn polls(&self, _config: &Map<String, Value>) -> bool {
+        false
+    }
+    /// Asks the provider for what arrived since `cursor` (waiting a while
+    /// for something to arrive); the messages and the next cursor. An
+    /// `Err` says, as for a send, whether to try again or that the
+    /// credentials were refused.
+    fn poll<'a>(&'a self, _p: Poll<'a>) -> BoxFuture<'a, Result<Polled, Delivered>> {
+        Box::pin(async { Err(Delivered::Failed { error: "this channel type does not poll".to_owned() }) })
     }
     /// The inbound webhooks the provider calls; none when the channel takes
     /// no inbound requests (the webchat widget talks over its socket).
@@ -123,6 +192,59 @@ pub struct Delivery<'a> {
     /// `{public_url}/hooks/…/{public_id}`).
     pub public_url: &'a str,
     pub public_id: &'a str,
+    /// The message's files, read from storage, for connectors that embed them.
+    pub files: &'a [OutboundFile],
+}
+
+/// A file sent with a message, as stored.
+#[derive(Debug, Clone)]
+pub struct OutboundFile {
+    pub filename: String,
+    pub content_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// What a poll needs.
+pub struct Poll<'a> {
+    pub client: &'a reqwest::Client,
+    /// For the request itself; the connector adds the time it asks the provider to wait.
+    pub timeout: std::time::Duration,
+    pub allow_private: bool,
+    pub channel: &'a Channel,
+    /// The channel's secret settings, opened.
+    pub secrets: &'a Map<String, Value>,
+    /// Where the last poll stopped (none at first).
+    pub cursor: Option<&'a str>,
+}
+
+/// What a poll brought.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Polled {
+    /// Messages (and, for email, bounces) that arrived.
+    pub incoming: Vec<Incoming>,
+    /// Where the next poll starts: everything before it is taken.
+    pub cursor: Option<String>,
+}
+
+/// What fetching a provider's file needs.
+pub struct FetchFile<'a> {
+    pub client: &'a reqwest::Client,
+    pub timeout: std::time::Duration,
+    pub allow_private: bool,
+    pub channel: &'a Channel,
+    /// The channel's secret settings, opened.
+    pub secrets: &'a Map<String, Value>,
+    /// The file's URL or id, as the connector read it.
+    pub reference: &'a str,
+    /// Files larger than this are refused.
+    pub max_bytes: usize,
+}
+
+/// A fetched file.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub bytes: Vec<u8>,
+    pub content_type: Option<String>,
 }
 
 /// How a send went.
@@ -139,6 +261,18 @@ pub enum Delivered {
     CredentialsRefused { error: String },
 }
 
+impl Delivered {
+    /// Why it did not go, unless it went.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Delivered::Sent { .. } => None,
+            Delivered::Retry { error, .. } | Delivered::Failed { error } | Delivered::CredentialsRefused { error } => {
+                Some(error)
+            }
+        }
+    }
+}
+
 /// What a credentials check needs.
 pub struct Check<'a> {
     pub client: &'a reqwest::Client,
@@ -147,6 +281,10 @@ pub struct Check<'a> {
     pub channel: &'a Channel,
     /// The channel's secret settings, opened.
     pub secrets: &'a Map<String, Value>,
+    /// This server's public root and the channel's public id (its hooks
+    /// are under `{public_url}/hooks/…/{public_id}`).
+    pub public_url: &'a str,
+    pub public_id: &'a str,
 }
 
 /// What the provider said of the channel's credentials.
@@ -206,6 +344,23 @@ pub enum Incoming {
     Message(Inbound),
     /// A delivery report for a message Parley sent.
     Status(StatusReport),
+    /// Something the provider reports that Parley does not take (an edited
+    /// message, a member joining): acknowledged, nothing stored.
+    Ignored,
+}
+
+/// The usual file name extension (with its dot) for a media type, for
+/// naming files providers send without a name; empty when none is known.
+pub fn extension_for(content_type: &str) -> String {
+    let content_type = content_type.trim().to_ascii_lowercase();
+    let subtype = content_type.split_once('/').map_or("", |(_, s)| s);
+    let known = mime_guess::get_mime_extensions_str(&content_type).unwrap_or(&[]);
+    // The list's first is not always the usual one (`jfif` for JPEG).
+    let usual = match subtype {
+        "jpeg" => Some("jpg"),
+        _ => known.iter().copied().find(|e| *e == subtype).or(known.first().copied()),
+    };
+    usual.map_or(String::new(), |e| format!(".{e}"))
 }
 
 /// The connector for `kind`, if this version has one.
@@ -216,9 +371,10 @@ pub fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {
         ChannelType::Voice => Some(&voice::VoiceConnector),
         ChannelType::Sms => Some(&twilio::SMS),
         ChannelType::Whatsapp => Some(&twilio::WHATSAPP),
-        _ => None,
+        ChannelType::Telegram => Some(&telegram::TelegramConnector),
+        ChannelType::Email => Some(&email::EmailConnector),
     }
 }
 
 /// The channel types this version connects.
-pub const AVAILABLE: &[&str] = &["api", "webchat", "voice", "sms", "whatsapp"];
+pub const AVAILABLE: &[&str] = &["api", "webchat", "voice", "sms", "whatsapp", "telegram", "email"];

@@ -20,14 +20,18 @@ use parley_domain::validation::{FieldError, LocPart, Parsed, header_value, loc, 
 use serde_json::{Map, Value};
 
 use crate::{
-    Check, Checked, Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundContact, InboundRequest,
-    Incoming, Refused, StatusReport,
+    Check, Checked, Connector, Consent, Credentials, Delivered, Delivery, FetchFile, Fetched, FileSource, Hook,
+    Inbound, InboundContact, InboundFile, InboundRequest, Incoming, Refused, StatusReport,
 };
 
 /// Twilio's API root, when a channel names no other.
 pub const TWILIO_API: &str = "https://api.twilio.com";
 /// The longest `Body` Twilio's Messages API takes.
 const MAX_BODY_CHARS: usize = 1600;
+/// Most media a message carries (Twilio's limit).
+const MAX_MEDIA: usize = 10;
+/// WhatsApp's customer-service window after the contact's last message.
+const WHATSAPP_WINDOW: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 /// Bytes of the provider's answer read.
 const REPLY_LIMIT: usize = 16 * 1024;
 /// Patterns of the settings (also in the OpenAPI document).
@@ -65,6 +69,33 @@ fn form(body: &[u8]) -> Option<Vec<(String, String)>> {
 
 fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
     params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+}
+
+/// Twilio's default opt-out and opt-in keywords: a message that is only
+/// one of them (any case, surrounding spaces and punctuation ignored).
+fn consent(body: &str) -> Option<Consent> {
+    let word = body.trim().trim_matches(|c: char| c.is_ascii_punctuation()).to_ascii_uppercase();
+    const OPT_OUT: [&str; 7] = ["STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT"];
+    if let Some(k) = OPT_OUT.iter().find(|k| **k == word) {
+        return Some(Consent::OptOut(k));
+    }
+    ["START", "YES", "UNSTOP"].contains(&word.as_str()).then_some(Consent::OptIn)
+}
+
+/// The media of an inbound message (`MediaUrl{i}`, `MediaContentType{i}`).
+fn media(params: &[(String, String)]) -> Vec<InboundFile> {
+    let count = param(params, "NumMedia").and_then(|n| n.parse::<usize>().ok()).unwrap_or(0).min(MAX_MEDIA);
+    (0..count)
+        .filter_map(|i| {
+            let url = param(params, &format!("MediaUrl{i}"))?;
+            let content_type = param(params, &format!("MediaContentType{i}")).unwrap_or("application/octet-stream");
+            Some(InboundFile {
+                filename: format!("media-{}{}", i + 1, crate::extension_for(content_type)),
+                content_type: content_type.to_ascii_lowercase(),
+                source: FileSource::Remote(url.to_owned()),
+            })
+        })
+        .collect()
 }
 
 impl TwilioConnector {
@@ -179,8 +210,39 @@ impl Connector for TwilioConnector {
             )
         })
     }
+    fn details(&self, text: &str) -> parley_domain::conversation::MessageDetails {
+        let segments = (self.kind == ChannelType::Sms).then(|| parley_domain::sms::segments(text));
+        parley_domain::conversation::MessageDetails { segments, ..Default::default() }
+    }
+    fn service_window(&self) -> Option<std::time::Duration> {
+        (self.kind == ChannelType::Whatsapp).then_some(WHATSAPP_WINDOW)
+    }
+    fn takes_templates(&self) -> bool {
+        self.kind == ChannelType::Whatsapp
+    }
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
         Box::pin(self.send(d))
+    }
+    /// Media URLs need the account's credentials when the account enforces
+    /// HTTP auth on media; Twilio answers with a redirect to its storage.
+    fn fetch_file<'a>(&'a self, f: FetchFile<'a>) -> BoxFuture<'a, Result<Fetched, String>> {
+        Box::pin(async move {
+            let account = f.channel.config.get("account_sid").and_then(Value::as_str).unwrap_or_default();
+            let token = f.secrets.get("auth_token").and_then(Value::as_str).unwrap_or_default();
+            let got = parley_events::post::download(
+                f.client,
+                f.timeout,
+                f.reference,
+                Some((account, token)),
+                f.allow_private,
+                f.max_bytes,
+            )
+            .await?;
+            if !(200..300).contains(&got.status) {
+                return Err(format!("the provider answered HTTP {} for the media", got.status));
+            }
+            Ok(Fetched { bytes: got.bytes, content_type: got.content_type })
+        })
     }
     /// `GET …/2010-04-01/Accounts/{account_sid}.json` with the credentials.
     fn check<'a>(&'a self, c: Check<'a>) -> BoxFuture<'a, Checked> {
@@ -248,15 +310,28 @@ impl Connector for TwilioConnector {
             Hook::Message => {
                 let from = param(&params, "From").ok_or_else(|| bad("From", "missing"))?;
                 let from = from.trim_start_matches("whatsapp:").to_owned();
-                let media = param(&params, "NumMedia").and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
+                let attachments = media(&params);
+                let n = attachments.len();
                 let text = match param(&params, "Body") {
                     Some(body) => body.chars().take(10_000).collect(),
-                    None if media > 0 => format!("[{media} attachment{}]", if media == 1 { "" } else { "s" }),
+                    None if n > 0 => format!("[{n} attachment{}]", if n == 1 { "" } else { "s" }),
                     None => return Err(bad("Body", "the message has neither text nor media")),
                 };
                 let contact = param(&params, "ProfileName")
                     .map(|name| InboundContact { display_name: Some(name.chars().take(200).collect()) });
-                Ok(Incoming::Message(Inbound { from, text, external_id: sid, contact }))
+                // Twilio's opt-out keywords bind SMS senders; WhatsApp has its own block.
+                let consent = if self.kind == ChannelType::Sms { consent(&text) } else { None };
+                Ok(Incoming::Message(Inbound {
+                    from,
+                    text,
+                    external_id: sid,
+                    contact,
+                    attachments,
+                    consent,
+                    group: None,
+                    details: Default::default(),
+                    answers: Vec::new(),
+                }))
             }
             Hook::Status => {
                 let status = param(&params, "MessageStatus").ok_or_else(|| bad("MessageStatus", "missing"))?;
@@ -299,7 +374,18 @@ impl TwilioConnector {
         let to = self.wire_address(d.to);
         let from = text("from").map(|f| self.wire_address(f));
         let callback = format!("{}/hooks/twilio/{}/status", d.public_url, d.public_id);
-        let mut form: Vec<(&str, &str)> = vec![("To", &to), ("Body", &d.message.text), ("StatusCallback", &callback)];
+        let mut form: Vec<(&str, &str)> = vec![("To", &to), ("StatusCallback", &callback)];
+        // A template is rendered by the provider: its SID and the values of
+        // its placeholders (a JSON object, as the Content API takes them).
+        let variables;
+        match &d.message.details.template {
+            Some(template) => {
+                variables = serde_json::to_string(&template.variables).unwrap_or_else(|_| "{}".to_owned());
+                form.push(("ContentSid", &template.content_sid));
+                form.push(("ContentVariables", &variables));
+            }
+            None => form.push(("Body", &d.message.text)),
+        }
         match (text("messaging_service_sid"), &from) {
             (Some(service), _) => form.push(("MessagingServiceSid", service)),
             (None, Some(from)) => form.push(("From", from)),

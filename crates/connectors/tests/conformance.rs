@@ -216,6 +216,130 @@ impl Fixture for Twilio {
     }
 }
 
+/// Telegram: the Bot API's JSON methods and its secret-token webhook.
+struct Telegram;
+
+impl Fixture for Telegram {
+    fn connector(&self) -> &'static dyn Connector {
+        connector(ChannelType::Telegram).unwrap()
+    }
+    fn channel(&self, provider_url: &str) -> TestChannel {
+        let token = format!("{}:{:032x}", rand::random::<u32>(), rand::random::<u128>());
+        let config = Map::from_iter([("base_url".to_owned(), json!(provider_url))]);
+        let secrets = Map::from_iter([("bot_token".to_owned(), json!(token))]);
+        TestChannel::new(self.connector(), config, secrets)
+    }
+    fn accepted(&self) -> Option<(Reply, Option<String>)> {
+        let result =
+            json!({"ok": true, "result": {"message_id": 5, "date": 1, "chat": {"id": 4242, "type": "private"}}});
+        Some((Reply::new(200, result.to_string()), Some("4242:5".to_owned())))
+    }
+    fn check_sent(&self, sent: &Recorded, channel: &TestChannel, message: &Message, to: &str) -> Result<(), String> {
+        let token = channel.secrets["bot_token"].as_str().unwrap();
+        let path = format!("/bot{token}/sendMessage");
+        if (sent.method.as_str(), sent.path.as_str()) != ("POST", path.as_str()) {
+            return Err(format!("sent {} {}, not POST /bot<token>/sendMessage", sent.method, sent.path));
+        }
+        let body: Value = serde_json::from_slice(&sent.body).map_err(|e| e.to_string())?;
+        // The sample's `<markup>` and `&` must arrive escaped for parse_mode HTML.
+        let text = message.text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let expected =
+            json!({"chat_id": to, "text": text, "parse_mode": "HTML", "link_preview_options": {"is_disabled": true}});
+        if body != expected { Err(format!("sent {body}, not {expected}")) } else { Ok(()) }
+    }
+    fn inbound_message(&self, channel: &TestChannel, message: &Inbound, _: i64) -> Option<Request> {
+        let token = channel.secrets["bot_token"].as_str().unwrap();
+        // Telegram numbers messages per chat; the kit names them p-1, p-2…
+        let message_id: i64 = message.external_id.trim_start_matches("p-").parse().unwrap();
+        let name = message.contact.as_ref().and_then(|c| c.display_name.clone()).unwrap_or_default();
+        let from: i64 = message.from.parse().unwrap();
+        let update = json!({"update_id": 9000 + message_id, "message": {"message_id": message_id, "date": 1,
+            "from": {"id": from, "is_bot": false, "first_name": name}, "chat": {"id": from, "type": "private"},
+            "text": message.text}});
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "x-telegram-bot-api-secret-token",
+            parley_connectors::telegram_webhook_secret(token).parse().unwrap(),
+        );
+        headers.insert("content-type", "application/json".parse().unwrap());
+        let url = format!("{}/hooks/telegram/{}", conformance::PUBLIC_URL, channel.channel.address);
+        Some(Request { url, headers, body: update.to_string().into_bytes() })
+    }
+    fn status_callback(&self, _: &TestChannel, _: &StatusReport, _: i64) -> Option<Request> {
+        // The Bot API reports no delivery: a sent message is as far as it goes.
+        None
+    }
+    fn signs_bodies(&self) -> bool {
+        false
+    }
+}
+
+/// Email: SMTP out (not HTTP: the kit checks its SSRF guard; sending is
+/// tested against a real SMTP server), raw MIME in with the inbound secret.
+struct Email;
+
+impl Fixture for Email {
+    fn connector(&self) -> &'static dyn Connector {
+        connector(ChannelType::Email).unwrap()
+    }
+    fn channel(&self, provider_url: &str) -> TestChannel {
+        // The stand-in's host and port, as an SMTP server.
+        let url = reqwest::Url::parse(provider_url).unwrap();
+        let config = Map::from_iter([
+            ("address".to_owned(), json!("support@shop.example")),
+            ("smtp_host".to_owned(), json!(url.host_str().unwrap())),
+            ("smtp_port".to_owned(), json!(url.port().unwrap())),
+            ("smtp_security".to_owned(), json!("none")),
+        ]);
+        let secrets =
+            Map::from_iter([("inbound_secret".to_owned(), json!(format!("{:032x}", rand::random::<u128>())))]);
+        TestChannel::new(self.connector(), config, secrets)
+    }
+    fn accepted(&self) -> Option<(Reply, Option<String>)> {
+        Some((Reply::new(250, ""), None))
+    }
+    fn check_sent(&self, _: &Recorded, _: &TestChannel, _: &Message, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn inbound_message(&self, channel: &TestChannel, message: &Inbound, _: i64) -> Option<Request> {
+        let secret = channel.secrets["inbound_secret"].as_str().unwrap();
+        let name = message.contact.as_ref().and_then(|c| c.display_name.clone()).unwrap_or_default();
+        // The kit's sender is a bare id; as an email address it is <id>@customer.example.
+        let raw = format!(
+            "From: {name} <{}@customer.example>\r\nTo: support@shop.example\r\nSubject: Hello\r\nMessage-ID: <{}@customer.example>\r\n\r\n{}\r\n",
+            message.from, message.external_id, message.text
+        );
+        let mut headers = http::HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {secret}").parse().unwrap());
+        headers.insert("content-type", "message/rfc822".parse().unwrap());
+        let url = format!("{}/hooks/email/{}", conformance::PUBLIC_URL, channel.channel.address);
+        Some(Request { url, headers, body: raw.into_bytes() })
+    }
+    fn status_callback(&self, _: &TestChannel, _: &StatusReport, _: i64) -> Option<Request> {
+        // Bounces arrive as messages (DSNs), tested with the MIME corpus.
+        None
+    }
+    fn signs_bodies(&self) -> bool {
+        false
+    }
+    fn over_http(&self) -> bool {
+        false
+    }
+    fn address_of(&self, sender: &str) -> String {
+        format!("{sender}@customer.example")
+    }
+}
+
+#[tokio::test]
+async fn the_email_connector_conforms() {
+    conformance::check(&Email).await;
+}
+
+#[tokio::test]
+async fn the_telegram_connector_conforms() {
+    conformance::check(&Telegram).await;
+}
+
 #[tokio::test]
 async fn the_sms_connector_conforms() {
     conformance::check(&Twilio(ChannelType::Sms)).await;
