@@ -54,8 +54,7 @@ pub struct SignedPost<'a> {
 /// Sends `post` with `client` (built by [`ssrf::http_client`]); `Err` says
 /// why no reply came (refused target, connection, timeout).
 pub async fn send(client: &reqwest::Client, timeout: Duration, post: SignedPost<'_>) -> Result<Reply, String> {
-    let url = ssrf::parse_target(post.url).map_err(|e| format!("invalid URL: {e}"))?;
-    ssrf::check_literal_host(&url, post.allow_private).map_err(|e| format!("refused: {e}"))?;
+    let url = guarded(post.url, post.allow_private)?;
     let timestamp = Timestamp::now().unix_micros() / 1_000_000;
     let signature = signature_header(post.secrets, post.id, timestamp, &post.body);
     let mut request = client
@@ -88,8 +87,7 @@ pub struct FormPost<'a> {
 /// Sends `post` with `client` (built by [`ssrf::http_client`]), checked
 /// against SSRF like [`send`]; `Err` says why no reply came.
 pub async fn send_form(client: &reqwest::Client, timeout: Duration, post: FormPost<'_>) -> Result<Reply, String> {
-    let url = ssrf::parse_target(post.url).map_err(|e| format!("invalid URL: {e}"))?;
-    ssrf::check_literal_host(&url, post.allow_private).map_err(|e| format!("refused: {e}"))?;
+    let url = guarded(post.url, post.allow_private)?;
     let (user, password) = post.basic_auth;
     let request = client.post(url).basic_auth(user, Some(password)).form(post.form);
     let response = request.send().await.map_err(|e| describe(&e, timeout))?;
@@ -106,11 +104,91 @@ pub async fn get_with_basic_auth(
     allow_private: bool,
     read_limit: usize,
 ) -> Result<Reply, String> {
-    let url = ssrf::parse_target(url).map_err(|e| format!("invalid URL: {e}"))?;
-    ssrf::check_literal_host(&url, allow_private).map_err(|e| format!("refused: {e}"))?;
+    let url = guarded(url, allow_private)?;
     let response =
         client.get(url).basic_auth(basic_auth.0, Some(basic_auth.1)).send().await.map_err(|e| describe(&e, timeout))?;
     reply(response, read_limit).await
+}
+
+/// A JSON POST to a user-given URL (a provider's API), checked against
+/// SSRF like [`send`].
+pub async fn post_json(
+    client: &reqwest::Client,
+    timeout: Duration,
+    url: &str,
+    body: &serde_json::Value,
+    allow_private: bool,
+    read_limit: usize,
+) -> Result<Reply, String> {
+    let url = guarded(url, allow_private)?;
+    let response = client.post(url).json(body).send().await.map_err(|e| describe(&e, timeout))?;
+    reply(response, read_limit).await
+}
+
+/// A file fetched whole.
+#[derive(Debug, Clone)]
+pub struct Download {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub bytes: Vec<u8>,
+}
+
+/// Fetches a file from a user-given URL (a provider's media), checked
+/// against SSRF like [`send`], with basic auth when given; a body over
+/// `max_bytes` is an error, not a truncated file. Up to three redirects
+/// are followed, each target checked again; credentials go only to the
+/// first host (Twilio's media answers with a redirect to its storage).
+pub async fn download(
+    client: &reqwest::Client,
+    timeout: Duration,
+    url: &str,
+    basic_auth: Option<(&str, &str)>,
+    allow_private: bool,
+    max_bytes: usize,
+) -> Result<Download, String> {
+    let first = guarded(url, allow_private)?;
+    let mut url = first.clone();
+    let mut redirects = 0;
+    let mut response = loop {
+        let mut request = client.get(url.clone());
+        if let Some((user, password)) = basic_auth.filter(|_| url.origin() == first.origin()) {
+            request = request.basic_auth(user, Some(password));
+        }
+        let response = request.send().await.map_err(|e| describe(&e, timeout))?;
+        let location = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
+        match location {
+            Some(location) if response.status().is_redirection() && redirects < 3 => {
+                let next = url.join(location).map_err(|_| "the redirect is not a URL".to_owned())?;
+                url = guarded(next.as_str(), allow_private)?;
+                redirects += 1;
+            }
+            _ => break response,
+        }
+    };
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or(v).trim().to_ascii_lowercase());
+    if response.content_length().is_some_and(|n| n > max_bytes as u64) {
+        return Err(format!("the file is over {max_bytes} bytes"));
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e, timeout))? {
+        if bytes.len() + chunk.len() > max_bytes {
+            return Err(format!("the file is over {max_bytes} bytes"));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Download { status, content_type, bytes })
+}
+
+/// The URL, if it is one Parley may call.
+fn guarded(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
+    let url = ssrf::parse_target(url).map_err(|e| format!("invalid URL: {e}"))?;
+    ssrf::check_literal_host(&url, allow_private).map_err(|e| format!("refused: {e}"))?;
+    Ok(url)
 }
 
 async fn reply(response: reqwest::Response, read_limit: usize) -> Result<Reply, String> {

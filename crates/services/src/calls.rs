@@ -794,6 +794,7 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
                         status,
                         external_id: None,
                         attachments: &[],
+                        details: &Default::default(),
                     },
                 )
                 .await?;

@@ -25,10 +25,20 @@ pub fn agent_worker(svc: &Services) -> parley_jobs::Worker {
     parley_jobs::Worker::new(svc.db.clone(), config).handle(Arc::new(crate::agents::runs::Runner::new(svc.clone())))
 }
 
+/// The worker for `channel.poll` and `channel.register`: polls wait on the
+/// provider (a long poll each), so they never hold the courier's slots.
+pub fn channel_worker(svc: &Services) -> parley_jobs::Worker {
+    let config = parley_jobs::WorkerConfig { concurrency: 256, ..courier::worker_config(&svc.config.courier) };
+    parley_jobs::Worker::new(svc.db.clone(), config)
+        .handle(Arc::new(crate::messaging::polling::Poller::new(svc.clone())))
+        .handle(Arc::new(crate::messaging::polling::Registrar::new(svc.clone())))
+}
+
 /// Runs this instance's workers until `shutdown` turns true; new jobs wake
 /// them after the commit that queued them.
 pub async fn run(svc: Services, shutdown: tokio::sync::watch::Receiver<bool>) {
     let agents = Arc::new(agent_worker(&svc));
     let others = Arc::new(worker(&svc));
-    tokio::join!(agents.run(shutdown.clone()), others.run(shutdown));
+    let channels = Arc::new(channel_worker(&svc));
+    tokio::join!(agents.run(shutdown.clone()), others.run(shutdown.clone()), channels.run(shutdown));
 }

@@ -195,6 +195,8 @@ async fn fall_back(tx: &mut Tx, svc: &Services, scope: Scope, run: &AgentRun, er
         channel: None,
         text: svc.config.runtime.fallback_message.clone(),
         attachments: None,
+        template: None,
+        subject: None,
         recipient: Recipient::Conversation(conversation_id),
     };
     match messages::send(tx, svc, scope, Sender::Agent, send).await {
@@ -321,6 +323,8 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
             channel: None,
             text: thought.text.chars().take(10_000).collect(),
             attachments: None,
+            template: None,
+            subject: None,
             recipient: Recipient::Conversation(conversation.item.id),
         };
         match messages::send(&mut work, svc, scope, Sender::Agent, send).await {

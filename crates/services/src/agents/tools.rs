@@ -513,6 +513,8 @@ async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value)
                 channel: Some(channel),
                 text: text("text"),
                 attachments: None,
+                template: None,
+                subject: None,
                 recipient: Recipient::ContactChannel { contact_id, channel },
             };
             let scope = place.scope;

@@ -254,6 +254,7 @@ pub async fn create(
     let mut fields = fields;
     fields.address = claim_address(tx, scope, None, kind, &fields.config).await?.unwrap_or(fields.address);
     let row = repo::insert(tx, scope, &fields).await?;
+    crate::messaging::polling::settings_changed(tx, scope, row.id, kind).await?;
     Ok(ChannelWithSecret { channel: row.to_api()?, secret: signing.map(|s| s.expose()) })
 }
 
@@ -299,7 +300,9 @@ pub async fn update(
         fields.address =
             claim_address(tx, scope, Some(id), kind, &fields.config).await?.unwrap_or(current.public_id.clone());
     }
-    Ok(repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?.to_api()?)
+    let row = repo::update(tx, scope, id, &fields).await?.ok_or_else(|| not_found(id))?;
+    crate::messaging::polling::settings_changed(tx, scope, id, kind).await?;
+    Ok(row.to_api()?)
 }
 
 /// The address the settings give the channel (a voice channel's number),
@@ -412,6 +415,8 @@ pub async fn check(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Check
             allow_private: svc.config.webhooks_allow_private,
             channel: &channel,
             secrets: &secrets,
+            public_url: svc.config.public_url(),
+            public_id: &row.public_id,
         })
         .await;
     let (ok, detail, status) = match checked {
@@ -424,9 +429,17 @@ pub async fn check(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Check
         parley_connectors::Checked::Unreachable(detail) => (false, detail, None),
     };
     let channel = match status {
-        Some((status, reason)) => set_status(svc, scope, id, status, reason).await?.unwrap_or(channel),
+        // (Unmoved: as it is now, which a concurrent check may have changed.)
+        Some((status, reason)) => match set_status(svc, scope, id, status, reason).await? {
+            Some(moved) => moved,
+            None => get(svc, scope, id).await?,
+        },
         None => channel,
     };
+    // (Once active: a poll finding the channel in error would end at once.)
+    if ok && channel.status == ChannelStatus::Active && kind.polls(&row.config.0) {
+        crate::messaging::polling::start_polling(svc, scope, id).await?;
+    }
     Ok(CheckResult { ok, detail, channel })
 }
 
@@ -532,20 +545,120 @@ pub fn secret_settings(svc: &Services, channel: &ChannelRow) -> ServiceResult<Ma
     open_json(svc, channel.sealed_secrets.as_deref())
 }
 
-/// Takes a message for channel `id` (authenticated, see [`receive_hook`]).
-/// Stored once per provider id (`external_id`).
+/// Takes a message for channel `id` (authenticated, see [`receive_hook`]);
+/// `None` when the request carried nothing Parley takes (an edit).
 pub async fn receive_inbound(
     svc: &Services,
     id: i64,
     request: InboundRequest<'_>,
-) -> ServiceResult<crate::messaging::conversations::Received> {
+) -> ServiceResult<Option<crate::messaging::conversations::Received>> {
     let (scope, channel, incoming) = receive_hook(svc, id, Hook::Message, request).await?;
-    let Incoming::Message(inbound) = incoming else {
-        return Err(ServiceError::invariant("a message hook read something other than a message"));
-    };
+    take(svc, scope, &channel, incoming).await
+}
+
+/// Stores what arrived (by webhook or poll): a message, or a report on a
+/// message sent (an email bounce; one naming no message here is ignored).
+pub async fn take(
+    svc: &Services,
+    scope: Scope,
+    channel: &ChannelRow,
+    incoming: Incoming,
+) -> ServiceResult<Option<crate::messaging::conversations::Received>> {
+    match incoming {
+        Incoming::Message(inbound) => Ok(Some(take_message(svc, scope, channel, inbound).await?)),
+        Incoming::Ignored => Ok(None),
+        Incoming::Status(report) => match crate::messaging::messages::apply_report(svc, scope, channel, report).await {
+            Ok(_) | Err(ServiceError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// Stores a message that arrived on `channel` (by webhook or poll), once
+/// per provider id; its files are fetched from the provider (or taken from
+/// the request) and kept in object storage first.
+pub async fn take_message(
+    svc: &Services,
+    scope: Scope,
+    channel: &ChannelRow,
+    mut inbound: parley_connectors::Inbound,
+) -> ServiceResult<crate::messaging::conversations::Received> {
+    let files = std::mem::take(&mut inbound.attachments);
+    let mut attachments = Vec::new();
+    if !files.is_empty() && !already_received(svc, scope, channel.id, &inbound.external_id).await? {
+        let (fetched, failures) = fetch_files(svc, channel, files).await?;
+        attachments = crate::messaging::messages::store_attachments(svc, scope, fetched).await?;
+        for failure in failures {
+            inbound.text.push_str(&format!("\n[{failure}]"));
+        }
+    }
     crate::messaging::conversations::receive_committed(
         svc,
-        crate::messaging::conversations::InboundJob { scope, channel, inbound },
+        crate::messaging::conversations::InboundJob { scope, channel: channel.clone(), inbound, attachments },
     )
     .await
+}
+
+/// The largest file an inbound message may carry.
+const MAX_INBOUND_FILE_BYTES: usize = 20 * 1024 * 1024;
+
+async fn already_received(svc: &Services, scope: Scope, channel_id: i64, external_id: &str) -> ServiceResult<bool> {
+    let mut c = svc.db.read().await?;
+    let found = parley_store::repo::conversations::by_external_id(
+        &mut c,
+        scope,
+        channel_id,
+        parley_domain::conversation::Direction::Inbound,
+        external_id,
+    )
+    .await?;
+    Ok(found.is_some())
+}
+
+/// The files' bytes: in the request, or fetched from the provider with the
+/// channel's credentials. A file that cannot be fetched is named in the
+/// failures (the message is kept without it).
+async fn fetch_files(
+    svc: &Services,
+    channel: &ChannelRow,
+    files: Vec<parley_connectors::InboundFile>,
+) -> ServiceResult<(Vec<crate::messaging::messages::AttachmentInput>, Vec<String>)> {
+    let Some(connector) = connector(channel.kind) else { return Ok((Vec::new(), Vec::new())) };
+    let secrets = secret_settings(svc, channel)?;
+    let api = channel.to_api()?;
+    let timeout = svc.config.courier.request_timeout;
+    let client = parley_events::ssrf::http_client(svc.config.webhooks_allow_private, timeout);
+    let (mut fetched, mut failures) = (Vec::new(), Vec::new());
+    for file in files {
+        let got = match file.source {
+            parley_connectors::FileSource::Inline(bytes) => {
+                Ok(parley_connectors::Fetched { bytes, content_type: None })
+            }
+            parley_connectors::FileSource::Remote(reference) => {
+                let fetch = parley_connectors::FetchFile {
+                    client: &client,
+                    timeout,
+                    allow_private: svc.config.webhooks_allow_private,
+                    channel: &api,
+                    secrets: &secrets,
+                    reference: &reference,
+                    max_bytes: MAX_INBOUND_FILE_BYTES,
+                };
+                connector.fetch_file(fetch).await
+            }
+        };
+        match got {
+            Ok(got) if !got.bytes.is_empty() => fetched.push(crate::messaging::messages::AttachmentInput {
+                filename: file.filename,
+                content_type: got.content_type.unwrap_or(file.content_type),
+                data: got.bytes,
+            }),
+            Ok(_) => failures.push(format!("{} was empty", file.filename)),
+            Err(e) => {
+                tracing::warn!(channel = channel.id, file = %file.filename, error = %e, "an inbound file could not be fetched");
+                failures.push(format!("{} could not be fetched: {e}", file.filename));
+            }
+        }
+    }
+    Ok((fetched, failures))
 }

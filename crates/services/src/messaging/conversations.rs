@@ -7,7 +7,7 @@
 //! events, all in the caller's transaction.
 
 use futures::future::BoxFuture;
-use parley_connectors::Inbound;
+use parley_connectors::{Consent, Inbound};
 use parley_domain::Scope;
 use parley_domain::agent::TriggerEvent;
 use parley_domain::contact::Identity;
@@ -48,11 +48,13 @@ pub struct InboundJob {
     pub scope: Scope,
     pub channel: ChannelRow,
     pub inbound: Inbound,
+    /// The message's files, already in object storage.
+    pub attachments: Vec<parley_domain::conversation::Attachment>,
 }
 
 /// [`receive`] as a group-commit job (see [`crate::group_commit`]).
 pub fn run_receive<'a>(tx: &'a mut Tx, svc: &'a Services, job: InboundJob) -> BoxFuture<'a, ServiceResult<Received>> {
-    Box::pin(async move { receive(tx, svc, job.scope, &job.channel, job.inbound).await })
+    Box::pin(async move { receive(tx, svc, job.scope, &job.channel, job.inbound, &job.attachments).await })
 }
 
 /// Stores an inbound message in a group commit with others arriving at the
@@ -73,6 +75,7 @@ pub async fn receive(
     scope: Scope,
     channel: &ChannelRow,
     inbound: Inbound,
+    attachments: &[parley_domain::conversation::Attachment],
 ) -> ServiceResult<Received> {
     if let Some(message) = repo::by_external_id(tx, scope, channel.id, Direction::Inbound, &inbound.external_id).await?
     {
@@ -81,14 +84,37 @@ pub async fn receive(
     let identity = Identity::parse(channel.kind, &inbound.from, svc.config.contacts.default_region)
         .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))?;
     let sender_name = inbound.contact.as_ref().and_then(|c| c.display_name.as_deref());
-    let (conversation, created) = find_or_open(tx, svc, scope, channel, &identity, sender_name).await?;
+    // In a group the conversation is the group's; the author is the member.
+    // An email reply belongs to its thread's conversation while it is open.
+    let thread = match repo::conversation_of_any(tx, scope, channel.id, &inbound.answers).await? {
+        Some(id) => repo::get(tx, scope, id).await?.filter(|c| c.status != ConversationStatus::Closed),
+        None => None,
+    };
+    let (conversation, created, contact_id) = match &inbound.group {
+        None if thread.is_some() => {
+            let conversation = thread.expect("matched");
+            let contact_id = conversation.contact_id;
+            (conversation, false, contact_id)
+        }
+        None => {
+            let (conversation, created) = find_or_open(tx, svc, scope, channel, &identity, sender_name).await?;
+            let contact_id = conversation.contact_id;
+            (conversation, created, contact_id)
+        }
+        Some(group) => {
+            let member = contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, sender_name).await?;
+            let (conversation, created) = find_or_open_group(tx, scope, channel, &group.address, &group.title).await?;
+            (conversation, created, member.map(|m| m.id))
+        }
+    };
     if !created && matches!(conversation.status, ConversationStatus::Snoozed | ConversationStatus::Resolved) {
         repo::set_status(tx, scope, conversation.item.id, ConversationStatus::Open).await?;
         let reopened =
             repo::get(tx, scope, conversation.item.id).await?.ok_or_else(|| not_found(conversation.item.id))?;
         events::append(tx, scope, EventType::ConversationUpdated, event_data(&reopened)?).await?;
     }
-    let contact_id = conversation.contact_id;
+    let mut details = parley_connectors::connector(channel.kind).map(|c| c.details(&inbound.text)).unwrap_or_default();
+    details.email = inbound.details.email.clone();
     let message = repo::insert_message(
         tx,
         scope,
@@ -100,12 +126,26 @@ pub async fn receive(
             text: &inbound.text,
             status: MessageStatus::Received,
             external_id: Some(&inbound.external_id),
-            attachments: &[],
+            attachments,
+            details: &details,
         },
     )
     .await?;
     repo::record_inbound(tx, scope, conversation.item.id, message.created_at, &preview(&message.text)).await?;
     events::append(tx, scope, EventType::MessageReceived, event_data(&message)?).await?;
+    // A keyword that stops or resumes messages is the provider's business
+    // (it confirms to the sender), not a question for the agent.
+    match inbound.consent {
+        Some(Consent::OptOut(keyword)) => {
+            repo::opt_out(tx, scope, channel.id, &conversation.item.channel_ref, keyword).await?;
+            return Ok(Received { message, new: true });
+        }
+        Some(Consent::OptIn) => {
+            repo::opt_in(tx, scope, channel.id, &conversation.item.channel_ref).await?;
+            return Ok(Received { message, new: true });
+        }
+        None => {}
+    }
     let traffic = routing::Traffic {
         event: TriggerEvent::MessageReceived,
         channel: channel.kind.as_str(),
@@ -133,16 +173,73 @@ pub async fn find_or_open(
     if let Some(open) = repo::find_open(tx, scope, channel.id, &channel_ref).await? {
         return Ok((open, false));
     }
+    // Another transaction (another instance, or concurrent sends to a new
+    // address) may open the same conversation or create the same contact
+    // first: its row then wins, found once this attempt is undone.
+    tx.savepoint("open_conversation").await?;
+    match open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await {
+        Ok(created) => {
+            tx.release("open_conversation").await?;
+            Ok((created, true))
+        }
+        Err(ServiceError::Store(parley_store::StoreError::UniqueViolation)) => {
+            tx.rollback_to("open_conversation").await?;
+            match repo::find_open(tx, scope, channel.id, &channel_ref).await? {
+                Some(open) => Ok((open, false)),
+                // The contact was the duplicate: it is found now.
+                None => Ok((open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await?, true)),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn open_new(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    channel: &ChannelRow,
+    identity: &Identity,
+    sender_name: Option<&str>,
+    channel_ref: &str,
+) -> ServiceResult<Conversation> {
     let contact = contacts::resolve_address(tx, scope, &svc.config.contacts, identity, sender_name).await?;
     let title = contact.as_ref().map(|c| c.display_name.as_str()).or(sender_name).unwrap_or(&identity.address);
     let new = NewConversation {
         channel_id: channel.id,
         channel: identity.channel.as_str(),
         kind: ConversationKind::Direct,
-        channel_ref: &channel_ref,
+        channel_ref,
         title,
         contact_id: contact.as_ref().map(|c| c.id),
         sender_name,
+    };
+    let created = repo::insert(tx, scope, &new).await?;
+    events::append(tx, scope, EventType::ConversationCreated, event_data(&created)?).await?;
+    Ok(created)
+}
+
+/// The group chat's conversation that is not closed, or a new one (`kind:
+/// group`, titled by the group, with no contact: its members write in it).
+async fn find_or_open_group(
+    tx: &mut Tx,
+    scope: Scope,
+    channel: &ChannelRow,
+    address: &str,
+    title: &str,
+) -> ServiceResult<(Conversation, bool)> {
+    let channel_ref = format!("{}:{address}", channel.kind);
+    if let Some(open) = repo::find_open(tx, scope, channel.id, &channel_ref).await? {
+        return Ok((open, false));
+    }
+    let new = NewConversation {
+        channel_id: channel.id,
+        channel: channel.kind.as_str(),
+        kind: ConversationKind::Group,
+        channel_ref: &channel_ref,
+        title,
+        contact_id: None,
+        sender_name: None,
     };
     let created = repo::insert(tx, scope, &new).await?;
     events::append(tx, scope, EventType::ConversationCreated, event_data(&created)?).await?;

@@ -176,6 +176,7 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
                 if k.signs_traffic() { Some(crate::messaging::channels::signing_secret(svc, &channel)?) } else { None };
             let to = conversation.item.channel_ref.split_once(':').map_or("", |(_, a)| a);
             let domain_channel = channel.to_api()?;
+            let files = if k.embeds_files() { read_files(svc, &message).await? } else { Vec::new() };
             k.deliver(Delivery {
                 client,
                 timeout: svc.config.courier.request_timeout,
@@ -188,6 +189,7 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
                 livemode: scope.livemode(),
                 public_url: svc.config.public_url(),
                 public_id: &channel.public_id,
+                files: &files,
             })
             .await
         }
@@ -231,6 +233,23 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
             Ok(Outcome::Fail(error))
         }
     }
+}
+
+/// The message's files, from storage (a store failure is retried).
+async fn read_files(
+    svc: &Services,
+    message: &parley_domain::conversation::Message,
+) -> ServiceResult<Vec<parley_connectors::OutboundFile>> {
+    let mut files = Vec::with_capacity(message.attachments.len());
+    for a in &message.attachments {
+        let read = svc.storage.read(&a.key, None).await?;
+        files.push(parley_connectors::OutboundFile {
+            filename: a.filename.clone(),
+            content_type: a.content_type.clone(),
+            bytes: read.bytes.to_vec(),
+        });
+    }
+    Ok(files)
 }
 
 /// The worker configuration the courier's settings call for.

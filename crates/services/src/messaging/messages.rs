@@ -10,7 +10,7 @@ use parley_domain::channel::ChannelType;
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{
     Attachment, Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus,
-    preview,
+    Template, preview,
 };
 use parley_domain::event::EventType;
 use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, parse_object, string};
@@ -58,6 +58,11 @@ pub struct SendMessage {
     pub text: String,
     /// Up to 10 files, kept in object storage and shown with download links.
     pub attachments: Option<Vec<AttachmentInput>>,
+    /// WhatsApp: an approved template, sent instead of free text (required
+    /// outside the 24-hour window); `text` is the conversation's copy.
+    pub template: Option<Template>,
+    /// Email: the subject (a reply keeps its thread's, with `Re:`).
+    pub subject: Option<String>,
     pub recipient: Recipient,
 }
 
@@ -80,6 +85,13 @@ impl utoipa::PartialSchema for SendMessage {
                         .items(utoipa::openapi::Ref::from_schema_name("AttachmentInput"))
                         .max_items(Some(10))
                         .description(Some("Up to 10 files, kept in object storage and shown with download links.")),
+                )
+                .property("template", template_schema())
+                .property(
+                    "subject",
+                    string(1, 998).pattern(Some(SUBJECT)).description(Some(
+                        "Email channels only: the subject. Without it a reply takes its thread's subject (`Re: …`) and a new thread the channel's name.",
+                    )),
                 )
                 .additional_properties(Some(AdditionalProperties::FreeForm(false)))
         };
@@ -105,6 +117,90 @@ impl utoipa::PartialSchema for SendMessage {
             ))
             .into()
     }
+}
+
+/// `template` on a send: the Content API's SID and the placeholders' values.
+fn template_schema() -> utoipa::openapi::schema::Object {
+    use parley_domain::schema::string;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "WhatsApp channels only: an approved template (Twilio Content API), sent instead of free text. \
+             Required outside WhatsApp's 24-hour customer-service window (the contact has not written in the last \
+             24 hours); `text` is then the conversation's copy of what the template says.",
+        ))
+        .property(
+            "content_sid",
+            string(34, 34).pattern(Some(TEMPLATE_SID)).description(Some("The template's SID (HX…).")),
+        )
+        .required("content_sid")
+        .property(
+            "variables",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .max_properties(Some(MAX_TEMPLATE_VARIABLES))
+                .property_names(Some(string(1, 64)))
+                .additional_properties(Some(AdditionalProperties::RefOr(string(0, 1600).into())))
+                .description(Some(
+                    "The placeholders' values by name (`{\"1\": \"Ana\"}`); up to 100, each at most 1,600 characters.",
+                )),
+        )
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .build()
+}
+
+/// A subject: one line, no control characters (no header injection).
+const SUBJECT: &str = r"^[^\x00-\x1f\x7f]+$";
+const TEMPLATE_SID: &str = "^HX[0-9a-fA-F]{32}$";
+const MAX_TEMPLATE_VARIABLES: usize = 100;
+
+fn template(v: Value, at: &[parley_domain::validation::LocPart]) -> Parsed<Template> {
+    parley_domain::validation::object(|r| {
+        let content_sid = r.required("content_sid", string(34, 34)).and_then(|sid| {
+            if regex::Regex::new(TEMPLATE_SID).is_ok_and(|p| p.is_match(&sid)) {
+                Some(sid)
+            } else {
+                r.push_error(FieldError::new(
+                    r.loc_of("content_sid"),
+                    "value_error.pattern",
+                    "must be a content SID (HX and 32 hex digits)",
+                ));
+                None
+            }
+        });
+        let variables = r.optional("variables", |v, at| {
+            let bad = || {
+                vec![FieldError::new(
+                    at.to_vec(),
+                    "value_error.template.variables",
+                    "an object of at most 100 names (1–64 characters) with string values of at most 1,600 characters",
+                )]
+            };
+            let Value::Object(map) = v else { return Err(vec![FieldError::wrong_type(at.to_vec(), "dict")]) };
+            if map.iter().any(|(k, v)| k.contains('\0') || parley_domain::validation::contains_nul(v)) {
+                return Err(vec![FieldError::new(
+                    at.to_vec(),
+                    "value_error.string.nul",
+                    "String should not contain NUL (\\u0000) characters",
+                )]);
+            }
+            if map.len() > MAX_TEMPLATE_VARIABLES {
+                return Err(bad());
+            }
+            let mut out = std::collections::BTreeMap::new();
+            for (k, v) in map {
+                match v {
+                    Value::String(s) if (1..=64).contains(&k.chars().count()) && s.chars().count() <= 1600 => {
+                        out.insert(k, s);
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+            Ok(out)
+        });
+        Some(Template { content_sid: content_sid?, variables: variables.unwrap_or_default() })
+    })(v, at)
 }
 
 impl utoipa::ToSchema for SendMessage {
@@ -171,6 +267,19 @@ pub fn parse_send(body: Value) -> Parsed<SendMessage> {
         let channel = r.optional("channel", enum_value::<ChannelType>());
         let text = r.required("text", string(1, 10_000));
         let attachments = r.optional("attachments", parley_domain::validation::list_of(10, attachment));
+        let template = r.optional("template", template);
+        let subject = r.optional("subject", string(1, 998)).and_then(|s| {
+            if regex::Regex::new(SUBJECT).is_ok_and(|p| p.is_match(&s)) {
+                Some(s)
+            } else {
+                r.push_error(FieldError::new(
+                    r.loc_of("subject"),
+                    "value_error.pattern",
+                    "a subject has no control characters (such as CR or LF)",
+                ));
+                None
+            }
+        });
         let recipient = match (conversation_id, channel_id, &to, contact_id, &channel) {
             (Some(id), None, None, None, None) => Some(Recipient::Conversation(id)),
             (None, Some(channel_id), Some(to), None, None) => {
@@ -199,6 +308,8 @@ pub fn parse_send(body: Value) -> Parsed<SendMessage> {
             channel,
             text: text?,
             attachments,
+            template,
+            subject,
             recipient: recipient?,
         })
     })
@@ -270,6 +381,13 @@ pub async fn send(
     let kind = connector(channel.kind).ok_or_else(|| {
         ServiceError::Conflict(format!("Channel {} is of a type this version cannot send on", channel.id))
     })?;
+    if input.subject.is_some() && !kind.takes_subject() {
+        return Err(ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "subject"]),
+            "value_error.subject.channel",
+            format!("{} channels have no subject; only email channels do", kind.kind()),
+        )]));
+    }
     if let Some(why) = kind.cannot_send(&channel.config.0) {
         return Err(ServiceError::Conflict(format!("Channel {} cannot send: {why}", channel.id)));
     }
@@ -280,6 +398,22 @@ pub async fn send(
             why,
         )]));
     }
+    check_template(tx, scope, kind, &conversation, input.template.as_ref()).await?;
+    if let Some(keyword) = repo::opted_out(tx, scope, channel.id, &conversation.item.channel_ref).await? {
+        return Err(ServiceError::Conflict(format!(
+            "{} opted out of messages from channel {} (they wrote {keyword}); they can opt back in by writing START",
+            conversation.item.channel_ref, channel.id
+        )));
+    }
+    let previous = repo::latest_message(tx, scope, id).await?.map(|m| m.details);
+    let mut details = kind.outbound_details(
+        &input.text,
+        &channel.config.0,
+        previous.as_ref(),
+        input.subject.as_deref(),
+        &channel.name,
+    );
+    details.template = input.template;
     let author = match sender {
         Sender::User(user_id) => Author { kind: AuthorType::User, id: Some(user_id) },
         Sender::Agent => Author { kind: AuthorType::Agent, id: conversation.agent_id },
@@ -297,6 +431,7 @@ pub async fn send(
             status: MessageStatus::Queued,
             external_id: None,
             attachments: &attachments,
+            details: &details,
         },
     )
     .await?;
@@ -306,10 +441,48 @@ pub async fn send(
     Ok(message)
 }
 
+/// A template only where the channel sends them; outside the channel's
+/// customer-service window (WhatsApp's 24 hours since the contact last
+/// wrote), nothing but a template.
+async fn check_template(
+    tx: &mut Tx,
+    scope: Scope,
+    kind: &dyn parley_connectors::Connector,
+    conversation: &Conversation,
+    template: Option<&Template>,
+) -> ServiceResult<()> {
+    let refuse = |code: &str, msg: String| {
+        ServiceError::Validation(vec![FieldError::new(loc(&["body", "template"]), code, msg)])
+    };
+    if template.is_some() && !kind.takes_templates() {
+        return Err(refuse(
+            "value_error.template.channel",
+            format!("{} channels do not send templates; only WhatsApp channels do", kind.kind()),
+        ));
+    }
+    let Some(window) = kind.service_window() else { return Ok(()) };
+    if template.is_some() {
+        return Ok(());
+    }
+    let last = repo::last_inbound_at(tx, scope, conversation.item.id).await?;
+    let open_since = parley_domain::Timestamp::now().unix_micros() - window.as_micros() as i64;
+    if last.is_some_and(|at| at.unix_micros() > open_since) {
+        return Ok(());
+    }
+    let hours = window.as_secs() / 3600;
+    Err(refuse(
+        "value_error.template.required",
+        format!(
+            "outside WhatsApp's {hours}-hour customer-service window (the contact {} in the last {hours} hours) only an approved template can be sent: set template",
+            if last.is_some() { "has not written" } else { "has never written" }
+        ),
+    ))
+}
+
 /// Writes the files to object storage (before the message that names them
 /// is committed: a failed commit leaves an unreferenced file, never a
 /// message whose file is missing).
-async fn store_attachments(
+pub(crate) async fn store_attachments(
     svc: &Services,
     scope: Scope,
     files: Vec<AttachmentInput>,
@@ -456,6 +629,17 @@ pub async fn report_status(svc: &Services, channel_id: i64, request: InboundRequ
     let Incoming::Status(report) = incoming else {
         return Err(ServiceError::invariant("a status hook read something other than a status report"));
     };
+    apply_report(svc, scope, &channel, report).await
+}
+
+/// Applies a delivery report to the message on `channel` it names.
+pub async fn apply_report(
+    svc: &Services,
+    scope: Scope,
+    channel: &ChannelRow,
+    report: parley_connectors::StatusReport,
+) -> ServiceResult<Reported> {
+    let channel_id = channel.id;
     let error = report.error.as_deref().or((report.status == MessageStatus::Failed).then_some("reported failed"));
     let mut work = svc.begin().await?;
     let found = repo::by_external_id(&mut work, scope, channel.id, Direction::Outbound, &report.external_id).await?;

@@ -7,4 +7,5 @@ pub mod conversations;
 pub mod courier;
 pub mod handoffs;
 pub mod messages;
+pub mod polling;
 pub mod webchat;

@@ -141,7 +141,7 @@ pub async fn say(
         "text": text,
         "external_id": client_id.unwrap_or_else(|| format!("wc_{}", ulid::Ulid::new())),
     }))?;
-    let job = InboundJob { scope: chat.scope, channel: chat.channel.clone(), inbound };
+    let job = InboundJob { scope: chat.scope, channel: chat.channel.clone(), inbound, attachments: Vec::new() };
     Ok(receive_committed(svc, job).await?.message)
 }
 
