@@ -211,7 +211,9 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
     )
 )]
 async fn receive_inbound(State(s): State<AppState>, hook: HookRequest) -> Result<Response, ApiError> {
-    let received = channels::receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
+    let received = channels::receive_inbound(&s.services, hook.channel_id, hook.request())
+        .await?
+        .ok_or_else(|| parley_services::ServiceError::invariant("the api channel read nothing from a valid body"))?;
     let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(received.message)).into_response())
 }

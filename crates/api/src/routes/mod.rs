@@ -10,6 +10,7 @@ pub mod channels;
 pub mod contacts;
 pub mod conversations;
 pub mod docs;
+pub mod email;
 pub mod files;
 pub mod handoffs;
 pub mod health;
@@ -20,6 +21,7 @@ mod oauth_pages;
 pub mod prompt_blocks;
 pub mod search;
 pub mod speech_engines;
+pub mod telegram;
 pub mod text_engines;
 pub mod twilio;
 pub mod webchat;
@@ -51,6 +53,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(files::router())
         .merge(calls::router())
         .merge(twilio::router())
+        .merge(telegram::router())
+        .merge(email::router())
         .merge(search::router())
         .merge(text_engines::router())
         .merge(speech_engines::router())
