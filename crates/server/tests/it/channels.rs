@@ -84,9 +84,28 @@ both_backends! {
     async fn bad_channels_are_422s(backend) {
         let app = TestApp::spawn_with(backend, |s| s.webhooks.allow_private_targets = false).await;
         let ws = app.workspace("Acme").await;
-        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "telegram", "name": "x"})).await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "fax", "name": "x"})).await;
         assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.enum")));
-        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat', 'voice', 'sms', 'whatsapp'");
+        assert_eq!(r.body["detail"][0]["msg"], "value is not a valid enumeration member; permitted: 'api', 'webchat', 'email', 'sms', 'whatsapp', 'telegram', 'voice'");
+        // Email settings: the address, the security mode, the secret's length.
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "email", "name": "x", "config": {
+            "address": "not an address", "smtp_security": "ssl3", "inbound_secret": "short"}})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        let errors: Vec<(serde_json::Value, serde_json::Value)> = r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();
+        assert!(errors.contains(&(json!(["body", "config", "address"]), json!("value_error.email"))), "{errors:?}");
+        assert!(errors.contains(&(json!(["body", "config", "smtp_security"]), json!("value_error.enum"))), "{errors:?}");
+        assert!(errors.iter().any(|(loc, _)| loc == &json!(["body", "config", "inbound_secret"])), "{errors:?}");
+        // Telegram settings: the token's form, the updates mode, the API root (SSRF).
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "telegram", "name": "x", "config": {
+            "bot_token": "not-a-token", "updates": "carrier-pigeon", "base_url": "http://127.0.0.1:9"}})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        let errors: Vec<(serde_json::Value, serde_json::Value)> = r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();
+        assert!(errors.contains(&(json!(["body", "config", "bot_token"]), json!("value_error.pattern"))), "{errors:?}");
+        assert!(errors.contains(&(json!(["body", "config", "updates"]), json!("value_error.enum"))), "{errors:?}");
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "telegram", "name": "x", "config": {
+            "bot_token": "123:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", "base_url": "http://127.0.0.1:9"}})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()),
+            (422, json!(["body", "config", "base_url"]), json!("value_error.url.private")), "{}", r.text);
         // SMS settings are checked: the account SID's form, the sender's, and the provider URL (SSRF).
         let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "x", "config": {
             "account_sid": "AC123", "from": "4155550100"}})).await;

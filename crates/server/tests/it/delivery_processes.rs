@@ -293,3 +293,83 @@ both_backends! {
         let _ = std::fs::remove_dir_all(&storage);
     }
 }
+
+// SMS queued on a server killed (-9) while its provider is not answering:
+// after a restart each message reaches the provider and is taken exactly
+// once. (A send the provider took just before a crash, whose answer was
+// never recorded, would go again: Twilio's Messages API has no idempotency
+// key. Here the provider takes nothing before the crash, so nothing may
+// arrive twice.)
+both_backends! {
+    async fn sms_queued_before_a_crash_are_sent_exactly_once_after_restart(backend) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        #[derive(Default)]
+        struct Provider {
+            up: AtomicBool,
+            taken: Mutex<Vec<String>>,
+        }
+        let provider: Arc<Provider> = Arc::default();
+        let app = axum::Router::new()
+            .route(
+                "/2010-04-01/Accounts/{account}/Messages.json",
+                axum::routing::post(|axum::extract::State(p): axum::extract::State<Arc<Provider>>, body: String| async move {
+                    if !p.up.load(Ordering::SeqCst) {
+                        // Not answering: the request hangs until the client gives up or dies.
+                        std::future::pending::<()>().await;
+                    }
+                    let form: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap();
+                    let text = form.iter().find(|(k, _)| k == "Body").unwrap().1.clone();
+                    let sid = format!("SM{}", ulid::Ulid::new());
+                    p.taken.lock().unwrap().push(text);
+                    (axum::http::StatusCode::CREATED, axum::Json(json!({"sid": sid, "status": "queued"})))
+                }),
+            )
+            .with_state(provider.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let twilio = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let database = fresh_database(backend).await;
+        let url = database.url.clone();
+        let mut first = tokio::task::spawn_blocking(move || start_server_with(&url, MESSAGE_ENV)).await.unwrap();
+        let key = key_in(&first.banner, "live").unwrap();
+        let client = reqwest::Client::new();
+        let channel = post(&client, format!("{}/api/v1/channels", base(&first)), &key, json!({"type": "sms", "name": "SMS",
+            "config": {"account_sid": format!("AC{}", "0".repeat(32)), "auth_token": "token", "from": "+14155550100", "base_url": twilio}})).await;
+        let ch = channel["id"].as_i64().unwrap();
+        let sends = (0..30).map(|i| {
+            let (client, key, url) = (client.clone(), key.clone(), format!("{}/api/v1/messages", base(&first)));
+            async move {
+                let body = json!({"channel_id": ch, "to": format!("+1415555{:04}", i % 10), "text": format!("message {i}")});
+                post(&client, url, &key, body).await["id"].as_i64().unwrap()
+            }
+        });
+        let ids = futures::future::join_all(sends).await;
+        Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
+        let _ = first.child.wait();
+        assert!(provider.taken.lock().unwrap().is_empty(), "nothing was taken before the crash");
+
+        provider.up.store(true, Ordering::SeqCst);
+        let url = database.url.clone();
+        let second = tokio::task::spawn_blocking(move || start_server_with(&url, MESSAGE_ENV)).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while provider.taken.lock().unwrap().len() < 30 {
+            assert!(std::time::Instant::now() < deadline, "after restart, {} of 30 were sent", provider.taken.lock().unwrap().len());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Time for any duplicate to show.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut taken = provider.taken.lock().unwrap().clone();
+        taken.sort();
+        let mut expected: Vec<String> = (0..30).map(|i| format!("message {i}")).collect();
+        expected.sort();
+        assert_eq!(taken, expected, "each message taken exactly once");
+        for id in ids {
+            let m = client.get(format!("{}/api/v1/messages/{id}", base(&second))).header("X-API-Key", &key).send().await.unwrap();
+            let m: serde_json::Value = m.json().await.unwrap();
+            assert_eq!(m["status"], "sent", "{m}");
+            assert!(m["external_id"].as_str().unwrap().starts_with("SM"), "{m}");
+        }
+    }
+}

@@ -107,6 +107,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/twilio/{public_id}/inbound"),
     ("POST", "/api/v1/channels/{channel_id}/check"),
     ("POST", "/hooks/twilio/{public_id}/status"),
+    ("POST", "/hooks/telegram/{public_id}"),
+    ("POST", "/hooks/email/{public_id}"),
     ("GET", "/api/v1/calls"),
     ("POST", "/api/v1/calls"),
     ("GET", "/api/v1/calls/{call_id}"),

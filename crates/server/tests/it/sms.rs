@@ -37,6 +37,16 @@ type Log = Arc<Mutex<Vec<Sent>>>;
 /// The sid the next created message gets, when a test chooses it.
 static NEXT_SID: Mutex<Option<String>> = Mutex::new(None);
 
+/// The `Authorization` each storage request carried.
+static STORAGE_AUTH: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
+
+/// A media file's bytes: a JPEG's signature and the sid.
+fn media_bytes(sid: &str) -> Vec<u8> {
+    let mut bytes = vec![0xFF, 0xD8, 0xFF, 0xE0];
+    bytes.extend_from_slice(sid.repeat(100).as_bytes());
+    bytes
+}
+
 /// Whether a request carries the account's credentials (basic auth).
 fn authenticated(headers: &HeaderMap) -> bool {
     let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{ACCOUNT}:{TOKEN}")));
@@ -81,10 +91,33 @@ async fn messages_server() -> (String, Log) {
             axum::Json(json!({"sid": sid, "friendly_name": "Shop account", "status": "active"})),
         )
     }
+    /// A message's media, as Twilio serves it: HTTP auth with the account's
+    /// credentials, then a redirect to its storage on another host.
+    async fn media(Path(sid): Path<String>, headers: HeaderMap) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        if !authenticated(&headers) {
+            return refused().into_response();
+        }
+        let host = headers.get("host").unwrap().to_str().unwrap();
+        let port = host.rsplit(':').next().unwrap();
+        axum::response::Redirect::temporary(&format!("http://localhost:{port}/storage/{sid}")).into_response()
+    }
+    async fn storage(Path(sid): Path<String>, headers: HeaderMap) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        STORAGE_AUTH.lock().unwrap().push(headers.get("authorization").map(|v| v.to_str().unwrap().to_owned()));
+        ([("content-type", "image/jpeg")], media_bytes(&sid)).into_response()
+    }
     let log: Log = Arc::default();
     let app = axum::Router::new()
         .route("/2010-04-01/Accounts/{account}/Messages.json", axum::routing::post(create))
         .route("/2010-04-01/Accounts/{account}", axum::routing::get(account))
+        .route(
+            "/2010-04-01/Accounts/{account}/Messages/{message}/Media/{sid}",
+            axum::routing::get(|Path((_, _, sid)): Path<(String, String, String)>, headers: HeaderMap| {
+                media(Path(sid), headers)
+            }),
+        )
+        .route("/storage/{sid}", axum::routing::get(storage))
         .with_state(log.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -105,6 +138,29 @@ async fn message_count(app: &TestApp, key: &str) -> i64 {
         n += app.get(key, &format!("/api/v1/conversations/{}/messages", c["id"])).await.body["total"].as_i64().unwrap();
     }
     n
+}
+
+/// An sms or whatsapp channel on the fake provider: its id and public id.
+async fn twilio_channel(app: &TestApp, ws: &Ws, kind: &str, from: &str, twilio: &str) -> (i64, String) {
+    let r = app
+        .post(
+            &ws.live,
+            "/api/v1/channels",
+            json!({"type": kind, "name": kind, "config": {
+        "account_sid": ACCOUNT, "auth_token": TOKEN, "from": from, "base_url": twilio}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.body["id"].as_i64().unwrap();
+    let mut c = app.db.read().await.unwrap();
+    let scope = parley_domain::Scope::new(ws.id, parley_domain::Mode::Live);
+    (id, parley_store::repo::channels::get(&mut c, scope, id).await.unwrap().unwrap().public_id)
+}
+
+/// The conversation's messages, oldest first.
+async fn thread(app: &TestApp, key: &str, conversation: &Value) -> Vec<Value> {
+    let page = app.get(key, &format!("/api/v1/conversations/{}/messages?limit=100", conversation)).await.body;
+    page["items"].as_array().unwrap().clone()
 }
 
 both_backends! {
@@ -295,5 +351,126 @@ both_backends! {
         .await;
         assert_eq!(message["status"], "delivered", "{message}");
         assert!(message["delivered_at"].is_string(), "{message}");
+    }
+    async fn sms_media_is_fetched_segments_are_counted_and_stop_and_start_are_honoured(backend) {
+        let (twilio, sent) = messages_server().await;
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 50).await;
+        let ws = app.workspace("Shop").await;
+        let (id, public_id) = twilio_channel(&app, &ws, "sms", "+14155550100", &twilio).await;
+        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "tools": []})).await;
+        let inbound_path = format!("/hooks/twilio/{public_id}/inbound");
+
+        // A picture message: fetched with the account's credentials, through
+        // Twilio's redirect (no credentials to the storage host), kept as an attachment.
+        let media_url = format!("{twilio}/2010-04-01/Accounts/{ACCOUNT}/Messages/MM01/Media/ME0001");
+        let message = [("MessageSid", "MM0000000000000000000000000000cccc"), ("AccountSid", ACCOUNT),
+            ("From", "+14155550123"), ("To", "+14155550100"), ("Body", "Here is the damage"), ("NumMedia", "1"),
+            ("MediaUrl0", media_url.as_str()), ("MediaContentType0", "image/jpeg")];
+        assert_eq!(twilio_posts(&app, &inbound_path, &message, TOKEN).await.status(), 200);
+        let conversation = app.get(&ws.live, "/api/v1/conversations?channel=sms").await.body["items"][0]["id"].clone();
+        let first = thread(&app, &ws.live, &conversation).await[0].clone();
+        assert_eq!(first["text"], "Here is the damage");
+        let file = &first["attachments"][0];
+        assert_eq!((file["filename"].clone(), file["content_type"].clone(), file["size"].clone()),
+            (json!("media-1.jpg"), json!("image/jpeg"), json!(media_bytes("ME0001").len())), "{first}");
+        let bytes = app.client.get(file["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+        assert_eq!(bytes.to_vec(), media_bytes("ME0001"), "the stored file is the provider's");
+        assert_eq!(STORAGE_AUTH.lock().unwrap().clone(), vec![None], "the credentials never left Twilio's host");
+        assert_eq!(first["segments"], json!({"encoding": "GSM-7", "count": 1}), "{first}");
+
+        // Segments: a UCS-2 text of 71 characters takes two.
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conversation, "text": "ж".repeat(71)})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(r.body["segments"], json!({"encoding": "UCS-2", "count": 2}));
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conversation, "text": "a".repeat(161)})).await;
+        assert_eq!(r.body["segments"], json!({"encoding": "GSM-7", "count": 2}));
+        // Templates are WhatsApp's.
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conversation, "text": "Hi",
+            "template": {"content_sid": format!("HX{}", "0".repeat(32))}})).await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.template.channel")), "{}", r.text);
+
+        // STOP: stored, not answered, and no more messages to the number.
+        let outbound = |m: &Vec<Value>| m.iter().filter(|m| m["direction"] == "outbound").count();
+        eventually("the agent answered the picture", || async { (outbound(&thread(&app, &ws.live, &conversation).await) >= 3).then_some(()) }).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let before = outbound(&thread(&app, &ws.live, &conversation).await);
+        let stop = [("MessageSid", "SM0000000000000000000000000000dddd"), ("AccountSid", ACCOUNT),
+            ("From", "+14155550123"), ("To", "+14155550100"), ("Body", " Stop "), ("NumMedia", "0")];
+        assert_eq!(twilio_posts(&app, &inbound_path, &stop, TOKEN).await.status(), 200);
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conversation, "text": "Still there?"})).await;
+        assert_eq!(r.status, 409, "{}", r.text);
+        assert!(r.body["detail"].as_str().unwrap().contains("opted out"), "{}", r.text);
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+1 415 555 0123", "text": "Hello?"})).await;
+        assert_eq!(r.status, 409, "the number is opted out however it is written: {}", r.text);
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        let messages = thread(&app, &ws.live, &conversation).await;
+        assert_eq!(outbound(&messages), before, "the agent does not answer STOP: {messages:?}");
+        assert_eq!(messages.last().unwrap()["text"], " Stop ");
+
+        // START: messages flow again (and the agent is back).
+        let start = [("MessageSid", "SM0000000000000000000000000000eeee"), ("AccountSid", ACCOUNT),
+            ("From", "+14155550123"), ("To", "+14155550100"), ("Body", "START"), ("NumMedia", "0")];
+        assert_eq!(twilio_posts(&app, &inbound_path, &start, TOKEN).await.status(), 200);
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": conversation, "text": "Welcome back"})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        eventually("the welcome went out", || async {
+            sent.lock().unwrap().iter().any(|s| s.get("Body") == Some("Welcome back")).then_some(())
+        }).await;
+        // Another workspace's number that said STOP is not opted out here.
+        let other = app.workspace("Other").await;
+        let (other_id, _) = twilio_channel(&app, &other, "sms", "+14155550101", &twilio).await;
+        let r = app.post(&other.live, "/api/v1/messages", json!({"channel_id": other_id, "to": "+14155550123", "text": "Hi"})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+    }
+
+    async fn whatsapp_free_text_needs_the_24_hour_window_and_templates_go_out_as_content(backend) {
+        let (twilio, sent) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let (id, public_id) = twilio_channel(&app, &ws, "whatsapp", "+14155550100", &twilio).await;
+
+        // Nobody has written: free text is refused, nothing queued.
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+14155550123", "text": "Your order shipped"})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()),
+            (422, json!(["body", "template"]), json!("value_error.template.required")), "{}", r.text);
+        assert!(r.text.contains("has never written"), "{}", r.text);
+        // A template goes out as content: its SID and variables, no body.
+        let sid = format!("HX{}", "ab".repeat(16));
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+14155550123",
+            "text": "Hi Ana, your order 1234 has shipped.",
+            "template": {"content_sid": sid, "variables": {"1": "Ana", "2": "1234"}}})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(r.body["template"], json!({"content_sid": sid, "variables": {"1": "Ana", "2": "1234"}}));
+        let request = eventually("the template reached the provider", || async { sent.lock().unwrap().first().cloned() }).await;
+        assert_eq!(request.get("ContentSid"), Some(sid.as_str()));
+        let variables: Value = serde_json::from_str(request.get("ContentVariables").unwrap()).unwrap();
+        assert_eq!(variables, json!({"1": "Ana", "2": "1234"}));
+        assert_eq!(request.get("Body"), None, "the provider renders the template");
+        assert_eq!(request.get("To"), Some("whatsapp:+14155550123"));
+        // Bad templates: 422 with the field.
+        for (template, field) in [(json!({"content_sid": "HX12"}), "content_sid"), (json!({"content_sid": sid, "variables": {"1": 5}}), "variables")] {
+            let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+14155550123", "text": "x", "template": template})).await;
+            assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "template", field])), "{}", r.text);
+        }
+
+        // The contact writes: free text is fine for 24 hours.
+        let message = [("MessageSid", "SM0000000000000000000000000000ffff"), ("AccountSid", ACCOUNT),
+            ("From", "whatsapp:+14155550123"), ("To", "whatsapp:+14155550100"), ("Body", "Thanks! When will it arrive?"),
+            ("NumMedia", "0")];
+        assert_eq!(twilio_posts(&app, &format!("/hooks/twilio/{public_id}/inbound"), &message, TOKEN).await.status(), 200);
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": id, "to": "+14155550123", "text": "Tomorrow."})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(r.body.get("segments"), None, "segments are SMS's");
+
+        // 25 hours later (the contact's message moved back in time): closed again.
+        let scope = parley_domain::Scope::new(ws.id, parley_domain::Mode::Live);
+        let mut tx = app.db.begin().await.unwrap();
+        let yesterday = parley_domain::Timestamp::now().plus_seconds(-25 * 3600);
+        parley_store::execute!(&mut tx, sqlx::query("UPDATE messages SET created_at = $1 WHERE workspace_id = $2 AND direction = 'inbound'")
+            .bind(yesterday).bind(scope.workspace_id)).unwrap();
+        tx.commit().await.unwrap();
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"conversation_id": r.body["conversation_id"], "text": "Any news?"})).await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.template.required")), "{}", r.text);
+        assert!(r.text.contains("has not written in the last 24 hours"), "{}", r.text);
     }
 }
