@@ -97,6 +97,13 @@ ALLOWED_422 = {
     # a text the channel's provider would refuse (over Twilio's 1,600
     # characters on sms/whatsapp) depends on the channel it goes to.
     "value_error.text.channel_limit": "a text longer than the channel's provider takes",
+    # A template goes only to WhatsApp channels, and outside WhatsApp's
+    # 24-hour window only a template may be sent: both depend on the channel
+    # and on when the contact last wrote.
+    "value_error.template.channel": "a template to a channel type that sends none",
+    "value_error.template.required": "free text outside WhatsApp's 24-hour window",
+    # A subject goes only to email channels: it depends on the channel.
+    "value_error.subject.channel": "a subject to a channel type that has none",
     # Outbound URLs (webhooks, api channels, avatars) must resolve to public
     # addresses; a generated URL may name this very server.
     "value_error.url.private": "the URL leads to a private address (SSRF guard)",
