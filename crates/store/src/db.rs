@@ -40,13 +40,38 @@ pub enum Backend {
     Postgres,
 }
 
+/// Copies committed WAL pages into the database file every
+/// [`CHECKPOINT_EVERY`], until `alive` is gone. A passive checkpoint takes
+/// no lock that writers or readers wait for; the writer starts the WAL over
+/// once it has all been copied, so it stays small.
+async fn checkpoint_in_background(connection: SqlitePool, alive: std::sync::Weak<()>) {
+    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if alive.upgrade().is_none() {
+            break;
+        }
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&connection).await {
+            tracing::warn!(error = %e, "a WAL checkpoint failed; the next one retries");
+        }
+    }
+    connection.close().await;
+}
+
 /// A database: SQLite (WAL, one writer, several readers) or PostgreSQL,
 /// and the bell its committed transactions ring for the job workers.
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: Pool,
     bell: JobBell,
+    /// Held while the SQLite checkpointer should run (it stops once every
+    /// clone of this `Db` is gone).
+    _checkpointing: Option<std::sync::Arc<()>>,
 }
+
+/// How often the checkpointer moves the WAL into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// The connections behind a [`Db`].
 #[derive(Clone, Debug)]
@@ -145,6 +170,10 @@ impl Db {
             // working set. Memory-mapped reads save a syscall per page miss.
             .pragma("cache_size", "-16384")
             .pragma("mmap_size", "268435456")
+            // Checkpoints run on a connection of their own (see
+            // `checkpoint_in_background`), not inside whichever commit
+            // crosses 1,000 WAL pages, which then stalls every waiting write.
+            .pragma("wal_autocheckpoint", "0")
             .foreign_keys(true);
         let file = Path::new(base.get_filename());
         // In-memory databases are named `:memory:` or `file:sqlx-in-memory-…`.
@@ -166,13 +195,20 @@ impl Db {
         let read = SqlitePoolOptions::new()
             .max_connections(opts.sqlite_readers.max(1))
             .acquire_timeout(opts.acquire_timeout)
-            .connect_with(base.read_only(true))
+            .connect_with(base.clone().read_only(true))
             .await?;
-        Ok(Db::new(Pool::Sqlite { read, write }))
+        let mut db = Db::new(Pool::Sqlite { read, write });
+        if !in_memory {
+            let checkpointer = SqlitePoolOptions::new().max_connections(1).connect_with(base).await?;
+            let alive = std::sync::Arc::new(());
+            tokio::spawn(checkpoint_in_background(checkpointer, std::sync::Arc::downgrade(&alive)));
+            db._checkpointing = Some(alive);
+        }
+        Ok(db)
     }
 
     fn new(pool: Pool) -> Db {
-        Db { pool, bell: JobBell::default() }
+        Db { pool, bell: JobBell::default(), _checkpointing: None }
     }
 
     /// The connections.
@@ -261,16 +297,36 @@ pub struct Tx {
     bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
     /// Webhook endpoints subscribed to each event type, as this transaction found them.
     subscribers: SubscriberMemo,
+    /// Routable triggers by scope and event, as this transaction found them.
+    routes: RouteMemo,
     /// Kinds of the jobs it queued: their workers are woken after the commit.
     queued: Vec<String>,
     /// Jobs it leased to their workers as it queued them, handed over after the commit.
     taken: Vec<(Taker, crate::repo::jobs::JobRow)>,
+    /// Events appended, written together (one statement) before the commit.
+    events: Vec<(parley_domain::Scope, parley_domain::event::Event)>,
+    /// Open savepoints, innermost last, with what to restore on a rollback.
+    marks: Vec<Mark>,
     bell: JobBell,
     begun: std::time::Instant,
 }
 
+/// What a transaction had noted in memory when a savepoint was made.
+struct Mark {
+    name: &'static str,
+    events: usize,
+    taken: usize,
+    bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
+}
+
 /// A scope's active webhook endpoints: id and the event types each takes.
 pub type SubscriberMemo = std::collections::HashMap<parley_domain::Scope, Vec<(i64, Vec<String>)>>;
+
+/// A scope's routable triggers for an event (see `repo::triggers::routable`).
+pub type RouteMemo = std::collections::HashMap<
+    (parley_domain::Scope, parley_domain::agent::TriggerEvent),
+    Vec<parley_domain::agent::Trigger>,
+>;
 
 enum TxInner {
     Sqlite(Transaction<'static, Sqlite>),
@@ -278,20 +334,56 @@ enum TxInner {
 }
 
 impl Tx {
+    /// Whether this transaction's backend lets no other transaction write
+    /// while it is open (SQLite's single writer): then what it read is
+    /// still true when it writes, and nothing can race it to a unique key.
+    pub fn is_sole_writer(&self) -> bool {
+        matches!(self.inner, TxInner::Sqlite(_))
+    }
+
     /// Marks a point this transaction can roll back to (`name` is a fixed identifier).
     pub async fn savepoint(&mut self, name: &'static str) -> StoreResult<()> {
-        self.run_raw(format!("SAVEPOINT {name}")).await
+        self.run_raw(format!("SAVEPOINT {name}")).await?;
+        let mark = Mark { name, events: self.events.len(), taken: self.taken.len(), bumped: self.bumped.clone() };
+        self.marks.push(mark);
+        Ok(())
     }
 
     /// Forgets a savepoint, keeping what was done since.
     pub async fn release(&mut self, name: &'static str) -> StoreResult<()> {
-        self.run_raw(format!("RELEASE SAVEPOINT {name}")).await
+        self.run_raw(format!("RELEASE SAVEPOINT {name}")).await?;
+        // Releasing a savepoint releases the ones made after it too.
+        if let Some(at) = self.marks.iter().rposition(|m| m.name == name) {
+            self.marks.truncate(at);
+        }
+        Ok(())
     }
 
-    /// Undoes everything since the savepoint (which stays, released here).
+    /// Undoes everything since the savepoint (which stays, released here),
+    /// in the database and in what this transaction noted: the events it
+    /// appended, the jobs it would hand over and the counters it bumped.
     pub async fn rollback_to(&mut self, name: &'static str) -> StoreResult<()> {
         self.run_raw(format!("ROLLBACK TO SAVEPOINT {name}")).await?;
+        if let Some(mark) = self.marks.iter().rev().find(|m| m.name == name) {
+            self.events.truncate(mark.events);
+            self.taken.truncate(mark.taken);
+            self.bumped = mark.bumped.clone();
+        }
+        // What it remembered may have been read from the undone writes.
+        self.subscribers.clear();
+        self.routes.clear();
         self.release(name).await
+    }
+
+    /// Writes the events appended so far (one statement for all of them)
+    /// and queues them for their subscribers.
+    async fn flush_events(&mut self) -> StoreResult<()> {
+        let events = std::mem::take(&mut self.events);
+        crate::repo::events::insert_all(self, &events).await?;
+        for (scope, event) in &events {
+            crate::repo::webhooks::fan_out(self, *scope, &event.id, event.kind, event.created_at).await?;
+        }
+        Ok(())
     }
 
     async fn run_raw(&mut self, sql: String) -> StoreResult<()> {
@@ -304,15 +396,19 @@ impl Tx {
             inner,
             bumped: Default::default(),
             subscribers: Default::default(),
+            routes: Default::default(),
             queued: Vec::new(),
             taken: Vec::new(),
+            events: Vec::new(),
+            marks: Vec::new(),
             bell,
             begun: std::time::Instant::now(),
         }
     }
 
-    /// Commits, then wakes the workers of the jobs it queued.
-    pub async fn commit(self) -> StoreResult<()> {
+    /// Writes its events, commits, then wakes the workers of the jobs it queued.
+    pub async fn commit(mut self) -> StoreResult<()> {
+        self.flush_events().await?;
         match self.inner {
             TxInner::Sqlite(t) => t.commit().await?,
             TxInner::Postgres(t) => t.commit().await?,
@@ -348,6 +444,11 @@ pub trait AsHandle: Send {
         None
     }
 
+    /// Where a transaction remembers routable triggers (none outside one).
+    fn route_memo(&mut self) -> Option<&mut RouteMemo> {
+        None
+    }
+
     /// Notes that a job of `kind` was queued here: a transaction wakes its
     /// workers once it commits (outside one, they find it when they poll).
     fn queued_job(&mut self, _kind: &str) {}
@@ -360,6 +461,16 @@ pub trait AsHandle: Send {
 
     /// Hands `job`, leased to `taker`, to it after the commit.
     fn hand_over(&mut self, _taker: Taker, _job: crate::repo::jobs::JobRow) {}
+
+    /// Keeps `event` to write with the others at the commit (a transaction
+    /// does), or gives it back to be written now.
+    fn defer_event(
+        &mut self,
+        _scope: parley_domain::Scope,
+        event: parley_domain::event::Event,
+    ) -> Option<parley_domain::event::Event> {
+        Some(event)
+    }
 }
 
 impl AsHandle for Conn {
@@ -387,6 +498,10 @@ impl AsHandle for Tx {
         Some(&mut self.subscribers)
     }
 
+    fn route_memo(&mut self) -> Option<&mut RouteMemo> {
+        Some(&mut self.routes)
+    }
+
     fn queued_job(&mut self, kind: &str) {
         if !self.queued.iter().any(|k| k == kind) {
             self.queued.push(kind.to_owned());
@@ -399,5 +514,14 @@ impl AsHandle for Tx {
 
     fn hand_over(&mut self, taker: Taker, job: crate::repo::jobs::JobRow) {
         self.taken.push((taker, job));
+    }
+
+    fn defer_event(
+        &mut self,
+        scope: parley_domain::Scope,
+        event: parley_domain::event::Event,
+    ) -> Option<parley_domain::event::Event> {
+        self.events.push((scope, event));
+        None
     }
 }

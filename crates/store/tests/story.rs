@@ -19,6 +19,8 @@ parley_store::on_both_backends!(
     agents_and_triggers_stay_in_their_scope,
     idempotency_keys_claim_replay_and_release,
     events_fan_out_to_subscribed_endpoints,
+    events_are_written_at_commit_and_undone_with_their_savepoint,
+    routable_triggers_are_read_once_a_transaction_until_a_trigger_changes,
     knowledge_candidates_come_ranked_or_in_index_order_within_the_scope
 );
 
@@ -185,6 +187,76 @@ async fn events_fan_out_to_subscribed_endpoints(database: TestDatabase) {
     assert!(webhooks::due_deliveries(&mut c, exact.id, 10).await.unwrap().is_empty());
     assert_eq!(webhooks::list_attempts(&mut c, mine, exact.id, PAGE).await.unwrap().1, 1);
     assert_eq!(webhooks::list_attempts(&mut c, theirs, exact.id, PAGE).await.unwrap().1, 0);
+}
+
+/// A transaction writes the events it appended when it commits, in order;
+/// those appended after a savepoint it rolls back to are gone with the
+/// rest of that work, and so are their deliveries. Without a commit, none.
+async fn events_are_written_at_commit_and_undone_with_their_savepoint(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let endpoint =
+        webhooks::insert_endpoint(&mut tx, mine, "https://a.example/h", &["*".into()], None, "s").await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = db.begin().await.unwrap();
+    let kept = events::append(&mut tx, mine, EventType::AgentCreated, json!({"n": 1})).await.unwrap();
+    tx.savepoint("undone").await.unwrap();
+    events::append(&mut tx, mine, EventType::AgentUpdated, json!({"n": 2})).await.unwrap();
+    tx.rollback_to("undone").await.unwrap();
+    tx.savepoint("kept").await.unwrap();
+    let last = events::append(&mut tx, mine, EventType::AgentUpdated, json!({"n": 3})).await.unwrap();
+    tx.release("kept").await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = db.begin().await.unwrap();
+    events::append(&mut tx, mine, EventType::AgentUpdated, json!({"n": 4})).await.unwrap();
+    drop(tx);
+
+    let mut c = db.read().await.unwrap();
+    let mut stored = events::list(&mut c, mine, None, 10).await.unwrap();
+    stored.reverse();
+    let data: Vec<_> = stored.iter().map(|e| (e.id.as_str(), e.data.clone())).collect();
+    assert_eq!(data, vec![(kept.id.as_str(), json!({"n": 1})), (last.id.as_str(), json!({"n": 3}))]);
+    let due = webhooks::due_deliveries(&mut c, endpoint.id, 10).await.unwrap();
+    let delivered: Vec<_> = due.iter().map(|d| d.event_id.as_str()).collect();
+    assert_eq!(delivered, vec![kept.id.as_str(), last.id.as_str()]);
+}
+
+/// Routing a burst reads the triggers once a transaction; a trigger or an
+/// agent written in it is seen by the next routing at once.
+async fn routable_triggers_are_read_once_a_transaction_until_a_trigger_changes(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let fields = TriggerFields {
+        event: TriggerEvent::MessageReceived,
+        channel: "*".into(),
+        kind: None,
+        pattern: None,
+        pattern_type: PatternType::Keyword,
+        enabled: true,
+    };
+    let mut tx = db.begin().await.unwrap();
+    let ava = agents::insert(&mut tx, mine, &agent("Ava")).await.unwrap().unwrap();
+    assert!(triggers::routable(&mut tx, mine, TriggerEvent::MessageReceived).await.unwrap().is_empty());
+    let first = triggers::insert(&mut tx, mine, ava.id, &fields).await.unwrap();
+    let ids = |t: Vec<parley_domain::agent::Trigger>| t.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(triggers::routable(&mut tx, mine, TriggerEvent::MessageReceived).await.unwrap()), vec![first.id]);
+    let mut paused = agent("Ava");
+    paused.status = AgentStatus::Paused;
+    agents::update(&mut tx, mine, ava.id, &paused).await.unwrap();
+    assert!(triggers::routable(&mut tx, mine, TriggerEvent::MessageReceived).await.unwrap().is_empty());
+    agents::update(&mut tx, mine, ava.id, &agent("Ava")).await.unwrap();
+    let mut off = fields.clone();
+    off.enabled = false;
+    triggers::update(&mut tx, mine, ava.id, first.id, &off).await.unwrap();
+    assert!(triggers::routable(&mut tx, mine, TriggerEvent::MessageReceived).await.unwrap().is_empty());
+    triggers::update(&mut tx, mine, ava.id, first.id, &fields).await.unwrap();
+    assert_eq!(ids(triggers::routable(&mut tx, mine, TriggerEvent::MessageReceived).await.unwrap()), vec![first.id]);
+    triggers::delete(&mut tx, mine, ava.id, first.id).await.unwrap();
+    assert!(triggers::routable(&mut tx, mine, TriggerEvent::MessageReceived).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
 }
 
 /// Candidates for a question: ranked by the index (the passage where the

@@ -159,6 +159,7 @@ macro_rules! bind_fields {
 
 /// Inserts an agent; `None` if its slug is already taken in the scope.
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> StoreResult<Option<Agent>> {
+    super::triggers::forget_routes(c);
     let now = Timestamp::now();
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO agents (workspace_id, livemode, name, slug, description, text_engine, status, priority,
@@ -179,6 +180,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &AgentFields) -> Sto
 
 /// Overwrites an agent's fields. The caller has chosen a free slug.
 pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentFields) -> StoreResult<Option<Agent>> {
+    super::triggers::forget_routes(c);
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE agents SET name = $4, slug = $5, description = $6, text_engine = $7, status = $8, priority = $9,
             is_template = $10, system_prompt = $11, first_message = $12, language = $13, speech = $14,
@@ -264,6 +266,7 @@ pub async fn list(
 
 /// Adjusts the stored trigger count, in the transaction that adds or removes a trigger.
 pub async fn add_trigger_count(c: &mut impl AsHandle, scope: Scope, id: i64, delta: i64) -> StoreResult<()> {
+    super::triggers::forget_routes(c);
     execute!(
         c,
         sqlx::query(

@@ -11,11 +11,36 @@ use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional
 /// Appends an event of type `kind` whose `data` is the resource as the API
 /// shows it, and queues it for every webhook endpoint subscribed to it, in
 /// the caller's transaction: the change, its event and its deliveries
-/// commit together or not at all.
+/// commit together or not at all. A transaction writes its events together
+/// just before it commits (a group commit's three events a message are one
+/// statement, not three).
 pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: Value) -> StoreResult<Event> {
-    let event = insert(c, scope, kind, data).await?;
-    super::webhooks::fan_out(c, scope, &event.id, event.kind, event.created_at).await?;
+    let event = Event { id: new_event_id(), kind, livemode: scope.livemode(), data, created_at: Timestamp::now() };
+    if let Some(now) = c.defer_event(scope, event.clone()) {
+        insert_all(c, &[(scope, now)]).await?;
+        super::webhooks::fan_out(c, scope, &event.id, event.kind, event.created_at).await?;
+    }
     Ok(event)
+}
+
+/// Writes `events`, in order, in as few statements as SQLite's limit on
+/// bound parameters allows (6 a row).
+pub(crate) async fn insert_all(c: &mut impl AsHandle, events: &[(Scope, Event)]) -> StoreResult<()> {
+    for chunk in events.chunks(500) {
+        crate::dispatch!(c, conn => {
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO events (id, workspace_id, livemode, type, data, created_at) ");
+            q.push_values(chunk, |mut b, (scope, event)| {
+                b.push_bind(event.id.as_str())
+                    .push_bind(scope.workspace_id)
+                    .push_bind(scope.livemode())
+                    .push_bind(event.kind)
+                    .push_bind(Json(&event.data))
+                    .push_bind(event.created_at);
+            });
+            q.build().execute(conn).await.map(|_| ())
+        })?;
+    }
+    Ok(())
 }
 
 /// Appends one event of type `kind` per item of `data`, in order, and queues
@@ -28,40 +53,21 @@ pub async fn append_many(
     data: Vec<Value>,
 ) -> StoreResult<Vec<String>> {
     let now = Timestamp::now();
-    let ids: Vec<String> = data.iter().map(|_| new_event_id()).collect();
-    // 6 binds a row, well under SQLite's limit on bound parameters.
-    for (chunk_ids, chunk) in ids.chunks(500).zip(data.chunks(500)) {
-        crate::dispatch!(c, conn => {
-            let mut q = sqlx::QueryBuilder::new("INSERT INTO events (id, workspace_id, livemode, type, data, created_at) ");
-            q.push_values(chunk_ids.iter().zip(chunk), |mut b, (id, d)| {
-                b.push_bind(id.as_str())
-                    .push_bind(scope.workspace_id)
-                    .push_bind(scope.livemode())
-                    .push_bind(kind)
-                    .push_bind(Json(d))
-                    .push_bind(now);
-            });
-            q.build().execute(conn).await.map(|_| ())
-        })?;
-        super::webhooks::fan_out_many(c, scope, chunk_ids, kind, now).await?;
-    }
+    let livemode = scope.livemode();
+    let events: Vec<(Scope, Event)> = data
+        .into_iter()
+        .map(|data| (scope, Event { id: new_event_id(), kind, livemode, data, created_at: now }))
+        .collect();
+    insert_all(c, &events).await?;
+    let ids: Vec<String> = events.into_iter().map(|(_, e)| e.id).collect();
+    super::webhooks::fan_out_many(c, scope, &ids, kind, now).await?;
     Ok(ids)
 }
 
-/// Appends an event without queueing it anywhere (the caller routes it).
+/// Appends an event now, without queueing it anywhere (the caller routes it).
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: Value) -> StoreResult<Event> {
     let event = Event { id: new_event_id(), kind, livemode: scope.livemode(), data, created_at: Timestamp::now() };
-    execute!(
-        c,
-        sqlx::query(
-            "INSERT INTO events (id, workspace_id, livemode, type, data, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&event.id)
-        .bind_scope(scope)
-        .bind(&event.kind)
-        .bind(Json(&event.data))
-        .bind(event.created_at)
-    )?;
+    insert_all(c, std::slice::from_ref(&(scope, event.clone()))).await?;
     Ok(event)
 }
 

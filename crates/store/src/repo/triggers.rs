@@ -78,6 +78,7 @@ macro_rules! bind_fields {
 }
 
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, agent_id: i64, f: &TriggerFields) -> StoreResult<Trigger> {
+    forget_routes(c);
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO agent_triggers (workspace_id, livemode, agent_id, event, channel, kind, pattern, pattern_type,
             enabled, created_at, updated_at)
@@ -95,6 +96,7 @@ pub async fn update(
     id: i64,
     f: &TriggerFields,
 ) -> StoreResult<Option<Trigger>> {
+    forget_routes(c);
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE agent_triggers SET event = $5, channel = $6, kind = $7, pattern = $8, pattern_type = $9, enabled = $10,
             updated_at = $11
@@ -117,6 +119,7 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, agent_id: i64, id: i64) ->
 
 /// Deletes a trigger; returns whether it existed.
 pub async fn delete(c: &mut impl AsHandle, scope: Scope, agent_id: i64, id: i64) -> StoreResult<bool> {
+    forget_routes(c);
     let done = execute!(
         c,
         sqlx::query(
@@ -153,6 +156,11 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, agent_id: i64, page: Page
 /// agents, in routing order: the agent's priority (highest first), then its
 /// id, then the trigger's id.
 pub async fn routable(c: &mut impl AsHandle, scope: Scope, event: TriggerEvent) -> StoreResult<Vec<Trigger>> {
+    // A transaction reads them once: a group commit's messages are routed
+    // with one statement, not one each. Agent and trigger writes forget them.
+    if let Some(known) = c.route_memo().and_then(|m| m.get(&(scope, event))) {
+        return Ok(known.clone());
+    }
     let columns = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {columns} FROM agent_triggers t
@@ -162,5 +170,17 @@ pub async fn routable(c: &mut impl AsHandle, scope: Scope, event: TriggerEvent) 
          ORDER BY a.priority DESC, a.id, t.id"
     ));
     let rows: Vec<Row> = fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(event.as_str()))?;
-    rows.into_iter().map(Trigger::try_from).collect()
+    let triggers = rows.into_iter().map(Trigger::try_from).collect::<StoreResult<Vec<_>>>()?;
+    if let Some(memo) = c.route_memo() {
+        memo.insert((scope, event), triggers.clone());
+    }
+    Ok(triggers)
+}
+
+/// Forgets the routable triggers a transaction has looked up (an agent or
+/// a trigger changed).
+pub(crate) fn forget_routes(c: &mut impl AsHandle) {
+    if let Some(memo) = c.route_memo() {
+        memo.clear();
+    }
 }
