@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::messaging::channels::{self, ChannelWithSecret, CreateChannel, InboundRequest, UpdateChannel};
+use parley_services::messaging::channels::{
+    self, ChannelWithSecret, CreateChannel, HookChannel, InboundRequest, UpdateChannel,
+};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -211,7 +213,7 @@ async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
     )
 )]
 async fn receive_inbound(State(s): State<AppState>, hook: HookRequest) -> Result<Response, ApiError> {
-    let received = channels::receive_inbound(&s.services, hook.channel_id, hook.request())
+    let received = channels::receive_inbound(&s.services, &hook.channel, hook.request())
         .await?
         .ok_or_else(|| parley_services::ServiceError::invariant("the api channel read nothing from a valid body"))?;
     let status = if received.new { StatusCode::CREATED } else { StatusCode::OK };
@@ -243,7 +245,7 @@ async fn receive_status(
     hook: HookRequest,
 ) -> Result<Json<parley_domain::conversation::Message>, ApiError> {
     use parley_services::messaging::messages::{Reported, report_status};
-    match report_status(&s.services, hook.channel_id, hook.request()).await? {
+    match report_status(&s.services, &hook.channel, hook.request()).await? {
         Reported::Applied(message) => Ok(Json(message)),
         // The api channel answers 404 for an unknown external_id instead.
         Reported::Kept => Err(parley_services::ServiceError::invariant("an api channel kept an early report").into()),
@@ -255,7 +257,7 @@ async fn receive_status(
 /// names), the URL the provider requested, the headers and the body (within
 /// the size limit). The connector authenticates it before anything is read.
 pub(crate) struct HookRequest {
-    pub(crate) channel_id: i64,
+    pub(crate) channel: HookChannel,
     /// The URL as the provider requested it (the public root, path and query).
     url: String,
     headers: HeaderMap,
@@ -265,7 +267,7 @@ pub(crate) struct HookRequest {
 impl HookRequest {
     pub(crate) async fn read(
         s: &AppState,
-        channel_id: i64,
+        channel: HookChannel,
         uri: &axum::http::Uri,
         headers: HeaderMap,
         body: axum::body::Body,
@@ -273,7 +275,7 @@ impl HookRequest {
     ) -> Result<Self, ApiError> {
         let body = crate::middleware::read_body(body, limit).await?;
         let url = format!("{}{}", s.services.config().public_url(), path_and_query(uri));
-        Ok(Self { channel_id, url, headers, body })
+        Ok(Self { channel, url, headers, body })
     }
 
     pub(crate) fn request(&self) -> InboundRequest<'_> {
@@ -294,6 +296,7 @@ impl axum::extract::FromRequest<AppState> for HookRequest {
         use axum::extract::FromRequestParts;
         let (mut parts, body) = req.into_parts();
         let Ids([channel_id]) = Ids::<1>::from_request_parts(&mut parts, s).await?;
-        HookRequest::read(s, channel_id, &parts.uri, parts.headers, body, s.config.max_body_bytes).await
+        let channel = HookChannel::Id(channel_id);
+        HookRequest::read(s, channel, &parts.uri, parts.headers, body, s.config.max_body_bytes).await
     }
 }

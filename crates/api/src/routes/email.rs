@@ -50,9 +50,9 @@ async fn inbound(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    use parley_services::messaging::channels::{hook_channel_id, receive_inbound};
-    let id = hook_channel_id(&s.services, &public_id, &[ChannelType::Email]).await?;
-    let hook = super::channels::HookRequest::read(&s, id, &uri, headers, body, MAX_MESSAGE_BYTES).await?;
-    receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
+    use parley_services::messaging::channels::{HookChannel, receive_inbound};
+    let channel = HookChannel::Public { public_id, kinds: &[ChannelType::Email] };
+    let hook = super::channels::HookRequest::read(&s, channel, &uri, headers, body, MAX_MESSAGE_BYTES).await?;
+    receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::OK)
 }

@@ -49,9 +49,9 @@ async fn update(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    use parley_services::messaging::channels::{hook_channel_id, receive_inbound};
-    let id = hook_channel_id(&s.services, &public_id, &[ChannelType::Telegram]).await?;
-    let hook = super::channels::HookRequest::read(&s, id, &uri, headers, body, MAX_UPDATE_BYTES).await?;
-    receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
+    use parley_services::messaging::channels::{HookChannel, receive_inbound};
+    let channel = HookChannel::Public { public_id, kinds: &[ChannelType::Telegram] };
+    let hook = super::channels::HookRequest::read(&s, channel, &uri, headers, body, MAX_UPDATE_BYTES).await?;
+    receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::OK)
 }

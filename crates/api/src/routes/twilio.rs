@@ -260,9 +260,10 @@ async fn channel_hook(
     body: Body,
 ) -> Result<super::channels::HookRequest, ApiError> {
     use parley_domain::channel::ChannelType;
-    let kinds = [ChannelType::Sms, ChannelType::Whatsapp];
-    let id = parley_services::messaging::channels::hook_channel_id(&s.services, public_id, &kinds).await?;
-    super::channels::HookRequest::read(s, id, uri, headers, body, MAX_FORM_BYTES).await
+    use parley_services::messaging::channels::HookChannel;
+    let channel =
+        HookChannel::Public { public_id: public_id.to_owned(), kinds: &[ChannelType::Sms, ChannelType::Whatsapp] };
+    super::channels::HookRequest::read(s, channel, uri, headers, body, MAX_FORM_BYTES).await
 }
 
 /// A message to an `sms` or `whatsapp` channel (paste
@@ -297,7 +298,7 @@ async fn message_inbound(
     body: Body,
 ) -> Result<Response, ApiError> {
     let hook = channel_hook(&s, &public_id, &uri, headers, body).await?;
-    parley_services::messaging::channels::receive_inbound(&s.services, hook.channel_id, hook.request()).await?;
+    parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     let twiml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>";
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
@@ -333,6 +334,6 @@ async fn message_status(
 ) -> Result<StatusCode, ApiError> {
     let hook = channel_hook(&s, &public_id, &uri, headers, body).await?;
     // Applied, or kept for a message whose send is not recorded yet: taken either way.
-    parley_services::messaging::messages::report_status(&s.services, hook.channel_id, hook.request()).await?;
+    parley_services::messaging::messages::report_status(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -346,14 +346,30 @@ async fn read(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Contact> {
 
 /// Creates a contact with `origin`; 409 if its phone, email or an identity is taken.
 pub async fn create(tx: &mut Tx, scope: Scope, origin: Origin, changes: ContactChanges) -> ServiceResult<Contact> {
+    let (fields, identities) = new_contact(origin, changes)?;
+    check_unique(tx, scope, None, &fields, &identities).await?;
+    insert_checked(tx, scope, &fields, identities).await
+}
+
+fn new_contact(origin: Origin, changes: ContactChanges) -> ServiceResult<(ContactFields, Vec<Identity>)> {
     let identities = changes.identities.clone().unwrap_or_default();
     let mut fields = ContactFields { origin: Some(origin), ..ContactFields::default() };
     apply(&mut fields, changes);
     if fields.display_name.is_empty() {
         return Err(ServiceError::Validation(vec![FieldError::missing(loc(&["body", "display_name"]))]));
     }
-    check_unique(tx, scope, None, &fields, &identities).await?;
-    let mut contact = repo::insert(tx, scope, &fields).await?;
+    Ok((fields, identities))
+}
+
+/// Inserts a contact whose phone, email and identities the caller has found
+/// to be nobody else's in this transaction.
+async fn insert_checked(
+    tx: &mut Tx,
+    scope: Scope,
+    fields: &ContactFields,
+    identities: Vec<Identity>,
+) -> ServiceResult<Contact> {
+    let mut contact = repo::insert(tx, scope, fields).await?;
     for identity in &identities {
         repo::add_identity(tx, scope, contact.id, identity).await?;
     }
@@ -554,5 +570,7 @@ pub async fn resolve_address(
         "email" => changes.email = Some(Some(identity.address.clone())),
         _ => {}
     }
-    create(tx, scope, Origin::Discovered, changes).await.map(Some)
+    // The lookups above are check_unique's for what this contact holds.
+    let (fields, identities) = new_contact(Origin::Discovered, changes)?;
+    insert_checked(tx, scope, &fields, identities).await.map(Some)
 }

@@ -474,26 +474,40 @@ async fn set_status(
     Ok(Some(row.to_api()?))
 }
 
-/// The id of the channel of one of `kinds` a provider's hook URL names by
-/// its public id; 0 (no channel) when none does, so the request is refused
-/// like one with a bad signature, after the same work.
-pub async fn hook_channel_id(svc: &Services, public_id: &str, kinds: &[ChannelType]) -> ServiceResult<i64> {
-    let mut c = svc.db.read().await?;
-    let found = repo::find_by_public_id(&mut c, public_id).await?;
-    Ok(found.filter(|(_, row)| kinds.contains(&row.kind)).map_or(0, |(_, row)| row.id))
+/// How a hook request names its channel.
+#[derive(Debug, Clone)]
+pub enum HookChannel {
+    /// By id, in the path (the api channel's hooks).
+    Id(i64),
+    /// By the public id in a provider's hook URL, for a channel of one of
+    /// `kinds` (a channel of another type is not found).
+    Public { public_id: String, kinds: &'static [ChannelType] },
 }
 
+impl HookChannel {
+    /// The channel it names, with its scope, in one read.
+    async fn find(&self, svc: &Services) -> ServiceResult<Option<(Scope, ChannelRow)>> {
+        let mut c = svc.db.read().await?;
+        Ok(match self {
+            HookChannel::Id(id) => repo::find_for_inbound(&mut c, *id).await?,
+            HookChannel::Public { public_id, kinds } => {
+                repo::find_by_public_id(&mut c, public_id).await?.filter(|(_, row)| kinds.contains(&row.kind))
+            }
+        })
+    }
+}
+
+/// Authenticates a hook request with the credentials of the channel it
+/// names and reads it. A channel that does not exist (or does not take
+/// this hook) is refused like a bad signature, after the same work.
 pub async fn receive_hook(
     svc: &Services,
-    id: i64,
+    target: &HookChannel,
     hook: Hook,
     request: InboundRequest<'_>,
 ) -> ServiceResult<(Scope, ChannelRow, Incoming)> {
     let now = parley_domain::Timestamp::now().unix_micros() / 1_000_000;
-    let found = {
-        let mut c = svc.db.read().await?;
-        repo::find_for_inbound(&mut c, id).await?
-    };
+    let found = target.find(svc).await?;
     let hooked = found.and_then(|(scope, row)| {
         let connector = connector(row.kind).filter(|c| c.hooks().contains(&hook))?;
         Some((scope, row, connector))
@@ -517,7 +531,7 @@ pub async fn receive_hook(
         }
     };
     if channel.status != ChannelStatus::Active {
-        return Err(ServiceError::Forbidden(format!("Channel {id} is {}", channel.status)));
+        return Err(ServiceError::Forbidden(format!("Channel {} is {}", channel.id, channel.status)));
     }
     let incoming = connector.read(hook, &request)?;
     Ok((scope, channel, incoming))
@@ -545,14 +559,15 @@ pub fn secret_settings(svc: &Services, channel: &ChannelRow) -> ServiceResult<Ma
     open_json(svc, channel.sealed_secrets.as_deref())
 }
 
-/// Takes a message for channel `id` (authenticated, see [`receive_hook`]);
-/// `None` when the request carried nothing Parley takes (an edit).
+/// Takes a message for the channel `target` names (authenticated, see
+/// [`receive_hook`]); `None` when the request carried nothing Parley takes
+/// (an edit).
 pub async fn receive_inbound(
     svc: &Services,
-    id: i64,
+    target: &HookChannel,
     request: InboundRequest<'_>,
 ) -> ServiceResult<Option<crate::messaging::conversations::Received>> {
-    let (scope, channel, incoming) = receive_hook(svc, id, Hook::Message, request).await?;
+    let (scope, channel, incoming) = receive_hook(svc, target, Hook::Message, request).await?;
     take(svc, scope, &channel, incoming).await
 }
 

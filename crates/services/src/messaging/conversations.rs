@@ -175,7 +175,11 @@ pub async fn find_or_open(
     }
     // Another transaction (another instance, or concurrent sends to a new
     // address) may open the same conversation or create the same contact
-    // first: its row then wins, found once this attempt is undone.
+    // first: its row then wins, found once this attempt is undone. With a
+    // single writer nothing can, and the savepoint's two statements are saved.
+    if tx.is_sole_writer() {
+        return Ok((open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await?, true));
+    }
     tx.savepoint("open_conversation").await?;
     match open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await {
         Ok(created) => {

@@ -622,10 +622,14 @@ pub enum Reported {
     Kept,
 }
 
-/// Applies an authenticated delivery report for channel `channel_id`.
-pub async fn report_status(svc: &Services, channel_id: i64, request: InboundRequest<'_>) -> ServiceResult<Reported> {
+/// Applies an authenticated delivery report for the channel `target` names.
+pub async fn report_status(
+    svc: &Services,
+    target: &crate::messaging::channels::HookChannel,
+    request: InboundRequest<'_>,
+) -> ServiceResult<Reported> {
     let (scope, channel, incoming) =
-        crate::messaging::channels::receive_hook(svc, channel_id, Hook::Status, request).await?;
+        crate::messaging::channels::receive_hook(svc, target, Hook::Status, request).await?;
     let Incoming::Status(report) = incoming else {
         return Err(ServiceError::invariant("a status hook read something other than a status report"));
     };
