@@ -74,7 +74,7 @@ if [[ " $CHANNELS " == *" email "* ]]; then
   for _ in $(seq 1 50); do grep -q READY smtp.log 2>/dev/null && break; sleep 0.1; done
 fi
 
-start_server PARLEY_PUBLIC_URL="http://127.0.0.1:$PORT" PARLEY_AGENTS__DEBOUNCE_MS=0 \
+start_server ${EXTRA_ENV:-} PARLEY_PUBLIC_URL="http://127.0.0.1:$PORT" PARLEY_AGENTS__DEBOUNCE_MS=0 \
   PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS=true PARLEY_PRICING__AGENT_CREATE_CENTS=0
 
 # Sets up channel $1 (and, unless AGENT=0, an agent answering it), writes $2
@@ -157,7 +157,29 @@ LUA
 for kind in $CHANNELS; do
   read -r CHANNEL INBOUND HEADER CTYPE < <(setup "$kind" "$MESSAGES")
   echo "== $kind: $MESSAGES inbound webhooks as fast as wrk sends them, ${DATABASE:-sqlite}, agent ${AGENT:-1} =="
-  wrk -t2 -c16 -d300s --latency -s inbound.lua "$BASE" -- "$WORK/requests.tsv" "$INBOUND" 2 "$HEADER" "$CTYPE" > wrk.txt 2>&1 || true
+  wrk -t2 -c16 -d300s --latency -s inbound.lua "$BASE" -- "$WORK/requests.tsv" "$INBOUND" 2 "$HEADER" "$CTYPE" > wrk.txt 2>&1 &
+  WRK=$!
+  # A wrk thread that has sent its share stops, but wrk itself sleeps out
+  # its -d: once every message is stored it is interrupted (SIGINT makes it
+  # print its figures and exit).
+  python3 - "$WORK/data/parley.db" "$MESSAGES" "$CHANNEL" <<'PY'
+import sqlite3, sys, time
+db, n, channel = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+deadline = time.time() + 300
+while time.time() < deadline:
+    try:
+        c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        got = c.execute("SELECT COUNT(*) FROM messages WHERE direction = 'inbound' AND channel_id = ?", (channel,)).fetchone()[0]
+        c.close()
+        if got >= n:
+            break
+    except sqlite3.OperationalError:
+        pass
+    time.sleep(0.5)
+PY
+  sleep 1
+  kill -INT "$WRK" 2>/dev/null || true
+  wait "$WRK" || true
   # wrk's rate counts its whole run: the rate comes from the stored messages.
   grep -E "Latency|50%|90%|99%|unexpected|Non-2xx" wrk.txt | sed 's/^/  /'
   python3 - "$WORK/data/parley.db" "$MESSAGES" "$CHANNEL" "${AGENT:-1}" <<'PY'
