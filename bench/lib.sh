@@ -1,7 +1,9 @@
 # Shared by the benchmarks; source it from the repository root.
 #
 #   need_wrk                   exits with a hint when wrk is missing
-#   bench_prepare              builds the release binary; sets ROOT (the
+#   bench_prepare              builds the release binary (or takes the one
+#                              BENCH_BIN names: a before/after on two
+#                              builds); sets BIN, ROOT (the
 #                              repository) and WORK (a scratch directory,
 #                              removed on exit unless KEEP_WORK is set) and
 #                              moves into WORK
@@ -22,8 +24,13 @@ need_wrk() {
 }
 
 bench_prepare() {
-  cargo build --release --bin parley >&2
   ROOT=$PWD
+  if [ -n "${BENCH_BIN:-}" ]; then
+    BIN=$(realpath "$BENCH_BIN")
+  else
+    cargo build --release --bin parley >&2
+    BIN="$ROOT/target/release/parley"
+  fi
   WORK=$(mktemp -d)
   SERVER=
   EXTRA_PIDS=
@@ -58,7 +65,7 @@ bench_cleanup() {
 
 start_server() {
   env PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn "$@" \
-    "$ROOT/target/release/parley" serve --listen "127.0.0.1:$PORT" >>banner.txt 2>>server.log &
+    "$BIN" serve --listen "127.0.0.1:$PORT" >>banner.txt 2>>server.log &
   SERVER=$!
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
   KEY=$(grep -o 'parley_live_[A-Za-z0-9]*' banner.txt | head -1)
@@ -66,5 +73,5 @@ start_server() {
 }
 
 parley() {
-  "$ROOT/target/release/parley" "$@"
+  "$BIN" "$@"
 }

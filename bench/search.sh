@@ -41,7 +41,7 @@ ROOT=$PWD
 cd "$WORK"
 start_server() {
   PARLEY_RATE_LIMIT__PER_SECOND=10000000 PARLEY_RATE_LIMIT__BURST=10000000 PARLEY_LOG__LEVEL=warn \
-    "$ROOT/target/release/parley" serve --listen "127.0.0.1:$PORT" >>banner.txt 2>>server.log &
+    "$BIN" serve --listen "127.0.0.1:$PORT" >>banner.txt 2>>server.log &
   SERVER=$!
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 }

@@ -40,38 +40,13 @@ pub enum Backend {
     Postgres,
 }
 
-/// Copies committed WAL pages into the database file every
-/// [`CHECKPOINT_EVERY`], until `alive` is gone. A passive checkpoint takes
-/// no lock that writers or readers wait for; the writer starts the WAL over
-/// once it has all been copied, so it stays small.
-async fn checkpoint_in_background(connection: SqlitePool, alive: std::sync::Weak<()>) {
-    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if alive.upgrade().is_none() {
-            break;
-        }
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&connection).await {
-            tracing::warn!(error = %e, "a WAL checkpoint failed; the next one retries");
-        }
-    }
-    connection.close().await;
-}
-
 /// A database: SQLite (WAL, one writer, several readers) or PostgreSQL,
 /// and the bell its committed transactions ring for the job workers.
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: Pool,
     bell: JobBell,
-    /// Held while the SQLite checkpointer should run (it stops once every
-    /// clone of this `Db` is gone).
-    _checkpointing: Option<std::sync::Arc<()>>,
 }
-
-/// How often the checkpointer moves the WAL into the database file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// The connections behind a [`Db`].
 #[derive(Clone, Debug)]
@@ -170,10 +145,6 @@ impl Db {
             // working set. Memory-mapped reads save a syscall per page miss.
             .pragma("cache_size", "-16384")
             .pragma("mmap_size", "268435456")
-            // Checkpoints run on a connection of their own (see
-            // `checkpoint_in_background`), not inside whichever commit
-            // crosses 1,000 WAL pages, which then stalls every waiting write.
-            .pragma("wal_autocheckpoint", "0")
             .foreign_keys(true);
         let file = Path::new(base.get_filename());
         // In-memory databases are named `:memory:` or `file:sqlx-in-memory-…`.
@@ -195,20 +166,13 @@ impl Db {
         let read = SqlitePoolOptions::new()
             .max_connections(opts.sqlite_readers.max(1))
             .acquire_timeout(opts.acquire_timeout)
-            .connect_with(base.clone().read_only(true))
+            .connect_with(base.read_only(true))
             .await?;
-        let mut db = Db::new(Pool::Sqlite { read, write });
-        if !in_memory {
-            let checkpointer = SqlitePoolOptions::new().max_connections(1).connect_with(base).await?;
-            let alive = std::sync::Arc::new(());
-            tokio::spawn(checkpoint_in_background(checkpointer, std::sync::Arc::downgrade(&alive)));
-            db._checkpointing = Some(alive);
-        }
-        Ok(db)
+        Ok(Db::new(Pool::Sqlite { read, write }))
     }
 
     fn new(pool: Pool) -> Db {
-        Db { pool, bell: JobBell::default(), _checkpointing: None }
+        Db { pool, bell: JobBell::default() }
     }
 
     /// The connections.
