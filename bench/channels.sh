@@ -21,6 +21,9 @@
 # Usage: bench/channels.sh [messages]      (default 5000 per channel)
 #        AGENT=0 bench/channels.sh         webhooks only, no agent answering
 #        CHANNELS="sms" bench/channels.sh  one of them (default "sms email")
+#        BENCH_BIN=path/to/parley …        that build (a before/after pair)
+#        EXTRA_ENV="PARLEY_LOG__LEVEL=warn,sqlx::query=debug" …
+#                                          more server settings (words split)
 # Needs python3 (with aiosmtpd for email), openssl and wrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."

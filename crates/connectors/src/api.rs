@@ -46,8 +46,7 @@ impl Connector for ApiConnector {
         parley_domain::schema::closed_object(vec![
             (
                 "url",
-                nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())
-                    .into(),
+                parley_domain::schema::nullable_url().into(),
                 "Where outbound messages are POSTed (http or https, no credentials); without it the channel only receives.",
             ),
             (

@@ -168,8 +168,7 @@ impl Connector for TelegramConnector {
             ),
             (
                 "base_url",
-                nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())
-                    .into(),
+                parley_domain::schema::nullable_url().into(),
                 "The Bot API's root (a local Bot API server); https://api.telegram.org without it.",
             ),
         ])

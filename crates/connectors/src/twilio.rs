@@ -167,8 +167,7 @@ impl Connector for TwilioConnector {
             ),
             (
                 "base_url",
-                nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())
-                    .into(),
+                parley_domain::schema::nullable_url().into(),
                 "The API's root for a Twilio-compatible provider; https://api.twilio.com without it.",
             ),
         ])

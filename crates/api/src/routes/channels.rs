@@ -278,6 +278,20 @@ impl HookRequest {
         Ok(Self { channel, url, headers, body })
     }
 
+    /// A request to a provider's hook URL, which names a channel of one of
+    /// `kinds` by its public id.
+    pub(crate) async fn public(
+        s: &AppState,
+        public_id: String,
+        kinds: &'static [ChannelType],
+        uri: &axum::http::Uri,
+        headers: HeaderMap,
+        body: axum::body::Body,
+        limit: usize,
+    ) -> Result<Self, ApiError> {
+        Self::read(s, HookChannel::Public { public_id, kinds }, uri, headers, body, limit).await
+    }
+
     pub(crate) fn request(&self) -> InboundRequest<'_> {
         InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
     }

@@ -50,9 +50,9 @@ async fn inbound(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    use parley_services::messaging::channels::{HookChannel, receive_inbound};
-    let channel = HookChannel::Public { public_id, kinds: &[ChannelType::Email] };
-    let hook = super::channels::HookRequest::read(&s, channel, &uri, headers, body, MAX_MESSAGE_BYTES).await?;
-    receive_inbound(&s.services, &hook.channel, hook.request()).await?;
+    let kinds = &[ChannelType::Email];
+    let hook =
+        super::channels::HookRequest::public(&s, public_id, kinds, &uri, headers, body, MAX_MESSAGE_BYTES).await?;
+    parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::OK)
 }

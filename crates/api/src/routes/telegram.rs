@@ -49,9 +49,9 @@ async fn update(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    use parley_services::messaging::channels::{HookChannel, receive_inbound};
-    let channel = HookChannel::Public { public_id, kinds: &[ChannelType::Telegram] };
-    let hook = super::channels::HookRequest::read(&s, channel, &uri, headers, body, MAX_UPDATE_BYTES).await?;
-    receive_inbound(&s.services, &hook.channel, hook.request()).await?;
+    let kinds = &[ChannelType::Telegram];
+    let hook =
+        super::channels::HookRequest::public(&s, public_id, kinds, &uri, headers, body, MAX_UPDATE_BYTES).await?;
+    parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::OK)
 }

@@ -260,10 +260,8 @@ async fn channel_hook(
     body: Body,
 ) -> Result<super::channels::HookRequest, ApiError> {
     use parley_domain::channel::ChannelType;
-    use parley_services::messaging::channels::HookChannel;
-    let channel =
-        HookChannel::Public { public_id: public_id.to_owned(), kinds: &[ChannelType::Sms, ChannelType::Whatsapp] };
-    super::channels::HookRequest::read(s, channel, uri, headers, body, MAX_FORM_BYTES).await
+    let kinds = &[ChannelType::Sms, ChannelType::Whatsapp];
+    super::channels::HookRequest::public(s, public_id.to_owned(), kinds, uri, headers, body, MAX_FORM_BYTES).await
 }
 
 /// A message to an `sms` or `whatsapp` channel (paste

@@ -103,7 +103,8 @@ pub async fn receive(
         }
         Some(group) => {
             let member = contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, sender_name).await?;
-            let (conversation, created) = find_or_open_group(tx, scope, channel, &group.address, &group.title).await?;
+            let opening = Opening::Group { address: &group.address, title: &group.title };
+            let (conversation, created) = find_or_open_as(tx, svc, scope, channel, &opening).await?;
             (conversation, created, member.map(|m| m.id))
         }
     };
@@ -169,7 +170,37 @@ pub async fn find_or_open(
     identity: &Identity,
     sender_name: Option<&str>,
 ) -> ServiceResult<(Conversation, bool)> {
-    let channel_ref = format!("{}:{}", identity.channel, identity.address);
+    find_or_open_as(tx, svc, scope, channel, &Opening::Direct { identity, sender_name }).await
+}
+
+/// What a conversation that is not open yet is opened as.
+enum Opening<'a> {
+    /// With one sender, resolved to a contact.
+    Direct { identity: &'a Identity, sender_name: Option<&'a str> },
+    /// A group chat (`kind: group`), titled by the group, with no contact:
+    /// its members write in it.
+    Group { address: &'a str, title: &'a str },
+}
+
+impl Opening<'_> {
+    fn channel_ref(&self, channel: &ChannelRow) -> String {
+        match self {
+            Opening::Direct { identity, .. } => format!("{}:{}", identity.channel, identity.address),
+            Opening::Group { address, .. } => format!("{}:{address}", channel.kind),
+        }
+    }
+}
+
+/// The conversation that is not closed on `channel` for `opening`, or a new
+/// one; true when it was opened now.
+async fn find_or_open_as(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    channel: &ChannelRow,
+    opening: &Opening<'_>,
+) -> ServiceResult<(Conversation, bool)> {
+    let channel_ref = opening.channel_ref(channel);
     if let Some(open) = repo::find_open(tx, scope, channel.id, &channel_ref).await? {
         return Ok((open, false));
     }
@@ -178,10 +209,10 @@ pub async fn find_or_open(
     // first: its row then wins, found once this attempt is undone. With a
     // single writer nothing can, and the savepoint's two statements are saved.
     if tx.is_sole_writer() {
-        return Ok((open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await?, true));
+        return Ok((open_new(tx, svc, scope, channel, opening, &channel_ref).await?, true));
     }
     tx.savepoint("open_conversation").await?;
-    match open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await {
+    match open_new(tx, svc, scope, channel, opening, &channel_ref).await {
         Ok(created) => {
             tx.release("open_conversation").await?;
             Ok((created, true))
@@ -191,7 +222,7 @@ pub async fn find_or_open(
             match repo::find_open(tx, scope, channel.id, &channel_ref).await? {
                 Some(open) => Ok((open, false)),
                 // The contact was the duplicate: it is found now.
-                None => Ok((open_new(tx, svc, scope, channel, identity, sender_name, &channel_ref).await?, true)),
+                None => Ok((open_new(tx, svc, scope, channel, opening, &channel_ref).await?, true)),
             }
         }
         Err(e) => Err(e),
@@ -203,51 +234,30 @@ async fn open_new(
     svc: &Services,
     scope: Scope,
     channel: &ChannelRow,
-    identity: &Identity,
-    sender_name: Option<&str>,
+    opening: &Opening<'_>,
     channel_ref: &str,
 ) -> ServiceResult<Conversation> {
-    let contact = contacts::resolve_address(tx, scope, &svc.config.contacts, identity, sender_name).await?;
-    let title = contact.as_ref().map(|c| c.display_name.as_str()).or(sender_name).unwrap_or(&identity.address);
+    let (kind, channel_name, title, contact_id, sender_name) = match *opening {
+        Opening::Direct { identity, sender_name } => {
+            let contact = contacts::resolve_address(tx, scope, &svc.config.contacts, identity, sender_name).await?;
+            let title = contact.as_ref().map(|c| c.display_name.as_str()).or(sender_name).unwrap_or(&identity.address);
+            let title = title.to_owned();
+            (ConversationKind::Direct, identity.channel.as_str(), title, contact.map(|c| c.id), sender_name)
+        }
+        Opening::Group { title, .. } => (ConversationKind::Group, channel.kind.as_str(), title.to_owned(), None, None),
+    };
     let new = NewConversation {
         channel_id: channel.id,
-        channel: identity.channel.as_str(),
-        kind: ConversationKind::Direct,
+        channel: channel_name,
+        kind,
         channel_ref,
-        title,
-        contact_id: contact.as_ref().map(|c| c.id),
+        title: &title,
+        contact_id,
         sender_name,
     };
     let created = repo::insert(tx, scope, &new).await?;
     events::append(tx, scope, EventType::ConversationCreated, event_data(&created)?).await?;
     Ok(created)
-}
-
-/// The group chat's conversation that is not closed, or a new one (`kind:
-/// group`, titled by the group, with no contact: its members write in it).
-async fn find_or_open_group(
-    tx: &mut Tx,
-    scope: Scope,
-    channel: &ChannelRow,
-    address: &str,
-    title: &str,
-) -> ServiceResult<(Conversation, bool)> {
-    let channel_ref = format!("{}:{address}", channel.kind);
-    if let Some(open) = repo::find_open(tx, scope, channel.id, &channel_ref).await? {
-        return Ok((open, false));
-    }
-    let new = NewConversation {
-        channel_id: channel.id,
-        channel: channel.kind.as_str(),
-        kind: ConversationKind::Group,
-        channel_ref: &channel_ref,
-        title,
-        contact_id: None,
-        sender_name: None,
-    };
-    let created = repo::insert(tx, scope, &new).await?;
-    events::append(tx, scope, EventType::ConversationCreated, event_data(&created)?).await?;
-    Ok((created, true))
 }
 
 fn not_found(id: i64) -> ServiceError {
