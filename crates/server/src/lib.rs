@@ -147,6 +147,10 @@ pub async fn serve(
         settings.public_url = Some(format!("http://{bound}").replace("0.0.0.0", "127.0.0.1"));
     }
     let services = services(&settings, db.clone()).await?;
+    // In the background: serving starts at once, and a first number parsed
+    // meanwhile waits for the load in progress rather than starting another.
+    let region = services.config().contacts.default_region;
+    tokio::task::spawn_blocking(move || parley_domain::contact::Phone::load_numbering_plans(region));
     let (services, inbound_calls) = telephony(&settings, services).await?;
     let state = AppState::new(services.clone(), settings.api_config()).map_err(anyhow::Error::msg)?;
     let openapi =

@@ -21,9 +21,7 @@ use parley_domain::Scope;
 use parley_domain::Timestamp;
 use parley_domain::call::{CallDirection, CallStatus, EndedReason, Speaker, TranscriptSegment};
 use parley_domain::contact::Identity;
-use parley_domain::conversation::{
-    Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus, preview,
-};
+use parley_domain::conversation::{Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus};
 use parley_domain::event::EventType;
 use parley_domain::validation::{
     FieldError, LocPart, Page, Parsed, QueryReader, boolean, integer, json_object, loc, parse_object, string,
@@ -782,7 +780,7 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
                     }
                 };
                 let channel_id = channel_id_of(&mut tx, scope, conversation_id).await?;
-                let message = conversation_repo::insert_message(
+                conversation_repo::insert_message(
                     &mut tx,
                     scope,
                     &NewMessage {
@@ -798,14 +796,6 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
                     },
                 )
                 .await?;
-                let text = preview(&segment.text);
-                if direction == Direction::Inbound {
-                    conversation_repo::record_inbound(&mut tx, scope, conversation_id, message.created_at, &text)
-                        .await?;
-                } else {
-                    conversation_repo::record_outbound(&mut tx, scope, conversation_id, message.created_at, &text)
-                        .await?;
-                }
             }
         }
     }

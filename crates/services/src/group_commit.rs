@@ -10,6 +10,10 @@
 //! then leads the next batch. A request is answered only after the commit
 //! that holds its write, so nothing acknowledged can be lost. With no
 //! contention a batch is a single job and this costs nothing.
+//!
+//! A kind of job may also read ahead for the whole batch (see
+//! [`GroupCommit::with_look_ahead`]): what its jobs would each look up and
+//! not find is then found missing in one statement for all of them.
 
 use std::sync::Arc;
 
@@ -21,6 +25,11 @@ use crate::{ServiceError, ServiceResult, Services};
 
 /// One kind of job: how to run it in a transaction.
 pub type Run<J, R> = for<'a> fn(&'a mut Tx, &'a Services, J) -> BoxFuture<'a, ServiceResult<R>>;
+
+/// Reads ahead for a whole batch, once it is taken, what its jobs will
+/// look up one by one (see `parley_store::Absences`).
+pub type LookAhead<J> =
+    for<'a> fn(&'a mut Tx, &'a Services, Vec<&'a J>) -> BoxFuture<'a, parley_store::StoreResult<()>>;
 
 type Waiting<J, R> = (J, oneshot::Sender<ServiceResult<R>>);
 
@@ -34,11 +43,17 @@ pub struct GroupCommit<J, R> {
     /// Held by the leader while it drains the queue.
     turn: tokio::sync::Mutex<()>,
     run: Run<J, R>,
+    look_ahead: Option<LookAhead<J>>,
 }
 
 impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
     pub fn new(run: Run<J, R>) -> Self {
-        Self { queue: std::sync::Mutex::new(Vec::new()), turn: tokio::sync::Mutex::new(()), run }
+        Self { queue: std::sync::Mutex::new(Vec::new()), turn: tokio::sync::Mutex::new(()), run, look_ahead: None }
+    }
+
+    /// Has each batch read ahead with `look_ahead` before its jobs run.
+    pub fn with_look_ahead(self, look_ahead: LookAhead<J>) -> Self {
+        Self { look_ahead: Some(look_ahead), ..self }
     }
 
     /// The oldest queued jobs, at most [`MAX_BATCH`].
@@ -65,8 +80,8 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
             if !jobs.is_empty() {
                 // In a task of its own, so a caller that goes away (a dropped
                 // connection) cannot abandon the others' writes half-way.
-                let (svc, run) = (svc.clone(), self.run);
-                let _ = tokio::spawn(run_batch(svc, run, jobs)).await;
+                let (svc, steps) = (svc.clone(), Steps { run: self.run, look_ahead: self.look_ahead });
+                let _ = tokio::spawn(run_batch(svc, steps, jobs)).await;
             }
             drop(turn);
         }
@@ -85,9 +100,9 @@ struct GroupFailed(#[source] Arc<parley_store::StoreError>);
 /// Runs the jobs in one transaction. Optimistically, without a savepoint
 /// each (two statements saved per job): when a job fails, the transaction
 /// is rolled back, that job gets its error, and the others run again.
-async fn run_batch<J: Clone + Sync, R>(svc: Services, run: Run<J, R>, mut jobs: Vec<Waiting<J, R>>) {
+async fn run_batch<J: Clone + Sync, R>(svc: Services, steps: Steps<J, R>, mut jobs: Vec<Waiting<J, R>>) {
     while !jobs.is_empty() {
-        match attempt(&svc, run, &jobs).await {
+        match attempt(&svc, steps, &jobs).await {
             Ok(results) => {
                 for ((_, reply), result) in jobs.into_iter().zip(results) {
                     let _ = reply.send(Ok(result));
@@ -112,19 +127,36 @@ async fn run_batch<J: Clone + Sync, R>(svc: Services, run: Run<J, R>, mut jobs: 
 enum Failure {
     /// Job `i` failed (its own refusal or error); the others may succeed.
     Job(usize, ServiceError),
-    /// Beginning or committing failed: nobody's write was kept.
+    /// Beginning, reading ahead or committing failed: nobody's write was kept.
     Transaction(parley_store::StoreError),
 }
 
+/// What a batch does: read ahead (if the kind of job does), then run each job.
+struct Steps<J, R> {
+    run: Run<J, R>,
+    look_ahead: Option<LookAhead<J>>,
+}
+
+impl<J, R> Clone for Steps<J, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<J, R> Copy for Steps<J, R> {}
+
 async fn attempt<J: Clone + Sync, R>(
     svc: &Services,
-    run: Run<J, R>,
+    steps: Steps<J, R>,
     jobs: &[Waiting<J, R>],
 ) -> Result<Vec<R>, Failure> {
     let mut tx = svc.db.begin().await.map_err(Failure::Transaction)?;
+    if let Some(look_ahead) = steps.look_ahead {
+        look_ahead(&mut tx, svc, jobs.iter().map(|(job, _)| job).collect()).await.map_err(Failure::Transaction)?;
+    }
     let mut results = Vec::with_capacity(jobs.len());
     for (i, (job, _)) in jobs.iter().enumerate() {
-        results.push(run(&mut tx, svc, job.clone()).await.map_err(|e| Failure::Job(i, e))?);
+        results.push((steps.run)(&mut tx, svc, job.clone()).await.map_err(|e| Failure::Job(i, e))?);
     }
     tx.commit().await.map_err(Failure::Transaction)?;
     Ok(results)

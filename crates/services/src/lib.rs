@@ -122,7 +122,10 @@ impl Services {
             keyring: Arc::new(tenancy::identity::Keyring::new(secrets)),
             signals: Arc::new(signals::Signals::default()),
             frequencies: Arc::default(),
-            inbound: Arc::new(group_commit::GroupCommit::new(messaging::conversations::run_receive)),
+            inbound: Arc::new(
+                group_commit::GroupCommit::new(messaging::conversations::run_receive)
+                    .with_look_ahead(messaging::conversations::look_ahead_receive),
+            ),
         }
     }
 

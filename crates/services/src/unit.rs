@@ -52,8 +52,8 @@ impl parley_store::AsHandle for Work {
         self.tx.handle()
     }
 
-    fn needs_bump(&mut self, scope: Scope, resource: &str) -> bool {
-        self.tx.needs_bump(scope, resource)
+    fn defer_bump(&mut self, scope: Scope, resource: &str) -> bool {
+        self.tx.defer_bump(scope, resource)
     }
 
     fn subscriber_memo(&mut self) -> Option<&mut parley_store::SubscriberMemo> {

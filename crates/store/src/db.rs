@@ -256,13 +256,15 @@ pub enum Conn {
 /// A write transaction. Dropping it without `commit` rolls back.
 pub struct Tx {
     inner: TxInner,
-    /// Change counters this transaction has already bumped (once is enough:
-    /// all its changes become visible together at commit).
+    /// Change counters to bump at commit, once each (all its changes
+    /// become visible together), in one statement.
     bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
     /// Webhook endpoints subscribed to each event type, as this transaction found them.
     subscribers: SubscriberMemo,
     /// Routable triggers by scope and event, as this transaction found them.
     routes: RouteMemo,
+    /// What a lookahead found absent (see [`Absences`]).
+    absences: Absences,
     /// Kinds of the jobs it queued: their workers are woken after the commit.
     queued: Vec<String>,
     /// Jobs it leased to their workers as it queued them, handed over after the commit.
@@ -285,6 +287,63 @@ struct Mark {
 
 /// A scope's active webhook endpoints: id and the event types each takes.
 pub type SubscriberMemo = std::collections::HashMap<parley_domain::Scope, Vec<(i64, Vec<String>)>>;
+
+/// Rows a transaction looked for ahead, in one statement for many, and did
+/// not find: a group commit's lookahead (the inbound messages' provider
+/// ids, conversations and senders of a whole batch), so that each job's
+/// own lookup of a row that is not there needs no statement. Only
+/// absences are kept, never rows (a row may change); every write that can
+/// make one of these rows exist forgets its key (see the `repo` writers),
+/// and a rollback to a savepoint forgets them all.
+#[derive(Debug, Default)]
+pub struct Absences(std::collections::HashSet<Absent>);
+
+/// A row looked for and not found.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Absent {
+    /// An inbound message with this provider id on the channel.
+    InboundMessage { scope: parley_domain::Scope, channel_id: i64, external_id: String },
+    /// A conversation that is not closed on the channel with this `channel_ref`.
+    OpenConversation { scope: parley_domain::Scope, channel_id: i64, channel_ref: String },
+    /// A contact identity.
+    Identity { scope: parley_domain::Scope, identity: parley_domain::contact::Identity },
+    /// A contact with this normalized phone number.
+    Phone { scope: parley_domain::Scope, phone: String },
+    /// A contact with this normalized email address.
+    Email { scope: parley_domain::Scope, email: String },
+}
+
+impl Absences {
+    pub fn note(&mut self, absent: Absent) {
+        self.0.insert(absent);
+    }
+
+    pub fn contains(&self, absent: &Absent) -> bool {
+        self.0.contains(absent)
+    }
+
+    pub fn forget(&mut self, absent: &Absent) {
+        self.0.remove(absent);
+    }
+
+    /// Forgets what matches `keep_if` false (a write whose rows are not
+    /// known one by one).
+    pub fn retain(&mut self, keep_if: impl Fn(&Absent) -> bool) {
+        self.0.retain(|a| keep_if(a));
+    }
+}
+
+/// Whether `c` (a transaction) knows `absent`'s row is not there.
+pub(crate) fn known_absent(c: &mut impl AsHandle, absent: &Absent) -> bool {
+    c.absences().is_some_and(|a| a.contains(absent))
+}
+
+/// Forgets that `absent`'s row was not there (it was written now).
+pub(crate) fn forget_absent(c: &mut impl AsHandle, absent: &Absent) {
+    if let Some(a) = c.absences() {
+        a.forget(absent);
+    }
+}
 
 /// A scope's routable triggers for an event (see `repo::triggers::routable`).
 pub type RouteMemo = std::collections::HashMap<
@@ -336,11 +395,19 @@ impl Tx {
         // What it remembered may have been read from the undone writes.
         self.subscribers.clear();
         self.routes.clear();
+        self.absences = Absences::default();
         self.release(name).await
     }
 
     /// Writes the events appended so far (one statement for all of them)
-    /// and queues them for their subscribers.
+    /// and queues them for their subscribers, and bumps the change
+    /// counters of what it changed (one more).
+    async fn flush(&mut self) -> StoreResult<()> {
+        let bumped = std::mem::take(&mut self.bumped);
+        crate::repo::versions::bump_all(self, bumped).await?;
+        self.flush_events().await
+    }
+
     async fn flush_events(&mut self) -> StoreResult<()> {
         let events = std::mem::take(&mut self.events);
         crate::repo::events::insert_all(self, &events).await?;
@@ -361,6 +428,7 @@ impl Tx {
             bumped: Default::default(),
             subscribers: Default::default(),
             routes: Default::default(),
+            absences: Default::default(),
             queued: Vec::new(),
             taken: Vec::new(),
             events: Vec::new(),
@@ -372,7 +440,7 @@ impl Tx {
 
     /// Writes its events, commits, then wakes the workers of the jobs it queued.
     pub async fn commit(mut self) -> StoreResult<()> {
-        self.flush_events().await?;
+        self.flush().await?;
         match self.inner {
             TxInner::Sqlite(t) => t.commit().await?,
             TxInner::Postgres(t) => t.commit().await?,
@@ -397,10 +465,10 @@ pub enum Handle<'a> {
 pub trait AsHandle: Send {
     fn handle(&mut self) -> Handle<'_>;
 
-    /// Whether `resource`'s change counter in `scope` still needs bumping
-    /// here (false once a transaction has bumped it).
-    fn needs_bump(&mut self, _scope: parley_domain::Scope, _resource: &str) -> bool {
-        true
+    /// Keeps the bump of `resource`'s change counter in `scope` to write at
+    /// the commit, once (a transaction does: true), or says to write it now.
+    fn defer_bump(&mut self, _scope: parley_domain::Scope, _resource: &str) -> bool {
+        false
     }
 
     /// Where a transaction remembers webhook subscribers (none outside one).
@@ -410,6 +478,11 @@ pub trait AsHandle: Send {
 
     /// Where a transaction remembers routable triggers (none outside one).
     fn route_memo(&mut self) -> Option<&mut RouteMemo> {
+        None
+    }
+
+    /// What a transaction's lookahead found absent (none outside one).
+    fn absences(&mut self) -> Option<&mut Absences> {
         None
     }
 
@@ -454,8 +527,9 @@ impl AsHandle for Tx {
         }
     }
 
-    fn needs_bump(&mut self, scope: parley_domain::Scope, resource: &str) -> bool {
-        self.bumped.insert((scope, resource.to_owned()))
+    fn defer_bump(&mut self, scope: parley_domain::Scope, resource: &str) -> bool {
+        self.bumped.insert((scope, resource.to_owned()));
+        true
     }
 
     fn subscriber_memo(&mut self) -> Option<&mut SubscriberMemo> {
@@ -464,6 +538,10 @@ impl AsHandle for Tx {
 
     fn route_memo(&mut self) -> Option<&mut RouteMemo> {
         Some(&mut self.routes)
+    }
+
+    fn absences(&mut self) -> Option<&mut Absences> {
+        Some(&mut self.absences)
     }
 
     fn queued_job(&mut self, kind: &str) {

@@ -3,14 +3,20 @@
 //! are proven to agree where the queries are written, scope included.
 
 use parley_domain::agent::{AgentStatus, PatternType, TriggerEvent};
+use parley_domain::channel::{ChannelStatus, ChannelType};
+use parley_domain::contact::Identity;
+use parley_domain::conversation::{Author, AuthorType, ConversationKind, Direction, MessageStatus};
 use parley_domain::event::EventType;
 use parley_domain::validation::Page;
 use parley_domain::{Mode, Scope, Timestamp};
 use parley_store::repo::agents::{self, AgentFields, AgentFilter};
+use parley_store::repo::channels::{self, ChannelFields};
+use parley_store::repo::contacts::{self, AddressColumn, ContactFields};
+use parley_store::repo::conversations::{self, NewConversation, NewMessage};
 use parley_store::repo::idempotency::{self, Claim};
 use parley_store::repo::knowledge::{self, NewDocument, NewPassage};
 use parley_store::repo::triggers::{self, TriggerFields};
-use parley_store::repo::{events, webhooks, workspaces};
+use parley_store::repo::{events, versions, webhooks, workspaces};
 use parley_store::testing::TestDatabase;
 use parley_store::{Db, DbOptions};
 use serde_json::json;
@@ -21,6 +27,9 @@ parley_store::on_both_backends!(
     events_fan_out_to_subscribed_endpoints,
     events_are_written_at_commit_and_undone_with_their_savepoint,
     routable_triggers_are_read_once_a_transaction_until_a_trigger_changes,
+    a_lookahead_answers_what_is_missing_until_it_is_written,
+    a_message_is_noted_on_its_conversation_as_it_is_stored,
+    change_counters_move_once_at_commit_and_not_for_undone_work,
     knowledge_candidates_come_ranked_or_in_index_order_within_the_scope
 );
 
@@ -259,6 +268,222 @@ async fn routable_triggers_are_read_once_a_transaction_until_a_trigger_changes(d
     tx.commit().await.unwrap();
 }
 
+/// An SMS channel of `scope`.
+async fn sms_channel(tx: &mut parley_store::Tx, scope: Scope) -> i64 {
+    let fields = ChannelFields {
+        kind: ChannelType::Sms,
+        name: "SMS".into(),
+        public_id: format!("ch_{}_{}", scope.workspace_id, scope.livemode()),
+        address: "+14155550100".into(),
+        status: ChannelStatus::Active,
+        config: Default::default(),
+        secret_names: vec![],
+        sealed_secrets: None,
+        sealed_signing_secret: None,
+        status_reason: None,
+    };
+    channels::insert(tx, scope, &fields).await.unwrap().id
+}
+
+fn conversation<'a>(channel_id: i64, channel_ref: &'a str) -> NewConversation<'a> {
+    NewConversation {
+        channel_id,
+        channel: "sms",
+        kind: ConversationKind::Direct,
+        channel_ref,
+        title: channel_ref,
+        contact_id: None,
+        sender_name: None,
+    }
+}
+
+fn message<'a>(
+    conversation_id: i64,
+    channel_id: i64,
+    direction: Direction,
+    text: &'a str,
+    external_id: Option<&'a str>,
+) -> NewMessage<'a> {
+    static DETAILS: std::sync::LazyLock<parley_domain::conversation::MessageDetails> =
+        std::sync::LazyLock::new(Default::default);
+    NewMessage {
+        conversation_id,
+        channel_id,
+        direction,
+        author: Author { kind: AuthorType::Contact, id: None },
+        text,
+        status: MessageStatus::Received,
+        external_id,
+        attachments: &[],
+        details: &DETAILS,
+    }
+}
+
+fn sms(address: &str) -> Identity {
+    Identity { channel: ChannelType::Sms, address: address.into() }
+}
+
+/// A group commit looks ahead for its batch: what it found missing is
+/// answered without a statement, what exists is still read, and each row
+/// written afterwards (in the same transaction) is found at once.
+async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let (mine, _, theirs) = scopes(&db).await;
+    let (known, new) = ("+14155550001", "+14155550002");
+    let mut tx = db.begin().await.unwrap();
+    let channel = sms_channel(&mut tx, mine).await;
+    let contact =
+        ContactFields { display_name: "Known".into(), normalized_phone: Some(known.into()), ..Default::default() };
+    let contact = contacts::insert(&mut tx, mine, &contact).await.unwrap();
+    contacts::add_identity(&mut tx, mine, contact.id, &sms(known)).await.unwrap();
+    let open = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550001")).await.unwrap();
+    conversations::insert_message(
+        &mut tx,
+        mine,
+        &message(open.item.id, channel, Direction::Inbound, "Hi", Some("SM1")),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = db.begin().await.unwrap();
+    conversations::look_ahead_inbound(&mut tx, mine, channel, &["SM1", "SM2"]).await.unwrap();
+    conversations::look_ahead_open(&mut tx, mine, channel, &["sms:+14155550001", "sms:+14155550002"]).await.unwrap();
+    contacts::look_ahead_addresses(&mut tx, mine, AddressColumn::Phone, &[known, new]).await.unwrap();
+    contacts::look_ahead_identities(&mut tx, mine, &[sms(known), sms(new)]).await.unwrap();
+    // What exists is found.
+    let by_id = conversations::by_external_id(&mut tx, mine, channel, Direction::Inbound, "SM1").await.unwrap();
+    assert_eq!(by_id.map(|m| m.conversation_id), Some(open.item.id));
+    let found = conversations::find_open(&mut tx, mine, channel, "sms:+14155550001").await.unwrap();
+    assert_eq!(found.map(|c| c.item.id), Some(open.item.id));
+    assert_eq!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, known).await.unwrap(), Some(contact.id));
+    assert_eq!(contacts::id_by_identity(&mut tx, mine, &sms(known)).await.unwrap(), Some(contact.id));
+    // What is missing is missing, until it is written.
+    assert!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, new).await.unwrap().is_none());
+    let fields = ContactFields { display_name: "New".into(), normalized_phone: Some(new.into()), ..Default::default() };
+    let created = contacts::insert(&mut tx, mine, &fields).await.unwrap();
+    assert_eq!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, new).await.unwrap(), Some(created.id));
+    assert!(contacts::id_by_identity(&mut tx, mine, &sms(new)).await.unwrap().is_none());
+    contacts::add_identity(&mut tx, mine, created.id, &sms(new)).await.unwrap();
+    assert_eq!(contacts::id_by_identity(&mut tx, mine, &sms(new)).await.unwrap(), Some(created.id));
+    assert!(conversations::find_open(&mut tx, mine, channel, "sms:+14155550002").await.unwrap().is_none());
+    let opened = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550002")).await.unwrap();
+    let found = conversations::find_open(&mut tx, mine, channel, "sms:+14155550002").await.unwrap();
+    assert_eq!(found.map(|c| c.item.id), Some(opened.item.id));
+    assert!(conversations::by_external_id(&mut tx, mine, channel, Direction::Inbound, "SM2").await.unwrap().is_none());
+    conversations::insert_message(
+        &mut tx,
+        mine,
+        &message(opened.item.id, channel, Direction::Inbound, "Yo", Some("SM2")),
+    )
+    .await
+    .unwrap();
+    let by_id = conversations::by_external_id(&mut tx, mine, channel, Direction::Inbound, "SM2").await.unwrap();
+    assert_eq!(by_id.map(|m| m.conversation_id), Some(opened.item.id));
+    // A contact updated to a looked-for email is found by it.
+    contacts::look_ahead_addresses(&mut tx, mine, AddressColumn::Email, &["ann@example.org"]).await.unwrap();
+    let mut changed = fields.clone();
+    changed.normalized_email = Some("ann@example.org".into());
+    contacts::update(&mut tx, mine, created.id, &changed).await.unwrap();
+    let by_email = contacts::id_by_address(&mut tx, mine, AddressColumn::Email, "ann@example.org").await.unwrap();
+    assert_eq!(by_email, Some(created.id));
+    // Another scope's lookahead says nothing about this one's rows.
+    contacts::look_ahead_addresses(&mut tx, theirs, AddressColumn::Phone, &[known]).await.unwrap();
+    assert_eq!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, known).await.unwrap(), Some(contact.id));
+    assert!(contacts::id_by_address(&mut tx, theirs, AddressColumn::Phone, known).await.unwrap().is_none());
+    tx.commit().await.unwrap();
+    // Outside a transaction nothing is remembered.
+    let mut c = db.read().await.unwrap();
+    conversations::look_ahead_inbound(&mut c, mine, channel, &["SM2"]).await.unwrap();
+    assert!(conversations::by_external_id(&mut c, mine, channel, Direction::Inbound, "SM2").await.unwrap().is_some());
+}
+
+/// Storing a message notes it on its conversation in the same trip: an
+/// inbound one is unread and starts the contact's wait, an outbound one
+/// ends it; both become the last message. A refused message notes nothing.
+async fn a_message_is_noted_on_its_conversation_as_it_is_stored(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let channel = sms_channel(&mut tx, mine).await;
+    let id = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550003")).await.unwrap().item.id;
+    let first = conversations::insert_message(
+        &mut tx,
+        mine,
+        &message(id, channel, Direction::Inbound, "Where is it?", Some("SM9")),
+    )
+    .await
+    .unwrap();
+    conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "Hello?", None))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    let noted = conversations::get(&mut c, mine, id).await.unwrap().unwrap();
+    assert_eq!(noted.item.unread_count, 2);
+    assert_eq!(noted.waiting_since, Some(first.created_at));
+    assert_eq!(noted.item.last_message_preview.as_deref(), Some("Hello?"));
+    drop(c);
+
+    let mut tx = db.begin().await.unwrap();
+    let refused =
+        conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "Again", Some("SM9")))
+            .await;
+    assert!(refused.is_err(), "a provider id is stored once");
+    drop(tx);
+    let mut tx = db.begin().await.unwrap();
+    let reply =
+        conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Outbound, "On its way", None))
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    let noted = conversations::get(&mut c, mine, id).await.unwrap().unwrap();
+    assert_eq!(noted.item.unread_count, 2);
+    assert_eq!(noted.waiting_since, None);
+    assert_eq!(noted.item.last_message_ts, Some(reply.created_at));
+    assert_eq!(noted.item.last_message_preview.as_deref(), Some("On its way"));
+}
+
+/// A transaction moves each change counter it touched once, at its
+/// commit; work undone to a savepoint, or never committed, moves none.
+async fn change_counters_move_once_at_commit_and_not_for_undone_work(database: TestDatabase) {
+    let db = open(&database.url).await;
+    let (mine, live, _) = scopes(&db).await;
+    let version = |snapshot: &versions::Snapshot| snapshot.get(conversations::VERSION_KEY);
+    let mut c = db.read().await.unwrap();
+    let before = version(&versions::snapshot(&mut c, mine).await.unwrap());
+    drop(c);
+
+    let mut tx = db.begin().await.unwrap();
+    let channel = sms_channel(&mut tx, mine).await;
+    let id = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550004")).await.unwrap().item.id;
+    conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "One", None)).await.unwrap();
+    tx.savepoint("undone").await.unwrap();
+    versions::bump(&mut tx, live, conversations::VERSION_KEY).await.unwrap();
+    tx.rollback_to("undone").await.unwrap();
+    tx.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    assert_eq!(version(&versions::snapshot(&mut c, mine).await.unwrap()), before + 1);
+    assert_eq!(version(&versions::snapshot(&mut c, live).await.unwrap()), 0);
+    drop(c);
+
+    let mut tx = db.begin().await.unwrap();
+    conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "Two", None)).await.unwrap();
+    drop(tx);
+    let mut c = db.read().await.unwrap();
+    assert_eq!(version(&versions::snapshot(&mut c, mine).await.unwrap()), before + 1);
+    drop(c);
+    // Two scopes' counters, each once, in one commit.
+    let mut w = db.begin().await.unwrap();
+    versions::bump(&mut w, live, conversations::VERSION_KEY).await.unwrap();
+    versions::bump(&mut w, mine, conversations::VERSION_KEY).await.unwrap();
+    w.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    assert_eq!(version(&versions::snapshot(&mut c, mine).await.unwrap()), before + 2);
+    assert_eq!(version(&versions::snapshot(&mut c, live).await.unwrap()), 1);
+}
+
 /// Candidates for a question: ranked by the index (the passage where the
 /// word weighs most first), or, when a word is everywhere, the first the
 /// index finds in id order; never another scope's passages. A collection's
@@ -338,4 +563,32 @@ async fn concurrent_first_deliveries_of_an_endpoint_make_one_drain_on_postgres()
     let mut c = db.read().await.unwrap();
     let drains = parley_store::repo::jobs::of_kind(&mut c, webhooks::DRAIN_KIND).await.unwrap();
     assert_eq!(drains.len(), 1, "{drains:?}");
+}
+
+/// On PostgreSQL another instance may open a conversation between a
+/// lookahead and the write: the insert then fails, and once the work is
+/// undone to its savepoint, the lookup that follows reads the winner's row
+/// (the lookahead is forgotten with the work).
+#[tokio::test]
+async fn a_lookahead_is_forgotten_with_the_work_undone_to_a_savepoint_on_postgres() {
+    let database = TestDatabase::postgres().await;
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let channel = sms_channel(&mut tx, mine).await;
+    tx.commit().await.unwrap();
+    let channel_ref = "sms:+14155550005";
+
+    let mut tx = db.begin().await.unwrap();
+    conversations::look_ahead_open(&mut tx, mine, channel, &[channel_ref]).await.unwrap();
+    let mut other = db.begin().await.unwrap();
+    let winner = conversations::insert(&mut other, mine, &conversation(channel, channel_ref)).await.unwrap();
+    other.commit().await.unwrap();
+    assert!(conversations::find_open(&mut tx, mine, channel, channel_ref).await.unwrap().is_none());
+    tx.savepoint("open").await.unwrap();
+    let lost = conversations::insert(&mut tx, mine, &conversation(channel, channel_ref)).await;
+    assert!(matches!(lost, Err(parley_store::StoreError::UniqueViolation)), "{lost:?}");
+    tx.rollback_to("open").await.unwrap();
+    let found = conversations::find_open(&mut tx, mine, channel, channel_ref).await.unwrap();
+    assert_eq!(found.map(|c| c.item.id), Some(winner.item.id));
 }

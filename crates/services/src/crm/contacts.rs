@@ -533,6 +533,29 @@ fn fill(target: &mut Option<String>, from: Option<String>) {
     }
 }
 
+/// The contact column that holds an identity's address too (phone and
+/// email channels): a contact with that number or email is its owner.
+fn address_column(identity: &Identity) -> Option<AddressColumn> {
+    match identity.channel.as_str() {
+        "sms" | "whatsapp" | "voice" => Some(AddressColumn::Phone),
+        "email" => Some(AddressColumn::Email),
+        _ => None,
+    }
+}
+
+/// Reads ahead, for a batch of inbound senders, which of them no contact
+/// owns by identity or by address (a transaction's lookahead, see
+/// `parley_store::Absences`), so that [`resolve_address`] looks up only
+/// the ones that exist.
+pub async fn look_ahead_senders(tx: &mut Tx, scope: Scope, senders: &[Identity]) -> parley_store::StoreResult<()> {
+    for column in [AddressColumn::Phone, AddressColumn::Email] {
+        let of_column: Vec<&str> =
+            senders.iter().filter(|i| address_column(i) == Some(column)).map(|i| i.address.as_str()).collect();
+        repo::look_ahead_addresses(tx, scope, column, &of_column).await?;
+    }
+    repo::look_ahead_identities(tx, scope, senders).await
+}
+
 /// The contact behind an inbound address on `channel`: the owner of that
 /// identity; else, for phone and email channels, the contact with that
 /// number or email (which then gains the identity); else, when
@@ -548,10 +571,9 @@ pub async fn resolve_address(
     if let Some(id) = repo::id_by_identity(tx, scope, identity).await? {
         return Ok(Some(read(tx, scope, id).await?));
     }
-    let by_address = match identity.channel.as_str() {
-        "sms" | "whatsapp" | "voice" => repo::id_by_address(tx, scope, AddressColumn::Phone, &identity.address).await?,
-        "email" => repo::id_by_address(tx, scope, AddressColumn::Email, &identity.address).await?,
-        _ => None,
+    let by_address = match address_column(identity) {
+        Some(column) => repo::id_by_address(tx, scope, column, &identity.address).await?,
+        None => None,
     };
     if let Some(id) = by_address {
         repo::add_identity(tx, scope, id, identity).await?;

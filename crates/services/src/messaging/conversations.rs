@@ -13,7 +13,7 @@ use parley_domain::agent::TriggerEvent;
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{
     Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction, Handler,
-    Message, MessageStatus, preview,
+    Message, MessageStatus,
 };
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
@@ -81,8 +81,7 @@ pub async fn receive(
     {
         return Ok(Received { message, new: false });
     }
-    let identity = Identity::parse(channel.kind, &inbound.from, svc.config.contacts.default_region)
-        .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))?;
+    let identity = sender_identity(svc, channel, &inbound)?;
     let sender_name = inbound.contact.as_ref().and_then(|c| c.display_name.as_deref());
     // In a group the conversation is the group's; the author is the member.
     // An email reply belongs to its thread's conversation while it is open.
@@ -132,7 +131,6 @@ pub async fn receive(
         },
     )
     .await?;
-    repo::record_inbound(tx, scope, conversation.item.id, message.created_at, &preview(&message.text)).await?;
     events::append(tx, scope, EventType::MessageReceived, event_data(&message)?).await?;
     // A keyword that stops or resumes messages is the provider's business
     // (it confirms to the sender), not a question for the agent.
@@ -157,6 +155,51 @@ pub async fn receive(
         crate::agents::runs::queue_answer(tx, svc, scope, &conversation, agent_id).await?;
     }
     Ok(Received { message, new: true })
+}
+
+/// Who sent `inbound`, as a contact identity.
+fn sender_identity(svc: &Services, channel: &ChannelRow, inbound: &Inbound) -> ServiceResult<Identity> {
+    Identity::parse(channel.kind, &inbound.from, svc.config.contacts.default_region)
+        .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))
+}
+
+/// Reads ahead for a group commit's batch of inbound messages, one
+/// statement each for the whole batch (see `parley_store::Absences`):
+/// which provider ids are new, which conversations are not open yet and
+/// which senders are not contacts yet; [`receive`] then looks up only what
+/// exists. A message whose sender cannot be read is left to `receive`.
+pub fn look_ahead_receive<'a>(
+    tx: &'a mut Tx,
+    svc: &'a Services,
+    jobs: Vec<&'a InboundJob>,
+) -> BoxFuture<'a, parley_store::StoreResult<()>> {
+    Box::pin(async move {
+        let mut channels: Vec<(Scope, &ChannelRow, Vec<&InboundJob>)> = Vec::new();
+        for job in jobs {
+            match channels.iter_mut().find(|(scope, c, _)| *scope == job.scope && c.id == job.channel.id) {
+                Some((_, _, batch)) => batch.push(job),
+                None => channels.push((job.scope, &job.channel, vec![job])),
+            }
+        }
+        for (scope, channel, batch) in channels {
+            let ids: Vec<&str> = batch.iter().map(|j| j.inbound.external_id.as_str()).collect();
+            repo::look_ahead_inbound(tx, scope, channel.id, &ids).await?;
+            let mut refs = Vec::with_capacity(batch.len());
+            let mut senders = Vec::with_capacity(batch.len());
+            for job in &batch {
+                let Ok(identity) = sender_identity(svc, channel, &job.inbound) else { continue };
+                refs.push(match &job.inbound.group {
+                    Some(group) => Opening::Group { address: &group.address, title: &group.title }.channel_ref(channel),
+                    None => Opening::Direct { identity: &identity, sender_name: None }.channel_ref(channel),
+                });
+                senders.push(identity);
+            }
+            let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+            repo::look_ahead_open(tx, scope, channel.id, &refs).await?;
+            contacts::look_ahead_senders(tx, scope, &senders).await?;
+        }
+        Ok(())
+    })
 }
 
 /// The conversation that is not closed on `channel` with `identity`, or a

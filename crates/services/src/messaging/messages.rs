@@ -10,7 +10,7 @@ use parley_domain::channel::ChannelType;
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{
     Attachment, Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, Message, MessageStatus,
-    Template, preview,
+    Template,
 };
 use parley_domain::event::EventType;
 use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, parse_object, string};
@@ -435,7 +435,6 @@ pub async fn send(
         },
     )
     .await?;
-    repo::record_outbound(tx, scope, id, message.created_at, &preview(&message.text)).await?;
     crate::messaging::courier::enqueue(tx, scope, message.id, id, channel.id).await?;
     svc.storage.present(&mut message).await;
     Ok(message)

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::{Arg, Where, bind_args, versions};
+use crate::db::{Absent, forget_absent, known_absent};
 use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
@@ -145,6 +146,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ContactFields) -> S
             .bind(f.search_text())
             .bind(now)
     )?;
+    forget_addresses(c, scope, f);
     versions::bump(c, scope, VERSION_KEY).await?;
     row.into_contact(Vec::new())
 }
@@ -185,6 +187,9 @@ pub async fn insert_many(c: &mut impl AsHandle, scope: Scope, fields: &[ContactF
         out.extend(ids.into_iter().zip(chunk).map(|(id, f)| f.clone().into_contact(id, now)));
     }
     if !fields.is_empty() {
+        for f in fields {
+            forget_addresses(c, scope, f);
+        }
         versions::bump(c, scope, VERSION_KEY).await?;
     }
     Ok(out)
@@ -213,9 +218,27 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &ContactFie
         .bind(Timestamp::now())
     )?;
     if n > 0 {
+        forget_addresses(c, scope, f);
         versions::bump(c, scope, VERSION_KEY).await?;
     }
     Ok(n > 0)
+}
+
+/// Forgets that no contact had `f`'s phone and email (one has now).
+fn forget_addresses(c: &mut impl AsHandle, scope: Scope, f: &ContactFields) {
+    if let Some(phone) = &f.normalized_phone {
+        forget_absent(c, &address_key(scope, AddressColumn::Phone, phone));
+    }
+    if let Some(email) = &f.normalized_email {
+        forget_absent(c, &address_key(scope, AddressColumn::Email, email));
+    }
+}
+
+fn address_key(scope: Scope, column: AddressColumn, value: &str) -> Absent {
+    match column {
+        AddressColumn::Phone => Absent::Phone { scope, phone: value.to_owned() },
+        AddressColumn::Email => Absent::Email { scope, email: value.to_owned() },
+    }
 }
 
 /// Deletes a contact and its identities; false if there was none.
@@ -256,7 +279,7 @@ pub async fn get_many(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Store
     let mut out = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(500) {
         let mut w = Where::scoped(scope, "c");
-        let list = placeholders(&mut w, chunk.iter().map(|id| Arg::I64(*id)));
+        let list = w.list(chunk.iter().map(|id| Arg::I64(*id)));
         // Without statistics SQLite would rather scan the scope's index than
         // look the ids up: tell it not to.
         let table = if matches!(c.handle(), Handle::Postgres(_)) { "contacts c" } else { "contacts c NOT INDEXED" };
@@ -282,7 +305,7 @@ pub async fn ids_by_addresses(
     let mut out = HashMap::with_capacity(values.len());
     for chunk in values.chunks(500) {
         let mut w = Where::scoped(scope, "c");
-        let list = placeholders(&mut w, chunk.iter().map(|v| Arg::Text((*v).to_owned())));
+        let list = w.list(chunk.iter().map(|v| Arg::Text((*v).to_owned())));
         let col = column.as_sql();
         let sql = sqlx::AssertSqlSafe(format!("SELECT {col}, c.id FROM contacts c{} AND {col} IN ({list})", w.sql()));
         let rows: Vec<(String, i64)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
@@ -307,16 +330,6 @@ impl AddressColumn {
     }
 }
 
-/// Binds `args` as the next placeholders of `w`; returns "$3, $4, …".
-fn placeholders(w: &mut Where, args: impl IntoIterator<Item = Arg>) -> String {
-    let mut list = Vec::new();
-    for a in args {
-        list.push(format!("${}", w.next_placeholder()));
-        w.args.push(a);
-    }
-    list.join(", ")
-}
-
 /// The contact that has this normalised phone (or email), if any.
 pub async fn id_by_address(
     c: &mut impl AsHandle,
@@ -324,11 +337,75 @@ pub async fn id_by_address(
     column: AddressColumn,
     value: &str,
 ) -> StoreResult<Option<i64>> {
+    if known_absent(c, &address_key(scope, column, value)) {
+        return Ok(None);
+    }
     Ok(ids_by_addresses(c, scope, column, &[value]).await?.remove(value))
+}
+
+/// Looks ahead for a batch of senders (a transaction's lookahead, see
+/// [`crate::Absences`]): which of these phones (or emails) no contact has,
+/// in one statement, so that [`id_by_address`] answers them without one.
+pub async fn look_ahead_addresses(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    column: AddressColumn,
+    addresses: &[&str],
+) -> StoreResult<()> {
+    if c.absences().is_none() || addresses.is_empty() {
+        return Ok(());
+    }
+    let found = ids_by_addresses(c, scope, column, addresses).await?;
+    for a in addresses.iter().filter(|a| !found.contains_key(**a)) {
+        note_absent(c, address_key(scope, column, a));
+    }
+    Ok(())
+}
+
+/// Looks ahead for a batch of senders: which of these identities nobody
+/// owns, in one statement, so that [`id_by_identity`] answers them
+/// without one.
+pub async fn look_ahead_identities(c: &mut impl AsHandle, scope: Scope, identities: &[Identity]) -> StoreResult<()> {
+    if c.absences().is_none() {
+        return Ok(());
+    }
+    // One channel at a time: `channel = $3 AND address IN (…)` is on the index.
+    let mut channels: Vec<parley_domain::channel::ChannelType> = identities.iter().map(|i| i.channel).collect();
+    channels.sort_unstable_by_key(|ch| ch.as_str());
+    channels.dedup();
+    for channel in channels {
+        let addresses: Vec<&str> =
+            identities.iter().filter(|i| i.channel == channel).map(|i| i.address.as_str()).collect();
+        for chunk in addresses.chunks(500) {
+            let mut w = Where::scoped(scope, "i");
+            w.and("i.channel = ?", [Arg::Text(channel.as_str().to_owned())]);
+            let list = w.list(chunk.iter().map(|a| Arg::Text((*a).to_owned())));
+            let sql = sqlx::AssertSqlSafe(format!(
+                "SELECT i.address FROM contact_identities i{} AND i.address IN ({list})",
+                w.sql()
+            ));
+            let rows: Vec<(String,)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+            let found: std::collections::HashSet<String> = rows.into_iter().map(|(a,)| a).collect();
+            for address in chunk.iter().filter(|a| !found.contains(**a)) {
+                let identity = Identity { channel, address: (*address).to_owned() };
+                note_absent(c, Absent::Identity { scope, identity });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn note_absent(c: &mut impl AsHandle, absent: Absent) {
+    if let Some(a) = c.absences() {
+        a.note(absent);
+    }
 }
 
 /// The contact that owns this identity, if any.
 pub async fn id_by_identity(c: &mut impl AsHandle, scope: Scope, identity: &Identity) -> StoreResult<Option<i64>> {
+    if known_absent(c, &Absent::Identity { scope, identity: identity.clone() }) {
+        return Ok(None);
+    }
     let row: Option<(i64,)> = fetch_optional!(
         c,
         sqlx::query_as(
@@ -349,7 +426,7 @@ async fn identities_of(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Stor
         return Ok(out);
     }
     let mut w = Where::scoped(scope, "i");
-    let list = placeholders(&mut w, ids.iter().map(|id| Arg::I64(*id)));
+    let list = w.list(ids.iter().map(|id| Arg::I64(*id)));
     let table = if matches!(c.handle(), Handle::Postgres(_)) {
         "contact_identities i"
     } else {
@@ -374,6 +451,7 @@ pub async fn add_identity(
     contact_id: i64,
     identity: &Identity,
 ) -> StoreResult<()> {
+    forget_absent(c, &Absent::Identity { scope, identity: identity.clone() });
     execute!(
         c,
         sqlx::query(

@@ -2,16 +2,17 @@
 
 use parley_domain::conversation::{
     Attachment, Author, AuthorType, Conversation, ConversationItem, ConversationKind, ConversationStatus, Direction,
-    Handler, Message, MessageDetails, MessageStatus,
+    Handler, Message, MessageDetails, MessageStatus, preview,
 };
 use parley_domain::validation::Page;
 use parley_domain::{Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{Arg, Where, versions};
+use super::{Arg, Where, bind_args, versions};
+use crate::db::{Absent, forget_absent, known_absent};
 use crate::repo::BindScope;
-use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "conversations";
 
@@ -100,6 +101,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewConversation<'_>
             .bind(n.sender_name)
             .bind(Timestamp::now())
     )?;
+    forget_absent(c, &open_key(scope, n.channel_id, n.channel_ref));
     versions::bump(c, scope, VERSION_KEY).await?;
     row.try_into()
 }
@@ -111,6 +113,9 @@ pub async fn find_open(
     channel_id: i64,
     channel_ref: &str,
 ) -> StoreResult<Option<Conversation>> {
+    if known_absent(c, &open_key(scope, channel_id, channel_ref)) {
+        return Ok(None);
+    }
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM conversations
          WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND channel_ref = $4 AND status <> 'closed'
@@ -140,30 +145,6 @@ pub async fn set_status(c: &mut impl AsHandle, scope: Scope, id: i64, status: Co
         .bind(id)
         .bind(status.as_str())
         .bind(Timestamp::now())
-    )?;
-    versions::bump(c, scope, VERSION_KEY).await
-}
-
-/// Notes an inbound message: last message, one more unread, and the
-/// contact waiting since now (if not already).
-pub async fn record_inbound(
-    c: &mut impl AsHandle,
-    scope: Scope,
-    id: i64,
-    at: Timestamp,
-    preview: &str,
-) -> StoreResult<()> {
-    execute!(
-        c,
-        sqlx::query(
-            "UPDATE conversations SET last_message_ts = $4, last_message_preview = $5, unread_count = unread_count + 1,
-                waiting_since = COALESCE(waiting_since, $4), updated_at = $4
-             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
-        )
-        .bind_scope(scope)
-        .bind(id)
-        .bind(at)
-        .bind(preview)
     )?;
     versions::bump(c, scope, VERSION_KEY).await
 }
@@ -417,13 +398,35 @@ fn stored_attachments(attachments: &[Attachment]) -> Value {
     )
 }
 
+/// Stores a message and notes it on its conversation, in one round trip:
+/// the last message and its preview, and for an inbound message one more
+/// unread and the contact waiting since now (if not already); an outbound
+/// one ends the wait.
 pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<'_>) -> StoreResult<Message> {
-    let sql = sqlx::AssertSqlSafe(format!(
+    if let (Direction::Inbound, Some(external_id)) = (m.direction, m.external_id) {
+        forget_absent(c, &inbound_key(scope, m.channel_id, external_id));
+    }
+    let insert = format!(
         "INSERT INTO messages (workspace_id, livemode, conversation_id, channel_id, direction, author_type, author_id,
             text, status, external_id, created_at, attachments, details)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {MESSAGE_COLUMNS}"
-    ));
-    let row: MessageRow = fetch_one!(
+    );
+    let noted = match m.direction {
+        Direction::Inbound => "unread_count = unread_count + 1, waiting_since = COALESCE(waiting_since, $11)",
+        Direction::Outbound => "waiting_since = NULL",
+    };
+    let update = format!(
+        "UPDATE conversations SET last_message_ts = $11, last_message_preview = $14, {noted}, updated_at = $11
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3"
+    );
+    // Two statements, one trip to the database: SQLite runs both in one
+    // call (the insert first, so that a refused message changes nothing);
+    // PostgreSQL takes the update as a data-modifying WITH.
+    let sql = sqlx::AssertSqlSafe(match c.handle() {
+        Handle::Sqlite(_) => format!("{insert};\n{update}"),
+        Handle::Postgres(_) => format!("WITH noted AS ({update}) {insert}"),
+    });
+    let rows: Vec<MessageRow> = fetch_all!(
         c,
         sqlx::query_as(sql)
             .bind_scope(scope)
@@ -438,7 +441,10 @@ pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<
             .bind(Timestamp::now())
             .bind(Json(stored_attachments(m.attachments)))
             .bind(Json(m.details))
+            .bind(preview(m.text))
     )?;
+    let row = rows.into_iter().next().ok_or_else(|| crate::StoreError::Corrupt("an insert returned no row".into()))?;
+    versions::bump(c, scope, VERSION_KEY).await?;
     row.try_into()
 }
 
@@ -453,6 +459,9 @@ pub async fn by_external_id(
 ) -> StoreResult<Option<Message>> {
     // The direction is written into the SQL, not bound: only then can the
     // planner use the partial indexes (`WHERE direction = 'inbound'`, …).
+    if direction == Direction::Inbound && known_absent(c, &inbound_key(scope, channel_id, external_id)) {
+        return Ok(None);
+    }
     let direction = direction.as_str();
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages
@@ -534,28 +543,6 @@ pub async fn advance_status(
             .bind(error)
     )?;
     Ok(n > 0)
-}
-
-/// Notes an outbound message: the last message, and nobody waits any more.
-pub async fn record_outbound(
-    c: &mut impl AsHandle,
-    scope: Scope,
-    id: i64,
-    at: Timestamp,
-    preview: &str,
-) -> StoreResult<()> {
-    execute!(
-        c,
-        sqlx::query(
-            "UPDATE conversations SET last_message_ts = $4, last_message_preview = $5, waiting_since = NULL, updated_at = $4
-             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
-        )
-        .bind_scope(scope)
-        .bind(id)
-        .bind(at)
-        .bind(preview)
-    )?;
-    versions::bump(c, scope, VERSION_KEY).await
 }
 
 /// Stamps `read_at` on the conversation's inbound messages not yet read
@@ -681,6 +668,84 @@ pub async fn latest_message(c: &mut impl AsHandle, scope: Scope, conversation_id
     ));
     let row: Option<MessageRow> = fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(conversation_id))?;
     row.map(Message::try_from).transpose()
+}
+
+fn inbound_key(scope: Scope, channel_id: i64, external_id: &str) -> Absent {
+    Absent::InboundMessage { scope, channel_id, external_id: external_id.to_owned() }
+}
+
+fn open_key(scope: Scope, channel_id: i64, channel_ref: &str) -> Absent {
+    Absent::OpenConversation { scope, channel_id, channel_ref: channel_ref.to_owned() }
+}
+
+/// Looks ahead for a batch of inbound messages on a channel (a
+/// transaction's lookahead, see [`crate::Absences`]): which provider ids it
+/// has not stored, in one statement, so that [`by_external_id`] answers
+/// them without one.
+pub async fn look_ahead_inbound(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    external_ids: &[&str],
+) -> StoreResult<()> {
+    look_ahead(c, scope, channel_id, external_ids, LookAhead::Inbound).await
+}
+
+/// Looks ahead for the conversations a batch of inbound messages goes to:
+/// which `channel_ref`s have none that is not closed, so that
+/// [`find_open`] answers them without a statement.
+pub async fn look_ahead_open(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    channel_refs: &[&str],
+) -> StoreResult<()> {
+    look_ahead(c, scope, channel_id, channel_refs, LookAhead::Open).await
+}
+
+#[derive(Clone, Copy)]
+enum LookAhead {
+    Inbound,
+    Open,
+}
+
+async fn look_ahead(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    keys: &[&str],
+    what: LookAhead,
+) -> StoreResult<()> {
+    if c.absences().is_none() {
+        return Ok(());
+    }
+    for chunk in keys.chunks(500) {
+        let mut w = Where::scoped(scope, "t");
+        w.and("t.channel_id = ?", [Arg::I64(channel_id)]);
+        let list = w.list(chunk.iter().map(|k| Arg::Text((*k).to_owned())));
+        // The same conditions as by_external_id's and find_open's, on their indexes.
+        let sql = sqlx::AssertSqlSafe(match what {
+            LookAhead::Inbound => format!(
+                "SELECT t.external_id FROM messages t{} AND t.direction = 'inbound' AND t.external_id IN ({list})",
+                w.sql()
+            ),
+            LookAhead::Open => format!(
+                "SELECT t.channel_ref FROM conversations t{} AND t.status <> 'closed' AND t.kind <> 'call'
+                   AND t.channel_ref IN ({list})",
+                w.sql()
+            ),
+        });
+        let found: Vec<(String,)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
+        let found: std::collections::HashSet<String> = found.into_iter().map(|(k,)| k).collect();
+        let Some(absences) = c.absences() else { return Ok(()) };
+        for key in chunk.iter().filter(|k| !found.contains(**k)) {
+            absences.note(match what {
+                LookAhead::Inbound => inbound_key(scope, channel_id, key),
+                LookAhead::Open => open_key(scope, channel_id, key),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The conversation of the message the channel knows by one of these

@@ -77,6 +77,16 @@ impl Where {
         &self.sql
     }
 
+    /// Binds `args` as the next placeholders; returns "$3, $4, …" (for an `IN` list).
+    pub(crate) fn list(&mut self, args: impl IntoIterator<Item = Arg>) -> String {
+        let mut list = Vec::new();
+        for a in args {
+            list.push(format!("${}", self.next_placeholder()));
+            self.args.push(a);
+        }
+        list.join(", ")
+    }
+
     /// The `$N` that the next bound argument will take.
     pub(crate) fn next_placeholder(&self) -> usize {
         self.args.len() + 1

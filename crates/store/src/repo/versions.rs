@@ -3,7 +3,7 @@
 use parley_domain::Scope;
 
 use crate::repo::BindScope;
-use crate::{AsHandle, StoreResult, execute, fetch_all};
+use crate::{AsHandle, StoreResult, fetch_all};
 
 /// The change counters of one scope at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,19 +30,35 @@ pub async fn snapshot(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Snapsh
     Ok(Snapshot(rows))
 }
 
-/// Records a change to `resource` in `scope`; call in the writing transaction.
+/// Records a change to `resource` in `scope`; in a transaction, at its
+/// commit (with its other bumps, in one statement).
 pub async fn bump(c: &mut impl AsHandle, scope: Scope, resource: &str) -> StoreResult<()> {
-    if !c.needs_bump(scope, resource) {
+    if c.defer_bump(scope, resource) {
         return Ok(());
     }
-    execute!(
-        c,
-        sqlx::query(
-            "INSERT INTO scope_versions (workspace_id, livemode, resource, version) VALUES ($1, $2, $3, 1)
-             ON CONFLICT (workspace_id, livemode, resource) DO UPDATE SET version = scope_versions.version + 1",
-        )
-        .bind_scope(scope)
-        .bind(resource)
-    )?;
+    bump_all(c, [(scope, resource.to_owned())]).await
+}
+
+/// Bumps every counter named, once each, in one statement.
+pub(crate) async fn bump_all(
+    c: &mut impl AsHandle,
+    counters: impl IntoIterator<Item = (Scope, String)>,
+) -> StoreResult<()> {
+    let mut counters: Vec<(Scope, String)> = counters.into_iter().collect();
+    if counters.is_empty() {
+        return Ok(());
+    }
+    // In one order, so that two PostgreSQL transactions bumping the same
+    // counters lock their rows in the same order (no deadlock).
+    counters.sort_by(|a, b| (a.0.workspace_id, a.0.livemode(), &a.1).cmp(&(b.0.workspace_id, b.0.livemode(), &b.1)));
+    counters.dedup();
+    crate::dispatch!(c, conn => {
+        let mut q = sqlx::QueryBuilder::new("INSERT INTO scope_versions (workspace_id, livemode, resource, version) ");
+        q.push_values(&counters, |mut b, (scope, resource)| {
+            b.push_bind(scope.workspace_id).push_bind(scope.livemode()).push_bind(resource).push_bind(1_i64);
+        });
+        q.push(" ON CONFLICT (workspace_id, livemode, resource) DO UPDATE SET version = scope_versions.version + 1");
+        q.build().execute(conn).await.map(|r| r.rows_affected())
+    })?;
     Ok(())
 }
