@@ -334,8 +334,7 @@ async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestD
     let channel = sms_channel(&mut tx, mine).await;
     let contact =
         ContactFields { display_name: "Known".into(), normalized_phone: Some(known.into()), ..Default::default() };
-    let contact = contacts::insert(&mut tx, mine, &contact).await.unwrap();
-    contacts::add_identity(&mut tx, mine, contact.id, &sms(known)).await.unwrap();
+    let contact = contacts::insert(&mut tx, mine, &contact, &[sms(known)]).await.unwrap();
     let open = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550001")).await.unwrap();
     conversations::insert_message(
         &mut tx,
@@ -361,7 +360,7 @@ async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestD
     // What is missing is missing, until it is written.
     assert!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, new).await.unwrap().is_none());
     let fields = ContactFields { display_name: "New".into(), normalized_phone: Some(new.into()), ..Default::default() };
-    let created = contacts::insert(&mut tx, mine, &fields).await.unwrap();
+    let created = contacts::insert(&mut tx, mine, &fields, &[]).await.unwrap();
     assert_eq!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, new).await.unwrap(), Some(created.id));
     assert!(contacts::id_by_identity(&mut tx, mine, &sms(new)).await.unwrap().is_none());
     contacts::add_identity(&mut tx, mine, created.id, &sms(new)).await.unwrap();
@@ -391,6 +390,16 @@ async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestD
     contacts::look_ahead_addresses(&mut tx, theirs, AddressColumn::Phone, &[known]).await.unwrap();
     assert_eq!(contacts::id_by_address(&mut tx, mine, AddressColumn::Phone, known).await.unwrap(), Some(contact.id));
     assert!(contacts::id_by_address(&mut tx, theirs, AddressColumn::Phone, known).await.unwrap().is_none());
+    tx.commit().await.unwrap();
+    // A contact is stored with all its identities (the first in the same trip).
+    let mut tx = db.begin().await.unwrap();
+    let two = [sms("+14155550006"), Identity { channel: ChannelType::Telegram, address: "4242".into() }];
+    let fields = ContactFields { display_name: "Two".into(), ..Default::default() };
+    let both = contacts::insert(&mut tx, mine, &fields, &two).await.unwrap();
+    assert_eq!(both.identities, two);
+    for identity in &two {
+        assert_eq!(contacts::id_by_identity(&mut tx, mine, identity).await.unwrap(), Some(both.id));
+    }
     tx.commit().await.unwrap();
     // Outside a transaction nothing is remembered.
     let mut c = db.read().await.unwrap();

@@ -369,11 +369,7 @@ async fn insert_checked(
     fields: &ContactFields,
     identities: Vec<Identity>,
 ) -> ServiceResult<Contact> {
-    let mut contact = repo::insert(tx, scope, fields).await?;
-    for identity in &identities {
-        repo::add_identity(tx, scope, contact.id, identity).await?;
-    }
-    contact.identities = identities;
+    let contact = repo::insert(tx, scope, fields, &identities).await?;
     events::append(tx, scope, EventType::ContactCreated, event_data(&contact)?).await?;
     Ok(contact)
 }

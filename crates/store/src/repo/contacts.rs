@@ -122,33 +122,72 @@ impl ContactFields {
     }
 }
 
-/// Inserts a contact (without identities) and returns it.
-pub async fn insert(c: &mut impl AsHandle, scope: Scope, f: &ContactFields) -> StoreResult<Contact> {
+/// Inserts a contact with its identities (which the caller has found to
+/// be free) and returns it. The contact and its first identity (a
+/// discovered sender's only one) go in one trip: two statements in one
+/// call on SQLite, a data-modifying `WITH` on PostgreSQL.
+pub async fn insert(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    f: &ContactFields,
+    identities: &[Identity],
+) -> StoreResult<Contact> {
     let now = Timestamp::now();
-    let sql = sqlx::AssertSqlSafe(format!(
-        "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
+    let contact = "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
             normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING {COLUMNS}"
-    ));
-    let row: Row = fetch_one!(
-        c,
-        sqlx::query_as(sql)
-            .bind_scope(scope)
-            .bind(&f.display_name)
-            .bind(&f.canonical_name)
-            .bind(&f.normalized_phone)
-            .bind(&f.normalized_email)
-            .bind(&f.avatar_url)
-            .bind(&f.notes)
-            .bind(Json(&f.tags))
-            .bind(f.origin.unwrap_or(Origin::Manual).as_str())
-            .bind(Json(&f.metadata))
-            .bind(f.search_text())
-            .bind(now)
-    )?;
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)";
+    let identity = "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, created_at)";
+    let (first, rest) = match identities.split_first() {
+        Some((first, rest)) => (Some(first), rest),
+        None => (None, identities),
+    };
+    let sql = sqlx::AssertSqlSafe(match (first, c.handle()) {
+        (None, _) => format!("{contact} RETURNING {COLUMNS}"),
+        // The contact's id is its rowid (`INTEGER PRIMARY KEY`); the search
+        // index's trigger does not change `last_insert_rowid()` afterwards.
+        (Some(_), Handle::Sqlite(_)) => {
+            format!("{contact} RETURNING {COLUMNS};\n{identity} VALUES ($1, $2, last_insert_rowid(), $14, $15, $13)")
+        }
+        (Some(_), Handle::Postgres(_)) => format!(
+            "WITH created AS ({contact} RETURNING {COLUMNS}),
+                  identified AS ({identity} SELECT $1, $2, created.id, $14, $15, $13 FROM created)
+             SELECT * FROM created"
+        ),
+    });
+    // The contact's columns, bound for either backend.
+    macro_rules! contact_query {
+        () => {
+            sqlx::query_as(sql)
+                .bind_scope(scope)
+                .bind(&f.display_name)
+                .bind(&f.canonical_name)
+                .bind(&f.normalized_phone)
+                .bind(&f.normalized_email)
+                .bind(&f.avatar_url)
+                .bind(&f.notes)
+                .bind(Json(&f.tags))
+                .bind(f.origin.unwrap_or(Origin::Manual).as_str())
+                .bind(Json(&f.metadata))
+                .bind(f.search_text())
+                .bind(now)
+        };
+    }
+    let rows: Vec<Row> = match first {
+        Some(first) => fetch_all!(c, contact_query!().bind(first.channel.as_str()).bind(&first.address))?,
+        None => fetch_all!(c, contact_query!())?,
+    };
+    let row = rows.into_iter().next().ok_or_else(|| crate::StoreError::Corrupt("an insert returned no row".into()))?;
     forget_addresses(c, scope, f);
+    if let Some(first) = first {
+        forget_absent(c, &Absent::Identity { scope, identity: first.clone() });
+    }
+    let mut contact = row.into_contact(Vec::new())?;
+    for identity in rest {
+        add_identity(c, scope, contact.id, identity).await?;
+    }
+    contact.identities = identities.to_vec();
     versions::bump(c, scope, VERSION_KEY).await?;
-    row.into_contact(Vec::new())
+    Ok(contact)
 }
 
 /// Inserts several contacts (without identities), in order; for imports.
