@@ -338,6 +338,13 @@ pub(crate) fn known_absent(c: &mut impl AsHandle, absent: &Absent) -> bool {
     c.absences().is_some_and(|a| a.contains(absent))
 }
 
+/// Notes that `absent`'s row is not there (a lookahead found it missing).
+pub(crate) fn note_absent(c: &mut impl AsHandle, absent: Absent) {
+    if let Some(a) = c.absences() {
+        a.note(absent);
+    }
+}
+
 /// Forgets that `absent`'s row was not there (it was written now).
 pub(crate) fn forget_absent(c: &mut impl AsHandle, absent: &Absent) {
     if let Some(a) = c.absences() {

@@ -204,10 +204,7 @@ async fn events_fan_out_to_subscribed_endpoints(database: TestDatabase) {
 async fn events_are_written_at_commit_and_undone_with_their_savepoint(database: TestDatabase) {
     let db = open(&database.url).await;
     let (mine, _, _) = scopes(&db).await;
-    let mut tx = db.begin().await.unwrap();
-    let endpoint =
-        webhooks::insert_endpoint(&mut tx, mine, "https://a.example/h", &["*".into()], None, "s").await.unwrap();
-    tx.commit().await.unwrap();
+    let endpoint = catch_all_endpoint(&db, mine).await;
 
     let mut tx = db.begin().await.unwrap();
     let kept = events::append(&mut tx, mine, EventType::AgentCreated, json!({"n": 1})).await.unwrap();
@@ -319,6 +316,20 @@ fn message<'a>(
     }
 }
 
+/// Stores `m` (see `conversations::insert_message`).
+async fn stored(tx: &mut parley_store::Tx, scope: Scope, m: NewMessage<'_>) -> parley_domain::conversation::Message {
+    conversations::insert_message(tx, scope, &m).await.unwrap()
+}
+
+/// An endpoint of `scope` subscribed to every event.
+async fn catch_all_endpoint(db: &Db, scope: Scope) -> webhooks::EndpointRow {
+    let mut tx = db.begin().await.unwrap();
+    let endpoint =
+        webhooks::insert_endpoint(&mut tx, scope, "https://a.example/h", &["*".into()], None, "s").await.unwrap();
+    tx.commit().await.unwrap();
+    endpoint
+}
+
 fn sms(address: &str) -> Identity {
     Identity { channel: ChannelType::Sms, address: address.into() }
 }
@@ -336,13 +347,7 @@ async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestD
         ContactFields { display_name: "Known".into(), normalized_phone: Some(known.into()), ..Default::default() };
     let contact = contacts::insert(&mut tx, mine, &contact, &[sms(known)]).await.unwrap();
     let open = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550001")).await.unwrap();
-    conversations::insert_message(
-        &mut tx,
-        mine,
-        &message(open.item.id, channel, Direction::Inbound, "Hi", Some("SM1")),
-    )
-    .await
-    .unwrap();
+    stored(&mut tx, mine, message(open.item.id, channel, Direction::Inbound, "Hi", Some("SM1"))).await;
     tx.commit().await.unwrap();
 
     let mut tx = db.begin().await.unwrap();
@@ -370,13 +375,7 @@ async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestD
     let found = conversations::find_open(&mut tx, mine, channel, "sms:+14155550002").await.unwrap();
     assert_eq!(found.map(|c| c.item.id), Some(opened.item.id));
     assert!(conversations::by_external_id(&mut tx, mine, channel, Direction::Inbound, "SM2").await.unwrap().is_none());
-    conversations::insert_message(
-        &mut tx,
-        mine,
-        &message(opened.item.id, channel, Direction::Inbound, "Yo", Some("SM2")),
-    )
-    .await
-    .unwrap();
+    stored(&mut tx, mine, message(opened.item.id, channel, Direction::Inbound, "Yo", Some("SM2"))).await;
     let by_id = conversations::by_external_id(&mut tx, mine, channel, Direction::Inbound, "SM2").await.unwrap();
     assert_eq!(by_id.map(|m| m.conversation_id), Some(opened.item.id));
     // A contact updated to a looked-for email is found by it.
@@ -416,16 +415,8 @@ async fn a_message_is_noted_on_its_conversation_as_it_is_stored(database: TestDa
     let mut tx = db.begin().await.unwrap();
     let channel = sms_channel(&mut tx, mine).await;
     let id = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550003")).await.unwrap().item.id;
-    let first = conversations::insert_message(
-        &mut tx,
-        mine,
-        &message(id, channel, Direction::Inbound, "Where is it?", Some("SM9")),
-    )
-    .await
-    .unwrap();
-    conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "Hello?", None))
-        .await
-        .unwrap();
+    let first = stored(&mut tx, mine, message(id, channel, Direction::Inbound, "Where is it?", Some("SM9"))).await;
+    stored(&mut tx, mine, message(id, channel, Direction::Inbound, "Hello?", None)).await;
     tx.commit().await.unwrap();
     let mut c = db.read().await.unwrap();
     let noted = conversations::get(&mut c, mine, id).await.unwrap().unwrap();
@@ -441,10 +432,7 @@ async fn a_message_is_noted_on_its_conversation_as_it_is_stored(database: TestDa
     assert!(refused.is_err(), "a provider id is stored once");
     drop(tx);
     let mut tx = db.begin().await.unwrap();
-    let reply =
-        conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Outbound, "On its way", None))
-            .await
-            .unwrap();
+    let reply = stored(&mut tx, mine, message(id, channel, Direction::Outbound, "On its way", None)).await;
     tx.commit().await.unwrap();
     let mut c = db.read().await.unwrap();
     let noted = conversations::get(&mut c, mine, id).await.unwrap().unwrap();
@@ -467,7 +455,7 @@ async fn change_counters_move_once_at_commit_and_not_for_undone_work(database: T
     let mut tx = db.begin().await.unwrap();
     let channel = sms_channel(&mut tx, mine).await;
     let id = conversations::insert(&mut tx, mine, &conversation(channel, "sms:+14155550004")).await.unwrap().item.id;
-    conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "One", None)).await.unwrap();
+    stored(&mut tx, mine, message(id, channel, Direction::Inbound, "One", None)).await;
     tx.savepoint("undone").await.unwrap();
     versions::bump(&mut tx, live, conversations::VERSION_KEY).await.unwrap();
     tx.rollback_to("undone").await.unwrap();
@@ -478,7 +466,7 @@ async fn change_counters_move_once_at_commit_and_not_for_undone_work(database: T
     drop(c);
 
     let mut tx = db.begin().await.unwrap();
-    conversations::insert_message(&mut tx, mine, &message(id, channel, Direction::Inbound, "Two", None)).await.unwrap();
+    stored(&mut tx, mine, message(id, channel, Direction::Inbound, "Two", None)).await;
     drop(tx);
     let mut c = db.read().await.unwrap();
     assert_eq!(version(&versions::snapshot(&mut c, mine).await.unwrap()), before + 1);
@@ -552,10 +540,7 @@ async fn concurrent_first_deliveries_of_an_endpoint_make_one_drain_on_postgres()
     let database = TestDatabase::postgres().await;
     let db = open(&database.url).await;
     let (mine, _, _) = scopes(&db).await;
-    let mut tx = db.begin().await.unwrap();
-    let endpoint =
-        webhooks::insert_endpoint(&mut tx, mine, "https://a.example/h", &["*".into()], None, "s").await.unwrap();
-    tx.commit().await.unwrap();
+    let endpoint = catch_all_endpoint(&db, mine).await;
     let mut first = db.begin().await.unwrap();
     webhooks::enqueue(&mut first, mine, endpoint.id, "evt_1", "webhook.test").await.unwrap();
     let second = tokio::spawn({

@@ -164,6 +164,56 @@ async fn thread(app: &TestApp, key: &str, conversation: &Value) -> Vec<Value> {
 }
 
 both_backends! {
+    // Webhooks arriving together are stored in shared transactions that
+    // look ahead for the whole batch: each number still gets one contact
+    // (a known contact's number gains the identity, no duplicate) and one
+    // conversation holding all its messages, and a repeated MessageSid in
+    // the same burst is stored once.
+    async fn a_burst_of_webhooks_makes_one_contact_and_one_conversation_a_number(backend) {
+        let (twilio, _) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let (_, public_id) = twilio_channel(&app, &ws, "sms", "+14155550100", &twilio).await;
+        let known = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": "Known", "phone": "+14155550900"})).await;
+        assert_eq!(known.status, 201, "{}", known.text);
+        let path = format!("/hooks/twilio/{public_id}/inbound");
+        let numbers = ["+14155550900", "+14155550901", "+14155550902", "+14155550903", "+14155550904"];
+        let mut forms = Vec::new();
+        for (n, number) in numbers.iter().enumerate() {
+            for m in 0..4 {
+                let sid = format!("SM{n:016}{m:016}");
+                forms.push(vec![("MessageSid".to_owned(), sid), ("AccountSid".to_owned(), ACCOUNT.to_owned()),
+                    ("From".to_owned(), number.to_string()), ("To".to_owned(), "+14155550100".to_owned()),
+                    ("Body".to_owned(), format!("Message {m}")), ("NumMedia".to_owned(), "0".to_owned())]);
+            }
+        }
+        // Each number's first message twice.
+        for n in 0..numbers.len() {
+            forms.push(forms[n * 4].clone());
+        }
+        let signed: Vec<_> = forms.iter().map(|form| {
+            let params: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            (official_signature(TOKEN, &app.url(&path), &params), form)
+        }).collect();
+        let posts = signed.iter().map(|(signature, form)| {
+            app.client.post(app.url(&path)).header("X-Twilio-Signature", signature).form(form).send()
+        });
+        for r in futures::future::join_all(posts).await {
+            assert_eq!(r.unwrap().status(), 200);
+        }
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=sms&limit=100").await.body;
+        assert_eq!(conversations["total"], 5, "{conversations}");
+        for conversation in conversations["items"].as_array().unwrap() {
+            assert_eq!(conversation["unread_count"], 4, "{conversation}");
+            assert_eq!(thread(&app, &ws.live, &conversation["id"]).await.len(), 4);
+        }
+        let contacts = app.get(&ws.live, "/api/v1/contacts?limit=100").await.body;
+        assert_eq!(contacts["total"], 5, "{contacts}");
+        let known = app.get(&ws.live, &format!("/api/v1/contacts/{}", known.body["id"])).await.body;
+        assert_eq!(known["identities"], json!([{"channel": "sms", "address": "+14155550900"}]), "{known}");
+        assert_eq!(message_count(&app, &ws.live).await, 20);
+    }
+
     async fn an_sms_is_received_answered_sent_through_twilio_and_its_delivery_reported(backend) {
         let (twilio, sent) = messages_server().await;
         let app = TestApp::spawn(backend).await;

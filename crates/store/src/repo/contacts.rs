@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::{Arg, Where, bind_args, versions};
-use crate::db::{Absent, forget_absent, known_absent};
+use crate::db::{Absent, forget_absent, known_absent, note_absent};
 use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
@@ -432,12 +432,6 @@ pub async fn look_ahead_identities(c: &mut impl AsHandle, scope: Scope, identiti
         }
     }
     Ok(())
-}
-
-fn note_absent(c: &mut impl AsHandle, absent: Absent) {
-    if let Some(a) = c.absences() {
-        a.note(absent);
-    }
 }
 
 /// The contact that owns this identity, if any.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::{Arg, Where, bind_args, versions};
-use crate::db::{Absent, forget_absent, known_absent};
+use crate::db::{Absent, forget_absent, known_absent, note_absent};
 use crate::repo::BindScope;
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
@@ -737,12 +737,14 @@ async fn look_ahead(
         });
         let found: Vec<(String,)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
         let found: std::collections::HashSet<String> = found.into_iter().map(|(k,)| k).collect();
-        let Some(absences) = c.absences() else { return Ok(()) };
         for key in chunk.iter().filter(|k| !found.contains(**k)) {
-            absences.note(match what {
-                LookAhead::Inbound => inbound_key(scope, channel_id, key),
-                LookAhead::Open => open_key(scope, channel_id, key),
-            });
+            note_absent(
+                c,
+                match what {
+                    LookAhead::Inbound => inbound_key(scope, channel_id, key),
+                    LookAhead::Open => open_key(scope, channel_id, key),
+                },
+            );
         }
     }
     Ok(())
