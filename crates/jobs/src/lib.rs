@@ -338,7 +338,17 @@ impl Worker {
             attempt: row.attempts.max(0) as u32 + 1,
             worker: Arc::clone(&self.id),
         };
-        let outcome = handler.run(&job).await;
+        // Attempts cut off by their process dying count (see
+        // `repo::claim`): past the last one, the job is buried unrun.
+        let outcome = if job.attempt > handler.retry_policy().max_attempts() {
+            Outcome::Fail(format!(
+                "stopped after {} attempts that did not finish (the process running it stopped){}",
+                job.attempt - 1,
+                row.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+            ))
+        } else {
+            handler.run(&job).await
+        };
         if let Err(e) = self.settle(handler.as_ref(), &job, outcome).await {
             // The lease lapses and the job runs again.
             tracing::warn!(job = job.id, kind = %job.kind, error = format!("{e:#}"), "could not record a job's outcome");

@@ -334,7 +334,44 @@ async fn a_job_of_a_killed_worker_runs_again_after_its_lease(database: TestDatab
     assert!(pending(&db, "test.work").await.is_empty());
 }
 
+/// A job whose run kills its process (issue 31: a PDF that overflowed the
+/// stack was picked up again after every restart): each lease that lapsed
+/// counts as an attempt, and past the last one the job is buried unrun.
+async fn a_job_that_kills_its_process_is_buried_after_its_attempts(database: TestDatabase) {
+    let url = &database.url;
+    let db = open(url).await;
+    let id = enqueue(&db, Enqueue::new("test.work", json!({}))).await;
+    // Three processes take the job and die with it (their leases lapse).
+    for (n, dead) in ["dead-1", "dead-2", "dead-3"].iter().enumerate() {
+        assert_eq!(claim(&db, dead, Duration::from_millis(150)).await, vec![id]);
+        let mut c = db.read().await.unwrap();
+        assert_eq!(repo::get(&mut c, id).await.unwrap().unwrap().attempts, n as i32, "cut-off attempts so far");
+        drop(c);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The policy allows 3 attempts; all three were cut off.
+    let handler = Arc::new(AlwaysFails { attempts: Mutex::default(), buried: Mutex::default() });
+    let worker = Arc::new(Worker::new(db.clone(), fast()).handle(handler.clone()));
+    let (stop, stopped) = watch::channel(false);
+    let running = tokio::spawn(worker.run(stopped));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.buried.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the job was never buried");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(true).unwrap();
+    running.await.unwrap();
+    assert!(handler.attempts.lock().unwrap().is_empty(), "a job past its attempts is not run again");
+    let buried = handler.buried.lock().unwrap().clone();
+    assert_eq!(buried.len(), 1);
+    assert!(buried[0].1.starts_with("stopped after 3 attempts that did not finish"), "{}", buried[0].1);
+    let mut c = db.read().await.unwrap();
+    let row = repo::get(&mut c, id).await.unwrap().unwrap();
+    assert_eq!((row.status.as_str(), row.attempts), ("dead", 4));
+}
+
 parley_store::on_both_backends!(
+    a_job_that_kills_its_process_is_buried_after_its_attempts,
     claims_lease_jobs_and_keep_queue_order,
     a_lapsed_lease_lets_another_worker_take_the_job,
     failures_follow_the_retry_schedule_then_the_job_is_dead,

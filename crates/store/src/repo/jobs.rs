@@ -34,7 +34,7 @@ pub struct JobRow {
     pub livemode: Option<bool>,
     /// `pending` or `dead`.
     pub status: String,
-    /// Attempts that failed (or were cut off) before now.
+    /// Attempts that failed, or were cut off (the lease lapsed), before now.
     pub attempts: i32,
     pub run_at: Timestamp,
     pub leased_by: Option<String>,
@@ -147,6 +147,11 @@ pub async fn any_claimable(c: &mut impl AsHandle, kinds: &[&str]) -> StoreResult
 /// pending, due, not leased by a live holder, first in their queue, and in
 /// a queue with no other job under a live lease (on PostgreSQL transactions
 /// may commit out of id order, so a later job can be running already).
+///
+/// A job still leased to another worker whose lease lapsed was cut off (its
+/// process died, or stopped renewing): that counts as an attempt, so a job
+/// that kills its process is not run forever. A clean shutdown gives its
+/// leases back instead, which does not count.
 pub async fn claim(
     c: &mut impl AsHandle,
     kinds: &[&str],
@@ -161,7 +166,8 @@ pub async fn claim(
     // Kinds are the workers' own constants, bound as parameters all the same.
     let placeholders: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 5)).collect();
     let sql = sqlx::AssertSqlSafe(format!(
-        "UPDATE jobs SET leased_by = $1, lease_until = $2
+        "UPDATE jobs SET leased_by = $1, lease_until = $2,
+            attempts = attempts + CASE WHEN leased_by IS NULL THEN 0 ELSE 1 END
          WHERE id IN (
             SELECT j.id FROM jobs j
             WHERE j.status = 'pending' AND j.run_at <= $3 AND (j.lease_until IS NULL OR j.lease_until < $3)
