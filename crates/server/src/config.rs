@@ -27,6 +27,7 @@ pub struct Settings {
     pub pricing: PricingSettings,
     pub billing: BillingSettings,
     pub contacts: ContactSettings,
+    pub knowledge: KnowledgeSettings,
     pub messages: MessageSettings,
     pub agents: AgentSettings,
     pub storage: StorageSettings,
@@ -64,6 +65,7 @@ impl Default for Settings {
             pricing: PricingSettings::default(),
             billing: BillingSettings::default(),
             contacts: ContactSettings::default(),
+            knowledge: KnowledgeSettings::default(),
             messages: MessageSettings::default(),
             agents: AgentSettings::default(),
             storage: StorageSettings::default(),
@@ -641,6 +643,45 @@ impl Default for ContactSettings {
     }
 }
 
+/// How knowledge documents are read: each in a child process of this
+/// binary (`parley extract-document`), with these limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KnowledgeSettings {
+    /// The program to run as the reader; default: this binary.
+    pub reader_program: Option<String>,
+    /// A document's reading is stopped (and the document failed) after this long.
+    pub reader_timeout_seconds: u64,
+    /// The address space one reader may use.
+    pub reader_memory_mib: u64,
+    /// Readers run at once on this instance.
+    pub reader_concurrency: usize,
+}
+
+impl Default for KnowledgeSettings {
+    fn default() -> Self {
+        Self { reader_program: None, reader_timeout_seconds: 60, reader_memory_mib: 1024, reader_concurrency: 2 }
+    }
+}
+
+impl KnowledgeSettings {
+    fn config(&self) -> parley_services::knowledge::KnowledgeConfig {
+        let program = match &self.reader_program {
+            Some(p) => std::path::PathBuf::from(p),
+            None => std::env::current_exe().unwrap_or_else(|_| "parley".into()),
+        };
+        parley_services::knowledge::KnowledgeConfig {
+            reader: parley_extract::sandbox::Sandbox::new(
+                program,
+                parley_services::knowledge::MAX_TEXT_CHARS,
+                std::time::Duration::from_secs(self.reader_timeout_seconds.clamp(1, 3600)),
+                self.reader_memory_mib.clamp(64, 1 << 20) * 1024 * 1024,
+                self.reader_concurrency.clamp(1, 64),
+            ),
+        }
+    }
+}
+
 /// Prices in integer cents (USD).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -857,6 +898,7 @@ impl Settings {
                 public_url: self.public_url(),
             },
             idempotency_lease_s: self.idempotency.lease_seconds,
+            knowledge: self.knowledge.config(),
             calls: parley_services::calls::CallsConfig {
                 max_concurrent_calls: self.voice.max_concurrent_calls.max(1),
                 ring_timeout: std::time::Duration::from_secs(self.voice.ring_timeout_seconds.max(1)),

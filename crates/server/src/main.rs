@@ -67,6 +67,21 @@ enum Command {
     },
     /// Print the OpenAPI document.
     Openapi,
+    /// Read one knowledge document from standard input (the server runs
+    /// this as a child process, under limits; see `parley_extract::child`).
+    #[command(hide = true)]
+    ExtractDocument {
+        #[arg(long)]
+        content_type: String,
+        #[arg(long)]
+        max_chars: usize,
+        #[arg(long)]
+        max_inflated_bytes: usize,
+        #[arg(long)]
+        seconds: u64,
+        #[arg(long)]
+        memory_bytes: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -187,6 +202,18 @@ fn main() {
         libc::umask(0o077);
     }
     let cli = Cli::parse();
+    if let Command::ExtractDocument { content_type, max_chars, max_inflated_bytes, seconds, memory_bytes } = cli.command
+    {
+        // No runtime, no settings: a reader that only reads.
+        let request = parley_extract::child::Request {
+            content_type,
+            max_chars,
+            max_inflated_bytes,
+            time: std::time::Duration::from_secs(seconds),
+            memory_bytes,
+        };
+        std::process::exit(parley_extract::child::run(&request));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     if let Err(e) = runtime.block_on(run(cli)) {
         eprintln!("{}", json!({ "error": format!("{e:#}") }));
@@ -334,6 +361,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )))?);
             Ok(())
         }
+        Command::ExtractDocument { .. } => unreachable!("handled before the runtime starts"),
     }
 }
 

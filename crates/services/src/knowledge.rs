@@ -6,6 +6,11 @@
 //! An upload is kept in file storage, and the document and its
 //! `knowledge.document` job are written in one transaction: an accepted
 //! document is processed even if the server dies before it gets to it.
+//!
+//! Documents are untrusted files: their text is read in a child process
+//! (`parley_extract::sandbox`) with limits on depth, text, memory and time,
+//! outside any transaction; only the passages are written, in one short
+//! transaction. A document past a limit ends `failed` with the reason.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,6 +39,11 @@ pub const KIND: &str = "knowledge.document";
 
 /// The largest document accepted.
 pub const MAX_DOCUMENT_BYTES: usize = 20 * 1024 * 1024;
+/// The most text a document may have, in characters (JSON text past it is
+/// a 422; a file whose text turns out longer ends `failed`).
+pub const MAX_TEXT_CHARS: usize = parley_extract::MAX_TEXT_CHARS;
+/// The most passages one document is split into.
+pub const MAX_PASSAGES: usize = 2_000;
 /// The content types documents may have.
 pub const CONTENT_TYPES: &[&str] = &["text/plain", "text/markdown", "text/html", "application/pdf"];
 /// Passages read from the index per question before ranking.
@@ -151,8 +161,8 @@ pub struct TextDocument {
     /// 1–300 characters.
     #[schema(min_length = 1, max_length = 300)]
     pub title: String,
-    /// The document's text (1 character to 20 MiB).
-    #[schema(min_length = 1)]
+    /// The document's text (1 to 2,000,000 characters).
+    #[schema(min_length = 1, max_length = 2000000)]
     pub text: String,
     /// `text/plain` (default), `text/markdown` or `text/html`.
     #[schema(nullable = false, schema_with = parley_domain::schema::text_document_type)]
@@ -162,7 +172,7 @@ pub struct TextDocument {
 pub fn parse_text_document(body: Value) -> Parsed<NewContent> {
     parse_object(body, loc(&["body"]), |r| {
         let title = r.required("title", string(1, 300));
-        let text = r.required("text", string(1, MAX_DOCUMENT_BYTES));
+        let text = r.required("text", string(1, MAX_TEXT_CHARS));
         let content_type = r.optional("content_type", parley_domain::validation::one_of(&CONTENT_TYPES[..3]));
         Some(NewContent {
             title: title?,
@@ -202,6 +212,16 @@ pub fn check_upload(
     };
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(vec![FieldError::new(at(), "value_error.file.too_large", "the file is larger than 20 MiB")]);
+    }
+    // Text is known now: past the limit it is refused now, not failed later.
+    if matches!(content_type.as_str(), "text/plain" | "text/markdown")
+        && String::from_utf8_lossy(&bytes).chars().count() > MAX_TEXT_CHARS
+    {
+        let msg = format!(
+            "the file's text is longer than {} characters; split it into smaller documents",
+            parley_extract::group_digits(MAX_TEXT_CHARS)
+        );
+        return Err(vec![FieldError::new(at(), "value_error.file.too_long", msg)]);
     }
     let title = file_name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "Untitled".to_owned());
     let title: String = title.chars().take(300).collect();
@@ -447,24 +467,52 @@ async fn rank(
     Ok((hits, total))
 }
 
-/// The document's text: UTF-8 as sent, HTML rendered to text, PDF text
-/// extracted (on a blocking thread: a malformed PDF may take a while, or
-/// make the parser panic, which fails the document rather than the server).
-async fn extract(content_type: &str, bytes: Bytes) -> Result<String, String> {
-    match content_type {
-        "text/plain" | "text/markdown" => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-        "text/html" => tokio::task::spawn_blocking(move || {
-            html2text::from_read(&bytes[..], 10_000).map_err(|e| format!("could not read the HTML: {e}"))
-        })
-        .await
-        .map_err(|_| "could not read the HTML".to_owned())?,
-        "application/pdf" => tokio::task::spawn_blocking(move || {
-            pdf_extract::extract_text_from_mem(&bytes).map_err(|e| format!("could not read the PDF: {e}"))
-        })
-        .await
-        .map_err(|_| "could not read the PDF".to_owned())?,
-        other => Err(format!("unsupported content type {other}")),
+/// How documents are read: in child processes, with these limits.
+#[derive(Debug, Clone)]
+pub struct KnowledgeConfig {
+    pub reader: parley_extract::sandbox::Sandbox,
+}
+
+impl Default for KnowledgeConfig {
+    fn default() -> Self {
+        let program = std::env::current_exe().unwrap_or_else(|_| "parley".into());
+        Self {
+            reader: parley_extract::sandbox::Sandbox::new(
+                program,
+                MAX_TEXT_CHARS,
+                parley_extract::TIME_LIMIT,
+                1024 * 1024 * 1024,
+                2,
+            ),
+        }
     }
+}
+
+/// Splits a document's text into passages with their index terms (on a
+/// blocking thread: linear, but a long document takes a while).
+async fn passages_of(text: String) -> Result<Vec<NewPassage>, String> {
+    let split = tokio::task::spawn_blocking(move || {
+        domain::split(&text)
+            .into_iter()
+            .map(|text| {
+                let terms = domain::index_words(&text);
+                let words = terms.split(' ').filter(|w| !w.is_empty()).count() as i64;
+                NewPassage { text, terms, words }
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|_| "could not split the document into passages".to_owned())?;
+    if split.is_empty() {
+        return Err("the document has no text".into());
+    }
+    if split.len() > MAX_PASSAGES {
+        return Err(format!(
+            "the document makes more than {} passages; split it into smaller documents",
+            parley_extract::group_digits(MAX_PASSAGES)
+        ));
+    }
+    Ok(split)
 }
 
 /// The `knowledge.document` job handler: extracts, splits and indexes.
@@ -535,22 +583,16 @@ async fn process(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         Ok(download) => download.bytes,
         Err(e) => return Ok(Outcome::Retry { error: format!("could not read the document: {e}"), after: None }),
     };
+    // Read and split before the transaction: a slow or hostile document
+    // holds no lock (on SQLite, the one writer) while it is read.
+    let passages = match svc.config.knowledge.reader.document_text(&document.content_type, bytes).await {
+        Ok(text) => passages_of(text).await,
+        Err(e) => Err(e.to_string()),
+    };
     let mut work = svc.begin().await?;
-    match extract(&document.content_type, bytes).await {
-        Ok(text) => {
-            let passages: Vec<NewPassage> = domain::split(&text)
-                .into_iter()
-                .map(|text| {
-                    let terms = domain::index_words(&text);
-                    let words = terms.split(' ').filter(|w| !w.is_empty()).count() as i64;
-                    NewPassage { text, terms, words }
-                })
-                .collect();
-            if passages.is_empty() {
-                repo::document_failed(&mut work, scope, document.id, "the document has no text").await?;
-            } else {
-                repo::document_ready(&mut work, scope, &document, &passages).await?;
-            }
+    match passages {
+        Ok(passages) => {
+            repo::document_ready(&mut work, scope, &document, &passages).await?;
         }
         Err(e) => repo::document_failed(&mut work, scope, document.id, &e).await?,
     }

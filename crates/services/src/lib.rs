@@ -55,6 +55,7 @@ pub struct ServicesConfig {
     pub storage: files::StorageConfig,
     pub calls: calls::CallsConfig,
     pub runtime: agents::runs::RuntimeConfig,
+    pub knowledge: knowledge::KnowledgeConfig,
     /// How long an unfinished idempotency claim blocks retries if its
     /// process dies (a finished one is replayed instead).
     pub idempotency_lease_s: i64,
@@ -82,6 +83,7 @@ impl Default for ServicesConfig {
             storage: files::StorageConfig::default(),
             calls: calls::CallsConfig::default(),
             runtime: agents::runs::RuntimeConfig::default(),
+            knowledge: knowledge::KnowledgeConfig::default(),
             idempotency_lease_s: 60,
         }
     }

@@ -31,6 +31,7 @@ mod prompt_blocks;
 mod runtime;
 mod scale_out;
 mod search;
+mod second_pass;
 mod sms;
 mod telegram;
 mod tools;

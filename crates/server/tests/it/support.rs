@@ -66,6 +66,8 @@ pub fn test_settings(database_url: &str) -> Settings {
     s.webhooks.poll_interval_ms = 50;
     s.messages.retry_scale = 0.001;
     s.messages.poll_interval_ms = 50;
+    // Knowledge documents are read by this build's binary, as in production.
+    s.knowledge.reader_program = Some(env!("CARGO_BIN_EXE_parley").to_owned());
     // Each instance its own file store (siblings of one app share theirs).
     s.storage.path =
         std::env::temp_dir().join(format!("parley-test-objects-{}", ulid::Ulid::new())).display().to_string();

@@ -1,0 +1,194 @@
+//! Issue 31: regressions for the defects a second outside security pass
+//! found (each failed before its fix). Knowledge documents here; the others
+//! beside the features they test, named in the module docs there.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::runtime::eventually;
+use crate::support::*;
+
+/// A PDF with a correct cross-reference table; objects are numbered from 1
+/// (1 the catalog, 2 the page tree, 3 the page).
+pub fn raw_pdf(objects: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for o in offsets {
+        out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
+    );
+    out
+}
+
+fn stream(dict: &str, data: &[u8]) -> Vec<u8> {
+    let mut s = format!("<< {dict} /Length {} >>\nstream\n", data.len()).into_bytes();
+    s.extend_from_slice(data);
+    s.extend_from_slice(b"\nendstream");
+    s
+}
+
+const CATALOG: &[u8] = b"<< /Type /Catalog /Pages 2 0 R >>";
+const PAGES: &[u8] = b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>";
+const FONT: &[u8] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>";
+
+/// The reported file: a form XObject whose own resources name itself.
+fn self_drawing_pdf() -> Vec<u8> {
+    raw_pdf(&[
+        CATALOG.to_vec(),
+        PAGES.to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X0 5 0 R >> >> /Contents 4 0 R >>".to_vec(),
+        stream("", b"/X0 Do"),
+        stream("/Type /XObject /Subtype /Form /BBox [0 0 10 10] /Resources << /XObject << /X0 5 0 R >> >>", b"/X0 Do"),
+    ])
+}
+
+/// One small form holding a long line, drawn 5,000 times: 45 MB of text from 1 KB.
+fn text_amplifier_pdf() -> Vec<u8> {
+    let line = format!("BT /F1 12 Tf 72 700 Td ({}) Tj ET", "repeated words ".repeat(600));
+    raw_pdf(&[
+        CATALOG.to_vec(),
+        PAGES.to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /T 5 0 R >> /Font << /F1 6 0 R >> >> /Contents 4 0 R >>".to_vec(),
+        stream("", "/T Do ".repeat(5000).as_bytes()),
+        stream("/Type /XObject /Subtype /Form /BBox [0 0 10 10]", line.as_bytes()),
+        FONT.to_vec(),
+    ])
+}
+
+fn plain_pdf(text: &str) -> Vec<u8> {
+    raw_pdf(&[
+        CATALOG.to_vec(),
+        PAGES.to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>".to_vec(),
+        stream("", format!("BT /F1 12 Tf 72 700 Td ({text}) Tj ET").as_bytes()),
+        FONT.to_vec(),
+    ])
+}
+
+async fn upload(app: &TestApp, key: &str, collection: i64, name: &str, kind: &str, bytes: Vec<u8>) -> Resp {
+    let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()).mime_str(kind).unwrap();
+    let r = app
+        .client
+        .post(app.url(&format!("/api/v1/knowledge-collections/{collection}/documents")))
+        .header("X-API-Key", key)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .unwrap();
+    Resp::from(r).await
+}
+
+async fn processed(app: &TestApp, key: &str, collection: i64, doc: &Resp) -> Value {
+    assert_eq!(doc.status, 202, "{}", doc.text);
+    let id = doc.body["id"].clone();
+    eventually("the document was never processed", || async {
+        let d = app.get(key, &format!("/api/v1/knowledge-collections/{collection}/documents/{id}")).await.body;
+        (d["status"] != "processing").then_some(d)
+    })
+    .await
+}
+
+async fn collection(app: &TestApp, key: &str) -> i64 {
+    let r = app.post(key, "/api/v1/knowledge-collections", json!({"name": "Help"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_i64().unwrap()
+}
+
+both_backends! {
+    async fn a_pdf_that_draws_itself_fails_its_document_and_the_server_stays_up(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        // A test-mode key is enough to upload.
+        let k = collection(&app, &ws.test).await;
+        let bomb = self_drawing_pdf();
+        assert!(bomb.len() < 745, "{} bytes", bomb.len());
+        let doc = processed(&app, &ws.test, k, &upload(&app, &ws.test, k, "x.pdf", "application/pdf", bomb).await).await;
+        assert_eq!(doc["status"], "failed", "{doc}");
+        assert_eq!(doc["error"], "the PDF has a drawing (form XObject) that draws itself");
+        // The server is up, its job is finished (not waiting to crash it again).
+        assert_eq!(app.send(reqwest::Method::GET, "/readyz", None, None, &[]).await.status, 200);
+        let mut c = app.db.read().await.unwrap();
+        let jobs = parley_store::repo::jobs::of_kind(&mut c, "knowledge.document").await.unwrap();
+        assert!(jobs.is_empty(), "{jobs:?}");
+        drop(c);
+        let good = upload(&app, &ws.test, k, "ok.pdf", "application/pdf", plain_pdf("We open at nine")).await;
+        let good = processed(&app, &ws.test, k, &good).await;
+        assert_eq!((good["status"].clone(), good["passage_count"].clone()), (json!("ready"), json!(1)), "{good}");
+    }
+
+    async fn hostile_documents_end_within_the_limits(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.limits.max_body_bytes = 4 * 1024 * 1024).await;
+        let ws = app.workspace("Acme").await;
+        let k = collection(&app, &ws.live).await;
+        let started = Instant::now();
+        // Nesting costs nothing: linear, no tree.
+        let deep = format!("{}deep{}", "<div>".repeat(60_000), "</div>".repeat(60_000));
+        let doc = processed(&app, &ws.live, k, &upload(&app, &ws.live, k, "deep.html", "text/html", deep.into_bytes()).await).await;
+        assert_eq!((doc["status"].clone(), doc["passage_count"].clone()), (json!("ready"), json!(1)), "{doc}");
+        let bold = format!("{}bold", "<b>".repeat(200_000));
+        let doc = processed(&app, &ws.live, k, &upload(&app, &ws.live, k, "b.html", "text/html", bold.into_bytes()).await).await;
+        assert_eq!(doc["status"], "ready", "{doc}");
+        // 100,000 cells: a few hundred passages, not 600,000.
+        let table = format!("<table><tr>{}</tr></table>", "<td>cell</td>".repeat(100_000));
+        let doc = processed(&app, &ws.live, k, &upload(&app, &ws.live, k, "t.html", "text/html", table.into_bytes()).await).await;
+        assert_eq!(doc["status"], "ready", "{doc}");
+        assert!(doc["passage_count"].as_i64().unwrap() <= 2000, "{doc}");
+        assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+        // 1 KB of PDF drawing a line 5,000 times: refused at the text limit.
+        let doc = processed(&app, &ws.live, k, &upload(&app, &ws.live, k, "a.pdf", "application/pdf", text_amplifier_pdf()).await).await;
+        assert_eq!(doc["status"], "failed");
+        assert_eq!(doc["error"], "the document's text is longer than 2,000,000 characters; split it into smaller documents");
+        // Text known up front is refused up front.
+        let long = "word ".repeat(400_001);
+        let r = app.post(&ws.live, &format!("/api/v1/knowledge-collections/{k}/documents"), json!({"title": "Long", "text": long})).await;
+        assert_eq!((r.status, r.body["detail"][0]["loc"].clone(), r.body["detail"][0]["type"].clone()), (422, json!(["body", "text"]), json!("value_error.string.too_long")), "{}", r.text);
+        let r = upload(&app, &ws.live, k, "long.txt", "text/plain", long.into_bytes()).await;
+        assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.file.too_long")), "{}", r.text);
+        assert_eq!(r.body["detail"][0]["msg"], "the file's text is longer than 2,000,000 characters; split it into smaller documents");
+    }
+
+    async fn documents_are_read_outside_any_transaction(backend) {
+        // A reader that takes 4 s: meanwhile nothing may wait on the document.
+        let dir = tempfile::tempdir().unwrap();
+        let reader = dir.path().join("slow-reader");
+        std::fs::write(&reader, "#!/bin/sh\ncat >/dev/null\nsleep 4\nprintf 'ok\\nSlow but sure.'\n").unwrap();
+        std::fs::set_permissions(&reader, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let program = reader.display().to_string();
+        let app = TestApp::spawn_with(backend, move |s| s.knowledge.reader_program = Some(program)).await;
+        let ws = app.workspace("Acme").await;
+        let other = app.workspace("Other").await;
+        let k = collection(&app, &ws.live).await;
+        let doc = upload(&app, &ws.live, k, "slow.pdf", "application/pdf", plain_pdf("x")).await;
+        assert_eq!(doc.status, 202);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for n in 0..3 {
+            let started = Instant::now();
+            let r = app.post(&other.live, "/api/v1/contacts", json!({"display_name": format!("Ana {n}")})).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            assert!(started.elapsed() < Duration::from_millis(1500), "a write waited {:?} on a document", started.elapsed());
+            if backend == Backend::Postgres {
+                let idle: Vec<(i32,)> = sqlx::query_as(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'",
+                )
+                .fetch_all(&sqlx::PgPool::connect(&app.database_url).await.unwrap())
+                .await
+                .unwrap();
+                assert!(idle.is_empty(), "a transaction is held open while a document is read: {idle:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(700)).await;
+        }
+        let doc = processed(&app, &ws.live, k, &doc).await;
+        assert_eq!(doc["status"], "ready", "{doc}");
+    }
+}
