@@ -552,12 +552,13 @@ pub async fn call(
                 }
             },
         };
-        let scope = reach::scope_for(svc, principal, wanted).await?;
+        // In another workspace the caller has the role it has there.
+        let acting = reach::principal_for(svc, principal, wanted).await?;
         let mut call = tool.read(arguments)?;
-        if scope == principal.scope {
+        if acting.scope == principal.scope {
             call.pages = Some((Arc::clone(&catalog.lists), principal.versions.clone()));
         }
-        (tool.spec.run)(svc, Principal { scope, ..principal.clone() }, call).await
+        (tool.spec.run)(svc, acting, call).await
     };
     Some(outcome.await.map_err(|e| refusal(&e)))
 }

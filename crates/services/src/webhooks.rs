@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::tenancy::auth::{Credential, Principal};
+use crate::tenancy::auth::Principal;
 use crate::{ServiceError, ServiceResult, Services};
 
 /// After a rotation the old secret keeps signing this long.
@@ -127,10 +127,14 @@ pub fn parse_event_filter(q: &mut QueryReader) -> Option<String> {
     q.string("type", 1, 100)
 }
 
+/// API keys in their own workspace, owners and admins (a member's session,
+/// grant, or key acting in a workspace where its creator is a member: 403).
 fn require_manager(who: &Principal) -> ServiceResult<()> {
-    match who.credential {
-        Credential::ApiKey { .. } => Ok(()),
-        Credential::User { .. } | Credential::OAuth { .. } => who.require_administrator("manage webhooks").map(|_| ()),
+    match who.role() {
+        Some(role) if !role.can_administer() => {
+            Err(ServiceError::Forbidden("Only owners and admins can manage webhooks".into()))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// A JSON-RPC request to `path` as a 2025-era client sends it.
-async fn rpc(app: &TestApp, path: &str, key: Option<&str>, method: &str, params: Value) -> Resp {
+pub(crate) async fn rpc(app: &TestApp, path: &str, key: Option<&str>, method: &str, params: Value) -> Resp {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let headers = [("Accept", "application/json, text/event-stream"), ("MCP-Protocol-Version", "2025-06-18")];
     app.send(Method::POST, path, key, Some(body), &headers).await
 }
 
-async fn call(app: &TestApp, key: &str, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn call(app: &TestApp, key: &str, tool: &str, arguments: Value) -> Value {
     let r = rpc(app, "/mcp", Some(key), "tools/call", json!({"name": tool, "arguments": arguments})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     r.body["result"].clone()
@@ -279,7 +279,7 @@ both_backends! {
 }
 
 /// A key created by `user_token`'s user, locked or not.
-async fn key_of_user(app: &TestApp, user_token: &str, locked: bool) -> String {
+pub(crate) async fn key_of_user(app: &TestApp, user_token: &str, locked: bool) -> String {
     let body = json!({"name": "MCP", "mode": "live", "workspace_locked": locked});
     let r = app.bearer(Method::POST, "/api/v1/api-keys", user_token, Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.text);

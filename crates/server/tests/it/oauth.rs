@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-const PASSWORD: &str = "correct horse battery";
+pub(crate) const PASSWORD: &str = "correct horse battery";
 
 /// Runs tests/mcp_client/oauth_client.py (the SDK, and consent.mjs in
 /// Chromium as the person who consents).
@@ -190,6 +190,21 @@ async fn authorized(app: &TestApp, email: &str) -> Flow {
     let r = exchange(app, &client_id, &back["code"], VERIFIER).await;
     assert_eq!(r.status, 200, "{}", r.text);
     Flow { ws, user_id, client_id, tokens: r.body }
+}
+
+/// An access token of an unlocked, read-write grant that the user `email`
+/// (password [`PASSWORD`]) consented to in `workspace_id`.
+pub(crate) async fn unlocked_grant(app: &TestApp, email: &str, workspace_id: i64) -> String {
+    let client_id = register(app).await;
+    let query = authorize_query(app, &client_id, &[]);
+    let cookie = sign_in(app, email, &query).await;
+    let wid = workspace_id.to_string();
+    let choices = [("workspace_id", wid.as_str()), ("mode", "live"), ("allow_write", "on"), ("decision", "allow")];
+    let r = consent(app, &cookie, &query, &choices).await;
+    assert_eq!(r.status, 303, "{}", r.text);
+    let r = exchange(app, &client_id, &query_of(&location(&r))["code"], VERIFIER).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body["access_token"].as_str().unwrap().to_owned()
 }
 
 both_backends! {

@@ -192,3 +192,145 @@ both_backends! {
         assert_eq!(doc["status"], "ready", "{doc}");
     }
 }
+
+/// A tool call with `Authorization: Bearer <token>` (an OAuth access token).
+async fn call_with_token(app: &TestApp, token: &str, tool: &str, arguments: Value) -> Value {
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let r = app.send(reqwest::Method::POST, "/mcp", None, Some(body), &headers).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body["result"].clone()
+}
+
+/// Every role-gated operation MCP offers, on workspace `ws`'s endpoint
+/// `webhook` and its delivery `delivery`: (tool, arguments, REST method, path, body).
+fn webhook_operations(
+    ws: i64,
+    webhook: i64,
+    delivery: i64,
+) -> Vec<(&'static str, Value, reqwest::Method, String, Option<Value>)> {
+    use reqwest::Method;
+    let url = "http://127.0.0.1:9/hook";
+    let at = |p: &str| format!("/api/v1/webhooks{p}");
+    vec![
+        ("list_webhooks", json!({"workspace_id": ws}), Method::GET, at(""), None),
+        (
+            "get_webhook",
+            json!({"workspace_id": ws, "webhook_id": webhook}),
+            Method::GET,
+            at(&format!("/{webhook}")),
+            None,
+        ),
+        (
+            "create_webhook",
+            json!({"workspace_id": ws, "url": url, "events": ["*"]}),
+            Method::POST,
+            at(""),
+            Some(json!({"url": url, "events": ["*"]})),
+        ),
+        (
+            "update_webhook",
+            json!({"workspace_id": ws, "webhook_id": webhook, "description": "mine now"}),
+            Method::PATCH,
+            at(&format!("/{webhook}")),
+            Some(json!({"description": "mine now"})),
+        ),
+        (
+            "rotate_webhook_secret",
+            json!({"workspace_id": ws, "webhook_id": webhook}),
+            Method::POST,
+            at(&format!("/{webhook}/rotate-secret")),
+            None,
+        ),
+        (
+            "send_test_event",
+            json!({"workspace_id": ws, "webhook_id": webhook}),
+            Method::POST,
+            at(&format!("/{webhook}/test")),
+            None,
+        ),
+        (
+            "list_webhook_deliveries",
+            json!({"workspace_id": ws, "webhook_id": webhook}),
+            Method::GET,
+            at(&format!("/{webhook}/deliveries")),
+            None,
+        ),
+        (
+            "retry_webhook_delivery",
+            json!({"workspace_id": ws, "webhook_id": webhook, "delivery_id": delivery}),
+            Method::POST,
+            at(&format!("/{webhook}/deliveries/{delivery}/retry")),
+            None,
+        ),
+        (
+            "delete_webhook",
+            json!({"workspace_id": ws, "webhook_id": webhook}),
+            Method::DELETE,
+            at(&format!("/{webhook}")),
+            None,
+        ),
+    ]
+}
+
+both_backends! {
+    async fn a_member_cannot_manage_another_workspaces_webhooks_through_mcp_or_rest(backend) {
+        use parley_domain::user::Role;
+        use crate::oauth::PASSWORD;
+        let app = TestApp::spawn(backend).await;
+        let (a, b, c) = (app.workspace("A").await, app.workspace("B").await, app.workspace("C").await);
+        // Ana owns A and is a member of B; Bo owns C and is an admin of B.
+        let ana = app.user("ana@example.com", PASSWORD, a.id, Role::Owner).await;
+        let bo = app.user("bo@example.com", PASSWORD, c.id, Role::Owner).await;
+        let mut tx = app.db.begin().await.unwrap();
+        parley_store::repo::users::set_membership(&mut tx, ana, b.id, Role::Member).await.unwrap();
+        parley_store::repo::users::set_membership(&mut tx, bo, b.id, Role::Admin).await.unwrap();
+        tx.commit().await.unwrap();
+        // B's endpoint, with one delivery.
+        let hook = app.post(&b.live, "/api/v1/webhooks", json!({"url": "http://127.0.0.1:9/b", "events": ["*"]})).await;
+        assert_eq!(hook.status, 201, "{}", hook.text);
+        let webhook = hook.body["id"].as_i64().unwrap();
+        assert_eq!(app.post(&b.live, &format!("/api/v1/webhooks/{webhook}/test"), json!({})).await.status, 202);
+        let delivery = eventually("the test event was never attempted", || async {
+            app.get(&b.live, &format!("/api/v1/webhooks/{webhook}/deliveries")).await.body["items"][0]["id"].as_i64()
+        })
+        .await;
+
+        let ana_session = app.token("ana@example.com", PASSWORD).await;
+        let ana_key = crate::mcp::key_of_user(&app, &ana_session, false).await;
+        let ana_grant = crate::oauth::unlocked_grant(&app, "ana@example.com", a.id).await;
+        let switched = app.bearer(reqwest::Method::POST, "/api/v1/auth/workspace", &ana_session, Some(json!({"workspace_id": b.id}))).await;
+        assert_eq!(switched.status, 200, "{}", switched.text);
+        let ana_in_b = switched.body["access_token"].as_str().unwrap().to_owned();
+        let refused = json!("Only owners and admins can manage webhooks");
+        for (tool, arguments, method, path, body) in webhook_operations(b.id, webhook, delivery) {
+            let by_key = crate::mcp::call(&app, &ana_key, tool, arguments.clone()).await;
+            assert_eq!((by_key["isError"].clone(), by_key["structuredContent"]["status"].clone(), by_key["structuredContent"]["detail"].clone()), (json!(true), json!(403), refused.clone()), "{tool} with Ana's key in B: {by_key}");
+            let by_grant = call_with_token(&app, &ana_grant, tool, arguments).await;
+            assert_eq!((by_grant["structuredContent"]["status"].clone(), by_grant["structuredContent"]["detail"].clone()), (json!(403), refused.clone()), "{tool} with Ana's grant in B: {by_grant}");
+            let rest = app.bearer(method, &path, &ana_in_b, body).await;
+            assert_eq!((rest.status, rest.body["detail"].clone()), (403, refused.clone()), "{path} with Ana's session in B");
+        }
+        // Nothing changed in B.
+        let after = app.get(&b.live, &format!("/api/v1/webhooks/{webhook}")).await;
+        assert_eq!((after.status, after.body["description"].clone()), (200, hook.body["description"].clone()));
+        assert_eq!(app.get(&b.live, "/api/v1/webhooks").await.body["total"], 1);
+
+        // The same key in its own workspace has its full powers…
+        let own = crate::mcp::call(&app, &ana_key, "create_webhook", json!({"url": "http://127.0.0.1:9/a", "events": ["*"]})).await;
+        assert_eq!(own["isError"], false, "{own}");
+        // …and a key whose creator is an admin of B manages B's endpoints.
+        let bo_session = app.token("bo@example.com", PASSWORD).await;
+        let bo_key = crate::mcp::key_of_user(&app, &bo_session, false).await;
+        let r = crate::mcp::call(&app, &bo_key, "update_webhook", json!({"workspace_id": b.id, "webhook_id": webhook, "description": "by an admin"})).await;
+        assert_eq!((r["isError"].clone(), r["structuredContent"]["description"].clone()), (json!(false), json!("by an admin")), "{r}");
+        let r = crate::mcp::call(&app, &bo_key, "rotate_webhook_secret", json!({"workspace_id": b.id, "webhook_id": webhook})).await;
+        assert_eq!(r["isError"], false, "{r}");
+    }
+}

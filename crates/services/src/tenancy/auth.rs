@@ -24,12 +24,13 @@ pub enum Credential {
     ApiKey {
         key_id: i64,
         workspace_locked: bool,
+        /// Set when an unlocked key acts on another of its creator's
+        /// workspaces: there the key has the creator's role, not its own
+        /// workspace's full powers.
+        acting_for: Option<Member>,
     },
     /// A dashboard session (Bearer JWT).
-    User {
-        user_id: i64,
-        role: Role,
-    },
+    User { user_id: i64, role: Role },
     /// An MCP client's OAuth access token: acts for the user who consented,
     /// with the user's current role, on the MCP endpoint only.
     OAuth {
@@ -42,7 +43,40 @@ pub enum Credential {
     },
 }
 
+/// A user and their role in the scope's workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    pub user_id: i64,
+    pub role: Role,
+}
+
 impl Principal {
+    /// The same caller acting in `scope`, a workspace where its user is a
+    /// `member`: user sessions and grants take the role they have there,
+    /// and an API key acts for its creator with theirs. Every role check
+    /// then gives the answer it gives that user over REST.
+    pub fn acting_in(&self, scope: Scope, member: Member) -> Principal {
+        let credential = match self.credential {
+            Credential::ApiKey { key_id, workspace_locked, .. } => {
+                Credential::ApiKey { key_id, workspace_locked, acting_for: Some(member) }
+            }
+            Credential::User { user_id, .. } => Credential::User { user_id, role: member.role },
+            Credential::OAuth { grant_id, user_id, workspace_locked, write, .. } => {
+                Credential::OAuth { grant_id, user_id, role: member.role, workspace_locked, write }
+            }
+        };
+        Principal { scope, credential, versions: Snapshot::default() }
+    }
+
+    /// The role that limits this caller, if one does: none for an API key in
+    /// its own workspace (a key has the workspace's full API powers).
+    pub fn role(&self) -> Option<Role> {
+        match self.credential {
+            Credential::ApiKey { acting_for, .. } => acting_for.map(|m| m.role),
+            Credential::User { role, .. } | Credential::OAuth { role, .. } => Some(role),
+        }
+    }
+
     /// The signed-in user behind a session; `None` for an API key.
     pub fn user_id(&self) -> Option<i64> {
         match self.credential {
@@ -148,7 +182,7 @@ pub async fn authenticate_api_key(svc: &crate::Services, raw: &str) -> ServiceRe
     }
     Ok(Ok(Principal {
         scope: Scope::new(found.workspace_id, Mode::from_livemode(found.livemode)),
-        credential: Credential::ApiKey { key_id: found.id, workspace_locked: found.workspace_locked },
+        credential: Credential::ApiKey { key_id: found.id, workspace_locked: found.workspace_locked, acting_for: None },
         versions: found.versions,
     }))
 }

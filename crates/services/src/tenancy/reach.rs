@@ -13,7 +13,7 @@ use parley_domain::Scope;
 use parley_domain::user::Membership;
 use parley_store::repo::{api_keys, users};
 
-use crate::tenancy::auth::{Credential, Principal};
+use crate::tenancy::auth::{Credential, Member, Principal};
 use crate::{ServiceError, ServiceResult, Services};
 
 /// Whether the caller may switch workspace at all.
@@ -44,13 +44,18 @@ pub async fn workspaces(svc: &Services, principal: &Principal) -> ServiceResult<
     Ok(found)
 }
 
-/// The scope a call naming `workspace_id` acts on: the caller's own when
-/// it names none (or its own), another of its user's workspaces when the
-/// credential is unlocked; refused otherwise, the same way whether the
+/// The caller as it acts on the workspace `workspace_id` names: itself for
+/// its own (or none named); in another of its user's workspaces, when the
+/// credential is unlocked, with the user's role there
+/// ([`Principal::acting_in`]); refused otherwise, the same way whether the
 /// workspace exists or not.
-pub async fn scope_for(svc: &Services, principal: &Principal, workspace_id: Option<i64>) -> ServiceResult<Scope> {
+pub async fn principal_for(
+    svc: &Services,
+    principal: &Principal,
+    workspace_id: Option<i64>,
+) -> ServiceResult<Principal> {
     let own = principal.scope;
-    let Some(wanted) = workspace_id.filter(|w| *w != own.workspace_id) else { return Ok(own) };
+    let Some(wanted) = workspace_id.filter(|w| *w != own.workspace_id) else { return Ok(principal.clone()) };
     if !may_switch(principal) {
         return Err(ServiceError::Forbidden(format!(
             "This credential is locked to workspace {}; it cannot act on workspace {wanted}",
@@ -59,15 +64,15 @@ pub async fn scope_for(svc: &Services, principal: &Principal, workspace_id: Opti
     }
     let mut c = svc.db.read().await?;
     let member = match user_behind(&mut c, principal).await? {
-        Some(user) => users::role_in(&mut c, user, wanted).await?.is_some(),
-        None => false,
+        Some(user_id) => users::role_in(&mut c, user_id, wanted).await?.map(|role| Member { user_id, role }),
+        None => None,
     };
-    if !member {
+    let Some(member) = member else {
         return Err(ServiceError::Forbidden(format!(
             "Workspace {wanted} is not one of this credential's workspaces (list_workspaces shows them)"
         )));
-    }
-    Ok(Scope::new(wanted, own.mode))
+    };
+    Ok(principal.acting_in(Scope::new(wanted, own.mode), member))
 }
 
 /// The user whose memberships an API key carries: its creator.
