@@ -349,6 +349,50 @@ pub enum Incoming {
     Ignored,
 }
 
+impl Incoming {
+    /// Every text of it with NUL replaced (see
+    /// [`parley_domain::validation::without_nul`]): what arrived from a
+    /// provider is stored the same way on SQLite and PostgreSQL.
+    pub fn without_nul(mut self) -> Self {
+        use parley_domain::validation::replace_nul as fix;
+        match &mut self {
+            Incoming::Message(m) => {
+                for s in [&mut m.from, &mut m.text, &mut m.external_id] {
+                    fix(s);
+                }
+                if let Some(name) = m.contact.as_mut().and_then(|c| c.display_name.as_mut()) {
+                    fix(name);
+                }
+                if let Some(group) = &mut m.group {
+                    fix(&mut group.address);
+                    fix(&mut group.title);
+                }
+                for file in &mut m.attachments {
+                    fix(&mut file.filename);
+                    fix(&mut file.content_type);
+                    if let FileSource::Remote(reference) = &mut file.source {
+                        fix(reference);
+                    }
+                }
+                m.answers.iter_mut().for_each(fix);
+                if let Some(email) = &mut m.details.email {
+                    fix(&mut email.subject);
+                    fix(&mut email.message_id);
+                    email.in_reply_to.iter_mut().for_each(fix);
+                    email.references.iter_mut().for_each(fix);
+                    email.full_text.iter_mut().for_each(fix);
+                }
+            }
+            Incoming::Status(report) => {
+                fix(&mut report.external_id);
+                report.error.iter_mut().for_each(fix);
+            }
+            Incoming::Ignored => {}
+        }
+        self
+    }
+}
+
 /// The usual file name extension (with its dot) for a media type, for
 /// naming files providers send without a name; empty when none is known.
 pub fn extension_for(content_type: &str) -> String {

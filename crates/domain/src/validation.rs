@@ -299,6 +299,20 @@ fn nul_char(l: &[LocPart]) -> FieldError {
     FieldError::new(l.to_vec(), "value_error.string.nul", "String should not contain NUL (\\u0000) characters")
 }
 
+/// What a provider's text becomes before it is stored: NUL replaced by
+/// U+FFFD (the replacement character), on both backends. Our own API
+/// refuses NUL with a 422 instead; a provider cannot be asked to resend.
+pub fn without_nul(s: &str) -> String {
+    s.replace('\0', "\u{fffd}")
+}
+
+/// [`without_nul`] in place.
+pub fn replace_nul(s: &mut String) {
+    if s.contains('\0') {
+        *s = without_nul(s);
+    }
+}
+
 /// Whether any string in `v` (keys included) contains NUL.
 pub fn contains_nul(v: &Value) -> bool {
     match v {

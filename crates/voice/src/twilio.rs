@@ -193,9 +193,10 @@ impl TwilioProvider {
     ) -> Result<String, HookError> {
         self.authenticate(path_and_query, signature, params)?;
         let field = |name: &str| {
+            // Signed as sent; stored without NUL (see `without_nul`).
             param(params, name)
                 .filter(|v| !v.is_empty())
-                .map(str::to_owned)
+                .map(parley_domain::validation::without_nul)
                 .ok_or_else(|| HookError::BadRequest(format!("the form has no {name}")))
         };
         let (call_sid, from, to) = (field("CallSid")?, field("From")?, field("To")?);

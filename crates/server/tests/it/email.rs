@@ -317,3 +317,20 @@ both_backends! {
         assert_eq!((r.body["ok"].clone(), r.body["channel"]["status"].clone()), (json!(false), json!("active")), "{}", r.text);
     }
 }
+
+both_backends! {
+    // Issue 31: a NUL in raw email was a 500 on PostgreSQL.
+    async fn a_nul_in_raw_email_is_stored_as_a_replacement_character(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let (_, public_id) = email_channel(&app, &ws.live, json!({"address": "support@shop.example",
+            "smtp_host": "127.0.0.1", "inbound_secret": SECRET})).await;
+        let raw = "From: Ana <ana@customer.example>\nTo: support@shop.example\nSubject: nul\u{0}subject\n\
+            Message-ID: <nul@customer.example>\nContent-Type: text/plain; charset=utf-8\n\nbody\u{0}text\n";
+        assert_eq!(post_mail(&app, &public_id, Some(&format!("Bearer {SECRET}")), raw).await, 200);
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=email").await.body;
+        let messages = thread(&app, &ws.live, &conversations["items"][0]["id"]).await;
+        assert_eq!(messages[0]["text"], "body\u{fffd}text", "{}", messages[0]);
+        assert_eq!(messages[0]["email"]["subject"], "nul\u{fffd}subject", "{}", messages[0]);
+    }
+}

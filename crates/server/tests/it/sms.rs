@@ -524,3 +524,25 @@ both_backends! {
         assert!(r.text.contains("has not written in the last 24 hours"), "{}", r.text);
     }
 }
+
+both_backends! {
+    // Issue 31: a NUL in a provider's text was a 500 on PostgreSQL (and the
+    // message lost); both backends store it as U+FFFD.
+    async fn a_nul_in_twilio_text_is_stored_as_a_replacement_character(backend) {
+        let (twilio, _) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let (_, public_id) = twilio_channel(&app, &ws, "whatsapp", "whatsapp:+14155550100", &twilio).await;
+        let params = [("MessageSid", "SM00000000000000000000000000000nul"), ("AccountSid", ACCOUNT),
+            ("From", "whatsapp:+14155550177"), ("To", "whatsapp:+14155550100"), ("Body", "before\u{0}after"),
+            ("ProfileName", "Ana\u{0}Nul"), ("NumMedia", "0")];
+        let r = twilio_posts(&app, &format!("/hooks/twilio/{public_id}/inbound"), &params, TOKEN).await;
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=whatsapp").await.body;
+        let messages = thread(&app, &ws.live, &conversations["items"][0]["id"]).await;
+        assert_eq!(messages[0]["text"], "before\u{fffd}after");
+        let full = app.get(&ws.live, &format!("/api/v1/conversations/{}", conversations["items"][0]["id"])).await.body;
+        let contact = app.get(&ws.live, &format!("/api/v1/contacts/{}", full["contact_id"])).await.body;
+        assert_eq!(contact["display_name"], "Ana\u{fffd}Nul");
+    }
+}

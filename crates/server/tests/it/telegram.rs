@@ -325,3 +325,23 @@ both_backends! {
         }).await;
     }
 }
+
+both_backends! {
+    // Issue 31: a NUL in Telegram's text was a 500 on PostgreSQL.
+    async fn a_nul_in_telegram_text_is_stored_as_a_replacement_character(backend) {
+        let (telegram, bot) = bot_api().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "telegram", "name": "Shop bot",
+            "config": {"bot_token": TOKEN, "base_url": telegram}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let public_id = public_id(&app, &ws, r.body["id"].as_i64().unwrap()).await;
+        let registered = eventually("setWebhook was called", || async { bot.calls("setWebhook").first().cloned() }).await;
+        let secret = registered["secret_token"].as_str().unwrap().to_owned();
+        let update = private_update(2000, 7, "nul\u{0}here");
+        assert_eq!(post_update(&app, &public_id, Some(&secret), &update).await, 200);
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=telegram").await.body;
+        let messages = thread(&app, &ws.live, &conversations["items"][0]["id"]).await;
+        assert_eq!(messages[0]["text"], "nul\u{fffd}here");
+    }
+}

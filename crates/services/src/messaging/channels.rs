@@ -533,7 +533,7 @@ pub async fn receive_hook(
     if channel.status != ChannelStatus::Active {
         return Err(ServiceError::Forbidden(format!("Channel {} is {}", channel.id, channel.status)));
     }
-    let incoming = connector.read(hook, &request)?;
+    let incoming = connector.read(hook, &request)?.without_nul();
     Ok((scope, channel, incoming))
 }
 

@@ -187,7 +187,7 @@ impl Poller {
         for incoming in polled.incoming {
             // A message that cannot be stored stops the chain here: the
             // cursor stays, and the retry asks for it again.
-            crate::messaging::channels::take(svc, scope, &row, incoming).await?;
+            crate::messaging::channels::take(svc, scope, &row, incoming.without_nul()).await?;
         }
         let mut work = svc.begin().await?;
         if !job.complete(&mut work).await? {
