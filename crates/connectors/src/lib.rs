@@ -118,6 +118,15 @@ pub trait Connector: Send + Sync {
     }
     /// Sends one outbound message.
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;
+    /// Whether an earlier attempt to send this message may already have
+    /// reached the provider (its answer was never recorded: the process died
+    /// or the request timed out): the provider's ids of sent messages that
+    /// match it, oldest first, for the courier to take instead of sending
+    /// again. `None` when the provider offers no way to look (a retry may
+    /// repeat the message; docs/channels.md lists which channels).
+    fn look_up_sent<'a>(&'a self, _d: Delivery<'a>) -> BoxFuture<'a, Option<Result<Vec<String>, String>>> {
+        Box::pin(async { None })
+    }
     /// Asks the provider whether the channel's credentials work
     /// (`POST /api/v1/channels/{id}/check`).
     fn check<'a>(&'a self, _c: Check<'a>) -> BoxFuture<'a, Checked> {
@@ -174,6 +183,7 @@ pub trait Connector: Send + Sync {
 }
 
 /// Everything a connector needs to send one message.
+#[derive(Clone, Copy)]
 pub struct Delivery<'a> {
     pub client: &'a reqwest::Client,
     pub timeout: std::time::Duration,

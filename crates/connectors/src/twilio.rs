@@ -222,6 +222,9 @@ impl Connector for TwilioConnector {
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
         Box::pin(self.send(d))
     }
+    fn look_up_sent<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Option<Result<Vec<String>, String>>> {
+        Box::pin(async move { self.sent_like(d).await })
+    }
     /// Media URLs need the account's credentials when the account enforces
     /// HTTP auth on media; Twilio answers with a redirect to its storage.
     fn fetch_file<'a>(&'a self, f: FetchFile<'a>) -> BoxFuture<'a, Result<Fetched, String>> {
@@ -416,6 +419,73 @@ impl TwilioConnector {
             401 | 403 => Delivered::CredentialsRefused { error },
             _ => Delivered::Failed { error },
         }
+    }
+}
+
+/// Messages Twilio lists per page when looking for an earlier send.
+const LOOKUP_PAGE: usize = 50;
+/// How much earlier than the message's queueing a match may be stamped
+/// (the clocks of Parley and Twilio differ).
+const CLOCK_SLACK_S: i64 = 300;
+
+impl TwilioConnector {
+    /// `GET Messages.json?To=…[&From=…]`: the account's latest messages to
+    /// the recipient (Twilio lists newest first) whose body is this text,
+    /// sent from this channel's number or messaging service, created after
+    /// the message was queued. A template's body is rendered by Twilio, so
+    /// it cannot be matched: `None`, and a retry may repeat it.
+    async fn sent_like(&self, d: Delivery<'_>) -> Option<Result<Vec<String>, String>> {
+        if d.message.details.template.is_some() {
+            return None;
+        }
+        let config = &d.channel.config;
+        let text = |k: &str| config.get(k).and_then(Value::as_str);
+        let (Some(account), Some(token)) = (text("account_sid"), d.secrets.get("auth_token").and_then(Value::as_str))
+        else {
+            return Some(Err("the channel has no account_sid or auth_token".to_owned()));
+        };
+        let base = text("base_url").unwrap_or(TWILIO_API);
+        let service = text("messaging_service_sid");
+        let from = text("from").map(|f| self.wire_address(f));
+        let mut query = vec![("To", self.wire_address(d.to)), ("PageSize", LOOKUP_PAGE.to_string())];
+        if let (None, Some(from)) = (service, &from) {
+            query.push(("From", from.clone()));
+        }
+        let query = serde_urlencoded::to_string(&query).unwrap_or_default();
+        let url = format!("{base}/2010-04-01/Accounts/{account}/Messages.json?{query}");
+        let got =
+            parley_events::post::download(d.client, d.timeout, &url, Some((account, token)), d.allow_private, 1 << 20)
+                .await;
+        let got = match got {
+            Ok(got) if (200..300).contains(&got.status) => got,
+            Ok(got) => return Some(Err(format!("listing messages answered HTTP {}", got.status))),
+            Err(e) => return Some(Err(format!("could not list messages: {e}"))),
+        };
+        let Ok(list) = serde_json::from_slice::<Value>(&got.bytes) else {
+            return Some(Err("the message list is not JSON".to_owned()));
+        };
+        let since = d.message.created_at.unix_micros() / 1_000_000 - CLOCK_SLACK_S;
+        let mut found: Vec<(i64, String)> = list
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|m| m.get("direction").and_then(Value::as_str).is_none_or(|dir| dir.starts_with("outbound")))
+            .filter(|m| m.get("body").and_then(Value::as_str) == Some(d.message.text.as_str()))
+            .filter(|m| match service {
+                Some(service) => m.get("messaging_service_sid").and_then(Value::as_str) == Some(service),
+                None => true,
+            })
+            .filter_map(|m| {
+                let created = m.get("date_created").and_then(Value::as_str)?;
+                let created =
+                    time::OffsetDateTime::parse(created, &time::format_description::well_known::Rfc2822).ok()?;
+                let sid = m.get("sid").and_then(Value::as_str)?;
+                (created.unix_timestamp() >= since).then(|| (created.unix_timestamp(), sid.to_owned()))
+            })
+            .collect();
+        found.sort();
+        Some(Ok(found.into_iter().map(|(_, sid)| sid).collect()))
     }
 }
 

@@ -59,3 +59,15 @@ mod tests {
         assert!(!signature_valid("12345", url, &params, "not base64!"));
     }
 }
+
+/// The token that names an inbound call's media stream in the TwiML Parley
+/// answers: HMAC-SHA256 of the CallSid under the auth token (hex, 160
+/// bits), so a repeat of the voice webhook gets the same TwiML on any
+/// instance without it being stored, and nobody without the token can
+/// derive it.
+pub fn stream_token(auth_token: &str, call_sid: &str) -> String {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(auth_token.as_bytes()).expect("HMAC takes any key length");
+    mac.update(b"parley-stream:");
+    mac.update(call_sid.as_bytes());
+    mac.finalize().into_bytes().iter().take(20).map(|b| format!("{b:02x}")).collect()
+}

@@ -452,6 +452,8 @@ async fn take_inbound(svc: &Services, call: parley_voice::provider::InboundCall)
             let refusal = match e {
                 ServiceError::Forbidden(_) => Refusal::Forbidden,
                 ServiceError::TooManyRequests(_) => Refusal::Busy,
+                // A concurrent repeat stored the call first.
+                ServiceError::Store(parley_store::StoreError::UniqueViolation) => Refusal::Repeated,
                 ServiceError::PaymentRequired(_) => Refusal::Unavailable,
                 _ => {
                     tracing::error!(error = %e, "an inbound call could not be stored; refusing it");
@@ -488,6 +490,11 @@ async fn store_inbound(
     call: &parley_voice::provider::InboundCall,
 ) -> ServiceResult<Result<(Scope, CallRow, CallAgent), parley_voice::provider::Refusal>> {
     use parley_voice::provider::Refusal;
+    // A repeat of the provider's request (its retry, or a replay of a signed
+    // webhook) is the call already taken, not another.
+    if repo::provider_call_taken(tx, call.provider, &call.provider_call_id).await? {
+        return Ok(Err(Refusal::Repeated));
+    }
     // Trunks send numbers with or without the `+`.
     let mut found = parley_store::repo::channels::find_voice_number(tx, &call.to).await?;
     if found.is_none() && call.to.bytes().all(|b| b.is_ascii_digit()) {

@@ -103,6 +103,10 @@ pub enum Refusal {
     Busy,
     /// No agent takes the call, or it could not be set up (SIP 480).
     Unavailable,
+    /// A repeat of a request for a call already taken (a provider's retry,
+    /// or a replay): answered as the first was where the provider can
+    /// (Twilio: the same TwiML), never a second call (SIP 482).
+    Repeated,
 }
 
 /// The provider's side of a call ringing at Parley.

@@ -214,6 +214,7 @@ impl Ringing for SipRinging {
             Refusal::Forbidden => StatusCode::Forbidden,
             Refusal::Busy => StatusCode::BusyHere,
             Refusal::Unavailable => StatusCode::TemporarilyUnavailable,
+            Refusal::Repeated => StatusCode::LoopDetected,
         };
         let _ = self.dialog.reject(Some(code), None);
         self.shared.dialogs.remove_dialog(&self.dialog.id());

@@ -202,6 +202,8 @@ impl TwilioProvider {
         let (call_sid, from, to) = (field("CallSid")?, field("From")?, field("To")?);
         let (decide, decided) = oneshot::channel();
         let line = TwilioRinging { provider: self.clone(), decide, call_sid: call_sid.clone() };
+        // What a repeat of this request is answered: what its first got.
+        let taken = self.connect_twiml(&self.stream_token(&call_sid));
         let call = InboundCall::new("twilio", from, to, call_sid, Box::new(line));
         let reject = |reason: &str| {
             format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Reject reason=\"{reason}\"/></Response>")
@@ -212,6 +214,8 @@ impl TwilioProvider {
         Ok(match tokio::time::timeout(DECISION_WAIT, decided).await {
             Ok(Ok(Decision::Answer(token))) => self.connect_twiml(&token),
             Ok(Ok(Decision::Refuse(Refusal::Busy))) => reject("busy"),
+            // The call this CallSid names is taken: what its first request got.
+            Ok(Ok(Decision::Refuse(Refusal::Repeated))) => taken,
             _ => reject("rejected"),
         })
     }
@@ -260,10 +264,20 @@ impl TwilioProvider {
 
     /// Expects a stream presenting a new token; the receiver gets it.
     fn await_stream(&self) -> (String, oneshot::Receiver<Stream>) {
+        self.await_stream_with(token())
+    }
+
+    fn await_stream_with(&self, token: String) -> (String, oneshot::Receiver<Stream>) {
         let (tx, rx) = oneshot::channel();
-        let token = token();
         lock(&self.awaiting).insert(token.clone(), tx);
         (token, rx)
+    }
+
+    /// An inbound call's stream token: derived from its CallSid with the
+    /// auth token, so a repeat of the voice webhook gets the very TwiML the
+    /// first request got, from any instance, without it being stored.
+    fn stream_token(&self, call_sid: &str) -> String {
+        parley_domain::twilio::stream_token(&self.settings.auth_token, call_sid)
     }
 
     /// `POST …/Calls/{sid}.json` with `form`: ends or redirects a live call.
@@ -455,7 +469,7 @@ impl Ringing for TwilioRinging {
     fn answer(self: Box<Self>) -> BoxFuture<'static, Result<Placed, DialError>> {
         let TwilioRinging { provider, decide, call_sid } = *self;
         Box::pin(async move {
-            let (token, stream) = provider.await_stream();
+            let (token, stream) = provider.await_stream_with(provider.stream_token(&call_sid));
             if decide.send(Decision::Answer(token.clone())).is_err() {
                 lock(&provider.awaiting).remove(&token);
                 return Err(DialError("Twilio stopped waiting for the answer".into()));

@@ -294,63 +294,122 @@ both_backends! {
     }
 }
 
+/// A Twilio Messages API: `POST Messages.json` as `mode` says, and `GET
+/// Messages.json?To=…&From=…` listing what it took, newest first.
+mod twilio_messages {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use axum::extract::{Query, State};
+    use serde_json::{Value, json};
+
+    /// What a `POST` does.
+    pub const HANG: u8 = 0;
+    /// Takes the message (it is sent), then never answers.
+    pub const TAKE_AND_HANG: u8 = 1;
+    pub const ANSWER: u8 = 2;
+
+    #[derive(Default)]
+    pub struct Provider {
+        pub mode: AtomicU8,
+        /// (sid, to, from, body, created) of each message taken.
+        pub taken: Mutex<Vec<(String, String, String, String, time::OffsetDateTime)>>,
+        pub posts: Mutex<usize>,
+    }
+
+    impl Provider {
+        pub fn bodies(&self) -> Vec<String> {
+            let mut b: Vec<String> = self.taken.lock().unwrap().iter().map(|t| t.3.clone()).collect();
+            b.sort();
+            b
+        }
+    }
+
+    async fn create(State(p): State<Arc<Provider>>, body: String) -> (axum::http::StatusCode, axum::Json<Value>) {
+        *p.posts.lock().unwrap() += 1;
+        let mode = p.mode.load(Ordering::SeqCst);
+        if mode == HANG {
+            // Not answering: the request hangs until the client gives up or dies.
+            std::future::pending::<()>().await;
+        }
+        let form: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap();
+        let field = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default();
+        let sid = format!("SM{}", ulid::Ulid::new());
+        let now = time::OffsetDateTime::now_utc();
+        p.taken.lock().unwrap().push((sid.clone(), field("To"), field("From"), field("Body"), now));
+        if mode == TAKE_AND_HANG {
+            std::future::pending::<()>().await;
+        }
+        (axum::http::StatusCode::CREATED, axum::Json(json!({"sid": sid, "status": "queued"})))
+    }
+
+    async fn list(State(p): State<Arc<Provider>>, Query(q): Query<Vec<(String, String)>>) -> axum::Json<Value> {
+        let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let (to, from) = (get("To"), get("From"));
+        let rfc2822 = time::format_description::well_known::Rfc2822;
+        let mut messages: Vec<Value> = p
+            .taken
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| to.as_ref().is_none_or(|t| *t == m.1) && from.as_ref().is_none_or(|f| *f == m.2))
+            .map(|m| {
+                json!({"sid": m.0, "to": m.1, "from": m.2, "body": m.3, "direction": "outbound-api",
+                            "status": "sent", "date_created": m.4.format(&rfc2822).unwrap()})
+            })
+            .collect();
+        messages.reverse();
+        axum::Json(json!({"messages": messages, "page": 0, "page_size": 50}))
+    }
+
+    /// Starts it; its base URL.
+    pub async fn start(provider: Arc<Provider>) -> String {
+        let app = axum::Router::new()
+            .route("/2010-04-01/Accounts/{account}/Messages.json", axum::routing::post(create).get(list))
+            .with_state(provider);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+}
+
+/// Queues `n` SMS (`message {i}`) on a new sms channel of `server`; their ids.
+async fn queue_sms(client: &reqwest::Client, server: &Server, key: &str, twilio: &str, n: usize) -> Vec<i64> {
+    let channel = post(client, format!("{}/api/v1/channels", base(server)), key, json!({"type": "sms", "name": "SMS",
+        "config": {"account_sid": format!("AC{}", "0".repeat(32)), "auth_token": "token", "from": "+14155550100", "base_url": twilio}})).await;
+    let ch = channel["id"].as_i64().unwrap();
+    let sends = (0..n).map(|i| {
+        let (client, key, url) = (client.clone(), key.to_owned(), format!("{}/api/v1/messages", base(server)));
+        async move {
+            let body =
+                json!({"channel_id": ch, "to": format!("+1415555{:04}", i % 10), "text": format!("message {i}")});
+            post(&client, url, &key, body).await["id"].as_i64().unwrap()
+        }
+    });
+    futures::future::join_all(sends).await
+}
+
 // SMS queued on a server killed (-9) while its provider is not answering:
 // after a restart each message reaches the provider and is taken exactly
-// once. (A send the provider took just before a crash, whose answer was
-// never recorded, would go again: Twilio's Messages API has no idempotency
-// key. Here the provider takes nothing before the crash, so nothing may
-// arrive twice.)
+// once (the restarted courier looks for an earlier send first, finds none,
+// and sends).
 both_backends! {
     async fn sms_queued_before_a_crash_are_sent_exactly_once_after_restart(backend) {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
-        #[derive(Default)]
-        struct Provider {
-            up: AtomicBool,
-            taken: Mutex<Vec<String>>,
-        }
-        let provider: Arc<Provider> = Arc::default();
-        let app = axum::Router::new()
-            .route(
-                "/2010-04-01/Accounts/{account}/Messages.json",
-                axum::routing::post(|axum::extract::State(p): axum::extract::State<Arc<Provider>>, body: String| async move {
-                    if !p.up.load(Ordering::SeqCst) {
-                        // Not answering: the request hangs until the client gives up or dies.
-                        std::future::pending::<()>().await;
-                    }
-                    let form: Vec<(String, String)> = serde_urlencoded::from_str(&body).unwrap();
-                    let text = form.iter().find(|(k, _)| k == "Body").unwrap().1.clone();
-                    let sid = format!("SM{}", ulid::Ulid::new());
-                    p.taken.lock().unwrap().push(text);
-                    (axum::http::StatusCode::CREATED, axum::Json(json!({"sid": sid, "status": "queued"})))
-                }),
-            )
-            .with_state(provider.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let twilio = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
+        use std::sync::atomic::Ordering;
+        let provider = std::sync::Arc::new(twilio_messages::Provider::default());
+        let twilio = twilio_messages::start(provider.clone()).await;
         let database = fresh_database(backend).await;
         let url = database.url.clone();
         let mut first = tokio::task::spawn_blocking(move || start_server_with(&url, MESSAGE_ENV)).await.unwrap();
         let key = key_in(&first.banner, "live").unwrap();
         let client = reqwest::Client::new();
-        let channel = post(&client, format!("{}/api/v1/channels", base(&first)), &key, json!({"type": "sms", "name": "SMS",
-            "config": {"account_sid": format!("AC{}", "0".repeat(32)), "auth_token": "token", "from": "+14155550100", "base_url": twilio}})).await;
-        let ch = channel["id"].as_i64().unwrap();
-        let sends = (0..30).map(|i| {
-            let (client, key, url) = (client.clone(), key.clone(), format!("{}/api/v1/messages", base(&first)));
-            async move {
-                let body = json!({"channel_id": ch, "to": format!("+1415555{:04}", i % 10), "text": format!("message {i}")});
-                post(&client, url, &key, body).await["id"].as_i64().unwrap()
-            }
-        });
-        let ids = futures::future::join_all(sends).await;
+        let ids = queue_sms(&client, &first, &key, &twilio, 30).await;
         Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
         let _ = first.child.wait();
         assert!(provider.taken.lock().unwrap().is_empty(), "nothing was taken before the crash");
 
-        provider.up.store(true, Ordering::SeqCst);
+        provider.mode.store(twilio_messages::ANSWER, Ordering::SeqCst);
         let url = database.url.clone();
         let second = tokio::task::spawn_blocking(move || start_server_with(&url, MESSAGE_ENV)).await.unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -360,16 +419,63 @@ both_backends! {
         }
         // Time for any duplicate to show.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let mut taken = provider.taken.lock().unwrap().clone();
-        taken.sort();
         let mut expected: Vec<String> = (0..30).map(|i| format!("message {i}")).collect();
         expected.sort();
-        assert_eq!(taken, expected, "each message taken exactly once");
+        assert_eq!(provider.bodies(), expected, "each message taken exactly once");
         for id in ids {
             let m = client.get(format!("{}/api/v1/messages/{id}", base(&second))).header("X-API-Key", &key).send().await.unwrap();
             let m: serde_json::Value = m.json().await.unwrap();
             assert_eq!(m["status"], "sent", "{m}");
             assert!(m["external_id"].as_str().unwrap().starts_with("SM"), "{m}");
         }
+    }
+
+    // Issue 31: SMS the provider took just before the crash, whose answer
+    // was never recorded, were all sent again after the restart. Now the
+    // restarted courier finds each at the provider and records it as sent.
+    async fn sms_taken_by_the_provider_before_a_crash_are_not_sent_again(backend) {
+        use std::sync::atomic::Ordering;
+        let provider = std::sync::Arc::new(twilio_messages::Provider::default());
+        provider.mode.store(twilio_messages::TAKE_AND_HANG, Ordering::SeqCst);
+        let twilio = twilio_messages::start(provider.clone()).await;
+        let database = fresh_database(backend).await;
+        let url = database.url.clone();
+        let env: Vec<(&str, &str)> = MESSAGE_ENV.iter().copied().chain([("PARLEY_MESSAGES__TIMEOUT_SECONDS", "3")]).collect();
+        let start_env = env.clone();
+        let mut first = tokio::task::spawn_blocking(move || start_server_with(&url, &start_env)).await.unwrap();
+        let key = key_in(&first.banner, "live").unwrap();
+        let client = reqwest::Client::new();
+        let ids = queue_sms(&client, &first, &key, &twilio, 8).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while provider.taken.lock().unwrap().len() < 8 {
+            assert!(std::time::Instant::now() < deadline, "the provider took {} of 8", provider.taken.lock().unwrap().len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // All eight sends are in flight, taken, unanswered (for up to 3 s): kill.
+        Command::new("kill").args(["-KILL", &first.child.id().to_string()]).status().unwrap();
+        let _ = first.child.wait();
+
+        provider.mode.store(twilio_messages::ANSWER, Ordering::SeqCst);
+        let url = database.url.clone();
+        let second = tokio::task::spawn_blocking(move || start_server_with(&url, &env)).await.unwrap();
+        let taken: std::collections::HashMap<String, String> =
+            provider.taken.lock().unwrap().iter().map(|t| (t.3.clone(), t.0.clone())).collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        for (i, id) in ids.iter().enumerate() {
+            let m = loop {
+                let m = client.get(format!("{}/api/v1/messages/{id}", base(&second))).header("X-API-Key", &key).send().await.unwrap();
+                let m: serde_json::Value = m.json().await.unwrap();
+                if m["status"] != "queued" {
+                    break m;
+                }
+                assert!(std::time::Instant::now() < deadline, "message {id} is still queued");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            assert_eq!(m["status"], "sent", "{m}");
+            assert_eq!(m["external_id"], taken[&format!("message {i}")].as_str(), "the provider's own send: {m}");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(*provider.posts.lock().unwrap(), 8, "no message was posted twice");
+        assert_eq!(provider.taken.lock().unwrap().len(), 8);
     }
 }

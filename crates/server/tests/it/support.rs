@@ -109,6 +109,11 @@ impl TestApp {
         Self::serve_url(&self.database_url, |_| {}).await
     }
 
+    /// A second instance on this app's database, configured by `configure`.
+    pub async fn sibling_with(&self, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        Self::serve_url(&self.database_url, configure).await
+    }
+
     async fn serve_url(url: &str, configure: impl FnOnce(&mut Settings)) -> TestApp {
         let mut settings = test_settings(url);
         if std::env::var("PARLEY_TEST_LOG").is_ok() {

@@ -418,3 +418,65 @@ both_backends! {
         assert_eq!(app.events(ws.id, Mode::Live, "call.completed").await.len(), 1);
     }
 }
+
+both_backends! {
+    // Issue 31: replaying one signed voice webhook queued a call each time
+    // (each holding a minute of balance and a slot, until a real caller
+    // was turned away busy). A repeated CallSid is the call already taken,
+    // answered with the same TwiML, on any instance.
+    async fn a_replayed_voice_webhook_is_the_same_call_answered_with_the_same_twiml(backend) {
+        let (rest, _) = twilio_rest().await;
+        let configure = move |s: &mut parley_server::Settings| {
+            s.telephony.provider = "twilio".into();
+            s.telephony.twilio.account_sid = Some(ACCOUNT.into());
+            s.telephony.twilio.auth_token = Some(TOKEN.into());
+            s.telephony.twilio.base_url = rest.clone();
+            s.voice.max_concurrent_calls = 3;
+            // Behind one load balancer: Twilio signs the URL it calls.
+            s.public_url = Some("https://parley.test".into());
+        };
+        let app = TestApp::spawn_with(backend, configure.clone()).await;
+        let sibling = app.sibling_with(configure).await;
+        let ws = app.workspace("Voice").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "voice", "name": "Main line", "config": {"number": "+14155550100"}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let agent = app.create_agent(&ws.live, json!({"name": "Support"})).await;
+        app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "call.inbound", "channel": "voice"})).await;
+        let balance = app.get(&ws.live, "/api/v1/billing/balance").await.body;
+
+        let call_sid = format!("CA{}", uuid().replace('-', ""));
+        let ringing = [("AccountSid", ACCOUNT), ("CallSid", call_sid.as_str()), ("From", "+14155550123"),
+                       ("To", "+14155550100"), ("CallStatus", "ringing"), ("Direction", "inbound"), ("ApiVersion", "2010-04-01")];
+        let signature = official_signature(TOKEN, "https://parley.test/hooks/twilio/voice", &ringing);
+        // Six at once, then six more, half of them at another instance.
+        let mut answers = Vec::new();
+        for round in 0..2 {
+            let posts = (0..6).map(|n| {
+                let target = if (n + round) % 2 == 0 { &app } else { &sibling };
+                let (path, params, signature) = (target.url("/hooks/twilio/voice"), &ringing, signature.clone());
+                async move {
+                    let r = target.client.post(path).form(params).header("X-Twilio-Signature", signature).send().await.unwrap();
+                    assert_eq!(r.status(), 200);
+                    r.text().await.unwrap()
+                }
+            });
+            answers.extend(futures::future::join_all(posts).await);
+        }
+        assert!(answers[0].contains("<Connect><Stream"), "{}", answers[0]);
+        assert!(answers.iter().all(|a| *a == answers[0]), "every repeat gets the first answer: {answers:#?}");
+        let calls = app.get(&ws.live, "/api/v1/calls?direction=inbound").await.body;
+        assert_eq!(calls["total"], 1, "one CallSid, one call: {calls}");
+        let held = app.get(&ws.live, "/api/v1/billing/balance").await.body;
+        assert_eq!(held["balance_cents"], balance["balance_cents"]);
+
+        // A real new caller is not turned away.
+        let other_sid = format!("CA{}", uuid().replace('-', ""));
+        let mut next = ringing;
+        next[1].1 = other_sid.as_str();
+        let signature = official_signature(TOKEN, "https://parley.test/hooks/twilio/voice", &next);
+        let r = post_hook(&app, "/hooks/twilio/voice", &next, Some(signature)).await;
+        let twiml = r.text().await.unwrap();
+        assert!(twiml.contains("<Connect><Stream"), "{twiml}");
+        assert_ne!(stream_of(&twiml).1, stream_of(&answers[0]).1, "each call its own stream token");
+    }
+}

@@ -177,7 +177,7 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
             let to = conversation.item.channel_ref.split_once(':').map_or("", |(_, a)| a);
             let domain_channel = channel.to_api()?;
             let files = if k.embeds_files() { read_files(svc, &message).await? } else { Vec::new() };
-            k.deliver(Delivery {
+            let delivery = Delivery {
                 client,
                 timeout: svc.config.courier.request_timeout,
                 allow_private: svc.config.webhooks_allow_private,
@@ -190,8 +190,23 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
                 public_url: svc.config.public_url(),
                 public_id: &channel.public_id,
                 files: &files,
-            })
-            .await
+            };
+            // An earlier attempt may have reached the provider without its
+            // answer being recorded (the process died, the request timed
+            // out): where the provider can say, take that send instead of
+            // sending again.
+            let earlier = if job.attempt > 1 { k.look_up_sent(delivery).await } else { None };
+            match earlier {
+                Some(Ok(sids)) => match unrecorded(svc, scope, channel.id, sids).await? {
+                    Some(sid) => Delivered::Sent { external_id: Some(sid) },
+                    None => k.deliver(delivery).await,
+                },
+                Some(Err(e)) => Delivered::Retry {
+                    error: format!("could not check whether an earlier attempt was sent: {e}"),
+                    after: None,
+                },
+                None => k.deliver(delivery).await,
+            }
         }
     };
     match delivered {
@@ -233,6 +248,26 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
             Ok(Outcome::Fail(error))
         }
     }
+}
+
+/// The first of the provider's `sids` that no message of the channel has
+/// yet (a match already taken by another message is that message's).
+async fn unrecorded(svc: &Services, scope: Scope, channel_id: i64, sids: Vec<String>) -> ServiceResult<Option<String>> {
+    let mut c = svc.db.read().await?;
+    for sid in sids {
+        let taken = conversation_repo::by_external_id(
+            &mut c,
+            scope,
+            channel_id,
+            parley_domain::conversation::Direction::Outbound,
+            &sid,
+        )
+        .await?;
+        if taken.is_none() {
+            return Ok(Some(sid));
+        }
+    }
+    Ok(None)
 }
 
 /// The message's files, from storage (a store failure is retried).

@@ -237,6 +237,19 @@ pub async fn advance(
     Ok(n > 0)
 }
 
+/// Whether a call of `provider` already has the provider's id `provider_call_id`.
+/// Not scoped: a telephony provider serves the whole server, and its call
+/// ids are unique across it (a unique index holds them so).
+pub async fn provider_call_taken(c: &mut impl AsHandle, provider: &str, provider_call_id: &str) -> StoreResult<bool> {
+    let found: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as("SELECT id FROM calls WHERE provider = $1 AND provider_call_id = $2")
+            .bind(provider)
+            .bind(provider_call_id)
+    )?;
+    Ok(found.is_some())
+}
+
 pub async fn set_provider_call_id(
     c: &mut impl AsHandle,
     scope: Scope,
