@@ -169,6 +169,15 @@ fn takes_credentials(path: &str) -> bool {
         && !crate::openapi::UNAUTHENTICATED.iter().any(|t| crate::openapi::matches_template(path, t))
 }
 
+/// Routes a provider (or an api channel's system) calls, which check a
+/// signature or shared secret themselves.
+fn checks_its_own_signature(path: &str) -> bool {
+    path.starts_with("/hooks/")
+        || ["/api/v1/channels/{channel_id}/inbound", "/api/v1/channels/{channel_id}/status"]
+            .iter()
+            .any(|t| crate::openapi::matches_template(path, t))
+}
+
 /// Admission: identifies the caller once, then counts the request against
 /// its quota — per principal (API key or user) when the credential is
 /// valid, per client IP otherwise — and adds `RateLimit-Policy` and
@@ -180,6 +189,7 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
     // Formatted only for requests counted per IP.
     let ip_bucket = move || ip.bucket();
     let path = req.uri().path();
+    let self_authenticating = checks_its_own_signature(path);
     let identity = if takes_credentials(path) {
         let for_mcp = path == "/mcp" || path.starts_with("/mcp/");
         match identify(&state, req.headers(), for_mcp).await {
@@ -195,8 +205,19 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
         req.extensions_mut().insert(p.clone());
     }
     let limits = &state.limits;
+    // Hooks authenticate requests themselves (a provider's signature or
+    // secret); their refusals count against the
+    // IP's failed-authentication quota like a bad key's. Only an IP refused
+    // lately is held to it before the work: providers' traffic pays nothing.
     let failed = if matches!(identity, Identity::Refused(_)) {
         Some(limits.auth_failures.check(&ip_bucket()).await).filter(|d| !d.allowed)
+    } else if self_authenticating && limits.failed_lately.contains(&ip_bucket()) {
+        let d = limits.auth_failures.check(&ip_bucket()).await;
+        if d.allowed {
+            // Only a look: the request itself is counted if it is refused.
+            limits.auth_failures.refund(&ip_bucket()).await;
+        }
+        Some(d).filter(|d| !d.allowed)
     } else {
         None
     };
@@ -208,6 +229,10 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
         None if !decision.allowed => ApiError::RateLimited { retry_after_s: decision.retry_after_s }.into_response(),
         None => next.run(req).await,
     };
+    if self_authenticating && response.status() == StatusCode::UNAUTHORIZED {
+        limits.auth_failures.check(&ip_bucket()).await;
+        limits.failed_lately.note(&ip_bucket());
+    }
     let quota = limits.requests.quota();
     let policy = format!("\"default\";q={};w={}", quota.burst(), quota.window_s());
     let current = format!("\"default\";r={};t={}", decision.remaining, decision.reset_s);

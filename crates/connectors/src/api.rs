@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use parley_domain::channel::ChannelType;
 use parley_domain::validation::{FieldError, LocPart, Parsed, header_value, string};
 use parley_events::signing::SignedHeaders;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::{
     Connector, Credentials, Delivered, Delivery, Hook, Inbound, InboundRequest, Incoming, Refused, StatusReport,
@@ -92,7 +92,7 @@ impl Connector for ApiConnector {
             _ => Err(refused(parley_events::signing::VerifyError::NoMatch)),
         }
     }
-    fn read(&self, hook: Hook, req: &InboundRequest<'_>) -> Parsed<Incoming> {
+    fn read(&self, hook: Hook, req: &InboundRequest<'_>, _config: &Map<String, Value>) -> Parsed<Incoming> {
         let value: Value = serde_json::from_slice(req.body).map_err(|_| vec![FieldError::invalid_json()])?;
         match hook {
             Hook::Message => Inbound::parse(value).map(Incoming::Message),

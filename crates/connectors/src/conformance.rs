@@ -341,6 +341,7 @@ fn sample_inbound(external_id: &str, text: &str) -> Inbound {
         consent: None,
         group: None,
         details: Default::default(),
+        unverified_sender: false,
         answers: Vec::new(),
     }
 }
@@ -387,7 +388,7 @@ pub fn dedupes_inbound(fixture: &dyn Fixture) {
     let now = now_s();
     let sent = sample_inbound("p-1", "Where is my order?");
     let Some(first) = fixture.inbound_message(&channel, &sent, now) else { return };
-    let read = |r: &Request| match connector.read(Hook::Message, &r.inbound()) {
+    let read = |r: &Request| match connector.read(Hook::Message, &r.inbound(), &channel.channel.config) {
         Ok(Incoming::Message(m)) => m,
         other => panic!("an inbound message reads as a message, not {other:?}"),
     };
@@ -416,7 +417,7 @@ pub fn reads_status_callbacks(fixture: &dyn Fixture) {
             return;
         };
         assert_eq!(connector.authenticate(&request.inbound(), &channel.credentials(), now), Ok(()));
-        match connector.read(Hook::Status, &request.inbound()) {
+        match connector.read(Hook::Status, &request.inbound(), &channel.channel.config) {
             Ok(Incoming::Status(report)) => assert_eq!(report, sent, "the report as sent"),
             other => panic!("a status callback reads as a status report, not {other:?}"),
         }

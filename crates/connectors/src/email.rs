@@ -31,7 +31,6 @@ use lettre::message::{Attachment as MailAttachment, Mailbox, MultiPart, header::
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::{PoolConfig, authentication::Credentials as SmtpCredentials};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
-use mail_parser::{MessageParser, MimeHeaders};
 use parley_domain::channel::ChannelType;
 use parley_domain::conversation::{EmailHeaders, MessageDetails, MessageStatus};
 use parley_domain::validation::{FieldError, LocPart, Parsed, integer, loc, one_of, string};
@@ -283,212 +282,99 @@ async fn send(d: Delivery<'_>) -> Delivered {
 
 // --- Receiving ---------------------------------------------------------------
 
-/// Lines that begin the quoted message in a reply.
-fn starts_quote(lines: &[&str], i: usize) -> bool {
-    let line = lines[i].trim();
-    let next = lines.get(i + 1).map_or("", |l| l.trim());
-    (line.starts_with("On ") && (line.ends_with("wrote:") || next.ends_with("wrote:")))
-        || line.starts_with('>')
-        || (line.len() >= 20 && line.chars().all(|c| c == '_'))
-        || line.to_ascii_lowercase().trim_matches('-').trim() == "original message"
-        || (line.starts_with("From: ")
-            && lines[i + 1..].iter().take(3).any(|l| l.starts_with("Sent: ") || l.starts_with("Date: ")))
-}
+pub use parley_extract::mail::trim_reply;
+use parley_extract::mail::{Form, Letter, Mail, Sender};
 
-/// The new part of a reply: the text before the quoted message, without
-/// the signature (after `-- `) or a "Sent from my …" line. The whole text
-/// when nothing would be left.
-pub fn trim_reply(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut end = (0..lines.len()).find(|&i| starts_quote(&lines, i)).unwrap_or(lines.len());
-    if let Some(sig) = lines[..end].iter().position(|l| *l == "-- " || *l == "--") {
-        end = sig;
-    }
-    let mut kept: Vec<&str> = lines[..end].to_vec();
-    while kept.last().is_some_and(|l| l.trim().is_empty() || l.trim().starts_with("Sent from my ")) {
-        kept.pop();
-    }
-    let trimmed = kept.join("\n").trim().to_owned();
-    if trimmed.is_empty() { text.trim().to_owned() } else { trimmed }
-}
-
-fn bracketed(id: &str) -> String {
-    let id = id.trim().trim_start_matches('<').trim_end_matches('>');
-    format!("<{id}>")
-}
-
-/// The blocks of a `message/delivery-status` part (per message, then per recipient).
-fn dsn_blocks(raw: &[u8]) -> Vec<HashMap<String, String>> {
-    let text = String::from_utf8_lossy(raw).replace("\r\n", "\n");
-    text.split("\n\n")
-        .map(|block| {
-            let mut fields: HashMap<String, String> = HashMap::new();
-            let mut last: Option<String> = None;
-            for line in block.lines() {
-                if line.starts_with([' ', '\t']) {
-                    if let Some(v) = last.as_ref().and_then(|k| fields.get_mut(k)) {
-                        v.push(' ');
-                        v.push_str(line.trim());
-                    }
-                } else if let Some((k, v)) = line.split_once(':') {
-                    let k = k.trim().to_ascii_lowercase();
-                    fields.insert(k.clone(), v.trim().to_owned());
-                    last = Some(k);
-                }
-            }
-            fields
-        })
-        .filter(|f| !f.is_empty())
-        .collect()
-}
-
-/// A delivery status notification: the failure of the message it names
-/// (delays and successes change nothing).
-fn bounce(msg: &mail_parser::Message<'_>) -> Option<Incoming> {
-    let ct = msg.content_type()?;
-    let is_report = ct.ctype().eq_ignore_ascii_case("multipart")
-        && ct.subtype().is_some_and(|s| s.eq_ignore_ascii_case("report"))
-        && ct.attribute("report-type").is_some_and(|r| r.eq_ignore_ascii_case("delivery-status"));
-    if !is_report {
-        return None;
-    }
-    let (mut recipient, mut failed, mut original) = (None, None, None);
-    for part in msg.attachments() {
-        if part.is_content_type("message", "delivery-status") {
-            for block in dsn_blocks(part.contents()) {
-                let action = block.get("action").map(|a| a.to_ascii_lowercase());
-                let status = block.get("status").cloned().unwrap_or_default();
-                if action.as_deref() == Some("failed") || (action.is_none() && status.starts_with('5')) {
-                    let to = block.get("final-recipient").or(block.get("original-recipient"));
-                    recipient = to.map(|r| r.split_once(';').map_or(r.as_str(), |(_, a)| a).trim().to_owned());
-                    let diagnostic = block
-                        .get("diagnostic-code")
-                        .map(|d| d.split_once(';').map_or(d.as_str(), |(_, t)| t).trim().to_owned());
-                    failed = Some(match diagnostic {
-                        Some(d) => format!("{status}: {d}"),
-                        None => status,
-                    });
-                }
-            }
-        } else if part.is_content_type("text", "rfc822-headers") {
-            original =
-                MessageParser::default().parse_headers(part.contents()).and_then(|h| h.message_id().map(bracketed));
-        } else if let Some(orig) = part.message() {
-            original = orig.message_id().map(bracketed);
-        }
-    }
-    match (original, failed) {
-        (Some(external_id), Some(reason)) => {
-            let to = recipient.map_or(String::new(), |r| format!(" to {r}"));
-            let error = format!("bounced{to}: {reason}").chars().take(1000).collect();
-            Some(Incoming::Status(StatusReport { external_id, status: MessageStatus::Failed, error: Some(error) }))
-        }
-        _ => Some(Incoming::Ignored),
-    }
-}
-
-/// Reads one raw message: a message from a contact, or a bounce.
+/// Reads one raw message: a message from a contact, or a bounce. Its
+/// sender is unverified until [`vouch`] says otherwise.
 pub fn parse_mail(raw: &[u8]) -> Parsed<Incoming> {
-    let bad = |msg: &str| vec![FieldError::new(loc(&["body"]), "value_error.email_message", msg.to_owned())];
-    let msg = MessageParser::default().parse(raw).ok_or_else(|| bad("the body is not an email message"))?;
-    if let Some(report) = bounce(&msg) {
-        return Ok(report);
-    }
-    let from = msg.from().and_then(|a| a.first()).ok_or_else(|| bad("the message has no From address"))?;
-    let address = from.address().ok_or_else(|| bad("the message has no From address"))?.trim().to_ascii_lowercase();
-    // Auto-replies and list traffic would make the agent answer machines.
-    let auto = msg.header_raw("Auto-Submitted").is_some_and(|v| !v.trim().eq_ignore_ascii_case("no"));
-    if auto {
-        return Ok(Incoming::Ignored);
-    }
-    let message_id = match msg.message_id() {
-        Some(id) => bracketed(id),
-        None => {
-            use sha2::Digest;
-            let hash: String = sha2::Sha256::digest(raw).iter().take(16).map(|b| format!("{b:02x}")).collect();
-            format!("<{hash}@parley.invalid>")
+    Ok(read_mail(raw)?.0)
+}
+
+/// The message, and the letter it holds (for [`vouch`]).
+fn read_mail(raw: &[u8]) -> Result<(Incoming, Option<Letter>), Vec<FieldError>> {
+    let bad = |msg: String| vec![FieldError::new(loc(&["body"]), "value_error.email_message", msg)];
+    let letter = match parley_extract::mail::read(raw).map_err(|e| bad(e.to_string()))? {
+        Mail::Letter(letter) => letter,
+        Mail::Bounce { message_id, error } => {
+            let report = StatusReport { external_id: message_id, status: MessageStatus::Failed, error: Some(error) };
+            return Ok((Incoming::Status(report), None));
         }
+        Mail::Ignored => return Ok((Incoming::Ignored, None)),
     };
-    let in_reply_to = msg.in_reply_to().as_text_list().and_then(|l| l.last().map(|i| bracketed(i)));
-    let references: Vec<String> =
-        msg.references().as_text_list().map(|l| l.iter().map(|i| bracketed(i)).collect()).unwrap_or_default();
-    let full = msg.body_text(0).map(|t| t.replace("\r\n", "\n").trim_end().to_owned()).unwrap_or_default();
-    let attachments: Vec<InboundFile> = msg
-        .attachments()
-        .filter(|p| !p.is_message())
-        .enumerate()
-        .map(|(i, part)| {
-            let content_type =
-                part.content_type().map_or("application/octet-stream".to_owned(), |c| match c.subtype() {
-                    Some(sub) => format!("{}/{}", c.ctype(), sub).to_ascii_lowercase(),
-                    None => c.ctype().to_ascii_lowercase(),
-                });
-            let filename = part
-                .attachment_name()
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("attachment-{}{}", i + 1, crate::extension_for(&content_type)));
-            InboundFile {
-                filename: filename.chars().take(255).collect(),
-                content_type,
-                source: FileSource::Inline(part.contents().to_vec()),
-            }
-        })
-        .collect();
-    let trimmed = trim_reply(&full);
-    let text = if !trimmed.is_empty() {
-        trimmed.chars().take(10_000).collect::<String>()
-    } else if !attachments.is_empty() {
-        format!("[{}]", attachments.iter().map(|a| a.filename.as_str()).collect::<Vec<_>>().join(", "))
-    } else {
-        msg.subject().map_or_else(|| "(no text)".to_owned(), |s| s.chars().take(10_000).collect())
-    };
-    let full_text = (full.trim() != text).then(|| full.chars().take(100_000).collect());
-    let mut answers: Vec<String> = references.iter().rev().cloned().collect();
-    if let Some(parent) = &in_reply_to {
+    let mut answers: Vec<String> = letter.references.iter().rev().cloned().collect();
+    if let Some(parent) = &letter.in_reply_to {
         answers.retain(|a| a != parent);
         answers.insert(0, parent.clone());
     }
     let headers = EmailHeaders {
-        subject: msg.subject().unwrap_or_default().chars().take(MAX_SUBJECT).collect(),
-        message_id: message_id.clone(),
-        in_reply_to,
-        references,
-        full_text,
+        subject: letter.subject.clone(),
+        message_id: letter.message_id.clone(),
+        in_reply_to: letter.in_reply_to.clone(),
+        references: letter.references.clone(),
+        full_text: letter.full_text.clone(),
     };
-    Ok(Incoming::Message(Inbound {
-        from: address,
-        text,
-        external_id: message_id,
-        contact: from
-            .name()
-            .filter(|n| !n.trim().is_empty())
-            .map(|n| InboundContact { display_name: Some(n.trim().chars().take(200).collect()) }),
+    let attachments = letter
+        .attachments
+        .iter()
+        .map(|a| InboundFile {
+            filename: a.filename.clone(),
+            content_type: a.content_type.clone(),
+            source: FileSource::Inline(a.bytes.clone()),
+        })
+        .collect();
+    let inbound = Inbound {
+        from: letter.from.clone(),
+        text: letter.text.clone(),
+        external_id: letter.message_id.clone(),
+        contact: letter.display_name.clone().map(|n| InboundContact { display_name: Some(n) }),
         attachments,
         consent: None,
         group: None,
         details: MessageDetails { email: Some(headers), ..Default::default() },
+        unverified_sender: true,
         answers,
-    }))
+    };
+    Ok((Incoming::Message(inbound), Some(letter)))
 }
 
-/// The raw message a webhook carries: the body itself, or the form field
-/// inbound-parse services put it in (`email`: SendGrid; `body-mime`: Mailgun).
-fn raw_message<'a>(req: &'a InboundRequest<'_>) -> std::borrow::Cow<'a, [u8]> {
+/// The servers whose `Authentication-Results` the channel trusts.
+fn trusted_servers(config: &Map<String, Value>) -> Vec<String> {
+    config
+        .get("trusted_authserv_ids")
+        .and_then(Value::as_array)
+        .map(|ids| ids.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Marks the sender verified when the receiving side vouches for its
+/// `From`: an inbound-parse service's verdict (SendGrid's `dkim`/`SPF`
+/// fields, when the form carries them), else the topmost
+/// `Authentication-Results` of a server the channel trusts.
+fn vouch(incoming: &mut Incoming, letter: Option<&Letter>, form: Option<&Form>, config: &Map<String, Value>) {
+    let (Incoming::Message(inbound), Some(letter)) = (incoming, letter) else { return };
+    let sender = form
+        .and_then(|f| parley_extract::mail::sender_from_form(letter, f))
+        .unwrap_or_else(|| parley_extract::mail::sender_from_headers(letter, &trusted_servers(config)));
+    inbound.unverified_sender = match sender {
+        Sender::Verified(_) => false,
+        Sender::Unverified(why) => {
+            tracing::debug!(from = %letter.from, %why, "an email sender is unverified");
+            true
+        }
+    };
+}
+
+/// Reads a hook request: the raw message as the body, or the form field
+/// inbound-parse services put it in (`email`: SendGrid; `body-mime`:
+/// Mailgun), with the service's verdicts.
+fn read_hook(req: &InboundRequest<'_>, config: &Map<String, Value>) -> Parsed<Incoming> {
     let content_type = req.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    if !content_type.to_ascii_lowercase().starts_with("multipart/form-data") {
-        return std::borrow::Cow::Borrowed(req.body);
-    }
-    // A form is MIME too: read it as a multipart message.
-    let mut wrapped = format!("Content-Type: {content_type}\r\n\r\n").into_bytes();
-    wrapped.extend_from_slice(req.body);
-    let Some(form) = MessageParser::default().parse(&wrapped) else { return std::borrow::Cow::Borrowed(req.body) };
-    let field = form.parts.iter().find(|p| {
-        p.content_disposition().and_then(|d| d.attribute("name")).is_some_and(|n| n == "email" || n == "body-mime")
-    });
-    match field {
-        Some(part) => std::borrow::Cow::Owned(part.contents().to_vec()),
-        None => std::borrow::Cow::Borrowed(req.body),
-    }
+    let form = parley_extract::mail::read_form(content_type, req.body);
+    let raw = form.as_ref().and_then(|f| f.message.as_deref()).unwrap_or(req.body);
+    let (mut incoming, letter) = read_mail(raw)?;
+    vouch(&mut incoming, letter.as_ref(), form.as_ref(), config);
+    Ok(incoming)
 }
 
 // --- IMAP --------------------------------------------------------------------
@@ -617,10 +503,13 @@ async fn imap_poll(p: Poll<'_>) -> Result<Polled, Delivered> {
         .await?;
         for fetch in &fetched {
             let (Some(uid), Some(raw)) = (fetch.uid, fetch.body()) else { continue };
-            match parse_mail(raw) {
-                Ok(Incoming::Ignored) => {}
-                Ok(one) => incoming.push(one),
-                Err(_) => tracing::warn!(uid, "an IMAP message could not be read as email; skipped"),
+            match read_mail(raw) {
+                Ok((Incoming::Ignored, _)) => {}
+                Ok((mut one, letter)) => {
+                    vouch(&mut one, letter.as_ref(), None, &p.channel.config);
+                    incoming.push(one);
+                }
+                Err(e) => tracing::warn!(uid, error = ?e, "an IMAP message could not be read as email; skipped"),
             }
             newest = Some(newest.map_or(uid, |n| n.max(uid)));
         }
@@ -657,6 +546,10 @@ impl Connector for EmailConnector {
             }
             "inbound_secret" => parley_domain::validation::header_value(24, 256)(value, at).map(Value::String),
             "imap_mailbox" => string(1, 200)(value, at).map(Value::String),
+            "trusted_authserv_ids" => parley_domain::validation::list_of(10, |v, l| {
+                host_setting(v, l).map(|h| Value::String(h.as_str().unwrap_or_default().to_ascii_lowercase()))
+            })(value, at)
+            .map(Value::from),
             "tls_ca_pem" => string(1, 16_384)(value, at).and_then(|pem| {
                 if pem.contains("-----BEGIN CERTIFICATE-----") {
                     Ok(Value::String(pem))
@@ -722,6 +615,20 @@ impl Connector for EmailConnector {
                 "inbound_secret",
                 secret(24, 256).into(),
                 "Secret, write-only: what `POST /hooks/email/{public_id}` must carry (`Authorization: Bearer …`, or as the basic-auth password). Without it the webhook refuses everything.",
+            ),
+            (
+                "trusted_authserv_ids",
+                parley_domain::schema::nullable_array(
+                    utoipa::openapi::schema::ArrayBuilder::new()
+                        .items(string(1, 253).build())
+                        .max_items(Some(10))
+                        .build(),
+                )
+                .into(),
+                "Up to 10 servers (their authserv-id, such as `mx.google.com` or your own MTA's host name) whose \
+                 topmost `Authentication-Results` header vouches for a message's `From`: DMARC pass, or DKIM or SPF \
+                 pass aligned with the `From` domain. A sender no trusted server vouches for is unverified, kept \
+                 apart from the address's contact. SendGrid's own `dkim`/`SPF` fields count without this.",
             ),
             (
                 "tls_ca_pem",
@@ -818,15 +725,21 @@ impl Connector for EmailConnector {
     fn hooks(&self) -> &'static [Hook] {
         &[Hook::Message]
     }
-    /// `Authorization: Bearer <inbound_secret>`, or basic auth with it as
-    /// the password (services that only take a URL with credentials).
+    fn authenticates_by_headers(&self) -> bool {
+        true
+    }
+    /// `Authorization: Bearer <inbound_secret>` (the scheme in any case, as
+    /// RFC 7235 has it), or basic auth with it as the password (services
+    /// that only take a URL with credentials).
     fn authenticate(&self, req: &InboundRequest<'_>, creds: &Credentials<'_>, _now_s: i64) -> Result<(), Refused> {
         let refused = || Refused("Invalid credentials: the inbound secret does not match".to_owned());
         let secret = creds.secrets.get("inbound_secret").and_then(Value::as_str).ok_or_else(refused)?;
         let given = req.headers.get("authorization").and_then(|v| v.to_str().ok()).ok_or_else(refused)?;
-        let offered = if let Some(token) = given.strip_prefix("Bearer ") {
-            token.trim().to_owned()
-        } else if let Some(basic) = given.strip_prefix("Basic ") {
+        let (scheme, credentials) = given.trim().split_once(' ').unwrap_or((given, ""));
+        let offered = if scheme.eq_ignore_ascii_case("bearer") {
+            credentials.trim().to_owned()
+        } else if scheme.eq_ignore_ascii_case("basic") {
+            let basic = credentials;
             use base64::Engine as _;
             let decoded = base64::engine::general_purpose::STANDARD.decode(basic.trim()).map_err(|_| refused())?;
             let pair = String::from_utf8(decoded).map_err(|_| refused())?;
@@ -838,8 +751,8 @@ impl Connector for EmailConnector {
             && offered.bytes().zip(secret.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
         if same { Ok(()) } else { Err(refused()) }
     }
-    fn read(&self, _hook: Hook, req: &InboundRequest<'_>) -> Parsed<Incoming> {
-        parse_mail(&raw_message(req))
+    fn read(&self, _hook: Hook, req: &InboundRequest<'_>, config: &Map<String, Value>) -> Parsed<Incoming> {
+        read_hook(req, config)
     }
     fn polls(&self, config: &Map<String, Value>) -> bool {
         config.contains_key("imap_host")

@@ -45,6 +45,12 @@ pub struct Inbound {
     #[serde(skip)]
     #[schema(ignore)]
     pub details: parley_domain::conversation::MessageDetails,
+    /// The provider did not vouch for `from` (an email whose `From` no
+    /// trusted server authenticated): the sender is kept apart from the
+    /// address's proven contact and conversations.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub unverified_sender: bool,
     /// Provider ids of the messages this one answers (an email's
     /// `In-Reply-To` and `References`), newest first: the conversation is
     /// found by them before the sender's address.
@@ -116,6 +122,7 @@ impl Inbound {
                 consent: None,
                 group: None,
                 details: Default::default(),
+                unverified_sender: false,
                 answers: Vec::new(),
             })
         })

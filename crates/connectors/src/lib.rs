@@ -172,8 +172,15 @@ pub trait Connector: Send + Sync {
     fn authenticate(&self, _req: &InboundRequest<'_>, _creds: &Credentials<'_>, _now_s: i64) -> Result<(), Refused> {
         Err(Refused("this channel type takes no inbound requests".to_owned()))
     }
-    /// Reads an authenticated request that arrived on `hook`.
-    fn read(&self, _hook: Hook, _req: &InboundRequest<'_>) -> Parsed<Incoming> {
+    /// Whether [`Connector::authenticate`] decides on the headers alone (a
+    /// shared secret, not a signature over the body): the request is then
+    /// checked before its body is read, so a refusal costs no body.
+    fn authenticates_by_headers(&self) -> bool {
+        false
+    }
+    /// Reads an authenticated request that arrived on `hook`, for a
+    /// channel with the public settings `config`.
+    fn read(&self, _hook: Hook, _req: &InboundRequest<'_>, _config: &Map<String, Value>) -> Parsed<Incoming> {
         Err(vec![FieldError::new(
             parley_domain::validation::loc(&["body"]),
             "value_error",
@@ -403,19 +410,7 @@ impl Incoming {
     }
 }
 
-/// The usual file name extension (with its dot) for a media type, for
-/// naming files providers send without a name; empty when none is known.
-pub fn extension_for(content_type: &str) -> String {
-    let content_type = content_type.trim().to_ascii_lowercase();
-    let subtype = content_type.split_once('/').map_or("", |(_, s)| s);
-    let known = mime_guess::get_mime_extensions_str(&content_type).unwrap_or(&[]);
-    // The list's first is not always the usual one (`jfif` for JPEG).
-    let usual = match subtype {
-        "jpeg" => Some("jpg"),
-        _ => known.iter().copied().find(|e| *e == subtype).or(known.first().copied()),
-    };
-    usual.map_or(String::new(), |e| format!(".{e}"))
-}
+pub use parley_extract::extension_for;
 
 /// The connector for `kind`, if this version has one.
 pub fn connector(kind: ChannelType) -> Option<&'static dyn Connector> {

@@ -238,6 +238,9 @@ impl Connector for TelegramConnector {
     fn hooks(&self) -> &'static [Hook] {
         &[Hook::Message]
     }
+    fn authenticates_by_headers(&self) -> bool {
+        true
+    }
     fn authenticate(&self, req: &InboundRequest<'_>, creds: &Credentials<'_>, _now_s: i64) -> Result<(), Refused> {
         let refused = || Refused("Invalid secret: X-Telegram-Bot-Api-Secret-Token does not match".to_owned());
         let bot_token = token(creds.secrets).ok_or_else(refused)?;
@@ -248,7 +251,7 @@ impl Connector for TelegramConnector {
             && given.as_bytes().iter().zip(expected.as_bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
         if same { Ok(()) } else { Err(refused()) }
     }
-    fn read(&self, _hook: Hook, req: &InboundRequest<'_>) -> Parsed<Incoming> {
+    fn read(&self, _hook: Hook, req: &InboundRequest<'_>, _config: &Map<String, Value>) -> Parsed<Incoming> {
         let update: Value = serde_json::from_slice(req.body)
             .map_err(|_| vec![FieldError::new(loc(&["body"]), "value_error.json", "the body is not JSON")])?;
         read_update(&update)
@@ -396,6 +399,7 @@ fn read_update(update: &Value) -> Parsed<Incoming> {
         consent: None,
         group,
         details: Default::default(),
+        unverified_sender: false,
         answers: Vec::new(),
     }))
 }

@@ -301,7 +301,7 @@ impl Connector for TwilioConnector {
         let params = form(req.body).ok_or_else(refused)?;
         if parley_domain::twilio::signature_valid(token, req.url, &params, signature) { Ok(()) } else { Err(refused()) }
     }
-    fn read(&self, hook: Hook, req: &InboundRequest<'_>) -> Parsed<Incoming> {
+    fn read(&self, hook: Hook, req: &InboundRequest<'_>, _config: &Map<String, Value>) -> Parsed<Incoming> {
         let bad = |field: &str, msg: &str| vec![FieldError::new(loc(&["body", field]), "value_error", msg.to_owned())];
         let params = form(req.body).ok_or_else(|| bad("form", "the body is not a form"))?;
         let sid = param(&params, "MessageSid")
@@ -332,6 +332,7 @@ impl Connector for TwilioConnector {
                     consent,
                     group: None,
                     details: Default::default(),
+                    unverified_sender: false,
                     answers: Vec::new(),
                 }))
             }

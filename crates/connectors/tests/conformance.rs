@@ -410,8 +410,9 @@ async fn the_kit_fails_a_connector_that_skips_the_signature_check() {
             &self,
             hook: parley_connectors::Hook,
             req: &parley_connectors::InboundRequest<'_>,
+            config: &serde_json::Map<String, serde_json::Value>,
         ) -> parley_domain::validation::Parsed<parley_connectors::Incoming> {
-            Api.connector().read(hook, req)
+            Api.connector().read(hook, req, config)
         }
     }
     static LAX: Lax = Lax;

@@ -123,39 +123,67 @@ string_enum!(
 pub struct Identity {
     pub channel: ChannelType,
     pub address: String,
+    /// An email address a message claimed (`From`) without the receiving
+    /// server authenticating it: kept apart from the same address proven,
+    /// never merged into a contact by it. Shown only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
+}
+
+/// One shape per kind of address, so that the document says what each
+/// channel's address must be; `unverified` on what Parley shows.
+fn identity_schema(shown: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use crate::schema::{string, string_enum};
+    use utoipa::openapi::SchemaFormat;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
+    let shape = |channels: &[&str], address: ObjectBuilder, email: bool| {
+        let mut shape = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("channel", string_enum(channels))
+            .required("channel")
+            .property("address", address)
+            .required("address");
+        if shown && email {
+            let flag = ObjectBuilder::new().schema_type(Type::Boolean).description(Some(
+                "Present (true) on an address a message claimed without the receiving server authenticating it",
+            ));
+            shape = shape.property("unverified", flag);
+        }
+        shape.additional_properties(Some(AdditionalProperties::FreeForm(false)))
+    };
+    OneOfBuilder::new()
+        .description(Some("A contact's address on one channel."))
+        .item(shape(
+            &["sms", "whatsapp", "voice"],
+            string(1, 255).format(Some(SchemaFormat::Custom("phone".into()))),
+            false,
+        ))
+        .item(shape(&["email"], string(1, 255).format(Some(SchemaFormat::Custom("email".into()))), true))
+        // Not blank. U+0085 is spelled out: ECMA's `\s` lacks it, but the
+        // address is trimmed of it.
+        .item(shape(&["webchat", "telegram", "api"], string(1, 255).pattern(Some(r"[^\s\u0085]")), false))
+        .into()
 }
 
 impl utoipa::PartialSchema for Identity {
-    /// One shape per kind of address, so that the document says what each
-    /// channel's address must be.
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use crate::schema::{string, string_enum};
-        use utoipa::openapi::SchemaFormat;
-        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
-        let shape = |channels: &[&str], address: ObjectBuilder| {
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .property("channel", string_enum(channels))
-                .required("channel")
-                .property("address", address)
-                .required("address")
-                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
-        };
-        OneOfBuilder::new()
-            .description(Some("A contact's address on one channel."))
-            .item(shape(
-                &["sms", "whatsapp", "voice"],
-                string(1, 255).format(Some(SchemaFormat::Custom("phone".into()))),
-            ))
-            .item(shape(&["email"], string(1, 255).format(Some(SchemaFormat::Custom("email".into())))))
-            // Not blank. U+0085 is spelled out: ECMA's `\s` lacks it, but the
-            // address is trimmed of it.
-            .item(shape(&["webchat", "telegram", "api"], string(1, 255).pattern(Some(r"[^\s\u0085]"))))
-            .into()
+        identity_schema(true)
     }
 }
 
 impl utoipa::ToSchema for Identity {}
+
+/// An identity as a request writes it (never `unverified`: what a person or
+/// program states is taken as proven).
+pub struct IdentityInput;
+
+impl utoipa::PartialSchema for IdentityInput {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        identity_schema(false)
+    }
+}
+
+impl utoipa::ToSchema for IdentityInput {}
 
 impl Identity {
     /// Normalises `address` for `channel`; the error says what is wrong
@@ -176,7 +204,7 @@ impl Identity {
                 a.to_owned()
             }
         };
-        Ok(Identity { channel, address })
+        Ok(Identity { channel, address, unverified: false })
     }
 }
 

@@ -95,6 +95,10 @@ pub struct Conversation {
     pub waiting_since: Option<Timestamp>,
     pub snoozed_until: Option<Timestamp>,
     pub updated_at: Timestamp,
+    /// Opened by an email whose sender the receiving server did not
+    /// authenticate: kept apart from the proven address's conversations and
+    /// contact (the `From` may be forged).
+    pub unverified_sender: bool,
 }
 
 /// Who wrote a message.

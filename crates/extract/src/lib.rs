@@ -234,6 +234,20 @@ fn kind_name(content_type: &str) -> &'static str {
     }
 }
 
+/// The usual file name extension (with its dot) for a media type, for
+/// naming files providers send without a name; empty when none is known.
+pub fn extension_for(content_type: &str) -> String {
+    let content_type = content_type.trim().to_ascii_lowercase();
+    let subtype = content_type.split_once('/').map_or("", |(_, s)| s);
+    let known = mime_guess::get_mime_extensions_str(&content_type).unwrap_or(&[]);
+    // The list's first is not always the usual one (`jfif` for JPEG).
+    let usual = match subtype {
+        "jpeg" => Some("jpg"),
+        _ => known.iter().copied().find(|e| *e == subtype).or(known.first().copied()),
+    };
+    usual.map_or(String::new(), |e| format!(".{e}"))
+}
+
 /// At most `n` characters of `s`.
 pub(crate) fn cut(s: &str, n: usize) -> String {
     s.chars().take(n).collect()

@@ -157,8 +157,10 @@ pub fn read(raw: &[u8]) -> Result<Mail, MailError> {
                     Some(sub) => format!("{}/{}", c.ctype(), sub).to_ascii_lowercase(),
                     None => c.ctype().to_ascii_lowercase(),
                 });
-            let filename =
-                part.attachment_name().map(|n| cut(n, 255)).unwrap_or_else(|| format!("attachment-{}", i + 1));
+            let filename = part
+                .attachment_name()
+                .map(|n| cut(n, 255))
+                .unwrap_or_else(|| format!("attachment-{}{}", i + 1, crate::extension_for(&content_type)));
             MailFile { filename, content_type, bytes: part.contents().to_vec() }
         })
         .collect();

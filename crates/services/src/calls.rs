@@ -358,7 +358,8 @@ async fn phone_contact(tx: &mut Tx, svc: &Services, scope: Scope, number: &str) 
     if !number.starts_with('+') {
         return Ok(None);
     }
-    let identity = Identity { channel: parley_domain::channel::ChannelType::Voice, address: number.to_owned() };
+    let identity =
+        Identity { channel: parley_domain::channel::ChannelType::Voice, address: number.to_owned(), unverified: false };
     Ok(contacts::resolve_address(tx, scope, &svc.config.contacts, &identity, None).await?.map(|c| c.id))
 }
 
@@ -382,6 +383,7 @@ async fn open_conversation(
             title,
             contact_id,
             sender_name: None,
+            unverified_sender: false,
         },
     )
     .await?;

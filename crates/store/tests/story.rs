@@ -291,6 +291,7 @@ fn conversation<'a>(channel_id: i64, channel_ref: &'a str) -> NewConversation<'a
         title: channel_ref,
         contact_id: None,
         sender_name: None,
+        unverified_sender: false,
     }
 }
 
@@ -331,7 +332,7 @@ async fn catch_all_endpoint(db: &Db, scope: Scope) -> webhooks::EndpointRow {
 }
 
 fn sms(address: &str) -> Identity {
-    Identity { channel: ChannelType::Sms, address: address.into() }
+    Identity { channel: ChannelType::Sms, address: address.into(), unverified: false }
 }
 
 /// A group commit looks ahead for its batch: what it found missing is
@@ -392,7 +393,8 @@ async fn a_lookahead_answers_what_is_missing_until_it_is_written(database: TestD
     tx.commit().await.unwrap();
     // A contact is stored with all its identities (the first in the same trip).
     let mut tx = db.begin().await.unwrap();
-    let two = [sms("+14155550006"), Identity { channel: ChannelType::Telegram, address: "4242".into() }];
+    let two =
+        [sms("+14155550006"), Identity { channel: ChannelType::Telegram, address: "4242".into(), unverified: false }];
     let fields = ContactFields { display_name: "Two".into(), ..Default::default() };
     let both = contacts::insert(&mut tx, mine, &fields, &two).await.unwrap();
     assert_eq!(both.identities, two);

@@ -5,10 +5,11 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::messaging::channels::{
-    self, ChannelWithSecret, CreateChannel, HookChannel, InboundRequest, UpdateChannel,
+    self, ChannelWithSecret, CreateChannel, Hook, HookChannel, InboundRequest, UpdateChannel,
 };
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -265,31 +266,38 @@ pub(crate) struct HookRequest {
 }
 
 impl HookRequest {
+    /// Reads a request to `hook` of `channel`. Where the provider
+    /// authenticates with a secret in a header, that is checked first: a
+    /// refused request is answered before its body is read.
     pub(crate) async fn read(
         s: &AppState,
         channel: HookChannel,
+        hook: Hook,
         uri: &axum::http::Uri,
         headers: HeaderMap,
         body: axum::body::Body,
         limit: usize,
     ) -> Result<Self, ApiError> {
-        let body = crate::middleware::read_body(body, limit).await?;
         let url = format!("{}{}", s.services.config().public_url(), path_and_query(uri));
+        parley_services::messaging::channels::admit_hook(&s.services, &channel, hook, &url, &headers).await?;
+        let body = crate::middleware::read_body(body, limit).await?;
         Ok(Self { channel, url, headers, body })
     }
 
     /// A request to a provider's hook URL, which names a channel of one of
     /// `kinds` by its public id.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn public(
         s: &AppState,
         public_id: String,
         kinds: &'static [ChannelType],
+        hook: Hook,
         uri: &axum::http::Uri,
         headers: HeaderMap,
         body: axum::body::Body,
         limit: usize,
     ) -> Result<Self, ApiError> {
-        Self::read(s, HookChannel::Public { public_id, kinds }, uri, headers, body, limit).await
+        Self::read(s, HookChannel::Public { public_id, kinds }, hook, uri, headers, body, limit).await
     }
 
     pub(crate) fn request(&self) -> InboundRequest<'_> {
@@ -311,6 +319,7 @@ impl axum::extract::FromRequest<AppState> for HookRequest {
         let (mut parts, body) = req.into_parts();
         let Ids([channel_id]) = Ids::<1>::from_request_parts(&mut parts, s).await?;
         let channel = HookChannel::Id(channel_id);
-        HookRequest::read(s, channel, &parts.uri, parts.headers, body, s.config.max_body_bytes).await
+        // The api channel signs its body: nothing to check before reading it.
+        HookRequest::read(s, channel, Hook::Message, &parts.uri, parts.headers, body, s.config.max_body_bytes).await
     }
 }

@@ -50,8 +50,17 @@ async fn update(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let kinds = &[ChannelType::Telegram];
-    let hook =
-        super::channels::HookRequest::public(&s, public_id, kinds, &uri, headers, body, MAX_UPDATE_BYTES).await?;
+    let hook = super::channels::HookRequest::public(
+        &s,
+        public_id,
+        kinds,
+        parley_services::messaging::channels::Hook::Message,
+        &uri,
+        headers,
+        body,
+        MAX_UPDATE_BYTES,
+    )
+    .await?;
     parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::OK)
 }

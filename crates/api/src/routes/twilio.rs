@@ -255,13 +255,14 @@ pub struct TwilioMessageForm {
 async fn channel_hook(
     s: &AppState,
     public_id: &str,
+    hook: parley_services::messaging::channels::Hook,
     uri: &axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<super::channels::HookRequest, ApiError> {
     use parley_domain::channel::ChannelType;
     let kinds = &[ChannelType::Sms, ChannelType::Whatsapp];
-    super::channels::HookRequest::public(s, public_id.to_owned(), kinds, uri, headers, body, MAX_FORM_BYTES).await
+    super::channels::HookRequest::public(s, public_id.to_owned(), kinds, hook, uri, headers, body, MAX_FORM_BYTES).await
 }
 
 /// A message to an `sms` or `whatsapp` channel (paste
@@ -295,7 +296,8 @@ async fn message_inbound(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let hook = channel_hook(&s, &public_id, &uri, headers, body).await?;
+    let hook =
+        channel_hook(&s, &public_id, parley_services::messaging::channels::Hook::Message, &uri, headers, body).await?;
     parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
     let twiml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>";
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
@@ -330,7 +332,8 @@ async fn message_status(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    let hook = channel_hook(&s, &public_id, &uri, headers, body).await?;
+    let hook =
+        channel_hook(&s, &public_id, parley_services::messaging::channels::Hook::Status, &uri, headers, body).await?;
     // Applied, or kept for a message whose send is not recorded yet: taken either way.
     parley_services::messaging::messages::report_status(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::NO_CONTENT)

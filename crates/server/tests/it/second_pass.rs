@@ -334,3 +334,52 @@ both_backends! {
         assert_eq!(r["isError"], false, "{r}");
     }
 }
+
+both_backends! {
+    // Issue 31: an unknown public id and a wrong signature answered 401 in
+    // different words (telling a channel that exists from one that does
+    // not), and wrong webhook secrets were not counted against the IP.
+    async fn hook_refusals_say_the_same_words_and_count_against_the_ip(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.rate_limit.auth_failures_per_minute = 4).await;
+        let ws = app.workspace("Shop").await;
+        let sms = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "SMS", "config": {
+            "account_sid": format!("AC{}", "0".repeat(32)), "auth_token": "token", "from": "+14155550100",
+            "base_url": "http://127.0.0.1:9"}})).await;
+        assert_eq!(sms.status, 201, "{}", sms.text);
+        let email = app.post(&ws.live, "/api/v1/channels", json!({"type": "email", "name": "Mail", "config": {
+            "address": "support@shop.example", "smtp_host": "127.0.0.1", "inbound_secret": "s".repeat(32)}})).await;
+        let public = |r: &Resp| r.body["public_id"].as_str().unwrap().to_owned();
+        let (sms_id, email_id) = (public(&sms), public(&email));
+        let post = |path: String, headers: Vec<(&'static str, &'static str)>| {
+            let app = &app;
+            async move {
+                let mut r = app.client.post(app.url(&path)).body("From=%2B14155550111&Body=hi&MessageSid=SM1");
+                for (k, v) in headers {
+                    r = r.header(k, v);
+                }
+                let r = r.send().await.unwrap();
+                (r.status().as_u16(), r.json::<Value>().await.unwrap()["detail"].clone())
+            }
+        };
+        let form = ("content-type", "application/x-www-form-urlencoded");
+        let pairs = [
+            (format!("/hooks/twilio/{sms_id}/inbound"), "/hooks/twilio/sms_nosuchchannel/inbound".to_owned(), vec![form, ("x-twilio-signature", "c2lnbmF0dXJl")]),
+            (format!("/hooks/email/{email_id}"), "/hooks/email/em_nosuchchannel".to_owned(), vec![("authorization", "Bearer wrong-wrong-wrong-wrong-wrong")]),
+        ];
+        let mut refusals = 0;
+        for (real, unknown, headers) in pairs {
+            let wrong = post(real, headers.clone()).await;
+            let missing = post(unknown, headers).await;
+            assert_eq!(wrong.0, 401);
+            assert_eq!(wrong, missing, "one answer whether the channel exists or not");
+            refusals += 2;
+        }
+        assert_eq!(refusals, 4);
+        // The IP used its 4 failures a minute: now even the right secret waits.
+        let secret = format!("Bearer {}", "s".repeat(32));
+        let r = app.client.post(app.url(&format!("/hooks/email/{email_id}"))).header("authorization", secret)
+            .body("From: a@b.example\r\n\r\nhi").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 429);
+        assert!(r.headers().get("retry-after").is_some());
+    }
+}

@@ -343,7 +343,8 @@ fn builtin_spec(name: BuiltinTool) -> ToolSpec {
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
         ),
         BuiltinTool::UpdateContact => (
-            "Correct the contact's name, email or phone, as the contact tells you.",
+            "Correct the contact's name, as the contact tells you; or switch their email or phone to another \
+             address they have written from (never to one they only name).",
             json!({"type": "object", "properties": {
                 "display_name": {"type": "string", "minLength": 1, "maxLength": 200},
                 "email": {"type": "string", "minLength": 3, "maxLength": 254},
@@ -482,7 +483,7 @@ async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value)
                 .map_err(|e| refusal(&ServiceError::Validation(e)))?;
             let scope = place.scope;
             let contact = svc
-                .transaction(async move |work| crate::crm::contacts::update(work, scope, id, changes).await)
+                .transaction(async move |work| crate::crm::contacts::update_as_contact(work, scope, id, changes).await)
                 .await
                 .map_err(|e| refusal(&e))?;
             Ok((serde_json::to_value(contact).map_err(|e| e.to_string())?, None))

@@ -77,7 +77,7 @@ pub struct ContactChanges {
     #[schema(schema_with = parley_domain::schema::contact_tags)]
     pub tags: Option<Vec<String>>,
     /// Up to 20 identities; replaces every identity of the contact.
-    #[schema(nullable = false, max_items = 20)]
+    #[schema(value_type = Option<Vec<parley_domain::contact::IdentityInput>>, nullable = false, max_items = 20)]
     pub identities: Option<Vec<Identity>>,
     /// Free-form JSON object of at most 4 KiB serialised; replaces the whole object.
     #[schema(value_type = Option<Object>, nullable = false)]
@@ -408,6 +408,43 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges)
     Ok(contact)
 }
 
+/// What a contact may change about themselves through an agent's
+/// `update_contact`: their name freely; their email or phone only to an
+/// address they have proven (one of their identities on that channel, not
+/// an unverified one), so that nobody writing to an agent can move a
+/// customer's address to one of their own. A clash with another contact is
+/// refused without naming it (the model would repeat it).
+pub async fn update_as_contact(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges) -> ServiceResult<Contact> {
+    let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
+    let proven = |channels: &[&str], address: &str| {
+        current
+            .identities
+            .iter()
+            .any(|i| !i.unverified && channels.contains(&i.channel.as_str()) && i.address == address)
+    };
+    let refused = |what: &str| {
+        ServiceError::Forbidden(format!(
+            "The {what} can only be changed to one the contact has written from; a person from the team can change it"
+        ))
+    };
+    if let Some(email) = &changes.email {
+        let keeps = email.as_deref() == current.normalized_email.as_deref();
+        if !keeps && !email.as_deref().is_some_and(|e| proven(&["email"], e)) {
+            return Err(refused("email"));
+        }
+    }
+    if let Some(phone) = &changes.phone {
+        let keeps = phone.as_deref() == current.normalized_phone.as_deref();
+        if !keeps && !phone.as_deref().is_some_and(|p| proven(&["sms", "whatsapp", "voice"], p)) {
+            return Err(refused("phone number"));
+        }
+    }
+    update(tx, scope, id, changes).await.map_err(|e| match e {
+        ServiceError::Conflict(_) => ServiceError::Conflict("Another contact already has that address".into()),
+        other => other,
+    })
+}
+
 /// Deletes a contact and its identities; its conversations stay, without a contact.
 pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
     if !repo::delete(tx, scope, id).await? {
@@ -473,7 +510,7 @@ pub async fn discover(tx: &mut Tx, scope: Scope, config: &ContactsConfig, create
             contact_id: None,
         };
         if create {
-            let identity = Identity { channel: item.channel, address: item.address.clone() };
+            let identity = Identity { channel: item.channel, address: item.address.clone(), unverified: false };
             let always = ContactsConfig { auto_create: true, ..config.clone() };
             if let Some(contact) =
                 resolve_address(tx, scope, &always, &identity, item.display_name_guess.as_deref()).await?
@@ -545,8 +582,11 @@ fn address_column(identity: &Identity) -> Option<AddressColumn> {
 /// the ones that exist.
 pub async fn look_ahead_senders(tx: &mut Tx, scope: Scope, senders: &[Identity]) -> parley_store::StoreResult<()> {
     for column in [AddressColumn::Phone, AddressColumn::Email] {
-        let of_column: Vec<&str> =
-            senders.iter().filter(|i| address_column(i) == Some(column)).map(|i| i.address.as_str()).collect();
+        let of_column: Vec<&str> = senders
+            .iter()
+            .filter(|i| !i.unverified && address_column(i) == Some(column))
+            .map(|i| i.address.as_str())
+            .collect();
         repo::look_ahead_addresses(tx, scope, column, &of_column).await?;
     }
     repo::look_ahead_identities(tx, scope, senders).await
@@ -557,6 +597,11 @@ pub async fn look_ahead_senders(tx: &mut Tx, scope: Scope, senders: &[Identity])
 /// number or email (which then gains the identity); else, when
 /// `contacts.auto_create` is on, a new `discovered` contact. `None` only
 /// when auto-creation is off and nobody matches.
+///
+/// An unverified identity (an email `From` nobody vouched for) is only ever
+/// its own contact's: found by that identity, or a new `discovered`
+/// contact holding just it (without an `email`, which is a proven
+/// address's), never the contact of the same address proven.
 pub async fn resolve_address(
     tx: &mut Tx,
     scope: Scope,
@@ -567,7 +612,7 @@ pub async fn resolve_address(
     if let Some(id) = repo::id_by_identity(tx, scope, identity).await? {
         return Ok(Some(read(tx, scope, id).await?));
     }
-    let by_address = match address_column(identity) {
+    let by_address = match address_column(identity).filter(|_| !identity.unverified) {
         Some(column) => repo::id_by_address(tx, scope, column, &identity.address).await?,
         None => None,
     };
@@ -584,6 +629,7 @@ pub async fn resolve_address(
         ..ContactChanges::default()
     };
     match identity.channel.as_str() {
+        _ if identity.unverified => {}
         "sms" | "whatsapp" | "voice" => changes.phone = Some(Some(identity.address.clone())),
         "email" => changes.email = Some(Some(identity.address.clone())),
         _ => {}

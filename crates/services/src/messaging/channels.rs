@@ -6,8 +6,8 @@
 //! are sealed with the master key and never returned. Adding a type (email,
 //! SMS, Telegram, voice) means adding a connector, not changing this module.
 
-use parley_connectors::{AVAILABLE, Connector, Credentials, Hook, Incoming, connector};
-pub use parley_connectors::{Inbound, InboundContact, InboundRequest, StatusReport};
+use parley_connectors::{AVAILABLE, Connector, Credentials, Incoming, connector};
+pub use parley_connectors::{Hook, Inbound, InboundContact, InboundRequest, StatusReport};
 use parley_domain::Scope;
 use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
 use parley_domain::validation::{FieldError, LocPart, Page, Parsed, QueryReader, loc, one_of, parse_object, string};
@@ -497,43 +497,82 @@ impl HookChannel {
     }
 }
 
+impl HookChannel {
+    /// The connector a channel this names would have (the api channel's
+    /// for an id): what answers for a channel that does not exist.
+    fn expected_connector(&self) -> &'static dyn Connector {
+        let kind = match self {
+            HookChannel::Id(_) => ChannelType::Api,
+            HookChannel::Public { kinds, .. } => kinds.first().copied().unwrap_or(ChannelType::Api),
+        };
+        connector(kind).or_else(|| connector(ChannelType::Api)).expect("the api connector exists")
+    }
+}
+
 /// Authenticates a hook request with the credentials of the channel it
-/// names and reads it. A channel that does not exist (or does not take
-/// this hook) is refused like a bad signature, after the same work.
-pub async fn receive_hook(
+/// names: the channel, its scope and connector. A channel that does not
+/// exist (or does not take this hook) is refused in the same words as a
+/// wrong credential for its type, after the same work.
+async fn authenticate_hook(
     svc: &Services,
     target: &HookChannel,
     hook: Hook,
     request: InboundRequest<'_>,
-) -> ServiceResult<(Scope, ChannelRow, Incoming)> {
+) -> ServiceResult<(Scope, ChannelRow, &'static dyn Connector)> {
     let now = parley_domain::Timestamp::now().unix_micros() / 1_000_000;
     let found = target.find(svc).await?;
     let hooked = found.and_then(|(scope, row)| {
         let connector = connector(row.kind).filter(|c| c.hooks().contains(&hook))?;
         Some((scope, row, connector))
     });
-    let (scope, channel, connector) = match hooked {
+    match hooked {
         Some((scope, row, connector)) => {
             let secrets = secret_settings(svc, &row)?;
             let signing = if connector.signs_traffic() { Some(signing_secret(svc, &row)?) } else { None };
             let creds = Credentials { secrets: &secrets, signing: signing.as_ref() };
             connector.authenticate(&request, &creds, now).map_err(|r| ServiceError::Unauthorized(r.0))?;
-            (scope, row, connector)
+            Ok((scope, row, connector))
         }
         None => {
-            // The same work as a real check, so that neither the answer nor
-            // the time taken tells a channel that exists from one that does not.
-            let decoy = connector(ChannelType::Api).expect("the api connector exists");
-            let creds = Credentials { secrets: &Map::new(), signing: Some(&DECOY_SECRET) };
+            let decoy = target.expected_connector();
+            let signing = decoy.signs_traffic().then_some(&*DECOY_SECRET);
+            let creds = Credentials { secrets: &Map::new(), signing };
             let refused = decoy.authenticate(&request, &creds, now).err();
             let reason = refused.map_or_else(|| "Invalid signature: no signature matches".to_owned(), |r| r.0);
-            return Err(ServiceError::Unauthorized(reason));
+            Err(ServiceError::Unauthorized(reason))
         }
-    };
+    }
+}
+
+/// Checks a hook request's headers before its body is read, for the
+/// channel types whose providers authenticate with a shared secret in a
+/// header (email, Telegram): a refused request costs no body. Types that
+/// sign the body are checked once it is read ([`receive_hook`]).
+pub async fn admit_hook(
+    svc: &Services,
+    target: &HookChannel,
+    hook: Hook,
+    url: &str,
+    headers: &http::HeaderMap,
+) -> ServiceResult<()> {
+    if !target.expected_connector().authenticates_by_headers() {
+        return Ok(());
+    }
+    authenticate_hook(svc, target, hook, InboundRequest { url, headers, body: &[] }).await.map(|_| ())
+}
+
+/// Authenticates a hook request (see [`authenticate_hook`]) and reads it.
+pub async fn receive_hook(
+    svc: &Services,
+    target: &HookChannel,
+    hook: Hook,
+    request: InboundRequest<'_>,
+) -> ServiceResult<(Scope, ChannelRow, Incoming)> {
+    let (scope, channel, connector) = authenticate_hook(svc, target, hook, request).await?;
     if channel.status != ChannelStatus::Active {
         return Err(ServiceError::Forbidden(format!("Channel {} is {}", channel.id, channel.status)));
     }
-    let incoming = connector.read(hook, &request)?.without_nul();
+    let incoming = connector.read(hook, &request, &channel.config)?.without_nul();
     Ok((scope, channel, incoming))
 }
 

@@ -84,9 +84,15 @@ pub async fn receive(
     let identity = sender_identity(svc, channel, &inbound)?;
     let sender_name = inbound.contact.as_ref().and_then(|c| c.display_name.as_deref());
     // In a group the conversation is the group's; the author is the member.
-    // An email reply belongs to its thread's conversation while it is open.
+    // An email reply belongs to its thread's conversation while it is open
+    // (an unverified sender's only to its own: headers are easy to forge).
+    let own_ref = Opening::Direct { identity: &identity, sender_name: None }.channel_ref(channel);
     let thread = match repo::conversation_of_any(tx, scope, channel.id, &inbound.answers).await? {
-        Some(id) => repo::get(tx, scope, id).await?.filter(|c| c.status != ConversationStatus::Closed),
+        Some(id) => repo::get(tx, scope, id).await?.filter(|c| {
+            c.status != ConversationStatus::Closed
+                && c.unverified_sender == identity.unverified
+                && (!identity.unverified || c.item.channel_ref == own_ref)
+        }),
         None => None,
     };
     let (conversation, created, contact_id) = match &inbound.group {
@@ -157,10 +163,13 @@ pub async fn receive(
     Ok(Received { message, new: true })
 }
 
-/// Who sent `inbound`, as a contact identity.
+/// Who sent `inbound`, as a contact identity (unverified when the provider
+/// did not vouch for it).
 fn sender_identity(svc: &Services, channel: &ChannelRow, inbound: &Inbound) -> ServiceResult<Identity> {
-    Identity::parse(channel.kind, &inbound.from, svc.config.contacts.default_region)
-        .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))
+    let mut identity = Identity::parse(channel.kind, &inbound.from, svc.config.contacts.default_region)
+        .map_err(|(kind, msg)| ServiceError::Validation(vec![FieldError::new(loc(&["body", "from"]), kind, msg)]))?;
+    identity.unverified = inbound.unverified_sender;
+    Ok(identity)
 }
 
 /// Reads ahead for a group commit's batch of inbound messages, one
@@ -188,6 +197,10 @@ pub fn look_ahead_receive<'a>(
             let mut senders = Vec::with_capacity(batch.len());
             for job in &batch {
                 let Ok(identity) = sender_identity(svc, channel, &job.inbound) else { continue };
+                // Unverified senders are rare and always looked up.
+                if identity.unverified {
+                    continue;
+                }
                 refs.push(match &job.inbound.group {
                     Some(group) => Opening::Group { address: &group.address, title: &group.title }.channel_ref(channel),
                     None => Opening::Direct { identity: &identity, sender_name: None }.channel_ref(channel),
@@ -226,6 +239,10 @@ enum Opening<'a> {
 }
 
 impl Opening<'_> {
+    fn unverified_sender(&self) -> bool {
+        matches!(self, Opening::Direct { identity, .. } if identity.unverified)
+    }
+
     fn channel_ref(&self, channel: &ChannelRow) -> String {
         match self {
             Opening::Direct { identity, .. } => format!("{}:{}", identity.channel, identity.address),
@@ -244,7 +261,8 @@ async fn find_or_open_as(
     opening: &Opening<'_>,
 ) -> ServiceResult<(Conversation, bool)> {
     let channel_ref = opening.channel_ref(channel);
-    if let Some(open) = repo::find_open(tx, scope, channel.id, &channel_ref).await? {
+    let unverified = opening.unverified_sender();
+    if let Some(open) = repo::find_open_for(tx, scope, channel.id, &channel_ref, unverified).await? {
         return Ok((open, false));
     }
     // Another transaction (another instance, or concurrent sends to a new
@@ -262,7 +280,7 @@ async fn find_or_open_as(
         }
         Err(ServiceError::Store(parley_store::StoreError::UniqueViolation)) => {
             tx.rollback_to("open_conversation").await?;
-            match repo::find_open(tx, scope, channel.id, &channel_ref).await? {
+            match repo::find_open_for(tx, scope, channel.id, &channel_ref, unverified).await? {
                 Some(open) => Ok((open, false)),
                 // The contact was the duplicate: it is found now.
                 None => Ok((open_new(tx, svc, scope, channel, opening, &channel_ref).await?, true)),
@@ -297,6 +315,7 @@ async fn open_new(
         title: &title,
         contact_id,
         sender_name,
+        unverified_sender: opening.unverified_sender(),
     };
     let created = repo::insert(tx, scope, &new).await?;
     events::append(tx, scope, EventType::ConversationCreated, event_data(&created)?).await?;

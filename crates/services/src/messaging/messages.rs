@@ -551,7 +551,7 @@ async fn to_contact(
             ChannelType::Email => contact.normalized_email.clone(),
             _ => None,
         }
-        .map(|address| Identity { channel, address })
+        .map(|address| Identity { channel, address, unverified: false })
     });
     let Some(identity) = identity else {
         return Err(ServiceError::Validation(vec![FieldError::new(

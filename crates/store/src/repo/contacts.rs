@@ -136,7 +136,8 @@ pub async fn insert(
     let contact = "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
             normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)";
-    let identity = "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, created_at)";
+    let identity =
+        "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, unverified, created_at)";
     let (first, rest) = match identities.split_first() {
         Some((first, rest)) => (Some(first), rest),
         None => (None, identities),
@@ -146,11 +147,13 @@ pub async fn insert(
         // The contact's id is its rowid (`INTEGER PRIMARY KEY`); the search
         // index's trigger does not change `last_insert_rowid()` afterwards.
         (Some(_), Handle::Sqlite(_)) => {
-            format!("{contact} RETURNING {COLUMNS};\n{identity} VALUES ($1, $2, last_insert_rowid(), $14, $15, $13)")
+            format!(
+                "{contact} RETURNING {COLUMNS};\n{identity} VALUES ($1, $2, last_insert_rowid(), $14, $15, $16, $13)"
+            )
         }
         (Some(_), Handle::Postgres(_)) => format!(
             "WITH created AS ({contact} RETURNING {COLUMNS}),
-                  identified AS ({identity} SELECT $1, $2, created.id, $14, $15, $13 FROM created)
+                  identified AS ({identity} SELECT $1, $2, created.id, $14, $15, $16, $13 FROM created)
              SELECT * FROM created"
         ),
     });
@@ -173,7 +176,9 @@ pub async fn insert(
         };
     }
     let rows: Vec<Row> = match first {
-        Some(first) => fetch_all!(c, contact_query!().bind(first.channel.as_str()).bind(&first.address))?,
+        Some(first) => {
+            fetch_all!(c, contact_query!().bind(first.channel.as_str()).bind(&first.address).bind(first.unverified))?
+        }
         None => fetch_all!(c, contact_query!())?,
     };
     let row = rows.into_iter().next().ok_or_else(|| crate::StoreError::Corrupt("an insert returned no row".into()))?;
@@ -413,8 +418,9 @@ pub async fn look_ahead_identities(c: &mut impl AsHandle, scope: Scope, identiti
     channels.sort_unstable_by_key(|ch| ch.as_str());
     channels.dedup();
     for channel in channels {
+        // Unverified identities are rare and always looked up.
         let addresses: Vec<&str> =
-            identities.iter().filter(|i| i.channel == channel).map(|i| i.address.as_str()).collect();
+            identities.iter().filter(|i| i.channel == channel && !i.unverified).map(|i| i.address.as_str()).collect();
         for chunk in addresses.chunks(500) {
             let mut w = Where::scoped(scope, "i");
             w.and("i.channel = ?", [Arg::Text(channel.as_str().to_owned())]);
@@ -426,7 +432,7 @@ pub async fn look_ahead_identities(c: &mut impl AsHandle, scope: Scope, identiti
             let rows: Vec<(String,)> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
             let found: std::collections::HashSet<String> = rows.into_iter().map(|(a,)| a).collect();
             for address in chunk.iter().filter(|a| !found.contains(**a)) {
-                let identity = Identity { channel, address: (*address).to_owned() };
+                let identity = Identity { channel, address: (*address).to_owned(), unverified: false };
                 note_absent(c, Absent::Identity { scope, identity });
             }
         }
@@ -443,11 +449,12 @@ pub async fn id_by_identity(c: &mut impl AsHandle, scope: Scope, identity: &Iden
         c,
         sqlx::query_as(
             "SELECT contact_id FROM contact_identities
-             WHERE workspace_id = $1 AND livemode = $2 AND channel = $3 AND address = $4",
+             WHERE workspace_id = $1 AND livemode = $2 AND channel = $3 AND address = $4 AND unverified = $5",
         )
         .bind_scope(scope)
         .bind(&identity.channel)
         .bind(&identity.address)
+        .bind(identity.unverified)
     )?;
     Ok(row.map(|r| r.0))
 }
@@ -466,13 +473,13 @@ async fn identities_of(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Stor
         "contact_identities i INDEXED BY contact_identities_contact"
     };
     let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT i.contact_id, i.channel, i.address FROM {table}{} AND i.contact_id IN ({list}) ORDER BY i.id",
+        "SELECT i.contact_id, i.channel, i.address, i.unverified FROM {table}{} AND i.contact_id IN ({list}) ORDER BY i.id",
         w.sql()
     ));
-    let rows: Vec<(i64, parley_domain::channel::ChannelType, String)> =
+    let rows: Vec<(i64, parley_domain::channel::ChannelType, String, bool)> =
         fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
-    for (contact_id, channel, address) in rows {
-        out.entry(contact_id).or_default().push(Identity { channel, address });
+    for (contact_id, channel, address, unverified) in rows {
+        out.entry(contact_id).or_default().push(Identity { channel, address, unverified });
     }
     Ok(out)
 }
@@ -488,13 +495,14 @@ pub async fn add_identity(
     execute!(
         c,
         sqlx::query(
-            "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, unverified, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind_scope(scope)
         .bind(contact_id)
         .bind(&identity.channel)
         .bind(&identity.address)
+        .bind(identity.unverified)
         .bind(Timestamp::now())
     )?;
     Ok(())

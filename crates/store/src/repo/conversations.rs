@@ -17,7 +17,8 @@ use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_
 pub const VERSION_KEY: &str = "conversations";
 
 const COLUMNS: &str = "id, title, channel, kind, channel_ref, last_message_ts, last_message_preview, unread_count, \
-    created_at, status, channel_id, contact_id, agent_id, handler, assignee_user_id, waiting_since, snoozed_until, updated_at";
+    created_at, status, channel_id, contact_id, agent_id, handler, assignee_user_id, waiting_since, snoozed_until, updated_at, \
+    unverified_sender";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -39,6 +40,7 @@ struct Row {
     waiting_since: Option<Timestamp>,
     snoozed_until: Option<Timestamp>,
     updated_at: Timestamp,
+    unverified_sender: bool,
 }
 
 impl TryFrom<Row> for Conversation {
@@ -66,6 +68,7 @@ impl TryFrom<Row> for Conversation {
             waiting_since: r.waiting_since,
             snoozed_until: r.snoozed_until,
             updated_at: r.updated_at,
+            unverified_sender: r.unverified_sender,
         })
     }
 }
@@ -80,13 +83,15 @@ pub struct NewConversation<'a> {
     pub title: &'a str,
     pub contact_id: Option<i64>,
     pub sender_name: Option<&'a str>,
+    /// Opened by an email sender that was not authenticated (see migration 0029).
+    pub unverified_sender: bool,
 }
 
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewConversation<'_>) -> StoreResult<Conversation> {
     let sql = sqlx::AssertSqlSafe(format!(
         "INSERT INTO conversations (workspace_id, livemode, channel_id, channel, kind, channel_ref, title, status,
-            contact_id, sender_name, handler, unread_count, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, 'agent', 0, $10, $10) RETURNING {COLUMNS}"
+            contact_id, sender_name, handler, unread_count, created_at, updated_at, unverified_sender)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, 'agent', 0, $10, $10, $11) RETURNING {COLUMNS}"
     ));
     let row: Row = fetch_one!(
         c,
@@ -100,6 +105,7 @@ pub async fn insert(c: &mut impl AsHandle, scope: Scope, n: &NewConversation<'_>
             .bind(n.contact_id)
             .bind(n.sender_name)
             .bind(Timestamp::now())
+            .bind(n.unverified_sender)
     )?;
     forget_absent(c, &open_key(scope, n.channel_id, n.channel_ref));
     versions::bump(c, scope, VERSION_KEY).await?;
@@ -113,16 +119,31 @@ pub async fn find_open(
     channel_id: i64,
     channel_ref: &str,
 ) -> StoreResult<Option<Conversation>> {
-    if known_absent(c, &open_key(scope, channel_id, channel_ref)) {
+    find_open_for(c, scope, channel_id, channel_ref, false).await
+}
+
+/// [`find_open`], of an unverified sender's conversations when
+/// `unverified_sender` (the lookahead notes only the others: those are
+/// always looked up).
+pub async fn find_open_for(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_id: i64,
+    channel_ref: &str,
+    unverified_sender: bool,
+) -> StoreResult<Option<Conversation>> {
+    if !unverified_sender && known_absent(c, &open_key(scope, channel_id, channel_ref)) {
         return Ok(None);
     }
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM conversations
          WHERE workspace_id = $1 AND livemode = $2 AND channel_id = $3 AND channel_ref = $4 AND status <> 'closed'
-           AND kind <> 'call'"
+           AND kind <> 'call' AND unverified_sender = $5"
     ));
-    let row: Option<Row> =
-        fetch_optional!(c, sqlx::query_as(sql).bind_scope(scope).bind(channel_id).bind(channel_ref))?;
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql).bind_scope(scope).bind(channel_id).bind(channel_ref).bind(unverified_sender)
+    )?;
     row.map(Conversation::try_from).transpose()
 }
 
