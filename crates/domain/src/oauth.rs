@@ -74,8 +74,10 @@ fn is_loopback(url: &Url) -> bool {
 
 /// Checks a redirect URI a client registers: absolute, no fragment; HTTPS,
 /// HTTP only on a loopback host (RFC 8252 §7.3), or an app's private-use
-/// scheme (`com.example.app:/cb`, RFC 8252 §7.1) — never a scheme a
-/// browser would run (`javascript:`, `data:`…).
+/// scheme, which RFC 8252 §7.1 has be a reverse domain name
+/// (`com.example.app:/cb`). Nothing else: not a scheme a browser or the
+/// system would act on (`javascript:`, `view-source:`, `jar:`,
+/// `ms-settings:`…), which have no dot.
 pub fn check_redirect_uri(raw: &str) -> Result<Url, String> {
     let url = Url::parse(raw).map_err(|_| format!("{raw:?} is not an absolute URI"))?;
     if url.fragment().is_some() {
@@ -85,11 +87,22 @@ pub fn check_redirect_uri(raw: &str) -> Result<Url, String> {
         "https" if url.host().is_some() => Ok(url),
         "http" if is_loopback(&url) => Ok(url),
         "http" => Err(format!("{raw:?} uses http on a non-loopback host; use https")),
-        "javascript" | "data" | "file" | "vbscript" | "blob" | "about" | "ftp" | "ws" | "wss" | "https" => {
-            Err(format!("{raw:?} is not a usable redirect URI"))
-        }
-        _ => Ok(url),
+        scheme if is_private_use(scheme) => Ok(url),
+        _ => Err(format!(
+            "{raw:?} is not a usable redirect URI: use https, http on a loopback host, or a reverse-domain scheme \
+             such as com.example.app:/callback"
+        )),
     }
+}
+
+/// A reverse-domain scheme: two or more dot-separated labels of letters,
+/// digits and hyphens, the first starting with a letter (URL schemes are
+/// lower-cased by the parser).
+fn is_private_use(scheme: &str) -> bool {
+    let labels: Vec<&str> = scheme.split('.').collect();
+    labels.len() >= 2
+        && labels.iter().all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
 /// Whether a presented redirect URI is one of the registered ones: an exact
@@ -189,6 +202,19 @@ mod tests {
         assert!(check_redirect_uri("javascript:alert(1)").is_err());
         assert!(check_redirect_uri("https://app.example/cb#x").is_err());
         assert!(check_redirect_uri("/relative").is_err());
+        // Schemes a browser or the system acts on are not apps' (issue 31).
+        for raw in [
+            "view-source:https://a.example/",
+            "jar:https://a.example/x.jar!/",
+            "ms-settings:privacy",
+            "myapp:/cb",
+            "data:text/html,x",
+            "com..example:/cb",
+            "com.example_app:/cb",
+        ] {
+            assert!(check_redirect_uri(raw).is_err(), "{raw}");
+        }
+        assert!(check_redirect_uri("com.example.app-dev:/oauth/callback").is_ok());
     }
 
     #[test]

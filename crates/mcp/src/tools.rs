@@ -72,6 +72,7 @@ operations! {
         let input = c.body(|b| agents::parse_create(b, &names));
         c.finish()?;
         let input = parsed(input)?;
+        agents::prepare(svc, &input.changes).await?;
         written(svc, scope, c.idem, 201, async move |work| agents::create(work, svc, scope, input).await).await
     }
     update_agent(svc, who, scope, c) {
@@ -80,6 +81,7 @@ operations! {
         let input = c.body(|b| agents::parse_update(b, &names));
         c.finish()?;
         let input = parsed(input)?;
+        agents::prepare(svc, &input.changes).await?;
         to_value(svc.transaction(async move |work| agents::update(work, svc, scope, id, input).await).await?)
     }
     archive_agent(svc, who, scope, c) {

@@ -144,20 +144,21 @@ fn not_found(id: i64) -> ServiceError {
 
 /// Refuses URLs that resolve to private addresses (unless allowed by configuration).
 pub(crate) async fn check_url(svc: &Services, url: &str, at: &[&str]) -> ServiceResult<()> {
-    let parsed = ssrf::parse_target(url)
-        .map_err(|e| ServiceError::Validation(vec![FieldError::new(loc(at), "value_error.url", e.to_string())]))?;
-    ssrf::check_target(&parsed, svc.config.webhooks_allow_private).await.map_err(|e| {
+    check_url_at(svc, url, loc(at)).await.map_err(|e| ServiceError::Validation(vec![e]))
+}
+
+/// [`check_url`] at any location (an item of a list); the fault.
+pub(crate) async fn check_url_at(svc: &Services, url: &str, at: Vec<LocPart>) -> Result<(), FieldError> {
+    let parsed = ssrf::parse_target(url).map_err(|e| FieldError::new(at.clone(), "value_error.url", e.to_string()))?;
+    ssrf::check_target(&parsed, svc.config.webhooks_allow_private).await.map_err(|e| match e {
         // A private target has a type of its own: the URL is well formed, but
         // where it leads is refused.
-        let error = match e {
-            ssrf::TargetError::Private(_) => FieldError::new(
-                loc(at),
-                "value_error.url.private",
-                format!("{e} (set webhooks.allow_private_targets for local development)"),
-            ),
-            e => FieldError::new(loc(at), "value_error.url", e.to_string()),
-        };
-        ServiceError::Validation(vec![error])
+        ssrf::TargetError::Private(_) => FieldError::new(
+            at,
+            "value_error.url.private",
+            format!("{e} (set webhooks.allow_private_targets for local development)"),
+        ),
+        e => FieldError::new(at, "value_error.url", e.to_string()),
     })
 }
 

@@ -147,6 +147,7 @@ async fn create_agent(
     let scope = auth.scope();
     let JsonBody { value, canonical } = body;
     let svc = s.services.clone();
+    agents::prepare(&svc, &value.changes).await?;
     write(&s, scope, idem, &canonical, StatusCode::CREATED, async move |work| {
         agents::create(work, &svc, scope, value).await
     })
@@ -189,6 +190,7 @@ async fn update_agent(
     let scope = auth.scope();
     let input = body.value;
     let svc = &s.services;
+    agents::prepare(svc, &input.changes).await?;
     Ok(Json(svc.transaction(async move |work| agents::update(work, svc, scope, id, input).await).await?))
 }
 

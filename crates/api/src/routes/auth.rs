@@ -131,14 +131,25 @@ async fn login(State(s): State<AppState>, ip: ClientIp, body: JsonBody<LoginRequ
     Ok(session_response(&s, &session))
 }
 
-/// Signs a user in under the failed-attempt quotas (per IP and per
-/// account), as the dashboard and the OAuth sign-in page both do.
+/// Signs a user in to the dashboard under the failed-attempt quotas.
 pub(crate) async fn limited_login(
     s: &AppState,
     ip: ClientIp,
     email: &str,
     password: &str,
 ) -> Result<identity::Session, ApiError> {
+    limited_sign_in(s, ip, email, identity::login(&s.services, email, password)).await
+}
+
+/// Runs a sign-in (`attempt`, of `email`) under the failed-attempt quotas
+/// (per IP and per account), as the dashboard and the OAuth sign-in page
+/// both do.
+pub(crate) async fn limited_sign_in<T>(
+    s: &AppState,
+    ip: ClientIp,
+    email: &str,
+    attempt: impl std::future::Future<Output = parley_services::ServiceResult<T>>,
+) -> Result<T, ApiError> {
     // Each attempt reserves a failure from both quotas before the password
     // is looked at; a success gives them back.
     let limits = &s.limits;
@@ -152,7 +163,7 @@ pub(crate) async fn limited_login(
         limits.auth_failures.refund(&ip_bucket).await;
         return Err(ApiError::RateLimited { retry_after_s: by_account.retry_after_s });
     }
-    let outcome = identity::login(&s.services, email, password).await;
+    let outcome = attempt.await;
     if !matches!(outcome, Err(parley_services::ServiceError::Unauthorized(_))) {
         limits.auth_failures.refund(&ip_bucket).await;
         limits.account_failures.refund(&account_bucket).await;

@@ -42,10 +42,22 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke))
         .routes(routes!(list_grants))
         .routes(routes!(revoke_grant))
+        .layer(axum::middleware::map_response(never_framed))
 }
 
-/// The sign-in cookie of the authorization pages (a session's refresh
-/// token, like the dashboard's), sent only to `/oauth`.
+/// Every answer of the authorization server, its pages and their redirects
+/// alike, refuses to be framed (clickjacking a consent).
+async fn never_framed(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("frame-ancestors 'none'"));
+    }
+    r
+}
+
+/// The sign-in cookie of the authorization pages, sent only to `/oauth`:
+/// a token good for those pages only (`identity::sign_in_for_oauth`).
 const SIGN_IN_COOKIE: &str = "parley_oauth_session";
 /// OAuth request bodies are small.
 const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -418,7 +430,7 @@ fn csrf_token(cookie: &str, req: &AuthorizationRequest) -> String {
 
 async fn signed_in(s: &AppState, headers: &HeaderMap) -> Result<Option<(i64, String)>, ApiError> {
     let Some(cookie) = super::auth::cookie(headers, SIGN_IN_COOKIE) else { return Ok(None) };
-    Ok(oauth::signed_in_user(&s.services, &cookie).await?.map(|user| (user, cookie)))
+    Ok(parley_services::tenancy::identity::oauth_signed_in_user(&s.services, &cookie).await?.map(|user| (user, cookie)))
 }
 
 /// The authorization endpoint: the sign-in page, then the consent page.
@@ -649,14 +661,13 @@ async fn login(State(s): State<AppState>, ip: ClientIp, headers: HeaderMap, body
     let again = |status, why: &str| {
         html(status, pages::login(&auth.client.client_name, &request_query(&req), &email, Some(why)))
     };
-    match super::auth::limited_login(&s, ip, &email, &password).await {
-        Ok(session) => {
+    let signing_in = parley_services::tenancy::identity::sign_in_for_oauth(&s.services, &email, &password);
+    match super::auth::limited_sign_in(&s, ip, &email, signing_in).await {
+        Ok((token, expires_in)) => {
             let mut r = see_other(&format!("/oauth/authorize?{}", request_query(&req)));
             let secure = if s.config.cookie_secure { "; Secure" } else { "" };
-            let cookie = format!(
-                "{SIGN_IN_COOKIE}={}; Path=/oauth; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
-                session.refresh_token, session.refresh_expires_in
-            );
+            let cookie =
+                format!("{SIGN_IN_COOKIE}={token}; Path=/oauth; Max-Age={expires_in}; HttpOnly; SameSite=Lax{secure}");
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
             }

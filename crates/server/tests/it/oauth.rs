@@ -584,3 +584,50 @@ async fn client_metadata_documents_at_private_addresses_are_refused_by_default()
     assert_eq!(r.status, 400, "{}", r.text);
     assert!(r.text.contains("127.0.0.1"), "the private address is named: {}", r.text);
 }
+
+both_backends! {
+    // Issue 31: redirect URIs with schemes a browser or the system acts on
+    // were registered; the sign-in cookie was a dashboard refresh token;
+    // framing headers are on every answer of the authorization server.
+    async fn the_authorization_server_keeps_its_sign_in_and_pages_to_itself(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        app.user("ana@example.com", PASSWORD, ws.id, parley_domain::user::Role::Owner).await;
+        for uri in ["view-source:https://evil.example/", "jar:https://evil.example/x.jar!/", "ms-settings:privacy", "myapp:/cb"] {
+            let body = json!({"redirect_uris": [uri], "client_name": "Odd", "token_endpoint_auth_method": "none"});
+            let r = app.send(Method::POST, "/oauth/register", None, Some(body), &[]).await;
+            assert_eq!((r.status, r.body["error"].clone()), (400, json!("invalid_redirect_uri")), "{uri}: {}", r.text);
+        }
+        let body = json!({"redirect_uris": ["com.example.app:/oauth"], "client_name": "App", "token_endpoint_auth_method": "none"});
+        assert_eq!(app.send(Method::POST, "/oauth/register", None, Some(body), &[]).await.status, 201);
+
+        let client_id = register(&app).await;
+        let query = authorize_query(&app, &client_id, &[]);
+        let framed = |r: &Resp, what: &str| {
+            assert_eq!(r.header("x-frame-options"), Some("DENY"), "{what}");
+            assert!(r.header("content-security-policy").is_some_and(|c| c.contains("frame-ancestors 'none'")), "{what}");
+        };
+        framed(&page(&app, &format!("/oauth/authorize?{query}"), None).await, "the sign-in page");
+        let wrong = form(&app, "/oauth/login", &[("email", "ana@example.com"), ("password", "wrong"), ("request", &query)], None).await;
+        assert_eq!(wrong.status, 401);
+        framed(&wrong, "a failed sign-in");
+        let signed = form(&app, "/oauth/login", &[("email", "ana@example.com"), ("password", PASSWORD), ("request", &query)], None).await;
+        assert_eq!(signed.status, 303);
+        framed(&signed, "the sign-in's redirect");
+        let cookie = sign_in(&app, "ana@example.com", &query).await;
+        framed(&page(&app, &format!("/oauth/authorize?{query}"), Some(&cookie)).await, "the consent page");
+        framed(&page(&app, "/oauth/authorize?client_id=nobody", None).await, "a refusal");
+
+        // The sign-in cookie is good for these pages only: the dashboard's
+        // refresh refuses it, and a dashboard session does not sign these pages in.
+        let token = cookie.split_once('=').unwrap().1.to_owned();
+        let r = app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("Cookie", &format!("parley_refresh={token}"))]).await;
+        assert_eq!(r.status, 401, "{}", r.text);
+        let login = app.login("ana@example.com", PASSWORD).await;
+        let dashboard = login.header("set-cookie").unwrap().split(';').next().unwrap().split_once('=').unwrap().1.to_owned();
+        let r = page(&app, &format!("/oauth/authorize?{query}"), Some(&format!("parley_oauth_session={dashboard}"))).await;
+        assert!(r.text.contains("Sign in to Parley"), "a dashboard session is not an OAuth sign-in: {}", r.text);
+        // It still signs in the consent page it was made for.
+        assert!(page(&app, &format!("/oauth/authorize?{query}"), Some(&cookie)).await.text.contains("name=\"csrf\""));
+    }
+}

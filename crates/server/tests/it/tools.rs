@@ -285,9 +285,9 @@ both_backends! {
     }
 }
 
-#[tokio::test]
-async fn http_tools_on_private_addresses_are_refused_unless_allowed() {
-    let app = TestApp::spawn_with(Backend::Sqlite, |s| {
+both_backends! {
+async fn http_tools_on_private_addresses_are_refused_unless_allowed(backend) {
+    let app = TestApp::spawn_with(backend, |s| {
         s.webhooks.allow_private_targets = false;
         s.agents.debounce_ms = 100;
     })
@@ -304,9 +304,37 @@ async fn http_tools_on_private_addresses_are_refused_unless_allowed() {
     assert_eq!(r.status, 422, "{}", r.text);
     assert_eq!(r.body["detail"][0]["loc"], json!(["body", "tools", 0, "url"]));
     assert_eq!(r.body["detail"][0]["type"], "value_error.url.private");
+    // Names are resolved on save too (issue 31): localhost, and any name
+    // /etc/hosts maps to a private address; every fault reported at once.
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let local_name = hosts
+        .lines()
+        .filter_map(|l| l.split('#').next())
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let ip: std::net::IpAddr = words.next()?.parse().ok()?;
+            ip.is_loopback().then(|| words.find(|w| *w != "localhost").map(str::to_owned)).flatten()
+        })
+        .next();
+    let mut tools = vec![book_table("http://localhost:9/book")];
+    if let Some(name) = &local_name {
+        let mut named = book_table(&format!("http://{name}:9/book"));
+        named["name"] = json!("book_elsewhere");
+        tools.push(named);
+    }
+    let r = app.post_idem(&ws.live, "/api/v1/agents", &uuid(), json!({"name": "Ava", "tools": tools})).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    let faults: Vec<(Value, Value)> =
+        r.body["detail"].as_array().unwrap().iter().map(|e| (e["loc"].clone(), e["type"].clone())).collect();
+    let expected: Vec<(Value, Value)> = (0..tools.len())
+        .map(|i| (json!(["body", "tools", i, "url"]), json!("value_error.url.private")))
+        .collect();
+    assert_eq!(faults, expected, "{} ({local_name:?})", r.text);
+    assert_eq!(app.get(&ws.live, "/api/v1/agents").await.body["total"], 0);
 
-    // A name that resolves to a private address passes the form check and is
-    // refused when called, without reaching it.
+    // A name that resolved to a public address when saved and to a private
+    // one when called (the agent's tool is rewritten in the database, as a
+    // DNS change would) is refused when called, without reaching it.
     let tool = Receiver::start().await;
     let port = tool.url.rsplit(':').next().unwrap().split('/').next().unwrap().to_owned();
     let engine = ScriptedEngine::start(vec![
@@ -315,15 +343,28 @@ async fn http_tools_on_private_addresses_are_refused_unless_allowed() {
     ])
     .await;
     let url = engine.url.clone();
-    let app = TestApp::spawn_with(Backend::Sqlite, move |s| {
+    let app = TestApp::spawn_with(backend, move |s| {
         s.webhooks.allow_private_targets = false;
         s.agents.debounce_ms = 100;
         s.text_engines.insert("openai".into(), json!({"base_url": url, "model": "gpt-test"}));
     })
     .await;
     let ws = app.workspace("Acme").await;
-    let body = json!({"name": "Ava", "text_engine": "openai", "tools": [book_table(&format!("http://localhost:{port}/book"))]});
+    let body = json!({"name": "Ava", "text_engine": "openai", "tools": [book_table("https://example.com/book")]});
     let agent = app.create_agent(&ws.live, body).await;
+    let mut tx = app.db.begin().await.unwrap();
+    let moved = format!("http://localhost:{port}/book");
+    match parley_store::AsHandle::handle(&mut tx) {
+        parley_store::Handle::Sqlite(c) => {
+            let rewrite = "UPDATE agents SET tools = replace(tools, 'https://example.com/book', $1)";
+            sqlx::query(rewrite).bind(&moved).execute(c).await.unwrap();
+        }
+        parley_store::Handle::Postgres(c) => {
+            let rewrite = "UPDATE agents SET tools = replace(tools::text, 'https://example.com/book', $1)::jsonb";
+            sqlx::query(rewrite).bind(&moved).execute(c).await.unwrap();
+        }
+    };
+    tx.commit().await.unwrap();
     // Asked in the playground: the tool runs there too.
     let r = app
         .post(
@@ -337,6 +378,7 @@ async fn http_tools_on_private_addresses_are_refused_unless_allowed() {
     let error = r.body["tool_calls"][0]["error"].as_str().unwrap();
     assert!(error.contains("no public address"), "{error}");
     assert!(tool.received().is_empty(), "the private address was never reached");
+}
 }
 
 #[tokio::test]

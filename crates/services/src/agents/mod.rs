@@ -429,6 +429,12 @@ pub struct CreatedAgent {
     pub tool_secret: String,
 }
 
+/// What a create or update checks before its transaction: that its HTTP
+/// tools lead to public addresses (resolving their names takes a while).
+pub async fn prepare(svc: &Services, changes: &AgentChanges) -> ServiceResult<()> {
+    tools::prepare(svc, changes.tools.as_deref()).await
+}
+
 /// Creates an agent and charges for it in the same transaction: without the
 /// funds it is a 402 and nothing is written.
 pub async fn create(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateAgent) -> ServiceResult<CreatedAgent> {

@@ -263,6 +263,26 @@ pub(crate) fn store(inputs: Vec<ToolInput>, sealer: &SecretBox) -> (Vec<AgentToo
     (tools, sealed)
 }
 
+/// Refuses HTTP tool URLs that lead to private addresses (`localhost`,
+/// names in /etc/hosts, private IPs), resolving their names, before any
+/// transaction (DNS can be slow); each call's resolver checks again.
+pub async fn prepare(svc: &Services, tools: Option<&[ToolInput]>) -> Result<(), ServiceError> {
+    let mut errors = Vec::new();
+    for (i, t) in tools.unwrap_or_default().iter().enumerate() {
+        let ToolInput::Http(h) = t else { continue };
+        let at = vec![
+            LocPart::Key("body".into()),
+            LocPart::Key("tools".into()),
+            LocPart::Index(i),
+            LocPart::Key("url".into()),
+        ];
+        if let Err(e) = crate::webhooks::check_url_at(svc, &h.url, at).await {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ServiceError::Validation(errors)) }
+}
+
 /// Refuses HTTP tool URLs on private addresses (by their literal host; the
 /// call's resolver checks resolved addresses) unless the server allows them.
 pub(crate) fn check_urls(svc: &Services, tools: &[ToolInput]) -> Result<(), ServiceError> {

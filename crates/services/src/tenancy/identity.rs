@@ -307,6 +307,7 @@ async fn issue(
         user_id,
         scope,
         now.plus_seconds(cfg.refresh_token_ttl_s),
+        DASHBOARD,
     )
     .await?;
     Ok(Session {
@@ -325,9 +326,15 @@ pub fn account_key(email: &str) -> String {
     Email::parse(email).map(|e| e.as_str().to_owned()).unwrap_or_else(|_| email.trim().to_lowercase())
 }
 
-/// Signs a user in to their first workspace (live mode). Every failure is
-/// the same 401 after the same amount of work.
-pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult<Session> {
+/// A refresh token's purposes: a dashboard session, exchanged for access
+/// tokens; or the OAuth authorization pages' sign-in, which only those
+/// pages take (its cookie cannot become a dashboard session).
+const DASHBOARD: &str = "dashboard";
+const OAUTH_SIGN_IN: &str = "oauth_sign_in";
+
+/// The user these credentials belong to. Every failure is the same 401
+/// after the same amount of work.
+async fn verify_credentials(svc: &Services, email: &str, password: &str) -> ServiceResult<parley_domain::user::User> {
     let found = match Email::parse(email) {
         Ok(e) => {
             let mut c = svc.db.read().await?;
@@ -340,9 +347,13 @@ pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult
         None => (None, dummy_hash().await),
     };
     let ok = verify_password(password.to_owned(), hash).await;
-    let Some(user) = user.filter(|_| ok) else {
-        return Err(ServiceError::Unauthorized(BAD_LOGIN.into()));
-    };
+    user.filter(|_| ok).ok_or_else(|| ServiceError::Unauthorized(BAD_LOGIN.into()))
+}
+
+/// Signs a user in to their first workspace (live mode). Every failure is
+/// the same 401 after the same amount of work.
+pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult<Session> {
+    let user = verify_credentials(svc, email, password).await?;
     let mut tx = svc.db.begin().await?;
     let first =
         users::memberships(&mut tx, user.id).await?.into_iter().next().ok_or_else(|| {
@@ -353,6 +364,38 @@ pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult
     Ok(session)
 }
 
+/// Signs a user in on the OAuth authorization pages: a token for their
+/// cookie (and its lifetime in seconds), good only for those pages.
+pub async fn sign_in_for_oauth(svc: &Services, email: &str, password: &str) -> ServiceResult<(String, i64)> {
+    let user = verify_credentials(svc, email, password).await?;
+    let mut tx = svc.db.begin().await?;
+    let first =
+        users::memberships(&mut tx, user.id).await?.into_iter().next().ok_or_else(|| {
+            ServiceError::Forbidden("This user belongs to no workspace; ask an owner to add them".into())
+        })?;
+    let ttl = svc.config.auth.refresh_token_ttl_s;
+    let token = new_refresh_token();
+    let family = ulid::Ulid::new().to_string();
+    let scope = Scope::new(first.workspace_id, Mode::Live);
+    let expires = Timestamp::now().plus_seconds(ttl);
+    sessions::insert_refresh_token(&mut tx, &hash_token(&token), &family, user.id, scope, expires, OAUTH_SIGN_IN)
+        .await?;
+    tx.commit().await?;
+    Ok((token, ttl))
+}
+
+/// The user an OAuth sign-in token (see [`sign_in_for_oauth`]) belongs to,
+/// while it is valid; a dashboard session's token is not one.
+pub async fn oauth_signed_in_user(svc: &Services, raw: &str) -> ServiceResult<Option<i64>> {
+    let mut c = svc.db.read().await?;
+    let Some(token) = sessions::find_refresh_token(&mut c, &hash_token(raw)).await? else { return Ok(None) };
+    let valid = token.purpose == OAUTH_SIGN_IN
+        && token.revoked_at.is_none()
+        && token.rotated_at.is_none()
+        && token.expires_at > Timestamp::now();
+    Ok(valid.then_some(token.user_id))
+}
+
 /// Exchanges a refresh token for a new session, rotating it.
 pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
     let invalid = || ServiceError::Unauthorized("Invalid or expired refresh token; sign in again".into());
@@ -360,7 +403,7 @@ pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
     let Some(token) = sessions::find_refresh_token(&mut tx, &hash_token(raw)).await? else {
         return Err(invalid());
     };
-    if token.revoked_at.is_some() || token.expires_at <= Timestamp::now() {
+    if token.revoked_at.is_some() || token.expires_at <= Timestamp::now() || token.purpose != DASHBOARD {
         return Err(invalid());
     }
     if token.rotated_at.is_some() || !sessions::mark_rotated(&mut tx, token.id).await? {

@@ -13,7 +13,7 @@
 use parley_domain::oauth::{self as rules, OAuthGrant, Scopes};
 use parley_domain::{Mode, Scope, Timestamp};
 use parley_store::repo::oauth::{self as repo, Client, NewGrant, TokenKind};
-use parley_store::repo::{sessions, users};
+use parley_store::repo::users;
 use serde::{Deserialize, Serialize};
 
 use crate::tenancy::auth::{Credential, Principal};
@@ -580,15 +580,6 @@ pub fn deny(svc: &Services, auth: &ValidAuthorization) -> String {
         auth.state.as_deref(),
         &svc.config.oauth.issuer,
     )
-}
-
-/// The user behind a sign-in cookie of the authorization pages: a session
-/// like the dashboard's (its refresh token), still valid.
-pub async fn signed_in_user(svc: &Services, raw: &str) -> ServiceResult<Option<i64>> {
-    let mut c = svc.db.read().await?;
-    let Some(token) = sessions::find_refresh_token(&mut c, &rules::hash_secret(raw)).await? else { return Ok(None) };
-    let valid = token.revoked_at.is_none() && token.rotated_at.is_none() && token.expires_at > Timestamp::now();
-    Ok(valid.then_some(token.user_id))
 }
 
 /// The workspaces a user may grant access to.

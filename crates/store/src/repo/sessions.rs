@@ -62,6 +62,8 @@ pub struct RefreshToken {
     pub expires_at: Timestamp,
     pub rotated_at: Option<Timestamp>,
     pub revoked_at: Option<Timestamp>,
+    /// `dashboard` or `oauth_sign_in` (migration 0030).
+    pub purpose: String,
 }
 
 impl RefreshToken {
@@ -77,12 +79,14 @@ pub async fn insert_refresh_token(
     user_id: i64,
     scope: Scope,
     expires_at: Timestamp,
+    purpose: &str,
 ) -> StoreResult<()> {
     execute!(
         c,
         sqlx::query(
-            "INSERT INTO refresh_tokens (token_hash, family_id, user_id, workspace_id, livemode, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO refresh_tokens (token_hash, family_id, user_id, workspace_id, livemode, created_at, expires_at,
+                purpose)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(token_hash)
         .bind(family_id)
@@ -90,6 +94,7 @@ pub async fn insert_refresh_token(
         .bind_scope(scope)
         .bind(Timestamp::now())
         .bind(expires_at)
+        .bind(purpose)
     )?;
     Ok(())
 }
@@ -98,7 +103,7 @@ pub async fn find_refresh_token(c: &mut impl AsHandle, token_hash: &str) -> Stor
     Ok(fetch_optional!(
         c,
         sqlx::query_as(
-            "SELECT id, family_id, user_id, workspace_id, livemode, expires_at, rotated_at, revoked_at
+            "SELECT id, family_id, user_id, workspace_id, livemode, expires_at, rotated_at, revoked_at, purpose
              FROM refresh_tokens WHERE token_hash = $1",
         )
         .bind(token_hash)
