@@ -488,6 +488,21 @@ impl Default for KnowledgeConfig {
     }
 }
 
+/// A document's text: plain text and Markdown as they are (UTF-8, invalid
+/// bytes replaced), here; HTML and PDF in the sandbox's child process.
+async fn read_text(svc: &Services, content_type: &str, bytes: Bytes) -> Result<String, parley_extract::ExtractError> {
+    match content_type {
+        "text/plain" | "text/markdown" => {
+            let content_type = content_type.to_owned();
+            let limits = parley_extract::Limits::with(MAX_TEXT_CHARS, svc.config.knowledge.reader.time);
+            tokio::task::spawn_blocking(move || parley_extract::document_text(&content_type, &bytes, limits))
+                .await
+                .unwrap_or_else(|_| Err(parley_extract::ExtractError::Crashed("the text reader stopped".into())))
+        }
+        _ => svc.config.knowledge.reader.document_text(content_type, bytes).await,
+    }
+}
+
 /// Splits a document's text into passages with their index terms (on a
 /// blocking thread: linear, but a long document takes a while).
 async fn passages_of(text: String) -> Result<Vec<NewPassage>, String> {
@@ -585,7 +600,7 @@ async fn process(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     };
     // Read and split before the transaction: a slow or hostile document
     // holds no lock (on SQLite, the one writer) while it is read.
-    let passages = match svc.config.knowledge.reader.document_text(&document.content_type, bytes).await {
+    let passages = match read_text(svc, &document.content_type, bytes).await {
         Ok(text) => passages_of(text).await,
         Err(e) => Err(e.to_string()),
     };
