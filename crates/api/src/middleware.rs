@@ -205,19 +205,8 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
         req.extensions_mut().insert(p.clone());
     }
     let limits = &state.limits;
-    // Hooks authenticate requests themselves (a provider's signature or
-    // secret); their refusals count against the
-    // IP's failed-authentication quota like a bad key's. Only an IP refused
-    // lately is held to it before the work: providers' traffic pays nothing.
     let failed = if matches!(identity, Identity::Refused(_)) {
         Some(limits.auth_failures.check(&ip_bucket()).await).filter(|d| !d.allowed)
-    } else if self_authenticating && limits.failed_lately.contains(&ip_bucket()) {
-        let d = limits.auth_failures.check(&ip_bucket()).await;
-        if d.allowed {
-            // Only a look: the request itself is counted if it is refused.
-            limits.auth_failures.refund(&ip_bucket()).await;
-        }
-        Some(d).filter(|d| !d.allowed)
     } else {
         None
     };
@@ -229,9 +218,17 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
         None if !decision.allowed => ApiError::RateLimited { retry_after_s: decision.retry_after_s }.into_response(),
         None => next.run(req).await,
     };
+    // Hooks authenticate requests themselves (a provider's signature or
+    // secret). A refusal counts against the IP's failed-authentication
+    // quota like a bad key's, and past it the refusal is a 429 (a guesser
+    // learns nothing more); an authentic request is never held back, since
+    // providers send every tenant's traffic from a few shared addresses
+    // that anyone can make them post wrong credentials from.
     if self_authenticating && response.status() == StatusCode::UNAUTHORIZED {
-        limits.auth_failures.check(&ip_bucket()).await;
-        limits.failed_lately.note(&ip_bucket());
+        let d = limits.auth_failures.check(&ip_bucket()).await;
+        if !d.allowed {
+            response = ApiError::RateLimited { retry_after_s: d.retry_after_s }.into_response();
+        }
     }
     let quota = limits.requests.quota();
     let policy = format!("\"default\";q={};w={}", quota.burst(), quota.window_s());

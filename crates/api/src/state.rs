@@ -74,42 +74,6 @@ pub(crate) struct Limits {
     pub auth_failures: Limiter,
     /// Failed sign-ins per account.
     pub account_failures: Limiter,
-    /// IPs whose requests to self-authenticating routes (provider hooks,
-    /// signed api-channel calls) were refused lately: only theirs are held
-    /// to `auth_failures` before the work.
-    pub failed_lately: FailedLately,
-}
-
-/// Client IPs with a recent refused request, and when it was.
-#[derive(Default)]
-pub(crate) struct FailedLately(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
-
-/// How long an IP stays on the list after its last refusal (the failure
-/// quota's window).
-const FAILED_LATELY: std::time::Duration = std::time::Duration::from_secs(60);
-/// IPs kept at most; past it the oldest half is forgotten.
-const FAILED_LATELY_MAX: usize = 100_000;
-
-impl FailedLately {
-    pub fn note(&self, ip: &str) {
-        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if seen.len() >= FAILED_LATELY_MAX {
-            let mut times: Vec<std::time::Instant> = seen.values().copied().collect();
-            times.sort_unstable();
-            let cut = times[times.len() / 2];
-            seen.retain(|_, at| *at > cut);
-        }
-        seen.insert(ip.to_owned(), std::time::Instant::now());
-    }
-
-    pub fn contains(&self, ip: &str) -> bool {
-        let seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        seen.get(ip).is_some_and(|at| at.elapsed() < FAILED_LATELY)
-    }
-
-    fn prune(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, at| at.elapsed() < FAILED_LATELY);
-    }
 }
 
 /// Everything a handler can reach.
@@ -146,7 +110,6 @@ impl AppState {
                 Quota::new(f64::from(per_hour) / 3600.0, per_hour),
                 shared,
             ),
-            failed_lately: FailedLately::default(),
         };
         let lists = Arc::new(ListCache::new(config.list_cache_entries));
         Ok(Self { services, config: Arc::new(config), limits: Arc::new(limits), lists })
@@ -157,6 +120,5 @@ impl AppState {
         self.limits.requests.prune();
         self.limits.auth_failures.prune();
         self.limits.account_failures.prune();
-        self.limits.failed_lately.prune();
     }
 }

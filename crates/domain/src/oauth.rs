@@ -72,13 +72,14 @@ fn is_loopback(url: &Url) -> bool {
     }
 }
 
-/// Checks a redirect URI a client registers: absolute, no fragment; HTTPS,
-/// HTTP only on a loopback host (RFC 8252 §7.3), or an app's private-use
-/// scheme, which RFC 8252 §7.1 has be a reverse domain name
-/// (`com.example.app:/cb`). Nothing else: not a scheme a browser or the
-/// system would act on (`javascript:`, `view-source:`, `jar:`,
-/// `ms-settings:`…), which have no dot.
-pub fn check_redirect_uri(raw: &str) -> Result<Url, String> {
+/// Checks a redirect URI a client registers (and, again, one it presents):
+/// absolute, no fragment; HTTPS, HTTP only on a loopback host (RFC 8252
+/// §7.3), or an app's private-use scheme, which RFC 8252 §7.1 has be a
+/// reverse domain name (`com.example.app:/cb`), or one of `app_schemes`
+/// (the single-word schemes of known clients, `cursor:`, `vscode:`).
+/// Nothing else: not a scheme a browser or the system acts on
+/// (`javascript:`, `view-source:`, `jar:`, `ms-settings:`…).
+pub fn check_redirect_uri(raw: &str, app_schemes: &[String]) -> Result<Url, String> {
     let url = Url::parse(raw).map_err(|_| format!("{raw:?} is not an absolute URI"))?;
     if url.fragment().is_some() {
         return Err(format!("{raw:?} has a fragment"));
@@ -87,7 +88,7 @@ pub fn check_redirect_uri(raw: &str) -> Result<Url, String> {
         "https" if url.host().is_some() => Ok(url),
         "http" if is_loopback(&url) => Ok(url),
         "http" => Err(format!("{raw:?} uses http on a non-loopback host; use https")),
-        scheme if is_private_use(scheme) => Ok(url),
+        scheme if is_private_use(scheme) || app_schemes.iter().any(|a| a.eq_ignore_ascii_case(scheme)) => Ok(url),
         _ => Err(format!(
             "{raw:?} is not a usable redirect URI: use https, http on a loopback host, or a reverse-domain scheme \
              such as com.example.app:/callback"
@@ -95,10 +96,21 @@ pub fn check_redirect_uri(raw: &str) -> Result<Url, String> {
     }
 }
 
+/// Reverse-domain schemes an operating system answers itself.
+const SYSTEM_SCHEMES: &[&str] = &["x-apple.", "com.apple."];
+
+/// The single-word schemes of known MCP clients, allowed by default
+/// (`mcp.redirect_schemes`).
+pub const DEFAULT_APP_SCHEMES: &[&str] = &["cursor", "vscode", "vscode-insiders", "windsurf"];
+
 /// A reverse-domain scheme: two or more dot-separated labels of letters,
 /// digits and hyphens, the first starting with a letter (URL schemes are
 /// lower-cased by the parser).
 fn is_private_use(scheme: &str) -> bool {
+    // Dotted, yet the system's own.
+    if SYSTEM_SCHEMES.iter().any(|s| scheme.starts_with(s)) {
+        return false;
+    }
     let labels: Vec<&str> = scheme.split('.').collect();
     labels.len() >= 2
         && labels.iter().all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
@@ -194,14 +206,14 @@ mod tests {
 
     #[test]
     fn redirect_uris_are_https_loopback_or_private_use() {
-        assert!(check_redirect_uri("https://app.example/cb").is_ok());
-        assert!(check_redirect_uri("http://127.0.0.1/cb").is_ok());
-        assert!(check_redirect_uri("http://[::1]:8080/cb").is_ok());
-        assert!(check_redirect_uri("com.example.app:/oauth").is_ok());
-        assert!(check_redirect_uri("http://app.example/cb").is_err());
-        assert!(check_redirect_uri("javascript:alert(1)").is_err());
-        assert!(check_redirect_uri("https://app.example/cb#x").is_err());
-        assert!(check_redirect_uri("/relative").is_err());
+        assert!(check_redirect_uri("https://app.example/cb", &[]).is_ok());
+        assert!(check_redirect_uri("http://127.0.0.1/cb", &[]).is_ok());
+        assert!(check_redirect_uri("http://[::1]:8080/cb", &[]).is_ok());
+        assert!(check_redirect_uri("com.example.app:/oauth", &[]).is_ok());
+        assert!(check_redirect_uri("http://app.example/cb", &[]).is_err());
+        assert!(check_redirect_uri("javascript:alert(1)", &[]).is_err());
+        assert!(check_redirect_uri("https://app.example/cb#x", &[]).is_err());
+        assert!(check_redirect_uri("/relative", &[]).is_err());
         // Schemes a browser or the system acts on are not apps' (issue 31).
         for raw in [
             "view-source:https://a.example/",
@@ -212,9 +224,14 @@ mod tests {
             "com..example:/cb",
             "com.example_app:/cb",
         ] {
-            assert!(check_redirect_uri(raw).is_err(), "{raw}");
+            assert!(check_redirect_uri(raw, &[]).is_err(), "{raw}");
         }
-        assert!(check_redirect_uri("com.example.app-dev:/oauth/callback").is_ok());
+        assert!(check_redirect_uri("com.example.app-dev:/oauth/callback", &[]).is_ok());
+        assert!(check_redirect_uri("x-apple.systempreferences:com.apple.preference", &[]).is_err());
+        // A known client's single-word scheme, when allowed.
+        let apps: Vec<String> = DEFAULT_APP_SCHEMES.iter().map(|s| s.to_string()).collect();
+        assert!(check_redirect_uri("cursor://anysphere.cursor-retrieval/oauth/callback", &apps).is_ok());
+        assert!(check_redirect_uri("cursor://anysphere.cursor-retrieval/oauth/callback", &[]).is_err());
     }
 
     #[test]

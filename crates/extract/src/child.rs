@@ -74,8 +74,12 @@ fn limit_self(request: &Request) {
     let seconds = request.time.as_secs().max(1);
     let cpu = Rlimit { current: Some(seconds + 1), maximum: Some(seconds + 2) };
     let _ = setrlimit(Resource::Cpu, cpu);
-    // No core files from a child killed by a limit.
-    let _ = setrlimit(Resource::Core, Rlimit { current: Some(0), maximum: Some(0) });
+    // No core files from a child killed by a limit, no files written at
+    // all, and no more descriptors than its three pipes and a few more.
+    let none = Rlimit { current: Some(0), maximum: Some(0) };
+    let _ = setrlimit(Resource::Core, none);
+    let _ = setrlimit(Resource::Fsize, none);
+    let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(16), maximum: Some(16) });
 }
 
 /// `error <kind> <number>\n<reason>`.
@@ -88,6 +92,7 @@ pub fn encode_error(e: &ExtractError) -> String {
         ExtractError::Unreadable(r) => ("unreadable", 0, r.clone()),
         ExtractError::Crashed(r) => ("crashed", 0, r.clone()),
         ExtractError::Unsupported(r) => ("unsupported", 0, r.clone()),
+        ExtractError::Unavailable(r) => ("unavailable", 0, r.clone()),
     };
     format!("error {kind} {number}\n{reason}")
 }
@@ -116,6 +121,7 @@ pub fn decode(frame: &[u8]) -> Result<String, ExtractError> {
         "timed_out" => ExtractError::TimedOut { seconds: number },
         "unreadable" => ExtractError::Unreadable(reason),
         "unsupported" => ExtractError::Unsupported(reason),
+        "unavailable" => ExtractError::Unavailable(reason),
         _ => ExtractError::Crashed(reason),
     })
 }
@@ -135,6 +141,7 @@ mod tests {
             ExtractError::Unreadable("could not read the PDF: x".into()),
             ExtractError::Crashed("boom".into()),
             ExtractError::Unsupported("image/png".into()),
+            ExtractError::Unavailable("busy".into()),
         ] {
             assert_eq!(decode(encode_error(&e).as_bytes()), Err(e));
         }

@@ -78,6 +78,8 @@ pub enum ExtractError {
     Unreadable(String),
     /// The reader died (a panic here, a signal or a resource limit in the sandbox).
     Crashed(String),
+    /// No reader could be started now (worth trying again later).
+    Unavailable(String),
     Unsupported(String),
 }
 
@@ -97,6 +99,7 @@ impl std::fmt::Display for ExtractError {
             ExtractError::Unreadable(why) => write!(f, "{why}"),
             ExtractError::Crashed(why) => write!(f, "the document could not be read: {why}"),
             ExtractError::Unsupported(what) => write!(f, "unsupported content type {what}"),
+            ExtractError::Unavailable(why) => write!(f, "the document could not be read now: {why}"),
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct Letter {
     pub attachments: Vec<MailFile>,
     /// The `Authentication-Results` headers, topmost (newest) first.
     pub authentication: Vec<AuthenticationResults>,
+    /// More than one `From` header (RFC 5322 allows one): which one a
+    /// server checked cannot be known, so nothing vouches for it.
+    pub several_from: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +71,8 @@ pub enum MailError {
     NotEmail,
     NoFrom,
     TooNested,
+    /// No thread could be started to read it (retry later).
+    Busy,
 }
 
 impl std::fmt::Display for MailError {
@@ -75,6 +80,7 @@ impl std::fmt::Display for MailError {
         match self {
             MailError::NotEmail => write!(f, "the body is not an email message"),
             MailError::NoFrom => write!(f, "the message has no From address"),
+            MailError::Busy => write!(f, "the message could not be read now; try again"),
             MailError::TooNested => {
                 write!(f, "the message holds more than {MAX_NESTED_MESSAGES} messages (message/rfc822 parts)")
             }
@@ -82,26 +88,53 @@ impl std::fmt::Display for MailError {
     }
 }
 
-/// Whether `raw` names few enough nested message types to parse safely.
-/// Counting every mention over-counts (a body may name the type), never
-/// under-counts: a part's type is in its header, which this sees.
+/// Whether `raw` names few enough nested messages to be worth parsing: a
+/// quick refusal of the plain nesting bombs. It counts every mention of a
+/// `message` type (`message/…`, with any spacing before the slash, as
+/// mail-parser reads it) and of `digest` (whose untyped parts are
+/// messages), so it over-counts rather than under-counts; but it is not
+/// what keeps the parse safe ([`on_deep_stack`] is).
 fn nesting_is_bounded(raw: &[u8]) -> bool {
+    let lower = |b: &u8| b.to_ascii_lowercase();
     let mut mentions = 0;
-    for (i, window) in raw.windows(8).enumerate() {
-        let rest = &raw[i + 8..];
-        let nested =
-            |subtype: &[u8]| rest.len() >= subtype.len() && rest[..subtype.len()].eq_ignore_ascii_case(subtype);
-        if window.eq_ignore_ascii_case(b"message/") && (nested(b"rfc822") || nested(b"global")) {
+    let mut i = 0;
+    while i + 6 <= raw.len() {
+        let word = &raw[i..];
+        let hit = if word.len() >= 7 && word[..7].iter().map(lower).eq(b"message".iter().copied()) {
+            // `message`, spaces or folds, then `/`.
+            let rest = &word[7..];
+            let skipped = rest.iter().take_while(|b| b" \t\r\n".contains(b)).count();
+            rest.get(skipped) == Some(&b'/')
+        } else {
+            word[..6].iter().map(lower).eq(b"digest".iter().copied())
+        };
+        if hit {
             mentions += 1;
             if mentions > MAX_NESTED_MESSAGES {
                 return false;
             }
         }
+        i += 1;
     }
     true
 }
 
-/// Parses `raw` when its nesting is bounded.
+/// Runs `f` on a thread whose stack grows with the input: mail-parser
+/// frees nested messages recursively (about 45 bytes of stack a level; a
+/// level takes at least 20 bytes of input), which no count of the input
+/// can bound reliably, so the stack is sized to the input instead.
+fn on_deep_stack<T: Send>(input_len: usize, f: impl FnOnce() -> T + Send) -> Result<T, MailError> {
+    let stack = input_len.saturating_mul(3).saturating_add(8 << 20);
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new().name("mail-parser".into()).stack_size(stack).spawn_scoped(scope, f);
+        match thread {
+            Ok(running) => running.join().map_err(|_| MailError::NotEmail),
+            Err(_) => Err(MailError::Busy),
+        }
+    })
+}
+
+/// Parses `raw` when its nesting is bounded (call on a deep stack).
 fn parse(raw: &[u8]) -> Result<mail_parser::Message<'_>, MailError> {
     if !nesting_is_bounded(raw) {
         return Err(MailError::TooNested);
@@ -120,6 +153,10 @@ fn cut(s: &str, n: usize) -> String {
 
 /// Reads one raw message.
 pub fn read(raw: &[u8]) -> Result<Mail, MailError> {
+    on_deep_stack(raw.len(), || read_parsed(raw))?
+}
+
+fn read_parsed(raw: &[u8]) -> Result<Mail, MailError> {
     let msg = parse(raw)?;
     if let Some(bounce) = bounce(&msg) {
         return Ok(bounce);
@@ -183,7 +220,9 @@ pub fn read(raw: &[u8]) -> Result<Mail, MailError> {
         .filter_map(|v| v.as_text())
         .filter_map(AuthenticationResults::parse)
         .collect();
+    let several_from = msg.header_values("From").count() > 1;
     Ok(Mail::Letter(Letter {
+        several_from,
         from: address,
         display_name: from.name().map(str::trim).filter(|n| !n.is_empty()).map(|n| cut(n, 200)),
         text,
@@ -316,7 +355,11 @@ pub fn read_form(content_type: &str, body: &[u8]) -> Option<Form> {
     }
     let mut wrapped = format!("Content-Type: {content_type}\r\n\r\n").into_bytes();
     wrapped.extend_from_slice(body);
-    let form = parse(&wrapped).ok()?;
+    on_deep_stack(wrapped.len(), || read_form_parsed(&wrapped)).ok().flatten()
+}
+
+fn read_form_parsed(wrapped: &[u8]) -> Option<Form> {
+    let form = parse(wrapped).ok()?;
     let mut out = Form::default();
     for part in form.parts.iter() {
         let Some(name) = part.content_disposition().and_then(|d| d.attribute("name")) else { continue };
@@ -457,6 +500,9 @@ fn aligned(a: &str, b: &str) -> bool {
 /// own): DMARC pass for the `From` domain, or DKIM or SPF pass aligned
 /// with it.
 pub fn sender_from_headers(letter: &Letter, trusted: &[String]) -> Sender {
+    if letter.several_from {
+        return Sender::Unverified("the message has more than one From header".into());
+    }
     if trusted.is_empty() {
         return Sender::Unverified("the channel trusts no server's Authentication-Results".into());
     }
@@ -486,6 +532,9 @@ pub fn sender_from_headers(letter: &Letter, trusted: &[String]) -> Sender {
 pub fn sender_from_form(letter: &Letter, form: &Form) -> Option<Sender> {
     if form.dkim.is_none() && form.spf.is_none() {
         return None;
+    }
+    if letter.several_from {
+        return Some(Sender::Unverified("the message has more than one From header".into()));
     }
     let from = domain_of(&letter.from);
     if let Some(dkim) = &form.dkim {
@@ -550,6 +599,11 @@ mod tests {
         assert!(!sender_from_headers(&l, &["evil.test".into()]).is_verified() || l.from.ends_with("bank.com"));
         assert!(!sender_from_headers(&l, &[]).is_verified());
         assert!(!sender_from_headers(&l, &["mx.other.test".into()]).is_verified());
+        // Two From headers: which one was checked is unknown.
+        let doubled = SIGNED.replace("From: Ana", "From: ceo@bank.com\r\nFrom: Ana");
+        let l2 = letter(&doubled);
+        assert!(l2.several_from);
+        assert!(!sender_from_headers(&l2, &["mx.parley.test".into()]).is_verified());
         // A pass for another domain does not vouch for this From.
         let spoofed = SIGNED.replace("Ana@Example.com", "ceo@bank.com");
         assert!(!sender_from_headers(&letter(&spoofed), &["mx.parley.test".into()]).is_verified());
@@ -593,6 +647,36 @@ mod tests {
         }
         raw.push_str("From: a@b.c\r\n\r\nhi");
         assert_eq!(read(raw.as_bytes()), Err(MailError::TooNested));
+    }
+
+    #[test]
+    fn spaced_and_digest_nesting_are_counted_too() {
+        // mail-parser reads `message / rfc822`, and a digest's untyped parts, as messages.
+        let spaced = "Content-Type: message / rfc822\r\n\r\n".repeat(300) + "From: a@b.c\r\n\r\nhi";
+        assert_eq!(read(spaced.as_bytes()), Err(MailError::TooNested));
+        let mut digest = String::new();
+        for n in 0..300 {
+            digest.push_str(&format!("Content-Type: multipart/digest; boundary=b{n}\r\n\r\n--b{n}\r\n"));
+        }
+        assert_eq!(read(digest.as_bytes()), Err(MailError::TooNested));
+    }
+
+    #[test]
+    fn a_parse_of_any_depth_has_the_stack_it_needs() {
+        // 200,000 levels (about 9 MB) below the count: freeing them takes
+        // far more than a default 2 MiB thread stack.
+        let mut digest = Vec::new();
+        for n in 0..200_000 {
+            digest.extend_from_slice(
+                format!(
+                    "Content-Type: multipart/mixed; boundary=b{n}\r\n\r\n--b{n}\r\nContent-Type: message/rfc822\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+        }
+        digest.extend_from_slice(b"From: a@b.c\r\n\r\nhi");
+        let parsed = on_deep_stack(digest.len(), || MessageParser::default().parse(&digest).map(|m| m.parts.len()));
+        assert!(parsed.unwrap().unwrap() > 1);
     }
 
     #[test]

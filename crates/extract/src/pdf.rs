@@ -134,10 +134,13 @@ fn inflate(stream: &Stream, limit: usize) -> Result<Inflated, ()> {
     };
     let mut data: Vec<u8> = stream.content.clone();
     let mut decoded_all = true;
+    // lopdf decodes these three (in any chain); any other filter it refuses,
+    // and what follows stays undecoded.
     for filter in &filters {
         data = match *filter {
             b"FlateDecode" | b"Fl" => zlib(&data, limit)?,
             b"LZWDecode" | b"LZW" => lzw(&data, limit, stream)?,
+            b"ASCII85Decode" | b"A85" => ascii85(&data),
             _ => {
                 decoded_all = false;
                 break;
@@ -149,6 +152,43 @@ fn inflate(stream: &Stream, limit: usize) -> Result<Inflated, ()> {
     }
     let simple = decoded_all && filters.len() == 1 && stream.dict.get(b"DecodeParms").is_err();
     Ok(Inflated { size: data.len(), plain: simple.then_some(data) })
+}
+
+/// ASCII base-85 (PDF's `ASCII85Decode`): at most 4 bytes for every 5
+/// characters, so it needs no limit.
+fn ascii85(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len() * 4 / 5 + 4);
+    let mut group = [0u32; 5];
+    let mut n = 0;
+    let flush = |group: &[u32; 5], n: usize, out: &mut Vec<u8>| {
+        let mut padded = *group;
+        for slot in padded.iter_mut().skip(n) {
+            *slot = 84;
+        }
+        let value = padded.iter().fold(0u64, |acc, d| acc * 85 + u64::from(*d));
+        let bytes = (value as u32).to_be_bytes();
+        out.extend_from_slice(&bytes[..n.saturating_sub(1)]);
+    };
+    let body = input.strip_prefix(b"<~").unwrap_or(input);
+    for &c in body {
+        match c {
+            b'~' => break,
+            b'z' if n == 0 => out.extend_from_slice(&[0; 4]),
+            b'!'..=b'u' => {
+                group[n] = u32::from(c - b'!');
+                n += 1;
+                if n == 5 {
+                    flush(&group, 5, &mut out);
+                    n = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+    if n > 1 {
+        flush(&group, n, &mut out);
+    }
+    out
 }
 
 /// zlib (with lopdf's fallback to raw deflate for a broken header or
@@ -199,6 +239,12 @@ fn inflate_streams(doc: &mut Document, max: usize, inflated: &mut usize) -> Resu
     let left = LOAD_BUDGET.get().min(max);
     for object in doc.objects.values_mut() {
         let Object::Stream(stream) = object else { continue };
+        // Images carry no text, yet pdf-extract would inflate one it is told
+        // to draw (and read it as drawing instructions): they are emptied.
+        if stream.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|s| s == b"Image") {
+            stream.set_plain_content(Vec::new());
+            continue;
+        }
         let room = left.saturating_sub(*inflated);
         let Inflated { size, plain } = inflate(stream, room).map_err(|()| too_large(max))?;
         *inflated += size;
@@ -271,7 +317,7 @@ fn check_forms(doc: &Document) -> Result<(), ExtractError> {
             continue;
         };
         let content = doc.get_page_content(page_id).unwrap_or_default();
-        let runs = walk.runs_of(&content, resources, 0)?;
+        let (runs, _) = walk.runs_of(&content, resources, 0)?;
         walk.total = walk.total.saturating_add(runs);
         if walk.total > MAX_FORM_RUNS {
             return Err(too_many_runs());
@@ -289,19 +335,27 @@ fn too_many_runs() -> ExtractError {
 
 struct FormWalk<'a> {
     doc: &'a Document,
-    /// Forms drawn by one run of a form with given resources (by address:
-    /// the document does not change during the walk).
-    runs: HashMap<(usize, usize), u64>,
+    /// Forms drawn by one run of a form with given resources, and how many
+    /// levels of forms it nests (by address: the document does not change
+    /// during the walk).
+    runs: HashMap<(usize, usize), (u64, usize)>,
     /// The forms being walked, outermost first.
     on_stack: Vec<usize>,
     total: u64,
 }
 
 impl<'a> FormWalk<'a> {
-    /// How many form runs drawing `content` with `resources` makes.
-    fn runs_of(&mut self, content: &[u8], resources: &'a Dictionary, depth: usize) -> Result<u64, ExtractError> {
-        let Ok(ops) = Content::decode(content) else { return Ok(0) };
+    /// How many form runs drawing `content` with `resources` makes, and
+    /// how deep its forms nest below it.
+    fn runs_of(
+        &mut self,
+        content: &[u8],
+        resources: &'a Dictionary,
+        depth: usize,
+    ) -> Result<(u64, usize), ExtractError> {
+        let Ok(ops) = Content::decode(content) else { return Ok((0, 0)) };
         let mut runs: u64 = 0;
+        let mut height = 0;
         for op in ops.operations.iter().filter(|op| op.operator == "Do") {
             let Some(name) = op.operands.first().and_then(|n| n.as_name().ok()) else { continue };
             let Some(xobjects) =
@@ -320,26 +374,37 @@ impl<'a> FormWalk<'a> {
                 .map(|r| deref(self.doc, r))
                 .and_then(|r| r.as_dict().ok())
                 .unwrap_or(resources);
-            runs = runs.saturating_add(1).saturating_add(self.form(form, own, depth + 1)?);
+            let (below, nested) = self.form(form, own, depth + 1)?;
+            runs = runs.saturating_add(1).saturating_add(below);
+            height = height.max(nested + 1);
             if runs.saturating_add(self.total) > MAX_FORM_RUNS {
                 return Err(too_many_runs());
             }
         }
-        Ok(runs)
+        Ok((runs, height))
     }
 
-    fn form(&mut self, form: &'a Stream, resources: &'a Dictionary, depth: usize) -> Result<u64, ExtractError> {
+    fn form(
+        &mut self,
+        form: &'a Stream,
+        resources: &'a Dictionary,
+        depth: usize,
+    ) -> Result<(u64, usize), ExtractError> {
         let key = (form as *const Stream as usize, resources as *const Dictionary as usize);
         if self.on_stack.contains(&key.0) {
             return Err(ExtractError::TooDeep("the PDF has a drawing (form XObject) that draws itself".into()));
         }
-        if depth > MAX_FORM_DEPTH {
-            return Err(ExtractError::TooDeep(format!(
+        let too_deep = || {
+            ExtractError::TooDeep(format!(
                 "the PDF's drawings (form XObjects) nest more than {MAX_FORM_DEPTH} levels deep"
-            )));
+            ))
+        };
+        if depth > MAX_FORM_DEPTH {
+            return Err(too_deep());
         }
-        if let Some(known) = self.runs.get(&key) {
-            return Ok(*known);
+        // Walked before, from elsewhere: its depth below counts from here too.
+        if let Some(&(runs, height)) = self.runs.get(&key) {
+            return if depth + height > MAX_FORM_DEPTH { Err(too_deep()) } else { Ok((runs, height)) };
         }
         self.on_stack.push(key.0);
         // Inflated by `inflate_streams`, or left compressed as pdf-extract reads it.
@@ -350,9 +415,9 @@ impl<'a> FormWalk<'a> {
         };
         let runs = self.runs_of(&content, resources, depth);
         self.on_stack.pop();
-        let runs = runs?;
-        self.runs.insert(key, runs);
-        Ok(runs)
+        let found = runs?;
+        self.runs.insert(key, found);
+        Ok(found)
     }
 }
 
@@ -550,6 +615,63 @@ pub(crate) mod tests {
         let pdf = build(ops, vec![], true);
         assert_eq!(text(&pdf, Limits::with(500, TIME_LIMIT)), Err(ExtractError::TooLong { max_chars: 500 }));
         assert!(matches!(text(&pdf, Limits::with(1_000_000, Duration::ZERO)), Err(ExtractError::TimedOut { .. })));
+    }
+
+    #[test]
+    fn ascii85_decodes_as_adobe_writes_it() {
+        assert_eq!(ascii85(b"<~87cURD_*#4DfTZ)~>"), b"Hello, World");
+        assert_eq!(ascii85(b"z!!~>"), [0, 0, 0, 0, 0]);
+        assert!(ascii85(b"").is_empty());
+    }
+
+    /// `data` as ASCII85 (the test's own encoder).
+    fn to_ascii85(data: &[u8]) -> Vec<u8> {
+        let mut encoded = Vec::new();
+        for chunk in data.chunks(4) {
+            let mut word = [0u8; 4];
+            word[..chunk.len()].copy_from_slice(chunk);
+            let mut v = u32::from_be_bytes(word);
+            let mut digits = [0u8; 5];
+            for d in digits.iter_mut().rev() {
+                *d = (v % 85) as u8 + b'!';
+                v /= 85;
+            }
+            encoded.extend_from_slice(&digits[..chunk.len() + 1]);
+        }
+        encoded.extend_from_slice(b"~>");
+        encoded
+    }
+
+    #[test]
+    fn a_chain_through_ascii85_is_inflated_under_the_budget() {
+        // 64 MiB of spaces, deflated, then ASCII85-encoded: lopdf decodes the
+        // chain whole, so the budget must see through it.
+        let content = vec![b' '; 64 * 1024 * 1024];
+        let deflated = {
+            use std::io::Write;
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(&content).unwrap();
+            z.finish().unwrap()
+        };
+        let filters = vec![Object::Name(b"ASCII85Decode".to_vec()), Object::Name(b"FlateDecode".to_vec())];
+        let stream = Stream::new(dictionary! {"Filter" => filters}, to_ascii85(&deflated));
+        assert!(inflate(&stream, 16 * 1024 * 1024).is_err(), "over the limit through the chain");
+        assert_eq!(inflate(&stream, 128 * 1024 * 1024).unwrap().size, content.len());
+    }
+
+    #[test]
+    fn a_memoised_form_still_counts_its_depth() {
+        // F0 draws F1 … F8 (8 levels); the page draws F0 directly, then
+        // through a chain of 5 wrappers W0…W4 (13 levels in all).
+        let mut forms: Vec<(String, Vec<Operation>)> = (0..9)
+            .map(|i| (format!("F{i}"), if i < 8 { vec![draw(&format!("F{}", i + 1))] } else { show("leaf") }))
+            .collect();
+        forms.extend(
+            (0..5).map(|i| (format!("W{i}"), vec![draw(&if i < 4 { format!("W{}", i + 1) } else { "F0".into() })])),
+        );
+        let forms = forms.iter().map(|(n, ops)| (n.as_str(), ops.clone(), false)).collect();
+        let e = text(&build(vec![draw("F0"), draw("W0")], forms, false), Limits::standard()).unwrap_err();
+        assert!(matches!(e, ExtractError::TooDeep(ref why) if why.contains("nest more than 12")), "{e:?}");
     }
 
     #[test]

@@ -55,8 +55,9 @@ impl Sandbox {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
-                ExtractError::Crashed(format!("could not start the reader {}: {e}", self.program.display()))
+                ExtractError::Unavailable(format!("could not start the reader {}: {e}", self.program.display()))
             })?;
+        let started = std::time::Instant::now();
         let mut stdin = child.stdin.take().expect("piped");
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
@@ -69,9 +70,18 @@ impl Sandbox {
                 // A child that stops reading (it failed early) closes the pipe.
                 let _ = stdin.write_all(&bytes).await;
             });
+            // All of it is read (a closed pipe would kill a talkative
+            // child), the start kept.
             let errors = tokio::spawn(async move {
                 let mut errors = Vec::new();
-                let _ = (&mut stderr).take(STDERR_KEPT as u64).read_to_end(&mut errors).await;
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = stderr.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    let room = STDERR_KEPT.saturating_sub(errors.len());
+                    errors.extend_from_slice(&chunk[..n.min(room)]);
+                }
                 errors
             });
             let mut answer = Vec::new();
@@ -95,11 +105,11 @@ impl Sandbox {
         if status.success() {
             return decode(&answer);
         }
-        Err(self.died(status, &String::from_utf8_lossy(&errors)))
+        Err(self.died(status, &String::from_utf8_lossy(&errors), started.elapsed()))
     }
 
-    /// What a child's death says.
-    fn died(&self, status: std::process::ExitStatus, stderr: &str) -> ExtractError {
+    /// What a child's death says (`ran`: how long it ran).
+    fn died(&self, status: std::process::ExitStatus, stderr: &str, ran: Duration) -> ExtractError {
         use std::os::unix::process::ExitStatusExt;
         if stderr.contains("memory allocation of") || stderr.contains("capacity overflow") {
             return ExtractError::TooLarge(format!(
@@ -111,8 +121,11 @@ impl Sandbox {
             return ExtractError::TooDeep("the document nests too deeply to read".into());
         }
         match status.signal() {
-            // RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one.
-            Some(24) | Some(9) => ExtractError::TimedOut { seconds: self.time.as_secs().max(1) },
+            // RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one
+            // (a SIGKILL sooner is the kernel's out-of-memory killer).
+            Some(24) => ExtractError::TimedOut { seconds: self.time.as_secs().max(1) },
+            Some(9) if ran >= self.time => ExtractError::TimedOut { seconds: self.time.as_secs().max(1) },
+            Some(9) => ExtractError::TooLarge("reading the document was stopped by the system (out of memory)".into()),
             Some(signal) => ExtractError::Crashed(format!("the reader stopped with signal {signal}")),
             None => ExtractError::Crashed(format!(
                 "the reader exited with status {}{}",
@@ -175,6 +188,6 @@ mod tests {
         let (_d, p) = script("cat >/dev/null; printf 'ok\\n'; head -c 100000 /dev/zero");
         assert_eq!(read(&sandbox(p, Duration::from_secs(5))).await, Err(ExtractError::TooLong { max_chars: 1000 }));
         let missing = sandbox(PathBuf::from("/nonexistent/parley"), Duration::from_secs(5));
-        assert!(matches!(read(&missing).await, Err(ExtractError::Crashed(_))));
+        assert!(matches!(read(&missing).await, Err(ExtractError::Unavailable(_))), "worth another try");
     }
 }

@@ -31,6 +31,10 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// Attempts in a row cut off by their process dying after which a job is
+/// buried instead of run again.
+pub const MAX_INTERRUPTIONS: u32 = 3;
+
 /// A job to enqueue.
 #[derive(Debug, Clone)]
 pub struct Enqueue {
@@ -89,6 +93,9 @@ pub struct Job {
     pub scope: Option<Scope>,
     /// 1 for the first attempt.
     pub attempt: u32,
+    /// Attempts cut off in a row before this one (the process running them
+    /// died): one may have had effects it never recorded.
+    pub interrupted: u32,
     /// The worker holding it: [`Job::complete`] checks it still does.
     worker: Arc<str>,
 }
@@ -336,14 +343,15 @@ impl Worker {
             scope: row.scope(),
             payload: row.payload.0,
             attempt: row.attempts.max(0) as u32 + 1,
+            interrupted: row.interruptions.max(0) as u32,
             worker: Arc::clone(&self.id),
         };
-        // Attempts cut off by their process dying count (see
-        // `repo::claim`): past the last one, the job is buried unrun.
-        let outcome = if job.attempt > handler.retry_policy().max_attempts() {
+        // A job whose runs keep killing their process (see `repo::claim`)
+        // is buried unrun, whatever its kind's retry schedule.
+        let outcome = if job.interrupted >= MAX_INTERRUPTIONS {
             Outcome::Fail(format!(
-                "stopped after {} attempts that did not finish (the process running it stopped){}",
-                job.attempt - 1,
+                "stopped after {} attempts in a row that did not finish (the process running it stopped){}",
+                job.interrupted,
                 row.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
             ))
         } else {

@@ -336,8 +336,8 @@ async fn a_job_of_a_killed_worker_runs_again_after_its_lease(database: TestDatab
 
 /// A job whose run kills its process (issue 31: a PDF that overflowed the
 /// stack was picked up again after every restart): each lease that lapsed
-/// counts as an attempt, and past the last one the job is buried unrun.
-async fn a_job_that_kills_its_process_is_buried_after_its_attempts(database: TestDatabase) {
+/// counts, and after three in a row the job is buried unrun.
+async fn a_job_that_kills_its_process_is_buried_after_three_tries(database: TestDatabase) {
     let url = &database.url;
     let db = open(url).await;
     let id = enqueue(&db, Enqueue::new("test.work", json!({}))).await;
@@ -345,11 +345,10 @@ async fn a_job_that_kills_its_process_is_buried_after_its_attempts(database: Tes
     for (n, dead) in ["dead-1", "dead-2", "dead-3"].iter().enumerate() {
         assert_eq!(claim(&db, dead, Duration::from_millis(150)).await, vec![id]);
         let mut c = db.read().await.unwrap();
-        assert_eq!(repo::get(&mut c, id).await.unwrap().unwrap().attempts, n as i32, "cut-off attempts so far");
+        assert_eq!(repo::get(&mut c, id).await.unwrap().unwrap().interruptions, n as i32, "cut off so far");
         drop(c);
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // The policy allows 3 attempts; all three were cut off.
     let handler = Arc::new(AlwaysFails { attempts: Mutex::default(), buried: Mutex::default() });
     let worker = Arc::new(Worker::new(db.clone(), fast()).handle(handler.clone()));
     let (stop, stopped) = watch::channel(false);
@@ -361,17 +360,61 @@ async fn a_job_that_kills_its_process_is_buried_after_its_attempts(database: Tes
     }
     stop.send(true).unwrap();
     running.await.unwrap();
-    assert!(handler.attempts.lock().unwrap().is_empty(), "a job past its attempts is not run again");
+    assert!(handler.attempts.lock().unwrap().is_empty(), "a job cut off three times is not run again");
     let buried = handler.buried.lock().unwrap().clone();
     assert_eq!(buried.len(), 1);
-    assert!(buried[0].1.starts_with("stopped after 3 attempts that did not finish"), "{}", buried[0].1);
+    assert!(buried[0].1.starts_with("stopped after 3 attempts in a row that did not finish"), "{}", buried[0].1);
     let mut c = db.read().await.unwrap();
-    let row = repo::get(&mut c, id).await.unwrap().unwrap();
-    assert_eq!((row.status.as_str(), row.attempts), ("dead", 4));
+    assert_eq!(repo::get(&mut c, id).await.unwrap().unwrap().status, "dead");
+}
+
+/// Succeeds at once; a kind with no retries (like the webhook drain).
+struct OneShot {
+    ran: Mutex<Vec<u32>>,
+}
+
+impl Handler for OneShot {
+    fn kind(&self) -> &'static str {
+        "test.work"
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy { schedule: Vec::new() }
+    }
+
+    fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
+        self.ran.lock().unwrap().push(job.interrupted);
+        Box::pin(async { Outcome::Done })
+    }
+}
+
+/// A cut-off is not a failed attempt: a kind with a single attempt, cut
+/// off once (its process died), still runs, told it was interrupted.
+async fn a_job_cut_off_once_runs_again_whatever_its_retries(database: TestDatabase) {
+    let url = &database.url;
+    let db = open(url).await;
+    let id = enqueue(&db, Enqueue::new("test.work", json!({}))).await;
+    assert_eq!(claim(&db, "dead", Duration::from_millis(150)).await, vec![id]);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let handler = Arc::new(OneShot { ran: Mutex::default() });
+    let worker = Arc::new(Worker::new(db.clone(), fast()).handle(handler.clone()));
+    let (stop, stopped) = watch::channel(false);
+    let running = tokio::spawn(worker.run(stopped));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pending(&db, "test.work").await.is_empty() {
+        assert!(Instant::now() < deadline, "the job never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(true).unwrap();
+    running.await.unwrap();
+    assert_eq!(*handler.ran.lock().unwrap(), vec![1], "ran once, knowing one attempt was cut off");
+    let mut c = db.read().await.unwrap();
+    assert!(repo::get(&mut c, id).await.unwrap().is_none(), "done, not buried");
 }
 
 parley_store::on_both_backends!(
-    a_job_that_kills_its_process_is_buried_after_its_attempts,
+    a_job_that_kills_its_process_is_buried_after_three_tries,
+    a_job_cut_off_once_runs_again_whatever_its_retries,
     claims_lease_jobs_and_keep_queue_order,
     a_lapsed_lease_lets_another_worker_take_the_job,
     failures_follow_the_retry_schedule_then_the_job_is_dead,

@@ -188,6 +188,10 @@ pub struct McpSettings {
     /// Let a Client ID Metadata Document be fetched over plain HTTP or from
     /// a private address (development and tests only).
     pub allow_private_client_metadata: bool,
+    /// Single-word redirect URI schemes OAuth clients may use besides
+    /// https, loopback http and reverse-domain ones (`com.example.app:`):
+    /// known MCP clients' (`cursor`, `vscode`, …).
+    pub redirect_schemes: Vec<String>,
 }
 
 impl Default for McpSettings {
@@ -197,6 +201,7 @@ impl Default for McpSettings {
             access_token_ttl_seconds: 3600,
             refresh_token_ttl_seconds: 30 * 24 * 3600,
             allow_private_client_metadata: false,
+            redirect_schemes: parley_domain::oauth::DEFAULT_APP_SCHEMES.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
@@ -868,6 +873,7 @@ impl Settings {
                 refresh_token_ttl_s: self.mcp.refresh_token_ttl_seconds.max(1),
                 code_ttl_s: 60,
                 allow_private_metadata: self.mcp.allow_private_client_metadata,
+                app_schemes: self.mcp.redirect_schemes.clone(),
             },
             webhooks_allow_private: self.webhooks.allow_private_targets,
             billing: parley_services::billing::BillingConfig {

@@ -223,6 +223,7 @@ pub fn check_upload(
         );
         return Err(vec![FieldError::new(at(), "value_error.file.too_long", msg)]);
     }
+    let file_name = file_name.map(|n| parley_domain::validation::without_nul(&n));
     let title = file_name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "Untitled".to_owned());
     let title: String = title.chars().take(300).collect();
     Ok(NewContent { title, source: file_name.map(|n| n.chars().take(300).collect()), content_type, bytes })
@@ -507,6 +508,8 @@ async fn read_text(svc: &Services, content_type: &str, bytes: Bytes) -> Result<S
 /// blocking thread: linear, but a long document takes a while).
 async fn passages_of(text: String) -> Result<Vec<NewPassage>, String> {
     let split = tokio::task::spawn_blocking(move || {
+        // Stored the same on both databases (PostgreSQL refuses NUL).
+        let text = parley_domain::validation::without_nul(&text);
         domain::split(&text)
             .into_iter()
             .map(|text| {
@@ -602,6 +605,10 @@ async fn process(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     // holds no lock (on SQLite, the one writer) while it is read.
     let passages = match read_text(svc, &document.content_type, bytes).await {
         Ok(text) => passages_of(text).await,
+        // No reader could start (a full process table): not the document's fault.
+        Err(e @ parley_extract::ExtractError::Unavailable(_)) => {
+            return Ok(Outcome::Retry { error: e.to_string(), after: None });
+        }
         Err(e) => Err(e.to_string()),
     };
     let mut work = svc.begin().await?;

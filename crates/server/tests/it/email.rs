@@ -454,3 +454,51 @@ both_backends! {
         assert_eq!(post_mail(&app, &public_id, Some(&format!("bearer {SECRET}")), raw).await, 200);
     }
 }
+
+both_backends! {
+    // Issue 31 (review): discovering, merging or rewriting contacts must not
+    // turn a forged sender into the proven one.
+    async fn discovery_merges_and_rewrites_keep_an_unverified_sender_apart(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.contacts.auto_create = false).await;
+        let ws = app.workspace("Shop").await;
+        let (_, public_id) = email_channel(&app, &ws.live, json!({"address": "support@shop.example",
+            "smtp_host": "127.0.0.1", "inbound_secret": SECRET, "trusted_authserv_ids": ["mx.shop.example"]})).await;
+        let auth = format!("Bearer {SECRET}");
+        let mail = |id: &str, vouched: bool| format!("{}From: Ana <ana@customer.example>\nTo: support@shop.example\nSubject: Hi\n\
+            Message-ID: <{id}@customer.example>\n\nHello\n",
+            if vouched { "Authentication-Results: mx.shop.example; dmarc=pass header.from=customer.example\n" } else { "" });
+        assert_eq!(post_mail(&app, &public_id, Some(&auth), &mail("g1", true)).await, 200);
+        assert_eq!(post_mail(&app, &public_id, Some(&auth), &mail("f1", false)).await, 200);
+        // Discovery sees the address twice, apart, and creates two contacts.
+        let found = app.post(&ws.live, "/api/v1/contacts/discover", json!({"create": true})).await;
+        assert_eq!(found.status, 200, "{}", found.text);
+        let items = found.body["items"].as_array().unwrap().clone();
+        assert_eq!(items.len(), 2, "{}", found.text);
+        let proven = items.iter().find(|i| i.get("unverified").is_none()).unwrap()["contact_id"].clone();
+        let claimed = items.iter().find(|i| i["unverified"] == true).unwrap()["contact_id"].clone();
+        assert_ne!(proven, claimed);
+        let ana = app.get(&ws.live, &format!("/api/v1/contacts/{proven}")).await.body;
+        assert_eq!(ana["identities"], json!([{"channel": "email", "address": "ana@customer.example"}]), "{ana}");
+        let forger = app.get(&ws.live, &format!("/api/v1/contacts/{claimed}")).await.body;
+        assert_eq!(forger["identities"], json!([{"channel": "email", "address": "ana@customer.example", "unverified": true}]));
+        // Writing the identities back does not prove them.
+        let r = app.patch(&ws.live, &format!("/api/v1/contacts/{claimed}"), json!({"display_name": "Maybe Ana",
+            "identities": [{"channel": "email", "address": "ana@customer.example"}]})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["identities"][0]["unverified"], true, "{}", r.text);
+        // Merging the claimed contact into Ana moves its conversation, not its identity.
+        let r = app.post(&ws.live, "/api/v1/contacts/merge", json!({"primary_id": proven, "duplicate_id": claimed})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["identities"], json!([{"channel": "email", "address": "ana@customer.example"}]), "{}", r.text);
+        // A new forgery does not reach Ana's contact.
+        assert_eq!(post_mail(&app, &public_id, Some(&auth), &mail("f2", false)).await, 200);
+        let list = app.get(&ws.live, "/api/v1/conversations?channel=email").await.body;
+        let forged = list["items"].as_array().unwrap().iter().map(|c| c["id"].clone()).collect::<Vec<_>>();
+        for id in forged {
+            let c = app.get(&ws.live, &format!("/api/v1/conversations/{id}")).await.body;
+            if c["unverified_sender"] == true && c["status"] != "closed" {
+                assert_ne!(c["contact_id"], proven, "{c}");
+            }
+        }
+    }
+}

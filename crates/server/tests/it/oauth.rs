@@ -598,8 +598,10 @@ both_backends! {
             let r = app.send(Method::POST, "/oauth/register", None, Some(body), &[]).await;
             assert_eq!((r.status, r.body["error"].clone()), (400, json!("invalid_redirect_uri")), "{uri}: {}", r.text);
         }
-        let body = json!({"redirect_uris": ["com.example.app:/oauth"], "client_name": "App", "token_endpoint_auth_method": "none"});
-        assert_eq!(app.send(Method::POST, "/oauth/register", None, Some(body), &[]).await.status, 201);
+        for uri in ["com.example.app:/oauth", "cursor://anysphere.cursor-retrieval/oauth/callback"] {
+            let body = json!({"redirect_uris": [uri], "client_name": "App", "token_endpoint_auth_method": "none"});
+            assert_eq!(app.send(Method::POST, "/oauth/register", None, Some(body), &[]).await.status, 201, "{uri}");
+        }
 
         let client_id = register(&app).await;
         let query = authorize_query(&app, &client_id, &[]);

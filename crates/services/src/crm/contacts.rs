@@ -392,7 +392,17 @@ pub async fn list(
 /// Applies `changes`; 409 if the new phone, email or an identity is another contact's.
 pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges) -> ServiceResult<Contact> {
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
-    let new_identities = changes.identities.clone();
+    // Writing the list back does not prove what it held unproven: an
+    // identity the contact has unverified stays so.
+    let new_identities = changes.identities.clone().map(|list| {
+        list.into_iter()
+            .map(|mut i| {
+                i.unverified =
+                    current.identities.iter().any(|c| c.unverified && c.channel == i.channel && c.address == i.address);
+                i
+            })
+            .collect::<Vec<_>>()
+    });
     let mut fields = ContactFields::from(&current);
     apply(&mut fields, changes);
     check_unique(tx, scope, Some(id), &fields, new_identities.as_deref().unwrap_or_default()).await?;
@@ -481,6 +491,11 @@ pub struct DiscoveredAddress {
     /// The contact created for it (with `create: true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contact_id: Option<i64>,
+    /// Present (true) on an email address claimed by an unverified sender:
+    /// its contact gets it as an unverified identity.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schema(nullable = false)]
+    pub unverified: bool,
 }
 
 /// The discovery answer: `{items, total}`.
@@ -508,14 +523,16 @@ pub async fn discover(tx: &mut Tx, scope: Scope, config: &ContactsConfig, create
             conversation_count: seen.conversation_count,
             last_seen_at: seen.last_seen_at,
             contact_id: None,
+            unverified: seen.unverified_sender,
         };
         if create {
-            let identity = Identity { channel: item.channel, address: item.address.clone(), unverified: false };
+            let identity =
+                Identity { channel: item.channel, address: item.address.clone(), unverified: seen.unverified_sender };
             let always = ContactsConfig { auto_create: true, ..config.clone() };
             if let Some(contact) =
                 resolve_address(tx, scope, &always, &identity, item.display_name_guess.as_deref()).await?
             {
-                conversations::link_address(tx, scope, &seen.channel_ref, contact.id).await?;
+                conversations::link_address(tx, scope, &seen.channel_ref, seen.unverified_sender, contact.id).await?;
                 // A call's conversation is `voice:<number>`; the call names the number.
                 if let Some(number) = seen.channel_ref.strip_prefix("voice:") {
                     parley_store::repo::calls::link_address(tx, scope, number, contact.id).await?;
@@ -548,11 +565,14 @@ pub async fn merge(tx: &mut Tx, scope: Scope, input: MergeContacts) -> ServiceRe
     }
     // Records that point at a contact move with it. (Calls join this list
     // when their table arrives.)
+    // (An unverified sender's identity and conversations stay apart: see
+    // the repository functions.)
     repo::move_identities(tx, scope, duplicate.id, primary.id).await?;
     conversations::move_contact(tx, scope, duplicate.id, primary.id).await?;
     parley_store::repo::calls::move_contact(tx, scope, duplicate.id, primary.id).await?;
     // Deleting first frees the duplicate's phone and email for the primary.
     repo::delete(tx, scope, duplicate.id).await?;
+    conversations::clear_contact(tx, scope, duplicate.id).await?;
     repo::update(tx, scope, primary.id, &fields).await?;
     let contact = read(tx, scope, primary.id).await?;
     let event = MergedEvent { primary_id: primary.id, duplicate_id: duplicate.id, contact: contact.clone() };

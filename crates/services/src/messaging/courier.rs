@@ -195,16 +195,19 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
             // answer being recorded (the process died, the request timed
             // out): where the provider can say, take that send instead of
             // sending again.
-            let earlier = if job.attempt > 1 { k.look_up_sent(delivery).await } else { None };
+            let uncertain = job.attempt > 1 || job.interrupted > 0;
+            let earlier = if uncertain { k.look_up_sent(delivery).await } else { None };
             match earlier {
                 Some(Ok(sids)) => match unrecorded(svc, scope, channel.id, sids).await? {
                     Some(sid) => Delivered::Sent { external_id: Some(sid) },
                     None => k.deliver(delivery).await,
                 },
-                Some(Err(e)) => Delivered::Retry {
-                    error: format!("could not check whether an earlier attempt was sent: {e}"),
-                    after: None,
-                },
+                // Not knowing is no reason to hold the message back: it
+                // goes, at the risk of a repeat (docs/channels.md).
+                Some(Err(e)) => {
+                    tracing::warn!(message = due.message_id, error = %e, "could not look for an earlier send; sending");
+                    k.deliver(delivery).await
+                }
                 None => k.deliver(delivery).await,
             }
         }

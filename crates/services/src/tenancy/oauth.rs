@@ -30,6 +30,9 @@ pub struct OAuthConfig {
     /// Let a Client ID Metadata Document live at a private address or on
     /// plain HTTP (development and tests only).
     pub allow_private_metadata: bool,
+    /// Single-word redirect URI schemes allowed besides https, loopback
+    /// http and reverse-domain ones (known clients': `cursor`, `vscode`).
+    pub app_schemes: Vec<String>,
 }
 
 impl Default for OAuthConfig {
@@ -40,6 +43,7 @@ impl Default for OAuthConfig {
             refresh_token_ttl_s: 30 * 24 * 3600,
             code_ttl_s: 60,
             allow_private_metadata: false,
+            app_schemes: rules::DEFAULT_APP_SCHEMES.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
@@ -133,6 +137,7 @@ fn bad_metadata(description: impl Into<String>) -> OAuthFailure {
 /// Checks redirect URIs and a client's display name, shared by both ways a
 /// client is known.
 fn check_client_fields(
+    app_schemes: &[String],
     redirect_uris: &[String],
     client_name: Option<&str>,
     client_uri: Option<&str>,
@@ -147,7 +152,7 @@ fn check_client_fields(
         if uri.len() > MAX_URI_LEN {
             return Err(refuse(400, "invalid_redirect_uri", format!("a redirect URI is longer than {MAX_URI_LEN}")));
         }
-        rules::check_redirect_uri(uri).map_err(|e| refuse(400, "invalid_redirect_uri", e))?;
+        rules::check_redirect_uri(uri, app_schemes).map_err(|e| refuse(400, "invalid_redirect_uri", e))?;
     }
     let name = client_name.map(str::trim).filter(|n| !n.is_empty());
     if name.is_some_and(|n| n.chars().count() > MAX_NAME_CHARS || n.chars().any(char::is_control)) {
@@ -193,8 +198,12 @@ pub async fn register(svc: &Services, req: RegistrationRequest) -> OAuthResult<R
     if let Some(scope) = &req.scope {
         Scopes::parse(Some(scope)).map_err(|e| refuse(400, "invalid_client_metadata", e))?;
     }
-    let (name, client_uri) =
-        check_client_fields(&req.redirect_uris, req.client_name.as_deref(), req.client_uri.as_deref())?;
+    let (name, client_uri) = check_client_fields(
+        &svc.config.oauth.app_schemes,
+        &req.redirect_uris,
+        req.client_name.as_deref(),
+        req.client_uri.as_deref(),
+    )?;
     let client_id = rules::new_token(rules::CLIENT_ID_PREFIX);
     let secret = (method != "none").then(|| rules::new_token(rules::CLIENT_SECRET_PREFIX));
     let now = Timestamp::now();
@@ -314,13 +323,16 @@ async fn fetch_metadata_document(svc: &Services, client_id: &str) -> OAuthResult
     if method != "none" {
         return Err(bad(format!("token_endpoint_auth_method {method:?} is not supported for metadata documents")));
     }
-    let (name, client_uri) =
-        check_client_fields(&doc.redirect_uris, doc.client_name.as_deref(), doc.client_uri.as_deref()).map_err(
-            |e| match e {
-                OAuthFailure::Refused(r) => bad(r.description),
-                other => other,
-            },
-        )?;
+    let (name, client_uri) = check_client_fields(
+        &svc.config.oauth.app_schemes,
+        &doc.redirect_uris,
+        doc.client_name.as_deref(),
+        doc.client_uri.as_deref(),
+    )
+    .map_err(|e| match e {
+        OAuthFailure::Refused(r) => bad(r.description),
+        other => other,
+    })?;
     let now = Timestamp::now();
     Ok(Client {
         client_id: client_id.to_owned(),
@@ -460,7 +472,13 @@ pub async fn check_authorization(
     };
     let registered = client.redirect_uris();
     let redirect_uri = match req.redirect_uri.as_deref() {
-        Some(uri) if rules::redirect_matches(&registered, uri) => uri.to_owned(),
+        // Checked again: a client registered before the rules tightened.
+        Some(uri)
+            if rules::redirect_matches(&registered, uri)
+                && rules::check_redirect_uri(uri, &svc.config.oauth.app_schemes).is_ok() =>
+        {
+            uri.to_owned()
+        }
         Some(_) => {
             return Err(AuthorizeRefusal::Show {
                 error: "invalid_redirect_uri",
@@ -468,7 +486,11 @@ pub async fn check_authorization(
                     .into(),
             });
         }
-        None if registered.len() == 1 => registered[0].clone(),
+        None if registered.len() == 1
+            && rules::check_redirect_uri(&registered[0], &svc.config.oauth.app_schemes).is_ok() =>
+        {
+            registered[0].clone()
+        }
         None => {
             return Err(AuthorizeRefusal::Show {
                 error: "invalid_request",

@@ -519,12 +519,15 @@ pub async fn clear_identities(c: &mut impl AsHandle, scope: Scope, contact_id: i
     Ok(())
 }
 
-/// Gives every identity of `from` to `to` (a merge).
+/// Gives every proven identity of `from` to `to` (a merge). Unverified ones
+/// stay (and go with `from` when it is deleted): moved, they would let
+/// anyone writing as that address reach `to`.
 pub async fn move_identities(c: &mut impl AsHandle, scope: Scope, from: i64, to: i64) -> StoreResult<()> {
     execute!(
         c,
         sqlx::query(
-            "UPDATE contact_identities SET contact_id = $4 WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3",
+            "UPDATE contact_identities SET contact_id = $4
+             WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3 AND NOT unverified",
         )
         .bind_scope(scope)
         .bind(from)

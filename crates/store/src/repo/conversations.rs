@@ -288,7 +288,18 @@ pub async fn exist_on_channel(c: &mut impl AsHandle, scope: Scope, channel_id: i
 
 /// Gives `from`'s conversations to `to` (a contact merge).
 pub async fn move_contact(c: &mut impl AsHandle, scope: Scope, from: i64, to: i64) -> StoreResult<()> {
-    super::repoint_contact(c, scope, "conversations", from, Some(to)).await?;
+    // An unverified sender's conversations are not moved: they would bring
+    // whoever writes as that address to `to`. `from`'s deletion detaches them.
+    execute!(
+        c,
+        sqlx::query(
+            "UPDATE conversations SET contact_id = $4
+             WHERE workspace_id = $1 AND livemode = $2 AND contact_id = $3 AND NOT unverified_sender",
+        )
+        .bind_scope(scope)
+        .bind(from)
+        .bind(to)
+    )?;
     versions::bump(c, scope, VERSION_KEY).await
 }
 
@@ -300,16 +311,24 @@ pub async fn clear_contact(c: &mut impl AsHandle, scope: Scope, contact_id: i64)
 }
 
 /// Sets the contact of every conversation at `channel_ref` that has none.
-pub async fn link_address(c: &mut impl AsHandle, scope: Scope, channel_ref: &str, contact_id: i64) -> StoreResult<u64> {
+pub async fn link_address(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    channel_ref: &str,
+    unverified_sender: bool,
+    contact_id: i64,
+) -> StoreResult<u64> {
     let n = execute!(
         c,
         sqlx::query(
             "UPDATE conversations SET contact_id = $4
-             WHERE workspace_id = $1 AND livemode = $2 AND channel_ref = $3 AND contact_id IS NULL",
+             WHERE workspace_id = $1 AND livemode = $2 AND channel_ref = $3 AND contact_id IS NULL
+               AND unverified_sender = $5",
         )
         .bind_scope(scope)
         .bind(channel_ref)
         .bind(contact_id)
+        .bind(unverified_sender)
     )?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(n)
@@ -319,6 +338,8 @@ pub async fn link_address(c: &mut impl AsHandle, scope: Scope, channel_ref: &str
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnlinkedAddress {
     pub channel_ref: String,
+    /// Its conversations were opened by an unverified email sender.
+    pub unverified_sender: bool,
     pub name_guess: Option<String>,
     pub conversation_count: i64,
     pub last_seen_at: Timestamp,
@@ -326,19 +347,21 @@ pub struct UnlinkedAddress {
 
 /// Addresses of conversations without a contact, most recently seen first.
 pub async fn unlinked_addresses(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Vec<UnlinkedAddress>> {
-    let rows: Vec<(String, Option<String>, i64, Timestamp)> = fetch_all!(
+    let rows: Vec<(String, bool, Option<String>, i64, Timestamp)> = fetch_all!(
         c,
         sqlx::query_as(
-            "SELECT channel_ref, MAX(sender_name), COUNT(*), MAX(COALESCE(last_message_ts, created_at)) AS seen
+            "SELECT channel_ref, unverified_sender, MAX(sender_name), COUNT(*),
+                    MAX(COALESCE(last_message_ts, created_at)) AS seen
              FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND contact_id IS NULL
-             GROUP BY channel_ref ORDER BY seen DESC, channel_ref",
+             GROUP BY channel_ref, unverified_sender ORDER BY seen DESC, channel_ref, unverified_sender",
         )
         .bind_scope(scope)
     )?;
     Ok(rows
         .into_iter()
-        .map(|(channel_ref, name_guess, conversation_count, last_seen_at)| UnlinkedAddress {
+        .map(|(channel_ref, unverified_sender, name_guess, conversation_count, last_seen_at)| UnlinkedAddress {
             channel_ref,
+            unverified_sender,
             name_guess,
             conversation_count,
             last_seen_at,

@@ -34,8 +34,11 @@ pub struct JobRow {
     pub livemode: Option<bool>,
     /// `pending` or `dead`.
     pub status: String,
-    /// Attempts that failed, or were cut off (the lease lapsed), before now.
+    /// Attempts that failed before now.
     pub attempts: i32,
+    /// Times in a row the job was claimed after its lease lapsed (its
+    /// process died mid-run); reset when an attempt finishes.
+    pub interruptions: i32,
     pub run_at: Timestamp,
     pub leased_by: Option<String>,
     pub lease_until: Option<Timestamp>,
@@ -51,7 +54,7 @@ impl JobRow {
 }
 
 const COLUMNS: &str = "id, kind, queue, payload, workspace_id, livemode, status, attempts, run_at, leased_by, \
-                       lease_until, last_error, created_at, dead_at";
+                       lease_until, last_error, created_at, dead_at, interruptions";
 
 /// Enqueues `job` (in the caller's transaction); returns its id. When a
 /// worker here takes jobs of its kind and the job is the first of its
@@ -149,7 +152,7 @@ pub async fn any_claimable(c: &mut impl AsHandle, kinds: &[&str]) -> StoreResult
 /// may commit out of id order, so a later job can be running already).
 ///
 /// A job still leased to another worker whose lease lapsed was cut off (its
-/// process died, or stopped renewing): that counts as an attempt, so a job
+/// process died, or stopped renewing): its `interruptions` go up, so a job
 /// that kills its process is not run forever. A clean shutdown gives its
 /// leases back instead, which does not count.
 pub async fn claim(
@@ -167,7 +170,7 @@ pub async fn claim(
     let placeholders: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 5)).collect();
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE jobs SET leased_by = $1, lease_until = $2,
-            attempts = attempts + CASE WHEN leased_by IS NULL THEN 0 ELSE 1 END
+            interruptions = interruptions + CASE WHEN leased_by IS NULL THEN 0 ELSE 1 END
          WHERE id IN (
             SELECT j.id FROM jobs j
             WHERE j.status = 'pending' AND j.run_at <= $3 AND (j.lease_until IS NULL OR j.lease_until < $3)
@@ -221,7 +224,7 @@ pub async fn reschedule(
     let n = execute!(
         c,
         sqlx::query(
-            "UPDATE jobs SET run_at = $3, leased_by = NULL, lease_until = NULL,
+            "UPDATE jobs SET run_at = $3, leased_by = NULL, lease_until = NULL, interruptions = 0,
                 attempts = attempts + CASE WHEN $4 THEN 1 ELSE 0 END, last_error = COALESCE($5, last_error)
              WHERE id = $1 AND leased_by = $2 AND status = 'pending'",
         )
