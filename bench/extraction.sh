@@ -6,7 +6,7 @@
 #    (read by `parley extract-document` in a child process), one at a time,
 #    each timed from the upload to `ready`; prints p50/p95 of both and the
 #    difference of the medians.
-# 2. What a big document costs everyone else: while a 1.6 MB HTML manual
+# 2. What a big document costs everyone else: while a 1.2 MB HTML manual
 #    (about 1,000 passages) is read and indexed, and then a 1 KB PDF whose
 #    drawing repeats a long line 5,000 times is refused, another workspace
 #    creates a contact every 50 ms; prints how long each document took and
@@ -67,7 +67,7 @@ for kind, ctype, data in [("markdown", "text/markdown", md), ("html", "text/html
 print(f"the child process costs {statistics.median(timings['html']) - statistics.median(timings['markdown']):.1f} ms a document (difference of the medians)")
 
 # A big manual and a text bomb, while another workspace writes.
-section = "".join(f"<h2>Chapter {c}</h2>" + "".join(f"<p>{prose} Paragraph {p}.</p>" for p in range(6)) for c in range(300))
+section = "".join(f"<h2>Chapter {c}</h2>" + "".join(f"<p>{prose} Paragraph {p}.</p>" for p in range(6)) for c in range(100))
 manual = f"<html><body>{section}</body></html>".encode()
 line = b"BT /F1 12 Tf 72 700 Td (" + b"repeated words " * 600 + b") Tj ET"
 def pdf(objects):
