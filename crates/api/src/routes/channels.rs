@@ -300,6 +300,22 @@ impl HookRequest {
         Self::read(s, HookChannel::Public { public_id, kinds }, hook, uri, headers, body, limit).await
     }
 
+    /// Reads a message a provider posts to its hook URL (naming a channel
+    /// of one of `kinds` by its public id) and takes it.
+    pub(crate) async fn take_public_message(
+        s: &AppState,
+        public_id: String,
+        kinds: &'static [ChannelType],
+        uri: &axum::http::Uri,
+        headers: HeaderMap,
+        body: axum::body::Body,
+        limit: usize,
+    ) -> Result<(), ApiError> {
+        let hook = Self::public(s, public_id, kinds, Hook::Message, uri, headers, body, limit).await?;
+        channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
+        Ok(())
+    }
+
     pub(crate) fn request(&self) -> InboundRequest<'_> {
         InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
     }

@@ -51,17 +51,7 @@ async fn inbound(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let kinds = &[ChannelType::Email];
-    let hook = super::channels::HookRequest::public(
-        &s,
-        public_id,
-        kinds,
-        parley_services::messaging::channels::Hook::Message,
-        &uri,
-        headers,
-        body,
-        MAX_MESSAGE_BYTES,
-    )
-    .await?;
-    parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
+    super::channels::HookRequest::take_public_message(&s, public_id, kinds, &uri, headers, body, MAX_MESSAGE_BYTES)
+        .await?;
     Ok(StatusCode::OK)
 }

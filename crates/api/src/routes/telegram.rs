@@ -50,17 +50,7 @@ async fn update(
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let kinds = &[ChannelType::Telegram];
-    let hook = super::channels::HookRequest::public(
-        &s,
-        public_id,
-        kinds,
-        parley_services::messaging::channels::Hook::Message,
-        &uri,
-        headers,
-        body,
-        MAX_UPDATE_BYTES,
-    )
-    .await?;
-    parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
+    super::channels::HookRequest::take_public_message(&s, public_id, kinds, &uri, headers, body, MAX_UPDATE_BYTES)
+        .await?;
     Ok(StatusCode::OK)
 }

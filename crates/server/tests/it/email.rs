@@ -502,3 +502,25 @@ both_backends! {
         }
     }
 }
+
+both_backends! {
+    // Issue 31: one 4 MB mail became 40,000 stored files; 20 are kept.
+    async fn an_email_keeps_twenty_attachments_and_says_how_many_more_there_were(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let (_, public_id) = email_channel(&app, &ws.live, json!({"address": "support@shop.example",
+            "smtp_host": "127.0.0.1", "inbound_secret": SECRET})).await;
+        let mut raw = String::from("From: Ana <ana@customer.example>\nTo: support@shop.example\nSubject: Files\n\
+            Message-ID: <files@customer.example>\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nSee the files.\n");
+        for i in 0..2000 {
+            raw.push_str(&format!("--b\nContent-Type: text/plain\nContent-Disposition: attachment; filename=f{i}.txt\n\nfile {i}\n"));
+        }
+        raw.push_str("--b--\n");
+        assert_eq!(post_mail(&app, &public_id, Some(&format!("Bearer {SECRET}")), &raw).await, 200);
+        let conversations = app.get(&ws.live, "/api/v1/conversations?channel=email").await.body;
+        let message = thread(&app, &ws.live, &conversations["items"][0]["id"]).await[0].clone();
+        assert_eq!(message["attachments"].as_array().unwrap().len(), 20, "{}", message["text"]);
+        assert_eq!(message["attachments"][19]["filename"], "f19.txt");
+        assert!(message["text"].as_str().unwrap().ends_with("[1980 more attachments were not kept: Parley keeps 20 per email]"), "{message}");
+    }
+}

@@ -350,16 +350,22 @@ async fn verify_credentials(svc: &Services, email: &str, password: &str) -> Serv
     user.filter(|_| ok).ok_or_else(|| ServiceError::Unauthorized(BAD_LOGIN.into()))
 }
 
+/// Where a sign-in lands: the user's first workspace, live mode.
+async fn first_workspace(tx: &mut parley_store::Tx, user_id: i64) -> ServiceResult<Scope> {
+    let first =
+        users::memberships(tx, user_id).await?.into_iter().next().ok_or_else(|| {
+            ServiceError::Forbidden("This user belongs to no workspace; ask an owner to add them".into())
+        })?;
+    Ok(Scope::new(first.workspace_id, Mode::Live))
+}
+
 /// Signs a user in to their first workspace (live mode). Every failure is
 /// the same 401 after the same amount of work.
 pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult<Session> {
     let user = verify_credentials(svc, email, password).await?;
     let mut tx = svc.db.begin().await?;
-    let first =
-        users::memberships(&mut tx, user.id).await?.into_iter().next().ok_or_else(|| {
-            ServiceError::Forbidden("This user belongs to no workspace; ask an owner to add them".into())
-        })?;
-    let session = issue(svc, &mut tx, user.id, Scope::new(first.workspace_id, Mode::Live), None).await?;
+    let first = first_workspace(&mut tx, user.id).await?;
+    let session = issue(svc, &mut tx, user.id, first, None).await?;
     tx.commit().await?;
     Ok(session)
 }
@@ -369,14 +375,10 @@ pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult
 pub async fn sign_in_for_oauth(svc: &Services, email: &str, password: &str) -> ServiceResult<(String, i64)> {
     let user = verify_credentials(svc, email, password).await?;
     let mut tx = svc.db.begin().await?;
-    let first =
-        users::memberships(&mut tx, user.id).await?.into_iter().next().ok_or_else(|| {
-            ServiceError::Forbidden("This user belongs to no workspace; ask an owner to add them".into())
-        })?;
+    let scope = first_workspace(&mut tx, user.id).await?;
     let ttl = svc.config.auth.refresh_token_ttl_s;
     let token = new_refresh_token();
     let family = ulid::Ulid::new().to_string();
-    let scope = Scope::new(first.workspace_id, Mode::Live);
     let expires = Timestamp::now().plus_seconds(ttl);
     sessions::insert_refresh_token(&mut tx, &hash_token(&token), &family, user.id, scope, expires, OAUTH_SIGN_IN)
         .await?;
