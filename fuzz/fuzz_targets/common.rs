@@ -17,7 +17,7 @@ pub fn quiet_panics() {
 /// run into libFuzzer's -timeout and -rss_limit_mb.
 #[allow(dead_code)] // the MIME driver has no text limit to pass
 pub fn limits() -> Limits {
-    let mut limits = Limits::with(200_000, Duration::from_secs(3));
+    let mut limits = Limits::with(20_000, Duration::from_secs(1));
     limits.max_inflated_bytes = 64 * 1024 * 1024;
     limits
 }
