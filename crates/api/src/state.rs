@@ -17,6 +17,9 @@ pub struct ApiConfig {
     pub list_cache_entries: usize,
     /// Mark the refresh-token cookie `Secure` (serve over HTTPS).
     pub cookie_secure: bool,
+    /// This server's public URL (`public_url`): its origin may call the
+    /// cookie-bearing sign-in routes, besides the request's own host.
+    pub public_url: String,
     /// How often a webchat socket reads its conversation even without a
     /// signal (signals reach every instance; this is the safety net).
     pub webchat_poll_interval: std::time::Duration,
@@ -30,6 +33,7 @@ impl Default for ApiConfig {
             rate_limit: RateLimitConfig::default(),
             list_cache_entries: 256,
             cookie_secure: false,
+            public_url: "http://127.0.0.1:8080".to_owned(),
             webchat_poll_interval: std::time::Duration::from_secs(5),
         }
     }

@@ -935,6 +935,7 @@ impl Settings {
             },
             list_cache_entries: self.cache.list_entries,
             cookie_secure: self.auth.cookie_secure,
+            public_url: self.public_url(),
             webchat_poll_interval: std::time::Duration::from_millis(self.webchat.poll_interval_ms.max(100)),
         }
     }

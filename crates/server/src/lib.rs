@@ -161,7 +161,8 @@ pub async fn serve(
         parley_mcp::McpConfig::new(&settings.public_url(), openapi, state.list_cache())
             .with_allowed_origins(settings.mcp.allowed_origins.clone()),
     );
-    let (router, _) = parley_api::app_with(state.clone(), mcp);
+    // The dashboard is served beside the API it calls, by the same process.
+    let (router, _) = parley_api::app_with(state.clone(), mcp.merge(parley_web::router()));
     let maintenance = tokio::spawn(maintain(
         state,
         parley_services::housekeeping::Retention {

@@ -108,6 +108,32 @@ fn session_response(state: &AppState, session: &Session) -> Response {
     r
 }
 
+/// Refuses a browser request from another site to a route that sets or
+/// reads the session cookie. The cookie is already `SameSite=Strict`; this
+/// is the second wall (and stops login CSRF, which needs no cookie). A
+/// request without `Origin` (a script, curl) is not a browser's cross-site
+/// request and passes.
+fn same_origin(s: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
+    let origin = origin.to_str().unwrap_or_default();
+    // `scheme://host[:port]` of the configured URL (its path dropped).
+    let public = s.config.public_url.split_once("://").map(|(scheme, rest)| {
+        let scheme = scheme.to_ascii_lowercase();
+        let authority = rest.split('/').next().unwrap_or_default().to_ascii_lowercase();
+        // Browsers leave a scheme's default port out of `Origin`.
+        let default_port = if scheme == "https" { ":443" } else { ":80" };
+        format!("{scheme}://{}", authority.strip_suffix(default_port).unwrap_or(&authority))
+    });
+    let own = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(|host| [format!("http://{host}"), format!("https://{host}")]);
+    if public.as_deref() == Some(origin) || own.is_some_and(|o| o.iter().any(|o| o == origin)) {
+        return Ok(());
+    }
+    Err(ApiError::Status(StatusCode::FORBIDDEN, format!("Origin {origin} may not use this server's sign-in")))
+}
+
 /// Sign in with email and password.
 ///
 /// Wrong credentials get the same 401 whether or not the email exists.
@@ -121,11 +147,17 @@ fn session_response(state: &AppState, session: &Session) -> Response {
     responses(
         (status = 200, body = TokenResponse, description = "Signed in; `Set-Cookie` carries the refresh token"),
         (status = 401, body = ErrorBody, example = json!({"detail": "Invalid email or password"})),
-        (status = 403, body = ErrorBody, description = "The user belongs to no workspace"),
+        (status = 403, body = ErrorBody, description = "The user belongs to no workspace, or the request came from another site's page (`Origin`)"),
         (status = 429, body = ErrorBody, description = "Too many failed sign-ins from this IP or for this account; see Retry-After"),
     )
 )]
-async fn login(State(s): State<AppState>, ip: ClientIp, body: JsonBody<LoginRequest>) -> Result<Response, ApiError> {
+async fn login(
+    State(s): State<AppState>,
+    ip: ClientIp,
+    headers: HeaderMap,
+    body: JsonBody<LoginRequest>,
+) -> Result<Response, ApiError> {
+    same_origin(&s, &headers)?;
     let LoginRequest { email, password } = body.value;
     let session = limited_login(&s, ip, &email, &password).await?;
     Ok(session_response(&s, &session))
@@ -175,11 +207,17 @@ pub(crate) async fn limited_sign_in<T>(
 ///
 /// The refresh token rotates on every use. Presenting one that was already
 /// used revokes every token of its session (reuse means it was copied).
+/// A browser request from another site's page (its `Origin`) gets a 403.
 #[utoipa::path(
     post, path = "/api/v1/auth/refresh", tag = "Authentication",
-    responses((status = 200, body = TokenResponse), (status = 401, body = ErrorBody))
+    responses(
+        (status = 200, body = TokenResponse),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody, description = "The request came from another site's page (`Origin`)"),
+    )
 )]
 async fn refresh(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    same_origin(&s, &headers)?;
     let Some(raw) = refresh_cookie(&headers) else {
         return Err(ApiError::unauthorized("Missing refresh token cookie; sign in"));
     };
@@ -190,9 +228,13 @@ async fn refresh(State(s): State<AppState>, headers: HeaderMap) -> Result<Respon
 /// Sign out: revokes the session's refresh tokens and clears the cookie.
 #[utoipa::path(
     post, path = "/api/v1/auth/logout", tag = "Authentication",
-    responses((status = 204, description = "Signed out"))
+    responses(
+        (status = 204, description = "Signed out"),
+        (status = 403, body = ErrorBody, description = "The request came from another site's page (`Origin`)"),
+    )
 )]
 async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    same_origin(&s, &headers)?;
     if let Some(raw) = refresh_cookie(&headers) {
         identity::logout(&s.services, &raw).await?;
     }

@@ -19,8 +19,9 @@ both_backends! {
         assert_eq!(r.status, 200, "{}", r.text);
         let mut keys: Vec<&String> = r.body.as_object().unwrap().keys().collect();
         keys.sort();
-        assert_eq!(keys, vec!["access_token", "expires_in", "token_type", "workspace_id"]);
+        assert_eq!(keys, vec!["access_token", "expires_in", "mode", "token_type", "workspace_id"]);
         assert_eq!((r.body["token_type"].clone(), r.body["expires_in"].clone(), r.body["workspace_id"].clone()), (json!("bearer"), json!(900), json!(ws.id)));
+        assert_eq!(r.body["mode"], "live");
         let cookie = r.header("set-cookie").unwrap();
         for part in ["parley_refresh=rt_", "HttpOnly", "SameSite=Strict", "Path=/api/v1/auth"] {
             assert!(cookie.contains(part), "{cookie}");
@@ -105,6 +106,35 @@ both_backends! {
         assert_eq!(out.status, 204);
         assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
         assert_eq!(app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("Cookie", &cookie)]).await.status, 401);
+    }
+
+    async fn sign_in_routes_refuse_another_sites_origin(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        app.user("ana@example.com", PW, ws.id, Role::Member).await;
+        let cookie = format!("parley_refresh={}", app.login("ana@example.com", PW).await.refresh_cookie().unwrap());
+        let evil = [("Origin", "https://evil.example"), ("Cookie", cookie.as_str())];
+        let login = json!({"email": "ana@example.com", "password": PW});
+        for (path, body) in [("/api/v1/auth/refresh", None), ("/api/v1/auth/logout", None), ("/api/v1/auth/login", Some(login.clone()))] {
+            let r = app.send(Method::POST, path, None, body, &evil).await;
+            assert_eq!(r.status, 403, "{path}: {}", r.text);
+            assert_eq!(r.body, json!({"detail": "Origin https://evil.example may not use this server's sign-in"}));
+            assert!(r.header("set-cookie").is_none(), "{path}");
+        }
+        // The session survived the refused logout; the page's own origin
+        // (the Host it was served from) refreshes, and so does a script
+        // that sends no Origin.
+        let host = app.base.trim_start_matches("http://").to_owned();
+        let own = format!("http://{host}");
+        let r = app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("Origin", &own), ("Cookie", &cookie)]).await;
+        assert_eq!((r.status, r.body["mode"].clone()), (200, json!("live")), "{}", r.text);
+        let next = format!("parley_refresh={}", r.refresh_cookie().unwrap());
+        let r = app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("Cookie", &next)]).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        // An origin on the same host but another port is another site's.
+        let other_port = format!("http://{}:1", host.split(':').next().unwrap());
+        let r = app.send(Method::POST, "/api/v1/auth/login", None, Some(login), &[("Origin", &other_port)]).await;
+        assert_eq!(r.status, 403);
     }
 
     async fn access_tokens_expire(backend) {

@@ -13,6 +13,7 @@ mod channels;
 mod cli;
 mod contacts;
 mod conversations;
+mod dashboard;
 mod delivery_processes;
 mod email;
 mod errors;

@@ -250,7 +250,10 @@ pub struct TokenResponse {
     pub token_type: &'static str,
     /// Seconds until the access token expires.
     pub expires_in: i64,
+    /// The workspace the token serves.
     pub workspace_id: i64,
+    /// The mode the token serves (`live` or `test`).
+    pub mode: Mode,
 }
 
 impl From<&Session> for TokenResponse {
@@ -260,6 +263,7 @@ impl From<&Session> for TokenResponse {
             token_type: "bearer",
             expires_in: s.expires_in,
             workspace_id: s.workspace_id,
+            mode: s.mode,
         }
     }
 }

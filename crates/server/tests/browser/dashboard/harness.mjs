@@ -1,0 +1,100 @@
+// What every dashboard journey needs: one Chromium shared by parallel
+// contexts, a page that fails the journey on an uncaught error or a CSP
+// refusal, sign-in as a person does it, and axe-core on each page state.
+
+import { AsyncLocalStorage } from "node:async_hooks";
+import { chromium } from "playwright-core";
+import AxeBuilder from "@axe-core/playwright";
+
+export function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu"],
+  });
+}
+
+export class JourneyError extends Error {}
+
+/** The contexts a running journey opened (closed, and screenshotted on failure, by the runner). */
+export const journey = new AsyncLocalStorage();
+
+/** Throws unless `cond`. */
+export function check(cond, why) {
+  if (!cond) throw new JourneyError(why);
+}
+
+/**
+ * A fresh context (its own cookies, like another browser) with one page.
+ * Problems seen on the page (an uncaught error, a CSP refusal, a dialog a
+ * script opened) fail the journey at its end.
+ */
+export async function open(browser, base, { permissions = [] } = {}) {
+  const context = await browser.newContext({ baseURL: base, viewport: { width: 1280, height: 900 }, permissions });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
+  page.on("console", (m) => {
+    const text = m.text();
+    if (/Content Security Policy|Refused to (execute|load|apply)/i.test(text)) problems.push(`CSP: ${text}`);
+  });
+  page.on("dialog", (d) => {
+    problems.push(`a script opened a ${d.type()} dialog: ${d.message()}`);
+    d.dismiss().catch(() => {});
+  });
+  const opened = { context, page, problems };
+  journey.getStore()?.push(opened);
+  return opened;
+}
+
+export async function signIn(page, email, password) {
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+/** Opens `/`, signs in and waits for the first page's heading. */
+export async function signedIn(browser, base, who, options) {
+  const s = await open(browser, base, options);
+  await s.page.goto("/");
+  await s.page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+  await signIn(s.page, who.email, who.password);
+  await s.page.getByRole("navigation", { name: "Main" }).waitFor();
+  return s;
+}
+
+/** axe-core on the page as it is now: no serious or critical violation. */
+export async function axe(page, state, seen) {
+  const result = await new AxeBuilder({ page }).analyze();
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  check(
+    !bad.length,
+    `axe on ${state}: ${bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`).join("; ")}`,
+  );
+  seen?.add(state);
+}
+
+/** The API, called from outside the browser (as a customer's server would). */
+export async function api(base, method, path, { key, token, body, cookie } = {}) {
+  const headers = { Accept: "application/json" };
+  if (key) headers["X-API-Key"] = key;
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (cookie) headers.Cookie = cookie;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  return { status: r.status, body: json, text };
+}
+
+/** Storage a script could read must hold no token or key. */
+export async function noSecretsInStorage(page) {
+  const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
+  check(!/eyJ|parley_(live|test)_|rt_/.test(stored), `web storage holds a secret: ${stored.slice(0, 200)}`);
+  const cookies = await page.evaluate(() => document.cookie);
+  check(!cookies.includes("parley_refresh"), `the refresh cookie is readable by scripts: ${cookies}`);
+}

@@ -1,0 +1,267 @@
+// The dashboard's journeys, each as a person would do it in Chromium
+// (roles and labels, not CSS paths), run in parallel browser contexts of one
+// Chromium. Every page state a journey reaches is checked with axe-core.
+//
+// Usage: node journeys.mjs <config.json> [journey …]
+// The config (written by the Rust driver) names the server, the people and
+// the workspaces it prepared. Prints "PASS <journey>" or "FAIL <journey>:
+// <why>" per journey and "AXE <state>" per page state checked; exits 1 on
+// any failure. Screenshots go to config.screenshots.
+
+import { readFileSync } from "node:fs";
+import { api, axe, check, journey, launch, noSecretsInStorage, open, signIn, signedIn } from "./harness.mjs";
+
+const [configPath, ...only] = process.argv.slice(2);
+const config = JSON.parse(readFileSync(configPath, "utf8"));
+const { base, owner, member, screenshots } = config;
+const axeStates = new Set();
+
+const journeys = {
+  async "sign-in"(browser) {
+    const { page } = await open(browser, base);
+    await page.goto("/developers/api-keys");
+    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+    check(page.url().endsWith("/sign-in?next=%2Fdevelopers%2Fapi-keys"), `redirected to ${page.url()}`);
+    await axe(page, "sign-in", axeStates);
+    await signIn(page, owner.email, "not the password");
+    const error = page.getByRole("alert");
+    await error.waitFor();
+    check((await error.innerText()).includes("Invalid email or password"), await error.innerText());
+    await axe(page, "sign-in with an error", axeStates);
+    await page.screenshot({ path: `${screenshots}/sign-in.png` });
+    await signIn(page, owner.email, owner.password);
+    // Back to the page that was asked for.
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    check(new URL(page.url()).pathname === "/developers/api-keys", page.url());
+    await noSecretsInStorage(page);
+    // A reload restores the session from the httpOnly cookie.
+    await page.reload();
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    // An unknown page says so inside the frame.
+    await page.goto("/developers/nothing-here");
+    await page.getByRole("heading", { name: "There is no page here" }).waitFor();
+    await axe(page, "not found", axeStates);
+    // Sign out from the account menu: back to sign-in, and staying there.
+    await page.getByRole("button", { name: `Account: ${owner.email}` }).click();
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+    await page.goto("/developers/api-keys");
+    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+  },
+
+  async keys(browser) {
+    const { page } = await signedIn(browser, base, owner, {
+      permissions: ["clipboard-read", "clipboard-write"],
+    });
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    await page.getByRole("button", { name: "Create key" }).click();
+    const dialog = page.getByRole("dialog", { name: "Create a live key" });
+    await dialog.waitFor();
+    await axe(page, "create key", axeStates);
+    // The API's 422 is shown next to the field it names.
+    await dialog.getByRole("button", { name: "Create key" }).click();
+    const name = dialog.getByLabel("Name");
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await name.getAttribute("aria-invalid")) === "true", "the empty name is not marked invalid");
+    const described = await name.getAttribute("aria-describedby");
+    const fault = await page.locator(`[id="${described.split(" ").pop()}"]`).innerText();
+    check(fault.length > 0, "no error next to Name");
+    await axe(page, "create key with an error", axeStates);
+    await name.fill("CI deploy");
+    await dialog.getByRole("button", { name: "Create key" }).click();
+    const shown = page.getByRole("dialog", { name: "Copy your new key" });
+    await shown.waitFor();
+    const key = await shown.getByLabel("CI deploy").inputValue();
+    check(/^parley_live_/.test(key), `the new key: ${key}`);
+    await shown.getByRole("button", { name: "Copy key" }).click();
+    await shown.getByText("Copied").waitFor();
+    check((await page.evaluate(() => navigator.clipboard.readText())) === key, "the clipboard holds the key");
+    await axe(page, "new key", axeStates);
+    await shown.getByRole("button", { name: "Done" }).click();
+    const row = page.getByRole("row", { name: /CI deploy/ });
+    await row.waitFor();
+    check((await row.innerText()).includes("Active"), await row.innerText());
+    check(!(await page.locator("main").innerText()).includes(key), "the full key is shown after the dialog closed");
+    check((await api(base, "GET", "/api/v1/agents", { key })).status === 200, "the new key works");
+    await page.screenshot({ path: `${screenshots}/api-keys.png` });
+    // Revoke, after a confirmation; the very next request with it is a 401.
+    await row.getByRole("button", { name: "Revoke CI deploy" }).click();
+    const confirm = page.getByRole("dialog", { name: "Revoke CI deploy?" });
+    await confirm.waitFor();
+    await axe(page, "revoke key", axeStates);
+    await confirm.getByRole("button", { name: "Revoke key" }).click();
+    await row.getByText("Revoked").waitFor();
+    const refused = await api(base, "GET", "/api/v1/agents", { key });
+    check(refused.status === 401, `the revoked key got ${refused.status}`);
+  },
+
+  async modes(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    const live = config.workspaces.a.live_key_name;
+    await page.getByRole("row", { name: new RegExp(live) }).waitFor();
+    const toggle = page.getByRole("switch", { name: "Test mode" });
+    check((await toggle.getAttribute("aria-checked")) === "false", "starts in live mode");
+    check(!(await page.getByText("You are looking at test data").isVisible()), "a banner in live mode");
+    await toggle.click();
+    const banner = page.getByRole("status").filter({ hasText: "Test mode" });
+    await banner.waitFor();
+    check((await toggle.getAttribute("aria-checked")) === "true", "the switch shows test mode");
+    // Everything shown is the test mode's: its keys, not the live ones.
+    await page.getByRole("row", { name: new RegExp(config.workspaces.a.test_key_name) }).waitFor();
+    await page.getByText("This list shows test keys").waitFor();
+    check(!(await page.getByRole("row", { name: new RegExp(live) }).count()), "a live key is listed in test mode");
+    await axe(page, "test mode", axeStates);
+    await page.screenshot({ path: `${screenshots}/test-mode.png` });
+    // Another workspace, same mode; a reload keeps both (the cookie does).
+    await page.getByLabel("Workspace").selectOption({ label: config.workspaces.b.name });
+    await page.getByRole("row", { name: new RegExp(config.workspaces.b.test_key_name) }).waitFor();
+    await page.reload();
+    await banner.waitFor();
+    check(
+      (await page.getByLabel("Workspace").inputValue()) === String(config.workspaces.b.id),
+      "the workspace did not survive a reload",
+    );
+    await page.getByRole("row", { name: new RegExp(config.workspaces.b.test_key_name) }).waitFor();
+    await toggle.click();
+    await page.getByRole("status").filter({ hasText: "Test mode" }).waitFor({ state: "detached" });
+  },
+
+  async member(browser) {
+    const { page } = await signedIn(browser, base, member);
+    await page.getByRole("heading", { name: "Only owners and admins manage API keys" }).waitFor();
+    check(!(await page.getByRole("button", { name: "Create key" }).count()), "a member is offered Create key");
+    await axe(page, "member without key access", axeStates);
+    // Hiding the button is not the wall: the API refuses a crafted request.
+    const login = await api(base, "POST", "/api/v1/auth/login", { body: member });
+    check(login.status === 200, `member login: ${login.text}`);
+    const token = login.body.access_token;
+    const create = await api(base, "POST", "/api/v1/api-keys", { token, body: { name: "sneaky", mode: "live" } });
+    check(create.status === 403, `a member creating a key got ${create.status}`);
+    const list = await api(base, "GET", "/api/v1/api-keys?mode=live", { token });
+    check(list.status === 403, `a member listing keys got ${list.status}`);
+    const revoke = await api(base, "DELETE", `/api/v1/api-keys/${config.workspaces.a.live_key_id}`, { token });
+    check(revoke.status === 403, `a member revoking a key got ${revoke.status}`);
+  },
+
+  async xss(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    const payloads = [`<img src=x onerror="window.__pwned=1">`, "javascript:window.__pwned=2", "<b>bold</b>"];
+    for (const payload of payloads) {
+      await page.getByRole("button", { name: "Create key" }).click();
+      const dialog = page.getByRole("dialog", { name: "Create a live key" });
+      await dialog.getByLabel("Name").fill(payload);
+      await dialog.getByRole("button", { name: "Create key" }).click();
+      await page.getByRole("button", { name: "Done" }).click();
+      await page.getByRole("rowheader", { name: payload, exact: true }).waitFor();
+    }
+    // The workspace's own name (set by its owner) is markup too.
+    check(
+      (await page.getByLabel("Workspace").locator("option").allInnerTexts()).includes(config.workspaces.b.name),
+      "the workspace name is not shown as text",
+    );
+    check((await page.evaluate(() => /** @type {any} */ (window).__pwned)) === undefined, "a payload ran");
+    check(!(await page.locator("main img, main b").count()), "markup from a name was rendered");
+    await page.screenshot({ path: `${screenshots}/xss.png` });
+  },
+
+  // The access token lives `config.access_token_ttl` seconds: the page
+  // renews it before expiry, and when the session is ended elsewhere the
+  // next renewal fails and the page returns to sign-in, saying why.
+  async expiry(browser) {
+    const { context, page } = await signedIn(browser, base, owner);
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    const renewed = await page.waitForResponse((r) => r.url().endsWith("/api/v1/auth/refresh"), {
+      timeout: (config.access_token_ttl + 5) * 1000,
+    });
+    check(renewed.status() === 200, `silent refresh answered ${renewed.status()}`);
+    // Still signed in and working after the first token expired.
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByRole("row", { name: new RegExp(config.workspaces.a.live_key_name) }).waitFor();
+    // The session ends elsewhere (signed out from another device).
+    const cookie = (await context.cookies()).find((c) => c.name === "parley_refresh");
+    check(cookie?.httpOnly, "the refresh cookie is not httpOnly");
+    const out = await api(base, "POST", "/api/v1/auth/logout", { cookie: `parley_refresh=${cookie.value}` });
+    check(out.status === 204, `logout: ${out.status}`);
+    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor({ timeout: (config.access_token_ttl + 10) * 1000 });
+    await page.getByText("Your session ended. Sign in again to continue.").waitFor();
+    check(page.url().includes("next=%2Fdevelopers%2Fapi-keys"), page.url());
+    await signIn(page, owner.email, owner.password);
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+  },
+
+  // Everything by keyboard: sign in, skip to content, open a dialog, close
+  // it with Escape and land back on the button that opened it.
+  async keyboard(browser) {
+    const { page } = await open(browser, base);
+    await page.goto("/sign-in");
+    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+    await page.keyboard.press("Tab");
+    check(await page.getByLabel("Email").evaluate((e) => e === document.activeElement), "Tab does not reach Email");
+    await page.keyboard.type(owner.email);
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(owner.password);
+    await page.keyboard.press("Enter");
+    // The new page's heading takes focus, as after a page load.
+    const heading = page.getByRole("heading", { name: "API keys", level: 1 });
+    await heading.waitFor();
+    await page.waitForFunction(() => document.activeElement?.tagName === "H1");
+    const create = page.getByRole("button", { name: "Create key" });
+    await page.keyboard.press("Tab");
+    check(await create.evaluate((e) => e === document.activeElement), "Tab from the heading does not reach Create key");
+    // After a reload the first stop is the skip link, which leads past the navigation.
+    await page.reload();
+    await heading.waitFor();
+    await page.keyboard.press("Tab");
+    const skip = page.getByRole("link", { name: "Skip to content" });
+    check(await skip.evaluate((e) => e === document.activeElement), "the first Tab stop is not the skip link");
+    check(await skip.evaluate((e) => e.getBoundingClientRect().top >= 0), "the focused skip link is off screen");
+    await page.keyboard.press("Enter");
+    for (let i = 0; i < 3 && !(await create.evaluate((e) => e === document.activeElement)); i++) {
+      await page.keyboard.press("Tab");
+    }
+    check(await create.evaluate((e) => e === document.activeElement), "Tab from the content does not reach Create key");
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog", { name: "Create a live key" });
+    await dialog.waitFor();
+    check(await dialog.getByLabel("Name").evaluate((e) => e === document.activeElement), "the dialog does not focus Name");
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "detached" });
+    check(await create.evaluate((e) => e === document.activeElement), "focus did not return to Create key");
+    // The mode switch works from the keyboard (Space on a switch).
+    await page.getByRole("switch", { name: "Test mode" }).focus();
+    await page.keyboard.press("Space");
+    await page.getByRole("status").filter({ hasText: "Test mode" }).waitFor();
+  },
+};
+
+const selected = only.length ? only : Object.keys(journeys);
+const browser = await launch();
+let failed = false;
+// Two at a time: this machine has two cores and the server shares them.
+const queue = [...selected];
+async function worker() {
+  for (let name = queue.shift(); name; name = queue.shift()) {
+    const started = Date.now();
+    const opened = [];
+    try {
+      await journey.run(opened, () => journeys[name](browser));
+      const problems = opened.flatMap((o) => o.problems);
+      if (problems.length) throw new Error(problems.join("; "));
+      console.log(`PASS ${name} ${Date.now() - started}ms`);
+    } catch (e) {
+      failed = true;
+      console.log(`FAIL ${name}: ${String(e.stack || e).replaceAll("\n", " | ")}`);
+      for (const [i, o] of opened.entries()) {
+        await o.page.screenshot({ path: `${screenshots}/failed-${name}-${i}.png` }).catch(() => {});
+      }
+    } finally {
+      for (const o of opened) await o.context.close().catch(() => {});
+    }
+  }
+}
+await Promise.all([worker(), worker()]);
+for (const state of [...axeStates].sort()) console.log(`AXE ${state}`);
+await browser.close();
+process.exitCode = failed ? 1 : 0;

@@ -1,0 +1,107 @@
+//! Issue 32: the dashboard, driven in Debian's Chromium by the journeys in
+//! `tests/browser/dashboard/` (sign-in and session, modes and workspaces,
+//! keys, the member's limits, markup shown as text, a session that ends,
+//! the keyboard), each page state checked with axe-core.
+
+use parley_domain::{Mode, user::Role};
+use parley_services::tenancy::workspaces::{self, NewKey};
+use serde_json::json;
+
+use crate::support::*;
+
+const PW: &str = "a long enough password";
+/// Access tokens this short make every journey renew its session a few
+/// times, and the expiry journey see its end within seconds.
+const ACCESS_TOKEN_TTL: i64 = 6;
+
+async fn named_key(app: &TestApp, workspace_id: i64, mode: Mode, name: &str) {
+    let mut tx = app.db.begin().await.unwrap();
+    let key =
+        NewKey { workspace_id, mode, name: name.into(), workspace_locked: false, created_by: None, expires_at: None };
+    workspaces::create_key(&mut tx, key).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// Runs the named journeys (all when empty) against `app` and returns the
+/// runner's output lines; panics with the output when one fails.
+async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+    // PARLEY_SCREENSHOTS=dir keeps the screenshots there, to look at them.
+    let keep = std::env::var_os("PARLEY_SCREENSHOTS").map(std::path::PathBuf::from);
+    let scratch = keep.clone().unwrap_or_else(std::env::temp_dir).join(format!("parley-dashboard-{}", uuid()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut config = config;
+    config["base"] = json!(app.base);
+    config["screenshots"] = json!(scratch.display().to_string());
+    let config_path = scratch.join("config.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(240),
+        tokio::process::Command::new("node")
+            .arg(format!("{dir}/dashboard/journeys.mjs"))
+            .arg(&config_path)
+            .current_dir(dir)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the journeys finished")
+    .expect("node runs (see scripts/test for the browser tests' needs)");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "screenshots in {}\n{stdout}\n{}",
+        scratch.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // A rendered page compresses far worse than a blank one.
+    for shot in ["sign-in.png", "api-keys.png", "test-mode.png"] {
+        let png = std::fs::read(scratch.join(shot)).expect("the screenshot was saved");
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{shot}: {} bytes", png.len());
+    }
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    stdout.lines().map(str::to_owned).collect()
+}
+
+both_backends! {
+    async fn the_dashboard_journeys_pass_in_chromium(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.auth.access_token_ttl_seconds = ACCESS_TOKEN_TTL).await;
+        let a = app.workspace("Acme").await;
+        // A name is whatever its owner typed: shown as text, never markup.
+        let b_name = r#"<img src=x onerror="window.__pwned=3">Beta"#;
+        let b = app.workspace(b_name).await;
+        named_key(&app, a.id, Mode::Test, "Acme staging").await;
+        named_key(&app, b.id, Mode::Test, "Beta staging").await;
+        let ana = app.user("ana@example.com", PW, a.id, Role::Owner).await;
+        let mut tx = app.db.begin().await.unwrap();
+        parley_store::repo::users::set_membership(&mut tx, ana, b.id, Role::Admin).await.unwrap();
+        tx.commit().await.unwrap();
+        app.user("mia@example.com", PW, a.id, Role::Member).await;
+
+        let lines = journeys(&app, json!({
+            "access_token_ttl": ACCESS_TOKEN_TTL,
+            "owner": {"email": "ana@example.com", "password": PW},
+            "member": {"email": "mia@example.com", "password": PW},
+            "workspaces": {
+                "a": {"id": a.id, "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
+                "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging"},
+            },
+        })).await;
+        let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(passed.len(), 7, "{lines:#?}");
+        for journey in ["sign-in", "keys", "modes", "member", "xss", "expiry", "keyboard"] {
+            assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
+        }
+        let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
+        for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access"] {
+            assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
+        }
+        // The revoked key stays revoked in the database, not only in the page.
+        let token = app.token("ana@example.com", PW).await;
+        let revoked = app.bearer(reqwest::Method::GET, "/api/v1/api-keys?mode=live&limit=100", &token, None).await;
+        let ci = revoked.body["items"].as_array().unwrap().iter().find(|k| k["name"] == "CI deploy").cloned().unwrap();
+        assert!(ci["revoked_at"].is_string(), "{ci}");
+    }
+}

@@ -1,0 +1,81 @@
+// The dashboard's entry: restores the session from the refresh cookie,
+// then shows the sign-in page or the page the URL names inside the shell.
+
+import { html, render, useEffect, useState } from "./lib/html.js";
+import { current, restore, subscribe } from "./lib/session.js";
+import { match, navigate, useLocation } from "./lib/router.js";
+import { Shell } from "./components/shell.js";
+import { EmptyState } from "./components/ui.js";
+import { SignIn } from "./pages/sign-in.js";
+import { ApiKeys } from "./pages/api-keys.js";
+
+/** @type {[string, (params: Record<string, string>) => any][]} */
+const ROUTES = [
+  ["/", () => html`<${Redirect} to="/developers/api-keys" />`],
+  ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],
+  ["/developers/api-keys", () => html`<${ApiKeys} />`],
+];
+
+/** @param {{to: string}} p */
+function Redirect({ to }) {
+  useEffect(() => navigate(to, { replace: true }), [to]);
+  return null;
+}
+
+/** @param {{children: any}} p */
+function Scoped({ children }) {
+  return children;
+}
+
+function NotFound() {
+  useEffect(() => {
+    document.title = "Not found · Parley";
+  }, []);
+  return html`<${EmptyState} title="There is no page here" action=${html`<a class="button" href="/">Go home</a>`}>
+    The address may be mistyped, or the page may have moved.
+  <//>`;
+}
+
+function App() {
+  const [session, setSession] = useState(current());
+  const { path, query } = useLocation();
+  useEffect(() => subscribe(setSession), []);
+
+  // Move focus to the new page's heading, as a page load would.
+  useEffect(() => {
+    /** @type {HTMLElement | null} */
+    const h1 = document.querySelector("main h1");
+    if (h1 && document.activeElement !== h1 && !document.querySelector("dialog[open]")) h1.focus({ preventScroll: true });
+  }, [path]);
+
+  if (session.status === "loading") return html`<div class="boot" aria-busy="true" aria-label="Loading"></div>`;
+  if (session.status === "signed-out") {
+    if (path !== "/sign-in") {
+      const next = path + location.search;
+      return html`<${Redirect} to=${`/sign-in${next !== "/" ? `?next=${encodeURIComponent(next)}` : ""}`} />`;
+    }
+    return html`<${SignIn}
+      notice=${session.notice}
+      onSignedIn=${() => {
+        const next = query.get("next");
+        navigate(next && next.startsWith("/") && !next.startsWith("//") ? next : "/", { replace: true });
+      }}
+    />`;
+  }
+  if (path === "/sign-in") return html`<${Redirect} to="/" />`;
+  // A page belongs to one workspace and mode: switching either mounts it
+  // afresh, so nothing of the old scope's data or state survives.
+  const scope = `${session.me?.workspace_id}:${session.me?.mode}`;
+  for (const [pattern, view] of ROUTES) {
+    const params = match(pattern, path);
+    if (params) return html`<${Shell} path=${path}><${Scoped} key=${scope}>${view(params)}<//><//>`;
+  }
+  return html`<${Shell} path=${path}><${NotFound} /><//>`;
+}
+
+const root = document.getElementById("app");
+if (root) {
+  root.replaceChildren();
+  render(html`<${App} />`, root);
+}
+restore();

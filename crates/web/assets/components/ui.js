@@ -1,0 +1,303 @@
+// The dashboard's building blocks. Every control has a label, every error
+// sits next to the field it names (and is tied to it with
+// aria-describedby), dialogs are native <dialog>s (focus kept inside, Esc
+// closes), and nothing here renders HTML from a string: text is text.
+
+import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
+import { ApiError } from "../lib/api.js";
+import { ago, formatDate } from "../lib/format.js";
+
+/**
+ * @typedef {object} FieldProps
+ * @property {string} label
+ * @property {string} [error]
+ * @property {string} [hint]
+ * @property {(props: {id: string, "aria-describedby"?: string, "aria-invalid"?: "true"}) => any} children
+ *   Renders the control with the given id and descriptions.
+ */
+
+/** A labelled control with its hint and its error. @param {FieldProps} p */
+export function Field({ label, error, hint, children }) {
+  const id = useId();
+  const described = [hint ? `${id}-hint` : "", error ? `${id}-error` : ""].filter(Boolean).join(" ");
+  return html`<div class=${error ? "field invalid" : "field"}>
+    <label for=${id}>${label}</label>
+    ${children({ id, "aria-describedby": described || undefined, "aria-invalid": error ? "true" : undefined })}
+    ${hint && html`<p class="hint" id=${`${id}-hint`}>${hint}</p>`}
+    ${error && html`<p class="error" id=${`${id}-error`}>${error}</p>`}
+  </div>`;
+}
+
+/**
+ * A text input bound to `form.values[name]`.
+ * @param {{form: Form, name: string, label: string, hint?: string, type?: string, required?: boolean,
+ *   autocomplete?: string, placeholder?: string, maxlength?: number}} p
+ */
+export function TextField({ form, name, label, hint, type = "text", ...rest }) {
+  return html`<${Field} label=${label} hint=${hint} error=${form.errors[name]}>
+    ${(/** @type {any} */ a) => html`<input
+      ...${a}
+      ...${rest}
+      name=${name}
+      type=${type}
+      value=${form.values[name] ?? ""}
+      onInput=${(/** @type {any} */ e) => form.set(name, e.currentTarget.value)}
+    />`}
+  <//>`;
+}
+
+/**
+ * A checkbox bound to `form.values[name]`; its error sits below it.
+ * @param {{form: Form, name: string, label: string, hint?: string}} p
+ */
+export function CheckField({ form, name, label, hint }) {
+  const id = useId();
+  const error = form.errors[name];
+  return html`<div class=${error ? "field check invalid" : "field check"}>
+    <input
+      id=${id}
+      type="checkbox"
+      name=${name}
+      checked=${Boolean(form.values[name])}
+      aria-describedby=${[hint && `${id}-hint`, error && `${id}-error`].filter(Boolean).join(" ") || undefined}
+      onChange=${(/** @type {any} */ e) => form.set(name, e.currentTarget.checked)}
+    />
+    <label for=${id}>${label}</label>
+    ${hint && html`<p class="hint" id=${`${id}-hint`}>${hint}</p>`}
+    ${error && html`<p class="error" id=${`${id}-error`}>${error}</p>`}
+  </div>`;
+}
+
+/**
+ * @typedef {object} Form
+ * @property {Record<string, any>} values
+ * @property {Record<string, string>} errors By field path, as the API's `loc` names it; "" for the form.
+ * @property {boolean} busy
+ * @property {(name: string, value: any) => void} set
+ * @property {(action: () => Promise<void>) => (e?: Event) => Promise<void>} submit
+ *   Runs the action, putting the API's faults next to their fields.
+ * @property {(values: Record<string, any>) => void} reset
+ */
+
+/**
+ * @param {Record<string, any>} initial
+ * @returns {Form}
+ */
+export function useForm(initial) {
+  const [values, setValues] = useState(initial);
+  const [errors, setErrors] = useState(/** @type {Record<string, string>} */ ({}));
+  const [busy, setBusy] = useState(false);
+  return {
+    values,
+    errors,
+    busy,
+    set(name, value) {
+      setValues((v) => ({ ...v, [name]: value }));
+      if (errors[name]) setErrors((e) => ({ ...e, [name]: "" }));
+    },
+    submit(action) {
+      return async (e) => {
+        e?.preventDefault();
+        if (busy) return;
+        setBusy(true);
+        setErrors({});
+        try {
+          await action();
+        } catch (err) {
+          setErrors(faultsOf(err));
+          // Take the reader to the first field with a fault.
+          requestAnimationFrame(() => {
+            /** @type {HTMLElement | null} */
+            const first = document.querySelector("[aria-invalid='true']");
+            first?.focus();
+          });
+        } finally {
+          setBusy(false);
+        }
+      };
+    },
+    reset(next) {
+      setValues(next);
+      setErrors({});
+    },
+  };
+}
+
+/**
+ * An error as form errors: the API's field faults, the rest under "".
+ * @param {unknown} err
+ * @returns {Record<string, string>}
+ */
+export function faultsOf(err) {
+  if (err instanceof ApiError && err.faults.length) return err.fields();
+  return { "": err instanceof Error ? err.message : String(err) };
+}
+
+/** A form-level error (the faults no field claims). @param {{form: Form, fields?: string[]}} p */
+export function FormError({ form, fields = [] }) {
+  const unclaimed = Object.entries(form.errors).filter(([k, v]) => v && !fields.includes(k));
+  if (!unclaimed.length) return null;
+  return html`<div class="notice error" role="alert">
+    ${unclaimed.map(([k, v]) => html`<p>${k ? `${k}: ` : ""}${v}</p>`)}
+  </div>`;
+}
+
+/**
+ * A modal dialog. Closing it (Esc, the close button) calls `onClose`.
+ * @param {{title: string, onClose: () => void, children: any, wide?: boolean}} p
+ */
+export function Dialog({ title, onClose, children, wide }) {
+  const ref = useRef(/** @type {HTMLDialogElement | null} */ (null));
+  const id = useId();
+  useEffect(() => {
+    const d = ref.current;
+    if (d && !d.open) d.showModal();
+    // Start where the work is: a control marked autofocus, else the first
+    // field (showModal alone would pick the Close button).
+    /** @type {HTMLElement | null | undefined} */
+    const first = d?.querySelector("[autofocus], input:not([type=hidden]):not([disabled]), select, textarea");
+    first?.focus();
+    return () => d?.close();
+  }, []);
+  return html`<dialog
+    ref=${ref}
+    class=${wide ? "wide" : ""}
+    aria-labelledby=${id}
+    onClose=${onClose}
+    onCancel=${(/** @type {Event} */ e) => {
+      e.preventDefault();
+      onClose();
+    }}
+  >
+    <header>
+      <h2 id=${id}>${title}</h2>
+      <button type="button" class="icon" aria-label="Close" onClick=${onClose}>${icons.close}</button>
+    </header>
+    ${children}
+  </dialog>`;
+}
+
+/**
+ * Asks before something that cannot be undone.
+ * @param {{title: string, children: any, confirm: string, onConfirm: () => Promise<void>, onClose: () => void}} p
+ */
+export function ConfirmDialog({ title, children, confirm, onConfirm, onClose }) {
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  return html`<${Dialog} title=${title} onClose=${onClose}>
+    <div class="dialog-body">${children}</div>
+    ${error && html`<p class="notice error" role="alert">${error}</p>`}
+    <footer>
+      <button type="button" autofocus onClick=${onClose}>Cancel</button>
+      <button
+        type="button"
+        class="danger"
+        disabled=${busy}
+        onClick=${async () => {
+          setBusy(true);
+          try {
+            await onConfirm();
+            onClose();
+          } catch (e) {
+            setError(e instanceof Error ? e.message : String(e));
+            setBusy(false);
+          }
+        }}
+      >
+        ${confirm}
+      </button>
+    </footer>
+  <//>`;
+}
+
+/**
+ * Copies `text`, saying so to screen readers too.
+ * @param {{text: string, label?: string}} p
+ */
+export function CopyButton({ text, label = "Copy" }) {
+  const [done, setDone] = useState(false);
+  return html`<button
+    type="button"
+    class="copy"
+    onClick=${async () => {
+      try {
+        await navigator.clipboard.writeText(text);
+        setDone(true);
+        setTimeout(() => setDone(false), 2000);
+      } catch {
+        setDone(false);
+      }
+    }}
+  >
+    ${icons.copy}<span>${label}</span><span class="visually-hidden" aria-live="polite">${done ? "Copied" : ""}</span>
+    ${done && html`<span aria-hidden="true"> ✓</span>`}
+  </button>`;
+}
+
+/**
+ * What a page shows before it has anything: what this is and what to do next.
+ * @param {{title: string, children?: any, action?: any}} p
+ */
+export function EmptyState({ title, children, action }) {
+  return html`<div class="empty">
+    <h2>${title}</h2>
+    ${children && html`<p>${children}</p>`}
+    ${action}
+  </div>`;
+}
+
+/** A failed load, with a retry. @param {{error: unknown, retry?: () => void}} p */
+export function LoadError({ error, retry }) {
+  const message = error instanceof Error ? error.message : String(error);
+  return html`<div class="notice error" role="alert">
+    <p>${message}</p>
+    ${retry && html`<button type="button" onClick=${retry}>Try again</button>`}
+  </div>`;
+}
+
+/** Placeholder rows while a table loads. @param {{rows?: number}} p */
+export function Skeleton({ rows = 3 }) {
+  return html`<div class="skeleton" aria-busy="true" aria-label="Loading">
+    ${Array.from({ length: rows }, () => html`<div class="bar"></div>`)}
+  </div>`;
+}
+
+/** A date as "3 minutes ago", exact on hover. @param {{value: string | null | undefined, never?: string}} p */
+export function When({ value, never = "Never" }) {
+  if (!value) return html`<span class="muted">${never}</span>`;
+  return html`<time datetime=${value} title=${formatDate(value)}>${ago(value)}</time>`;
+}
+
+/** A page's heading row. @param {{title: string, children?: any, actions?: any}} p */
+export function PageHeader({ title, children, actions }) {
+  return html`<header class="page-header">
+    <div>
+      <h1 tabindex="-1">${title}</h1>
+      ${children && html`<p class="lede">${children}</p>`}
+    </div>
+    ${actions && html`<div class="actions">${actions}</div>`}
+  </header>`;
+}
+
+/** Inline SVG icons (no icon font: the CSP allows our own files only). */
+export const icons = {
+  close: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false"><path d="M6 6l12 12M18 6L6 18" /></svg>`,
+  copy: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+    <rect x="9" y="9" width="11" height="11" rx="2" /><path d="M5 15V5a2 2 0 0 1 2-2h8" />
+  </svg>`,
+  key: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+    <circle cx="8" cy="15" r="4" /><path d="M11 12l9-9M17 6l3 3M15 8l2 2" />
+  </svg>`,
+  hook: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+    <path d="M4 12h5l2-5 3 10 2-5h4" />
+  </svg>`,
+  book: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+    <path d="M4 5a2 2 0 0 1 2-2h13v16H6a2 2 0 0 0-2 2z" /><path d="M8 7h7" />
+  </svg>`,
+  users: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+    <circle cx="9" cy="8" r="3.5" /><path d="M2.5 20a6.5 6.5 0 0 1 13 0M16 4.5a3.5 3.5 0 0 1 0 7M18 14a6 6 0 0 1 3.5 6" />
+  </svg>`,
+  plug: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
+    <path d="M9 3v5M15 3v5M6 8h12v3a6 6 0 0 1-12 0zM12 17v4" />
+  </svg>`,
+};

@@ -1,0 +1,137 @@
+// The dashboard's door to the REST API: every call goes through `api()`,
+// which sends the in-memory access token, renews it once on a 401 and
+// turns error bodies into `ApiError`s whose validation faults are keyed by
+// the field they name.
+
+/** @typedef {{loc: (string|number)[], msg: string, type: string}} Fault */
+
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} message
+   * @param {Fault[]} [faults]
+   */
+  constructor(status, message, faults = []) {
+    super(message);
+    this.status = status;
+    this.faults = faults;
+  }
+
+  /**
+   * The 422 faults by field path under the body or query (`name`,
+   * `tools.0.url`); faults about the whole body are under "".
+   * @returns {Record<string, string>}
+   */
+  fields() {
+    /** @type {Record<string, string>} */
+    const out = {};
+    for (const f of this.faults) {
+      const path = f.loc.slice(f.loc[0] === "body" || f.loc[0] === "query" ? 1 : 0).join(".");
+      out[path] = out[path] ? `${out[path]}; ${f.msg}` : f.msg;
+    }
+    return out;
+  }
+}
+
+/** @type {string | null} */
+let accessToken = null;
+/** @type {() => Promise<boolean>} */
+let renew = async () => false;
+
+/** @param {string | null} token */
+export function setAccessToken(token) {
+  accessToken = token;
+}
+
+/**
+ * How to get a new access token when one is refused (set by the session).
+ * @param {() => Promise<boolean>} fn
+ */
+export function onUnauthorized(fn) {
+  renew = fn;
+}
+
+/**
+ * @typedef {object} RequestOptions
+ * @property {unknown} [body] JSON-encoded, or sent as is when FormData or Blob.
+ * @property {Record<string, string | number | boolean | null | undefined>} [query]
+ * @property {AbortSignal} [signal]
+ * @property {Record<string, string>} [headers]
+ */
+
+/**
+ * @param {string} path
+ * @param {RequestOptions["query"]} [query]
+ */
+export function url(path, query) {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query ?? {})) {
+    if (v !== undefined && v !== null && v !== "") params.set(k, String(v));
+  }
+  const q = params.toString();
+  return q ? `${path}?${q}` : path;
+}
+
+/**
+ * Calls the API and returns the parsed JSON body (null for 204).
+ * @param {string} method
+ * @param {string} path
+ * @param {RequestOptions} [options]
+ * @returns {Promise<any>}
+ */
+export async function api(method, path, options = {}) {
+  let response = await send(method, path, options);
+  if (response.status === 401 && accessToken !== null && (await renew())) {
+    response = await send(method, path, options);
+  }
+  return read(response);
+}
+
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {RequestOptions} options
+ */
+function send(method, path, { body, query, signal, headers = {} }) {
+  /** @type {Record<string, string>} */
+  const h = { Accept: "application/json", ...headers };
+  if (accessToken) h.Authorization = `Bearer ${accessToken}`;
+  /** @type {BodyInit | undefined} */
+  let payload;
+  if (body instanceof FormData || body instanceof Blob) {
+    payload = body;
+  } else if (body !== undefined) {
+    h["Content-Type"] = "application/json";
+    payload = JSON.stringify(body);
+  }
+  return fetch(url(path, query), { method, headers: h, body: payload, signal, credentials: "same-origin" });
+}
+
+/** @param {Response} response */
+export async function read(response) {
+  if (response.status === 204) return null;
+  const text = await response.text();
+  /** @type {any} */
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (response.ok) return body;
+  const detail = body?.detail;
+  if (Array.isArray(detail)) {
+    throw new ApiError(response.status, "Some fields need attention", detail);
+  }
+  const message =
+    typeof detail === "string" ? detail : `The server answered ${response.status} ${response.statusText}`.trim();
+  throw new ApiError(response.status, message);
+}
+
+/** Headers for a raw `fetch` (an SSE stream, a recording) under the session. */
+export function authHeaders() {
+  /** @type {Record<string, string>} */
+  const h = {};
+  if (accessToken) h.Authorization = `Bearer ${accessToken}`;
+  return h;
+}

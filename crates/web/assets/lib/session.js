@@ -1,0 +1,160 @@
+// The signed-in session. The access token lives in memory only (lib/api.js);
+// the refresh token is the API's httpOnly cookie, which JavaScript never
+// sees. A reload, a renewal before expiry and a refused token all go
+// through `refresh()`, serialised across tabs with a Web Lock: the refresh
+// token rotates on every use and a reused one ends the session, so two
+// tabs must never present the same one.
+
+import { api, ApiError, onUnauthorized, setAccessToken } from "./api.js";
+
+/** @typedef {"live" | "test"} Mode */
+/** @typedef {"owner" | "admin" | "member"} Role */
+/** @typedef {{id: number, email: string, created_at: string}} User */
+/** @typedef {{workspace_id: number, workspace_name: string, role: Role}} Membership */
+/** @typedef {{user: User, workspace_id: number, mode: Mode, workspaces: Membership[]}} Me */
+/** @typedef {{access_token: string, expires_in: number, workspace_id: number, mode: Mode}} Tokens */
+
+/**
+ * @typedef {object} SessionState
+ * @property {"loading" | "signed-out" | "signed-in"} status
+ * @property {Me | null} me
+ * @property {Membership | null} membership The current workspace, with the user's role in it.
+ * @property {string | null} notice Why the user is on the sign-in page (a session that ended).
+ */
+
+/** @type {SessionState} */
+let state = { status: "loading", me: null, membership: null, notice: null };
+/** @type {Set<(s: SessionState) => void>} */
+const listeners = new Set();
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let renewal;
+/** @type {Promise<boolean> | null} */
+let refreshing = null;
+
+// Other tabs of this browser share the cookie: when one signs out or
+// switches workspace or mode, the others follow instead of showing one
+// scope's data under another's banner.
+const tabs = typeof BroadcastChannel === "function" ? new BroadcastChannel("parley-session") : null;
+tabs?.addEventListener("message", (e) => {
+  if (e.data === "signed-out") end(null);
+  if (e.data === "switched") refresh();
+});
+
+/** @param {Partial<SessionState>} next */
+function set(next) {
+  state = { ...state, ...next };
+  for (const l of listeners) l(state);
+}
+
+export function current() {
+  return state;
+}
+
+/** @param {(s: SessionState) => void} listener */
+export function subscribe(listener) {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+/** @param {Tokens} tokens */
+async function adopt(tokens) {
+  setAccessToken(tokens.access_token);
+  clearTimeout(renewal);
+  // Renew a minute before expiry (sooner for short tokens); a token refused
+  // anyway (a sleeping laptop) is renewed on its 401.
+  const lead = Math.min(60, tokens.expires_in / 4);
+  renewal = setTimeout(refresh, Math.max(5, tokens.expires_in - lead) * 1000);
+  const me = state.me;
+  if (!me || me.workspace_id !== tokens.workspace_id || me.mode !== tokens.mode) {
+    /** @type {Me} */
+    const fresh = await api("GET", "/api/v1/auth/me");
+    const membership = fresh.workspaces.find((w) => w.workspace_id === fresh.workspace_id) ?? null;
+    set({ status: "signed-in", me: fresh, membership, notice: null });
+  }
+}
+
+/**
+ * The session ends: back to sign-in, saying why.
+ * @param {string | null} notice
+ */
+function end(notice) {
+  clearTimeout(renewal);
+  setAccessToken(null);
+  set({ status: "signed-out", me: null, membership: null, notice });
+}
+
+/**
+ * Exchanges the refresh cookie for a new access token. Resolves false (and
+ * signs out) when the session is over.
+ * @returns {Promise<boolean>}
+ */
+export function refresh() {
+  refreshing ??= (async () => {
+    try {
+      const run = async () => {
+        const r = await fetch("/api/v1/auth/refresh", { method: "POST", credentials: "same-origin" });
+        if (!r.ok) return null;
+        return /** @type {Tokens} */ (await r.json());
+      };
+      const tokens = navigator.locks ? await navigator.locks.request("parley-refresh", run) : await run();
+      if (!tokens) {
+        end(state.status === "signed-in" ? "Your session ended. Sign in again to continue." : null);
+        return false;
+      }
+      await adopt(tokens);
+      return true;
+    } catch {
+      // The server is unreachable: keep the state, the next call retries.
+      return false;
+    } finally {
+      refreshing = null;
+    }
+  })();
+  return refreshing;
+}
+
+onUnauthorized(refresh);
+
+/** Restores the session on page load (the cookie survives a reload). */
+export function restore() {
+  return refresh();
+}
+
+/**
+ * @param {string} email
+ * @param {string} password
+ */
+export async function signIn(email, password) {
+  /** @type {Tokens} */
+  const tokens = await api("POST", "/api/v1/auth/login", { body: { email, password } });
+  state = { ...state, me: null };
+  await adopt(tokens);
+}
+
+export async function signOut() {
+  try {
+    await api("POST", "/api/v1/auth/logout");
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+  }
+  end(null);
+  tabs?.postMessage("signed-out");
+}
+
+/**
+ * Moves the session to another workspace or mode (a new token and cookie).
+ * @param {number} workspaceId
+ * @param {Mode} mode
+ */
+export async function switchTo(workspaceId, mode) {
+  /** @type {Tokens} */
+  const tokens = await api("POST", "/api/v1/auth/workspace", { body: { workspace_id: workspaceId, mode } });
+  await adopt(tokens);
+  tabs?.postMessage("switched");
+}
+
+/** Whether the signed-in user may manage keys, webhooks, members and credits here. */
+export function canAdminister() {
+  const role = state.membership?.role;
+  return role === "owner" || role === "admin";
+}
