@@ -30,7 +30,8 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
 #[openapi(
     info(title = "Parley API", version = "1", description = DESCRIPTION),
     tags(
-        (name = "Authentication", description = "Dashboard sessions: login, refresh, logout, workspace switching"),
+        (name = "Authentication", description = "Dashboard sessions: login, refresh, logout, workspace switching, invitation and password-reset links"),
+        (name = "Members", description = "Who belongs to the workspace and with which role (owner, admin, member), and invitations to join it"),
         (name = "API keys", description = "Creating, renaming and revoking API keys (owners and admins, with a Bearer token)"),
         (name = "Agents", description = "AI agents, their triggers and prompt preview"),
         (name = "Prompt blocks", description = "Reusable, versioned prompt templates"),
@@ -64,6 +65,9 @@ pub(crate) const UNAUTHENTICATED: &[&str] = &[
     "/api/v1/auth/login",
     "/api/v1/auth/refresh",
     "/api/v1/auth/logout",
+    "/api/v1/auth/invitations/lookup",
+    "/api/v1/auth/invitations/accept",
+    "/api/v1/auth/password-reset",
     "/api/v1/channels/{channel_id}/inbound",
     "/api/v1/channels/{channel_id}/status",
 ];
@@ -76,6 +80,8 @@ const SESSION_ONLY: &[&str] = &[
     "/api/v1/auth/me",
     "/api/v1/auth/workspace",
     "/api/v1/billing/credits",
+    "/api/v1/invitations",
+    "/api/v1/invitations/{invitation_id}",
     "/api/v1/oauth/grants",
     "/api/v1/oauth/grants/{grant_id}",
 ];

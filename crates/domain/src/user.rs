@@ -35,3 +35,29 @@ pub struct Membership {
     pub workspace_name: String,
     pub role: Role,
 }
+
+/// A user's membership as the workspace's member list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Member {
+    pub user_id: i64,
+    pub email: String,
+    pub role: Role,
+    /// When they joined this workspace.
+    pub joined_at: Timestamp,
+}
+
+/// An invitation to join a workspace, waiting for its link to be used.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Invitation {
+    pub id: i64,
+    pub workspace_id: i64,
+    /// Who was invited: the account the link creates or joins.
+    pub email: String,
+    /// The role they get on accepting.
+    pub role: Role,
+    /// The user who sent it (null when made with the CLI).
+    pub invited_by: Option<i64>,
+    pub created_at: Timestamp,
+    /// The link stops working at this time.
+    pub expires_at: Timestamp,
+}

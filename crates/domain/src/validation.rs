@@ -275,6 +275,17 @@ pub fn string(min: usize, max: usize) -> impl FnOnce(Value, &[LocPart]) -> Parse
     }
 }
 
+/// An email address (at most 320 characters), normalised: trimmed, the
+/// domain lower-cased and in its ASCII form.
+pub fn email_address() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    move |v, l| {
+        let s = string(1, 320)(v, l)?;
+        crate::email::Email::parse(&s)
+            .map(|e| e.as_str().to_owned())
+            .map_err(|m| vec![FieldError::new(l.to_vec(), "value_error.email", m)])
+    }
+}
+
 /// A string sent as an HTTP header value: `min..=max` characters of visible
 /// ASCII or spaces (CR, LF and other control characters would break the
 /// header, so the value could never be sent).

@@ -10,6 +10,7 @@ use parley_domain::Mode;
 use parley_domain::user::Role;
 use parley_server::{Settings, bootstrap_banner, init_logging, open_database, serve, shutdown_signal};
 use parley_services::ServiceError;
+use parley_services::tenancy::members;
 use parley_services::tenancy::workspaces::{self, NewKey};
 use serde_json::json;
 
@@ -118,6 +119,22 @@ enum UserCommand {
         /// …with this role.
         #[arg(long, value_enum, requires = "workspace")]
         role: Option<RoleArg>,
+    },
+    /// Print a one-time link (valid for an hour) that sets a new password.
+    /// Parley sends no email: give the link to the user yourself.
+    ResetPassword {
+        #[arg(long)]
+        email: String,
+    },
+    /// Invite someone to a workspace: prints a one-time link (valid for 7
+    /// days) that creates their account, or adds an existing one.
+    Invite {
+        #[arg(long)]
+        workspace: i64,
+        #[arg(long)]
+        email: String,
+        #[arg(long, value_enum, default_value_t = RoleArg::Member)]
+        role: RoleArg,
     },
 }
 
@@ -240,7 +257,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // Fail before the first start's banner if the master key is unusable.
             settings.master_key()?;
             if let Some(b) = workspaces::bootstrap(&db, &settings.services_config().billing).await? {
-                print!("{}", bootstrap_banner(&b));
+                use std::io::Write;
+                let _ = write!(std::io::stdout().lock(), "{}", bootstrap_banner(&b));
             }
             let listener = tokio::net::TcpListener::bind(&settings.listen)
                 .await
@@ -311,6 +329,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print_json(&json!({ "user": user, "membership": membership }));
             Ok(())
         }
+        Command::User { command: UserCommand::ResetPassword { email } } => {
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
+            let link = members::reset_link(&services, &email).await?;
+            print_json(&serde_json::to_value(&link)?);
+            Ok(())
+        }
+        Command::User { command: UserCommand::Invite { workspace, email, role } } => {
+            let services = parley_server::services(&settings, open_database(&settings).await?).await?;
+            let input =
+                members::parse_invite(json!({ "email": email, "role": Role::from(role) })).map_err(|faults| {
+                    let field = |f: &parley_domain::validation::FieldError| {
+                        serde_json::to_value(&f.loc)
+                            .ok()
+                            .and_then(|l| l.as_array()?.last()?.as_str().map(str::to_owned))
+                    };
+                    let named: Vec<String> =
+                        faults.iter().map(|f| format!("--{}: {}", field(f).unwrap_or_default(), f.msg)).collect();
+                    anyhow::anyhow!("{}", named.join("; "))
+                })?;
+            let created = services
+                .transaction(async |work| members::create_invitation(work, &services, workspace, None, input).await)
+                .await?;
+            print_json(&serde_json::to_value(&created)?);
+            Ok(())
+        }
         Command::SigningKey { command: SigningKeyCommand::Rotate } => {
             let db = open_database(&settings).await?;
             let services = parley_server::services(&settings, db).await?;
@@ -365,6 +408,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Prints a command's answer. A reader that went away (`parley openapi |
+/// head`) is no error: the answer was not wanted past that point.
 fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }

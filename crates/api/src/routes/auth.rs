@@ -10,6 +10,7 @@ use parley_domain::Mode;
 use parley_domain::user::Role;
 use parley_domain::validation::{Parsed, integer, loc, one_of, parse_object, string};
 use parley_services::tenancy::identity::{self, Me, Session, TokenResponse};
+use parley_services::tenancy::members;
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -30,6 +31,99 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(logout))
         .routes(routes!(me))
         .routes(routes!(switch_workspace))
+        .routes(routes!(look_up_invitation))
+        .routes(routes!(accept_invitation))
+        .routes(routes!(reset_password))
+}
+
+/// A link's token (and a password) in the body: `lookup` takes none.
+struct LinkLookup(members::LinkRequest);
+/// Accepting or resetting: the password is required.
+struct LinkWithPassword(members::LinkRequest);
+
+impl FromBody for LinkLookup {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        members::parse_link(body, false).map(LinkLookup)
+    }
+}
+
+impl FromBody for LinkWithPassword {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        members::parse_link(body, true).map(LinkWithPassword)
+    }
+}
+
+/// What an invitation link offers: the workspace, the role, the email it
+/// was sent to, and whether that account exists (then accepting takes its
+/// password). A used, revoked or expired link answers 404.
+#[utoipa::path(
+    post, path = "/api/v1/auth/invitations/lookup", tag = "Authentication",
+    request_body(content = members::LinkRequest, description = "The token alone"),
+    responses(
+        (status = 200, body = members::InvitationPreview),
+        (status = 404, body = ErrorBody, example = json!({"detail": "Invitation link not found"})),
+    )
+)]
+async fn look_up_invitation(
+    State(s): State<AppState>,
+    body: JsonBody<LinkLookup>,
+) -> Result<Json<members::InvitationPreview>, ApiError> {
+    Ok(Json(members::look_up(&s.services, &body.value.0.token).await?))
+}
+
+/// Accept an invitation and sign in to its workspace.
+///
+/// A new account is created with the password given; an existing account
+/// must give its own password (wrong ones count toward the sign-in
+/// lockout). The link is used up. Sets the refresh cookie as login does.
+#[utoipa::path(
+    post, path = "/api/v1/auth/invitations/accept", tag = "Authentication",
+    request_body = members::LinkRequest,
+    responses(
+        (status = 200, body = TokenResponse, description = "Signed in to the workspace; `Set-Cookie` carries the refresh token"),
+        (status = 401, body = ErrorBody, description = "The existing account's password is wrong"),
+        (status = 403, body = ErrorBody, description = "The request came from another site's page (`Origin`)"),
+        (status = 404, body = ErrorBody, description = "The link was used, revoked or has expired"),
+        (status = 409, body = ErrorBody, description = "An account with the email appeared meanwhile; try again with its password"),
+        (status = 429, body = ErrorBody, description = "Too many wrong passwords; see Retry-After"),
+    )
+)]
+async fn accept_invitation(
+    State(s): State<AppState>,
+    ip: ClientIp,
+    headers: HeaderMap,
+    body: JsonBody<LinkWithPassword>,
+) -> Result<Response, ApiError> {
+    same_origin(&s, &headers)?;
+    let req = body.value.0;
+    let password = req.password.unwrap_or_default();
+    let preview = members::look_up(&s.services, &req.token).await?;
+    let session = limited_sign_in(&s, ip, &preview.email, members::accept(&s.services, &req.token, &password)).await?;
+    Ok(session_response(&s, &session))
+}
+
+/// Set a new password with a reset link (`parley user reset-password`).
+///
+/// Every other session of the user ends; this request signs them in to
+/// their first workspace. The link is used up.
+#[utoipa::path(
+    post, path = "/api/v1/auth/password-reset", tag = "Authentication",
+    request_body = members::LinkRequest,
+    responses(
+        (status = 200, body = TokenResponse, description = "Signed in; `Set-Cookie` carries the refresh token"),
+        (status = 403, body = ErrorBody, description = "The request came from another site's page (`Origin`), or the user belongs to no workspace"),
+        (status = 404, body = ErrorBody, example = json!({"detail": "Password reset link not found"})),
+    )
+)]
+async fn reset_password(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: JsonBody<LinkWithPassword>,
+) -> Result<Response, ApiError> {
+    same_origin(&s, &headers)?;
+    let req = body.value.0;
+    let session = members::reset_password(&s.services, &req.token, &req.password.unwrap_or_default()).await?;
+    Ok(session_response(&s, &session))
 }
 
 /// `POST /api/v1/auth/login`.

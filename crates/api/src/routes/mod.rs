@@ -15,6 +15,7 @@ pub mod files;
 pub mod handoffs;
 pub mod health;
 pub mod knowledge;
+pub mod members;
 pub mod messages;
 pub mod oauth;
 mod oauth_pages;
@@ -39,6 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(docs::router())
         .merge(auth::router())
         .merge(api_keys::router())
+        .merge(members::router())
         .merge(agents::router())
         .merge(agent_runs::router())
         .merge(prompt_blocks::router())

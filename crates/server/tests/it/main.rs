@@ -25,6 +25,7 @@ mod imap;
 mod isolation;
 mod knowledge;
 mod mcp;
+mod members;
 mod messages;
 mod oauth;
 mod operations;

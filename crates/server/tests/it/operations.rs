@@ -20,6 +20,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/auth/logout"),
     ("GET", "/api/v1/auth/me"),
     ("POST", "/api/v1/auth/workspace"),
+    ("POST", "/api/v1/auth/invitations/lookup"),
+    ("POST", "/api/v1/auth/invitations/accept"),
+    ("POST", "/api/v1/auth/password-reset"),
+    ("GET", "/api/v1/members"),
+    ("PATCH", "/api/v1/members/{user_id}"),
+    ("DELETE", "/api/v1/members/{user_id}"),
+    ("GET", "/api/v1/invitations"),
+    ("POST", "/api/v1/invitations"),
+    ("DELETE", "/api/v1/invitations/{invitation_id}"),
     ("GET", "/api/v1/api-keys"),
     ("POST", "/api/v1/api-keys"),
     ("GET", "/api/v1/api-keys/{key_id}"),
@@ -199,6 +208,8 @@ both_backends! {
                 .replace("{webhook_id}", "1")
                 .replace("{delivery_id}", "1")
                 .replace("{grant_id}", "1")
+                .replace("{user_id}", "1")
+                .replace("{invitation_id}", "1")
                 .replace("{event_id}", "evt_x");
             let r = app.send(Method::from_bytes(method.as_bytes()).unwrap(), &concrete, Some(&ws.live), Some(json!({})), &[]).await;
             assert_ne!(r.body, json!({"detail": "Not Found"}), "{method} {path} is documented but not routed");
@@ -280,6 +291,7 @@ both_backends! {
         let plan: &[(&str, &str, &str, Cred)] = &[
             ("POST", "/api/v1/auth/login", "/api/v1/auth/login", Cred::Key),
             ("POST", "/api/v1/api-keys", "/api/v1/api-keys", Cred::Session),
+            ("POST", "/api/v1/invitations", "/api/v1/invitations", Cred::Session),
             ("POST", "/api/v1/billing/credits", "/api/v1/billing/credits", Cred::Session),
             ("POST", "/api/v1/agents", "/api/v1/agents", Cred::Key),
             ("PATCH", "/api/v1/agents/{agent_id}", "/api/v1/agents/2", Cred::Key),

@@ -268,14 +268,19 @@ impl From<&Session> for TokenResponse {
     }
 }
 
-fn hash_token(raw: &str) -> String {
+pub(crate) fn hash_token(raw: &str) -> String {
     hex::encode(Sha256::digest(raw.as_bytes()))
 }
 
 fn new_refresh_token() -> String {
+    new_link_token("rt")
+}
+
+/// A random token with a prefix naming its use (`rt_`, `inv_`, `pwr_`).
+pub(crate) fn new_link_token(prefix: &str) -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
-    format!("rt_{}", B64.encode(bytes))
+    format!("{prefix}_{}", B64.encode(bytes))
 }
 
 const BAD_LOGIN: &str = "Invalid email or password";
@@ -324,6 +329,16 @@ async fn issue(
     })
 }
 
+/// A new session (a new refresh-token family) for a user in `scope`.
+pub(crate) async fn start_session(
+    svc: &Services,
+    tx: &mut parley_store::Tx,
+    user_id: i64,
+    scope: Scope,
+) -> ServiceResult<Session> {
+    issue(svc, tx, user_id, scope, None).await
+}
+
 /// The name an account's failed sign-ins are counted under: the normalised
 /// email, or the text as sent when it is not an email (it matches no user).
 pub fn account_key(email: &str) -> String {
@@ -338,7 +353,11 @@ const OAUTH_SIGN_IN: &str = "oauth_sign_in";
 
 /// The user these credentials belong to. Every failure is the same 401
 /// after the same amount of work.
-async fn verify_credentials(svc: &Services, email: &str, password: &str) -> ServiceResult<parley_domain::user::User> {
+pub(crate) async fn verify_credentials(
+    svc: &Services,
+    email: &str,
+    password: &str,
+) -> ServiceResult<parley_domain::user::User> {
     let found = match Email::parse(email) {
         Ok(e) => {
             let mut c = svc.db.read().await?;
@@ -355,7 +374,7 @@ async fn verify_credentials(svc: &Services, email: &str, password: &str) -> Serv
 }
 
 /// Where a sign-in lands: the user's first workspace, live mode.
-async fn first_workspace(tx: &mut parley_store::Tx, user_id: i64) -> ServiceResult<Scope> {
+pub(crate) async fn first_workspace(tx: &mut parley_store::Tx, user_id: i64) -> ServiceResult<Scope> {
     let first =
         users::memberships(tx, user_id).await?.into_iter().next().ok_or_else(|| {
             ServiceError::Forbidden("This user belongs to no workspace; ask an owner to add them".into())

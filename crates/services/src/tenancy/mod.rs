@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod auth;
 pub mod identity;
+pub mod members;
 pub mod oauth;
 pub mod reach;
 pub mod workspaces;

@@ -11,6 +11,7 @@ pub mod conversations;
 pub mod events;
 pub mod handoffs;
 pub mod idempotency;
+pub mod invitations;
 pub mod jobs;
 pub mod knowledge;
 pub mod oauth;

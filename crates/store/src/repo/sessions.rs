@@ -131,3 +131,15 @@ pub async fn revoke_family(c: &mut impl AsHandle, family_id: &str) -> StoreResul
     )?;
     Ok(())
 }
+
+/// Revokes every session of a user (their password changed): their access
+/// tokens are refused at the next request, their refresh tokens at once.
+pub async fn revoke_user(c: &mut impl AsHandle, user_id: i64) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query("UPDATE refresh_tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+            .bind(user_id)
+            .bind(Timestamp::now())
+    )?;
+    Ok(())
+}

@@ -2,7 +2,7 @@
 //! callers check membership before acting in a workspace.
 
 use parley_domain::Timestamp;
-use parley_domain::user::{Membership, Role, User};
+use parley_domain::user::{Member, Membership, Role, User};
 
 use super::corrupt;
 use crate::repo::BindScope;
@@ -106,6 +106,56 @@ pub async fn memberships(c: &mut impl AsHandle, user_id: i64) -> StoreResult<Vec
             Ok(Membership { workspace_id, workspace_name, role })
         })
         .collect()
+}
+
+/// The workspace's members, owners first, then by when they joined.
+pub async fn members(c: &mut impl AsHandle, workspace_id: i64) -> StoreResult<Vec<Member>> {
+    let rows: Vec<(i64, String, String, Timestamp)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT u.id, u.email, m.role, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id
+             WHERE m.workspace_id = $1
+             ORDER BY CASE m.role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END, m.created_at, u.id",
+        )
+        .bind(workspace_id)
+    )?;
+    rows.into_iter()
+        .map(|(user_id, email, role, joined_at)| {
+            let role = Role::parse(&role).ok_or_else(|| corrupt("membership role", &role))?;
+            Ok(Member { user_id, email, role, joined_at })
+        })
+        .collect()
+}
+
+/// How many owners the workspace has, counted with its owners' rows
+/// locked on PostgreSQL, so that two demotions cannot both leave "one".
+pub async fn lock_owner_count(c: &mut impl AsHandle, workspace_id: i64) -> StoreResult<i64> {
+    const SQL: &str = "SELECT user_id FROM memberships WHERE workspace_id = $1 AND role = 'owner'";
+    // SQLite's writer is one connection in BEGIN IMMEDIATE: already exclusive.
+    let rows: Vec<(i64,)> = match crate::AsHandle::handle(c) {
+        crate::Handle::Sqlite(conn) => sqlx::query_as(SQL).bind(workspace_id).fetch_all(conn).await?,
+        crate::Handle::Postgres(conn) => {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("{SQL} FOR UPDATE"))).bind(workspace_id).fetch_all(conn).await?
+        }
+    };
+    Ok(rows.len() as i64)
+}
+
+pub async fn find_by_email(c: &mut impl AsHandle, email: &str) -> StoreResult<Option<User>> {
+    let row: Option<Row> =
+        fetch_optional!(c, sqlx::query_as("SELECT id, email, created_at FROM users WHERE email = $1").bind(email))?;
+    Ok(row.map(Into::into))
+}
+
+pub async fn set_password_hash(c: &mut impl AsHandle, user_id: i64, password_hash: &str) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
+            .bind(user_id)
+            .bind(password_hash)
+            .bind(Timestamp::now())
+    )?;
+    Ok(n == 1)
 }
 
 pub async fn count(c: &mut impl AsHandle) -> StoreResult<i64> {
