@@ -8,13 +8,24 @@ import { Shell } from "./components/shell.js";
 import { EmptyState } from "./components/ui.js";
 import { SignIn } from "./pages/sign-in.js";
 import { ApiKeys } from "./pages/api-keys.js";
+import { Members } from "./pages/members.js";
+import { AcceptInvitation, ResetPassword } from "./pages/links.js";
 
 /** @type {[string, (params: Record<string, string>) => any][]} */
 const ROUTES = [
   ["/", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers/api-keys", () => html`<${ApiKeys} />`],
+  ["/settings", () => html`<${Redirect} to="/settings/members" />`],
+  ["/settings/members", () => html`<${Members} />`],
 ];
+
+/** Pages a one-time link opens, signed in or not. */
+/** @type {Record<string, () => any>} */
+const LINK_PAGES = {
+  "/invitation": () => html`<${AcceptInvitation} />`,
+  "/reset-password": () => html`<${ResetPassword} />`,
+};
 
 /** @param {{to: string}} p */
 function Redirect({ to }) {
@@ -48,6 +59,8 @@ function App() {
     if (h1 && document.activeElement !== h1 && !document.querySelector("dialog[open]")) h1.focus({ preventScroll: true });
   }, [path]);
 
+  const link = LINK_PAGES[path];
+  if (link) return link();
   if (session.status === "loading") return html`<div class="boot" aria-busy="true" aria-label="Loading"></div>`;
   if (session.status === "signed-out") {
     if (path !== "/sign-in") {

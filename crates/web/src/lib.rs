@@ -40,10 +40,16 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub const SECTIONS: &[&str] =
     &["developers", "agents", "calls", "contacts", "knowledge", "channels", "billing", "runs", "settings"];
 
+/// Pages for people who are not signed in: signing in, and the one-time
+/// links (their token is in the fragment, which never reaches the server).
+pub const PUBLIC_PAGES: &[&str] = &["/sign-in", "/invitation", "/reset-password"];
+
 /// The dashboard's routes, to merge into the application.
 pub fn router() -> Router {
-    let mut router =
-        Router::new().route("/assets/{*path}", get(asset)).route("/", get(index)).route("/sign-in", get(index));
+    let mut router = Router::new().route("/assets/{*path}", get(asset)).route("/", get(index));
+    for page in PUBLIC_PAGES {
+        router = router.route(page, get(index));
+    }
     for section in SECTIONS {
         router = router.route(&format!("/{section}"), get(index)).route(&format!("/{section}/{{*rest}}"), get(index));
     }
@@ -190,7 +196,16 @@ mod tests {
 
     #[tokio::test]
     async fn pages_answer_the_index_with_a_strict_policy() {
-        for path in ["/", "/sign-in", "/developers", "/developers/api-keys", "/calls/17"] {
+        for path in [
+            "/",
+            "/sign-in",
+            "/invitation",
+            "/reset-password",
+            "/settings/members",
+            "/developers",
+            "/developers/api-keys",
+            "/calls/17",
+        ] {
             let r = get(path, &[]).await;
             assert_eq!(r.status(), 200, "{path}");
             assert_eq!(r.headers()[header::CONTENT_SECURITY_POLICY], CSP);

@@ -55,7 +55,7 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         String::from_utf8_lossy(&output.stderr)
     );
     // A rendered page compresses far worse than a blank one.
-    for shot in ["sign-in.png", "api-keys.png", "test-mode.png"] {
+    for shot in ["sign-in.png", "api-keys.png", "test-mode.png", "members.png"] {
         let png = std::fs::read(scratch.join(shot)).expect("the screenshot was saved");
         assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{shot}: {} bytes", png.len());
     }
@@ -79,23 +79,31 @@ both_backends! {
         parley_store::repo::users::set_membership(&mut tx, ana, b.id, Role::Admin).await.unwrap();
         tx.commit().await.unwrap();
         app.user("mia@example.com", PW, a.id, Role::Member).await;
+        // Rae forgot her password; an operator printed her a reset link.
+        app.user("rae@example.com", PW, a.id, Role::Member).await;
+        let (code, reset, err) = crate::cli::parley(&["user", "reset-password", "--email", "rae@example.com"], &app.database_url);
+        assert_eq!(code, 0, "{err}");
 
         let lines = journeys(&app, json!({
             "access_token_ttl": ACCESS_TOKEN_TTL,
             "owner": {"email": "ana@example.com", "password": PW},
             "member": {"email": "mia@example.com", "password": PW},
+            "resetting": {"email": "rae@example.com", "password": PW},
+            "reset_url": reset["reset_url"],
             "workspaces": {
-                "a": {"id": a.id, "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
+                "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging"},
             },
         })).await;
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        assert_eq!(passed.len(), 7, "{lines:#?}");
-        for journey in ["sign-in", "keys", "modes", "member", "xss", "expiry", "keyboard"] {
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "expiry", "keyboard"];
+        assert_eq!(passed.len(), expected.len(), "{lines:#?}");
+        for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
         }
         let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
-        for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access"] {
+        for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access",
+            "members", "invite with an error", "invitation link", "accept invitation", "members as a member", "reset password"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The revoked key stays revoked in the database, not only in the page.

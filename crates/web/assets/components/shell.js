@@ -17,6 +17,11 @@ export const SECTIONS = [
       { href: "/developers/api-keys", label: "API keys" },
     ],
   },
+  {
+    label: "Settings",
+    icon: icons.users,
+    links: [{ href: "/settings/members", label: "Members" }],
+  },
 ];
 
 /** @param {{path: string, children: any}} p */

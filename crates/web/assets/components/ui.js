@@ -47,6 +47,24 @@ export function TextField({ form, name, label, hint, type = "text", ...rest }) {
 }
 
 /**
+ * A select bound to `form.values[name]`.
+ * @param {{form: Form, name: string, label: string, hint?: string, options: [string, string][]}} p
+ *   `options` as `[value, label]` pairs.
+ */
+export function SelectField({ form, name, label, hint, options }) {
+  return html`<${Field} label=${label} hint=${hint} error=${form.errors[name]}>
+    ${(/** @type {any} */ a) => html`<select
+      ...${a}
+      name=${name}
+      value=${form.values[name] ?? ""}
+      onChange=${(/** @type {any} */ e) => form.set(name, e.currentTarget.value)}
+    >
+      ${options.map(([value, text]) => html`<option value=${value}>${text}</option>`)}
+    </select>`}
+  <//>`;
+}
+
+/**
  * A checkbox bound to `form.values[name]`; its error sits below it.
  * @param {{form: Form, name: string, label: string, hint?: string}} p
  */

@@ -131,6 +131,17 @@ export async function signIn(email, password) {
   await adopt(tokens);
 }
 
+/**
+ * Takes a session another sign-in route answered (an accepted invitation,
+ * a password reset): the same as a login's.
+ * @param {Tokens} tokens
+ */
+export async function adoptSession(tokens) {
+  state = { ...state, me: null };
+  await adopt(tokens);
+  tabs?.postMessage("switched");
+}
+
 export async function signOut() {
   try {
     await api("POST", "/api/v1/auth/logout");

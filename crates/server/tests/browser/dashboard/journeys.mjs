@@ -166,6 +166,112 @@ const journeys = {
     await page.screenshot({ path: `${screenshots}/xss.png` });
   },
 
+  // An owner invites; the invitee accepts in another browser; roles change
+  // and a removal ends the removed person's session.
+  async members(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("link", { name: "Members" }).click();
+    await page.getByRole("heading", { name: "Members", level: 1 }).waitFor();
+    await page.getByRole("row", { name: new RegExp(member.email) }).waitFor();
+    await axe(page, "members", axeStates);
+    await page.getByRole("button", { name: "Invite member" }).click();
+    const dialog = page.getByRole("dialog", { name: "Invite a member" });
+    await dialog.getByRole("button", { name: "Create invitation" }).click();
+    const email = dialog.getByLabel("Email");
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await email.getAttribute("aria-invalid")) === "true", "the empty email is not marked invalid");
+    await axe(page, "invite with an error", axeStates);
+    await email.fill("sam@example.com");
+    await dialog.getByLabel("Role").selectOption("admin");
+    await dialog.getByRole("button", { name: "Create invitation" }).click();
+    const sent = page.getByRole("dialog", { name: "Send this link" });
+    const link = await sent.getByLabel("Invitation link for sam@example.com").inputValue();
+    check(/\/invitation#inv_/.test(link), `the link: ${link}`);
+    await axe(page, "invitation link", axeStates);
+    await sent.getByRole("button", { name: "Done" }).click();
+    await page.getByRole("row", { name: /sam@example\.com/ }).waitFor();
+    await page.screenshot({ path: `${screenshots}/members.png` });
+
+    // The invitee, in their own browser, opens the link (the server's
+    // public URL may differ from this test server's: keep the fragment).
+    const invitee = await open(browser, base);
+    const fragment = link.slice(link.indexOf("#"));
+    await invitee.page.goto(`/invitation${fragment}`);
+    await invitee.page.getByRole("heading", { name: `Join ${config.workspaces.a.name}` }).waitFor();
+    check(!invitee.page.url().includes("#"), `the token stayed in the address bar: ${invitee.page.url()}`);
+    await axe(invitee.page, "accept invitation", axeStates);
+    const password = invitee.page.getByLabel("Choose a password");
+    await password.fill("short");
+    await invitee.page.getByRole("button", { name: "Accept invitation" }).click();
+    await invitee.page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    await password.fill("sam's long password");
+    await invitee.page.getByRole("button", { name: "Accept invitation" }).click();
+    // An admin lands on the keys page.
+    await invitee.page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    await invitee.page.getByRole("button", { name: "Create key" }).waitFor();
+    // The link is used up.
+    const late = await open(browser, base);
+    await late.page.goto(`/invitation${fragment}`);
+    await late.page.getByText("This invitation link no longer works").waitFor();
+
+    // The owner makes the new admin a member: the API says so at once.
+    await page.reload();
+    const role = page.getByLabel("Role of sam@example.com");
+    await role.waitFor();
+    check((await role.inputValue()) === "admin", "sam is not an admin");
+    await role.selectOption("member");
+    await page.waitForResponse((r) => r.url().includes("/api/v1/members/") && r.request().method() === "PATCH");
+    await invitee.page.reload();
+    await invitee.page.getByRole("heading", { name: "Only owners and admins manage API keys" }).waitFor();
+    // Removed: their next click ends their session.
+    await page.getByRole("button", { name: "Remove sam@example.com" }).click();
+    await page.getByRole("dialog", { name: "Remove sam@example.com?" }).getByRole("button", { name: "Remove member" }).click();
+    await page.getByRole("row", { name: /sam@example\.com/ }).waitFor({ state: "detached" });
+    await invitee.page.getByRole("link", { name: "Members" }).click();
+    await invitee.page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+  },
+
+  // A member sees who is in the workspace, and nothing to manage.
+  async "member-list"(browser) {
+    const { page } = await signedIn(browser, base, member);
+    await page.getByRole("link", { name: "Members" }).click();
+    await page.getByRole("heading", { name: "Only owners and admins invite people" }).waitFor();
+    await page.getByRole("row", { name: new RegExp(owner.email) }).waitFor();
+    check(!(await page.getByRole("button", { name: "Invite member" }).count()), "a member is offered Invite member");
+    check(!(await page.getByRole("combobox", { name: /^Role of/ }).count()), "a member is offered role changes");
+    await axe(page, "members as a member", axeStates);
+  },
+
+  // `parley user reset-password` printed a link (made by the driver).
+  async "reset-password"(browser) {
+    const { page } = await open(browser, base);
+    const fragment = config.reset_url.slice(config.reset_url.indexOf("#"));
+    await page.goto(`/reset-password${fragment}`);
+    await page.getByRole("heading", { name: "Set a new password" }).waitFor();
+    await axe(page, "reset password", axeStates);
+    const field = page.getByLabel("New password");
+    await field.fill("short");
+    await page.getByRole("button", { name: "Save password and sign in" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    const described = await field.getAttribute("aria-describedby");
+    check(described?.includes("error"), "no error tied to New password");
+    await field.fill("rae's brand new password");
+    await page.getByRole("button", { name: "Save password and sign in" }).click();
+    await page.getByRole("navigation", { name: "Main" }).waitFor();
+    const old = await api(base, "POST", "/api/v1/auth/login", { body: config.resetting });
+    check(old.status === 401, `the old password still works: ${old.status}`);
+    const fresh = await api(base, "POST", "/api/v1/auth/login", {
+      body: { email: config.resetting.email, password: "rae's brand new password" },
+    });
+    check(fresh.status === 200, `the new password does not work: ${fresh.status}`);
+    // A used link says so.
+    const again = await open(browser, base);
+    await again.page.goto(`/reset-password${fragment}`);
+    await again.page.getByLabel("New password").fill("yet another password");
+    await again.page.getByRole("button", { name: "Save password and sign in" }).click();
+    await again.page.getByText("This password reset link no longer works").waitFor();
+  },
+
   // The access token lives `config.access_token_ttl` seconds: the page
   // renews it before expiry, and when the session is ended elsewhere the
   // next renewal fails and the page returns to sign-in, saying why.
