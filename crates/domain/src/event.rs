@@ -41,6 +41,46 @@ string_enum!(
     }
 );
 
+impl EventType {
+    /// What happened, in a sentence (the event-type list and docs/webhooks.md).
+    pub fn description(self) -> &'static str {
+        use EventType::*;
+        match self {
+            AgentCreated => "An agent was created.",
+            AgentUpdated => "An agent's settings or status changed.",
+            AgentRunCompleted => {
+                "An agent run (a reply, a playground turn or a call turn) finished; its figures are in `data`."
+            }
+            AgentRunFailed => "An agent run failed: its engine errored, or its job gave up after its retries.",
+            PromptBlockCreated => "A prompt block was created.",
+            PromptBlockUpdated => "A prompt block was changed (a new version).",
+            PromptBlockDeleted => "A prompt block was deleted.",
+            ContactCreated => "A contact was created (by the API, an import or an inbound message).",
+            ContactUpdated => "A contact's fields or identities changed.",
+            ContactMerged => "Two contacts were merged into one.",
+            ConversationCreated => "A conversation started.",
+            ConversationUpdated => "A conversation's status, handler or fields changed.",
+            MessageReceived => "A contact's message arrived.",
+            MessageSent => "A message was handed to its channel's provider.",
+            MessageDelivered => "The provider reported a message delivered.",
+            MessageRead => "The provider reported a message read.",
+            MessageFailed => "A message could not be delivered.",
+            CallQueued => "A call was placed and is waiting to dial.",
+            CallRinging => "A call is ringing.",
+            CallStarted => "A call was answered.",
+            CallCompleted => "A call ended (any outcome: its status says which).",
+            CallRecordingReady => "A call's recording can be downloaded.",
+            CallTranscriptReady => "A call's full transcript is stored.",
+            HandoffRequested => "A conversation was handed to a human (or an agent) and waits.",
+            HandoffAccepted => "Someone took a handoff.",
+            HandoffCompleted => "A handoff was finished.",
+            HandoffCanceled => "A handoff was withdrawn before anyone took it.",
+            BalanceLow => "A balance fell below its low-balance threshold.",
+            WebhookTest => "A test delivery asked for from the API or the dashboard.",
+        }
+    }
+}
+
 /// A new event id: `evt_` and a ULID, so ids sort by creation time.
 pub fn new_event_id() -> String {
     format!("evt_{}", ulid::Ulid::new())

@@ -9,6 +9,8 @@ import { EmptyState } from "./components/ui.js";
 import { SignIn } from "./pages/sign-in.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
+import { Webhook, Webhooks } from "./pages/webhooks.js";
+import { ConnectedApps } from "./pages/connected-apps.js";
 import { AcceptInvitation, ResetPassword } from "./pages/links.js";
 
 /** @type {[string, (params: Record<string, string>) => any][]} */
@@ -16,6 +18,9 @@ const ROUTES = [
   ["/", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers/api-keys", () => html`<${ApiKeys} />`],
+  ["/developers/webhooks", () => html`<${Webhooks} />`],
+  ["/developers/webhooks/:id", (p) => html`<${Webhook} id=${p.id} />`],
+  ["/developers/connected-apps", () => html`<${ConnectedApps} />`],
   ["/settings", () => html`<${Redirect} to="/settings/members" />`],
   ["/settings/members", () => html`<${Members} />`],
 ];

@@ -38,13 +38,6 @@ impl FromBody for UpdateMember {
     }
 }
 
-/// A page of a list held whole in memory (a workspace's members).
-fn page_of<T>(all: Vec<T>, page: parley_domain::validation::Page) -> Items<T> {
-    let total = all.len() as i64;
-    let items = all.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
-    Items::new((items, total), page)
-}
-
 /// List the workspace's members: owners first, then admins and members,
 /// each by when they joined. Anyone in the workspace may read it.
 #[utoipa::path(
@@ -57,7 +50,7 @@ async fn list_members(
     State(s): State<AppState>,
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<Member>>, ApiError> {
-    Ok(Json(page_of(members::list(&s.services, &auth.0).await?, q.page)))
+    Ok(Json(Items::paged(members::list(&s.services, &auth.0).await?, q.page)))
 }
 
 /// Change a member's role.
@@ -120,7 +113,7 @@ async fn list_invitations(
     State(s): State<AppState>,
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<Invitation>>, ApiError> {
-    Ok(Json(page_of(members::invitations(&s.services, &auth.0).await?, q.page)))
+    Ok(Json(Items::paged(members::invitations(&s.services, &auth.0).await?, q.page)))
 }
 
 /// Invite someone by email.

@@ -80,6 +80,14 @@ impl<T> Items<T> {
     pub fn new((items, total): (Vec<T>, i64), page: parley_domain::validation::Page) -> Self {
         Items { items, total, limit: page.limit, offset: page.offset }
     }
+
+    /// A page of a list held whole in memory (a user's grants, a
+    /// workspace's members: short by nature).
+    pub fn paged(all: Vec<T>, page: parley_domain::validation::Page) -> Self {
+        let total = all.len() as i64;
+        let items = all.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        Items::new((items, total), page)
+    }
 }
 
 /// Pagination of every list endpoint. Out-of-range values are a 422, never clamped.

@@ -844,11 +844,7 @@ async fn list_grants(
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<OAuthGrant>>, ApiError> {
     let (user, _) = auth.0.require_user()?;
-    let all = oauth::grants(&s.services, user).await?;
-    let total = all.len() as i64;
-    let page = q.page;
-    let items = all.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
-    Ok(Json(Items::new((items, total), page)))
+    Ok(Json(Items::paged(oauth::grants(&s.services, user).await?, q.page)))
 }
 
 /// Revoke one of your MCP grants: its tokens stop working at once.

@@ -30,6 +30,38 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(retry_delivery))
         .routes(routes!(list_events))
         .routes(routes!(get_event))
+        .routes(routes!(list_event_types))
+}
+
+/// One event type a webhook endpoint can subscribe to.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct EventTypeInfo {
+    /// e.g. `message.received`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// What happened, in a sentence.
+    pub description: &'static str,
+}
+
+/// The list of event types.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct EventTypeList {
+    pub items: Vec<EventTypeInfo>,
+}
+
+/// List every event type Parley emits, with what each means (for
+/// webhook subscriptions; `["*"]` subscribes to all).
+#[utoipa::path(
+    get, path = "/api/v1/event-types", tag = "Webhooks",
+    responses((status = 200, body = EventTypeList))
+)]
+async fn list_event_types(_auth: Auth) -> Json<EventTypeList> {
+    let items = parley_domain::event::EventType::ALL
+        .iter()
+        .filter_map(|t| parley_domain::event::EventType::parse(t))
+        .map(|t| EventTypeInfo { kind: t.as_str(), description: t.description() })
+        .collect();
+    Json(EventTypeList { items })
 }
 
 impl FromBody for CreateWebhook {

@@ -55,7 +55,7 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         String::from_utf8_lossy(&output.stderr)
     );
     // A rendered page compresses far worse than a blank one.
-    for shot in ["sign-in.png", "api-keys.png", "test-mode.png", "members.png"] {
+    for shot in ["sign-in.png", "api-keys.png", "test-mode.png", "members.png", "webhook.png"] {
         let png = std::fs::read(scratch.join(shot)).expect("the screenshot was saved");
         assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{shot}: {} bytes", png.len());
     }
@@ -84,7 +84,9 @@ both_backends! {
         let (code, reset, err) = crate::cli::parley(&["user", "reset-password", "--email", "rae@example.com"], &app.database_url);
         assert_eq!(code, 0, "{err}");
 
+        let receiver = crate::receiver::Receiver::start().await;
         let lines = journeys(&app, json!({
+            "receiver_url": receiver.url,
             "access_token_ttl": ACCESS_TOKEN_TTL,
             "owner": {"email": "ana@example.com", "password": PW},
             "member": {"email": "mia@example.com", "password": PW},
@@ -96,16 +98,21 @@ both_backends! {
             },
         })).await;
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
         }
         let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
         for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access",
-            "members", "invite with an error", "invitation link", "accept invitation", "members as a member", "reset password"] {
+            "members", "invite with an error", "invitation link", "accept invitation", "members as a member", "reset password",
+            "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
+        // The test event and its resend reached the receiver, signed.
+        let got = receiver.received();
+        assert!(got.len() >= 2, "{} deliveries", got.len());
+        assert!(got.iter().all(|r| r.header("webhook-signature").starts_with("v1,")), "unsigned delivery");
         // The revoked key stays revoked in the database, not only in the page.
         let token = app.token("ana@example.com", PW).await;
         let revoked = app.bearer(reqwest::Method::GET, "/api/v1/api-keys?mode=live&limit=100", &token, None).await;

@@ -325,3 +325,22 @@ both_backends! {
         }
     }
 }
+
+both_backends! {
+    async fn every_event_type_is_listed_and_documented(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("A").await;
+        let r = app.get(&ws.live, "/api/v1/event-types").await;
+        assert_eq!(r.status, 200);
+        let listed: Vec<&str> = r.body["items"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
+        assert_eq!(listed, parley_domain::event::EventType::ALL);
+        assert!(r.body["items"].as_array().unwrap().iter().all(|t| t["description"].as_str().is_some_and(|d| d.ends_with('.'))));
+        // docs/webhooks.md has a row for each, with the same words.
+        let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/webhooks.md")).unwrap();
+        for t in r.body["items"].as_array().unwrap() {
+            let row = format!("| `{}` | {} |", t["type"].as_str().unwrap(), t["description"].as_str().unwrap());
+            assert!(docs.contains(&row), "docs/webhooks.md lacks {row}");
+        }
+        assert_eq!(app.send(reqwest::Method::GET, "/api/v1/event-types", None, None, &[]).await.status, 401);
+    }
+}

@@ -15,6 +15,8 @@ export const SECTIONS = [
     icon: icons.key,
     links: [
       { href: "/developers/api-keys", label: "API keys" },
+      { href: "/developers/webhooks", label: "Webhooks" },
+      { href: "/developers/connected-apps", label: "Connected apps" },
     ],
   },
   {

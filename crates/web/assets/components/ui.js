@@ -166,22 +166,31 @@ export function FormError({ form, fields = [] }) {
  */
 export function Dialog({ title, onClose, children, wide }) {
   const ref = useRef(/** @type {HTMLDialogElement | null} */ (null));
+  // Set when this dialog goes away: its own close() then fires a "close"
+  // event later, which must not close whatever replaced it.
+  const gone = useRef(false);
   const id = useId();
   useEffect(() => {
     const d = ref.current;
+    gone.current = false;
     if (d && !d.open) d.showModal();
     // Start where the work is: a control marked autofocus, else the first
     // field (showModal alone would pick the Close button).
     /** @type {HTMLElement | null | undefined} */
     const first = d?.querySelector("[autofocus], input:not([type=hidden]):not([disabled]), select, textarea");
     first?.focus();
-    return () => d?.close();
+    return () => {
+      gone.current = true;
+      d?.close();
+    };
   }, []);
   return html`<dialog
     ref=${ref}
     class=${wide ? "wide" : ""}
     aria-labelledby=${id}
-    onClose=${onClose}
+    onClose=${() => {
+      if (!gone.current) onClose();
+    }}
     onCancel=${(/** @type {Event} */ e) => {
       e.preventDefault();
       onClose();

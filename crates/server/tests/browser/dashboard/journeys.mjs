@@ -219,8 +219,9 @@ const journeys = {
     const role = page.getByLabel("Role of sam@example.com");
     await role.waitFor();
     check((await role.inputValue()) === "admin", "sam is not an admin");
+    const patched = page.waitForResponse((r) => r.url().includes("/api/v1/members/") && r.request().method() === "PATCH");
     await role.selectOption("member");
-    await page.waitForResponse((r) => r.url().includes("/api/v1/members/") && r.request().method() === "PATCH");
+    check((await patched).status() === 200, "the role change was refused");
     await invitee.page.reload();
     await invitee.page.getByRole("heading", { name: "Only owners and admins manage API keys" }).waitFor();
     // Removed: their next click ends their session.
@@ -272,6 +273,67 @@ const journeys = {
     await again.page.getByText("This password reset link no longer works").waitFor();
   },
 
+  // An owner adds an endpoint (its secret shown once), sends a test event,
+  // sees the delivery land and resends it; rotates the secret; disables it.
+  async webhooks(browser) {
+    const { page } = await signedIn(browser, base, owner, { permissions: ["clipboard-read", "clipboard-write"] });
+    await page.getByRole("link", { name: "Webhooks" }).click();
+    await page.getByRole("heading", { name: "No live endpoints yet" }).waitFor();
+    await axe(page, "webhooks, none yet", axeStates);
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    const dialog = page.getByRole("dialog", { name: "Add an endpoint" });
+    const url = dialog.getByLabel("Endpoint URL");
+    await url.fill("ftp://example.com/hook");
+    await dialog.getByRole("button", { name: "Add endpoint" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await url.getAttribute("aria-invalid")) === "true", "the bad URL is not marked invalid");
+    await axe(page, "add endpoint with an error", axeStates);
+    await url.fill(config.receiver_url);
+    await dialog.getByLabel("Description (optional)").fill(`<img src=x onerror="window.__pwned=4">Staging`);
+    await dialog.getByLabel("All events, including types added later").uncheck();
+    await dialog.getByLabel("webhook.test").check();
+    await dialog.getByLabel("message.received").check();
+    await dialog.getByRole("button", { name: "Add endpoint" }).click();
+    const secret = page.getByRole("dialog", { name: "Copy the signing secret" });
+    check(/^whsec_/.test(await secret.getByLabel("Signing secret").inputValue()), "no whsec_ secret shown");
+    await secret.getByRole("button", { name: "Done" }).click();
+    await page.getByRole("heading", { name: "Webhook endpoint", level: 1 }).waitFor();
+    await page.getByText(`<img src=x onerror="window.__pwned=4">Staging`).waitFor();
+    await page.getByText("Nothing was sent here yet").waitFor();
+    await page.getByRole("button", { name: "Send test event" }).click();
+    const delivered = page.getByRole("row", { name: /webhook\.test/ });
+    await delivered.getByText("HTTP 200").waitFor({ timeout: 15000 });
+    await axe(page, "webhook endpoint", axeStates);
+    await page.screenshot({ path: `${screenshots}/webhook.png` });
+    await delivered.first().getByRole("button", { name: /Resend webhook\.test/ }).click();
+    await page.waitForFunction(() => document.querySelectorAll("tbody tr").length >= 2, null, { timeout: 15000 });
+    // Rotation shows the new secret once.
+    await page.getByRole("button", { name: "Rotate secret" }).click();
+    await page.getByRole("dialog", { name: "Rotate the signing secret?" }).getByRole("button", { name: "Rotate secret" }).click();
+    const rotated = page.getByRole("dialog", { name: "Copy the new signing secret" });
+    check(/^whsec_/.test(await rotated.getByLabel("Signing secret").inputValue()), "no new secret shown");
+    await rotated.getByRole("button", { name: "Done" }).click();
+    await page.getByRole("button", { name: "Disable" }).click();
+    await page.getByText("The endpoint is disabled.").waitFor();
+    await page.getByRole("button", { name: "Enable" }).waitFor();
+    check(await page.getByRole("button", { name: "Send test event" }).isDisabled(), "a disabled endpoint offers a test");
+    check((await page.evaluate(() => /** @type {any} */ (window).__pwned)) === undefined, "a payload ran");
+    // Another workspace's endpoint id is the same 404 as none.
+    await page.goto("/developers/webhooks/999999");
+    await page.getByRole("heading", { name: "There is no such endpoint here" }).waitFor();
+    // The member sees the API's 403, said plainly.
+    const m = await signedIn(browser, base, member);
+    await m.page.goto("/developers/webhooks");
+    await m.page.getByRole("heading", { name: "Only owners and admins manage webhooks" }).waitFor();
+  },
+
+  async "connected-apps"(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("link", { name: "Connected apps" }).click();
+    await page.getByRole("heading", { name: "No connected apps" }).waitFor();
+    await axe(page, "connected apps, none", axeStates);
+  },
+
   // The access token lives `config.access_token_ttl` seconds: the page
   // renews it before expiry, and when the session is ended elsewhere the
   // next renewal fails and the page returns to sign-in, saying why.
@@ -314,6 +376,7 @@ const journeys = {
     await heading.waitFor();
     await page.waitForFunction(() => document.activeElement?.tagName === "H1");
     const create = page.getByRole("button", { name: "Create key" });
+    await create.waitFor();
     await page.keyboard.press("Tab");
     check(await create.evaluate((e) => e === document.activeElement), "Tab from the heading does not reach Create key");
     // After a reload the first stop is the skip link, which leads past the navigation.
