@@ -70,16 +70,30 @@ async fn docs_page() -> Result<Response, ApiError> {
     Ok(file_response(&content_type, page.into_bytes()))
 }
 
-/// A file of the reference page (scripts, styles, images).
+/// The guides in the repository's `docs/`, served as written (the MCP
+/// metadata's `resource_documentation` points at `mcp.md`).
+const GUIDES: &[(&str, &str)] = &[
+    ("api.md", include_str!("../../../../docs/api.md")),
+    ("channels.md", include_str!("../../../../docs/channels.md")),
+    ("configuration.md", include_str!("../../../../docs/configuration.md")),
+    ("mcp.md", include_str!("../../../../docs/mcp.md")),
+    ("voice.md", include_str!("../../../../docs/voice.md")),
+    ("webhooks.md", include_str!("../../../../docs/webhooks.md")),
+];
+
+/// A file of the reference page (scripts, styles, images), or one of the guides (`mcp.md`).
 #[utoipa::path(
     get, path = "/docs/{file}", tag = "Operations",
-    params(("file" = String, Path, description = "e.g. `swagger-ui.css`")),
+    params(("file" = String, Path, description = "e.g. `swagger-ui.css`, or a guide: `mcp.md`, `webhooks.md`, `api.md`")),
     responses(
         (status = 200, description = "The file", content_type = "application/octet-stream"),
         (status = 404, body = ErrorBody, description = "No such file"),
     )
 )]
 async fn docs_asset(PathText(file): PathText) -> Result<Response, ApiError> {
+    if let Some((_, text)) = GUIDES.iter().find(|(name, _)| *name == file) {
+        return Ok(file_response("text/markdown; charset=utf-8", text.as_bytes().to_vec()));
+    }
     match swagger_file(&file)? {
         Some((content_type, bytes)) => Ok(file_response(&content_type, bytes)),
         None => Err(ApiError::Status(StatusCode::NOT_FOUND, format!("File {file} not found"))),

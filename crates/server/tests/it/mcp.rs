@@ -389,19 +389,20 @@ both_backends! {
     }
 }
 
-/// Runs the MCP Inspector's CLI (npm `@modelcontextprotocol/inspector-cli`,
-/// installed with the browser tests' packages) against the server.
+/// Runs the MCP Inspector's CLI (npm `@modelcontextprotocol/inspector`,
+/// installed with the browser tests' packages) against the server, as
+/// docs/mcp.md tells people to: `npx @modelcontextprotocol/inspector --cli …`.
 async fn inspector(app: &TestApp, key: &str, args: &[&str]) -> (bool, Value, String) {
-    // Its build reads a path relative to the working directory: run it there.
-    let build =
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser/node_modules/@modelcontextprotocol/inspector-cli/build");
+    let launcher = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/browser/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+    );
     let header = format!("X-API-Key: {key}");
-    let mut all = vec!["index.js", &app.url("/mcp")[..]].into_iter().map(str::to_owned).collect::<Vec<_>>();
+    let mut all = vec![launcher, "--cli", &app.url("/mcp")[..]].into_iter().map(str::to_owned).collect::<Vec<_>>();
     all.extend(["--transport", "http", "--header", &header].map(str::to_owned));
     all.extend(args.iter().map(|a| (*a).to_owned()));
     let out = tokio::process::Command::new("node")
         .args(&all)
-        .current_dir(build)
         .output()
         .await
         .expect("node runs the MCP Inspector CLI (npm ci --prefix crates/server/tests/browser)");

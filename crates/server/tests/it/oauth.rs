@@ -303,6 +303,12 @@ both_backends! {
             assert_eq!(prm.body["resource"], app.url("/mcp"));
             assert_eq!(prm.body["authorization_servers"], json!([app.base]));
             assert_eq!(prm.body["scopes_supported"], json!(["mcp:read", "mcp:write"]));
+            // Its documentation link is a page, not a 404.
+            let docs_url = prm.body["resource_documentation"].as_str().unwrap();
+            let docs = app.client.get(docs_url).send().await.unwrap();
+            assert_eq!(docs.status(), 200, "{docs_url}");
+            assert!(docs.headers()["content-type"].to_str().unwrap().starts_with("text/markdown"));
+            assert!(docs.text().await.unwrap().starts_with("# The MCP endpoint"), "{docs_url}");
         }
         for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
             let meta = app.send(Method::GET, path, None, None, &[]).await;
