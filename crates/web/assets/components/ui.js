@@ -238,6 +238,26 @@ export function ConfirmDialog({ title, children, confirm, onConfirm, onClose }) 
 }
 
 /**
+ * A secret or one-time link shown once (a new key, a signing secret, an
+ * invitation link): read-only, selected on focus, with a copy button.
+ * @param {{title: string, label: string, value: string, copyLabel: string, onClose: () => void, children: any}} p
+ */
+export function ShownOnce({ title, label, value, copyLabel, onClose, children }) {
+  const id = useId();
+  return html`<${Dialog} title=${title} onClose=${onClose}>
+    <div class="dialog-body">
+      <p>${children}</p>
+      <div class="secret">
+        <label for=${id}>${label}</label>
+        <input id=${id} readonly value=${value} onFocus=${(/** @type {any} */ e) => e.currentTarget.select()} />
+        <${CopyButton} text=${value} label=${copyLabel} />
+      </div>
+    </div>
+    <footer><button type="button" class="primary" onClick=${onClose}>Done</button></footer>
+  <//>`;
+}
+
+/**
  * Copies `text`, saying so to screen readers too.
  * @param {{text: string, label?: string}} p
  */

@@ -10,12 +10,12 @@ import { current } from "../lib/session.js";
 import {
   CheckField,
   ConfirmDialog,
-  CopyButton,
   Dialog,
   EmptyState,
   FormError,
   LoadError,
   PageHeader,
+  ShownOnce,
   Skeleton,
   TextField,
   When,
@@ -130,19 +130,9 @@ function CreateKey({ mode, onClose, onCreated }) {
   const form = useForm({ name: "", expires_at: "", workspace_locked: false });
   const [created, setCreated] = useState(/** @type {(ApiKeyInfo & {key: string}) | null} */ (null));
   if (created) {
-    return html`<${Dialog} title="Copy your new key" onClose=${onClose}>
-      <div class="dialog-body">
-        <p>
-          This is the only time the full key is shown. Store it in your server's secrets now; if you lose it, revoke it
-          and create another.
-        </p>
-        <div class="secret">
-          <label for="new-key">${created.name}</label>
-          <input id="new-key" readonly value=${created.key} onFocus=${(/** @type {any} */ e) => e.currentTarget.select()} />
-          <${CopyButton} text=${created.key} label="Copy key" />
-        </div>
-      </div>
-      <footer><button type="button" class="primary" onClick=${onClose}>Done</button></footer>
+    return html`<${ShownOnce} title="Copy your new key" label=${created.name} value=${created.key} copyLabel="Copy key" onClose=${onClose}>
+      This is the only time the full key is shown. Store it in your server's secrets now; if you lose it, revoke it and
+      create another.
     <//>`;
   }
   return html`<${Dialog} title=${`Create a ${mode} key`} onClose=${onClose}>

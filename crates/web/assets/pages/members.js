@@ -10,13 +10,13 @@ import { useResource } from "../lib/data.js";
 import { canAdminister, current } from "../lib/session.js";
 import {
   ConfirmDialog,
-  CopyButton,
   Dialog,
   EmptyState,
   FormError,
   LoadError,
   PageHeader,
   SelectField,
+  ShownOnce,
   Skeleton,
   TextField,
   When,
@@ -201,19 +201,15 @@ function Invite({ roles, onClose, onInvited }) {
   const form = useForm({ email: "", role: "member" });
   const [sent, setSent] = useState(/** @type {(Invitation & {accept_url: string}) | null} */ (null));
   if (sent) {
-    return html`<${Dialog} title="Send this link" onClose=${onClose}>
-      <div class="dialog-body">
-        <p>
-          Parley does not send email. Send this link to <strong>${sent.email}</strong> yourself: it works once, until
-          <${When} value=${sent.expires_at} />, and is shown only now.
-        </p>
-        <div class="secret">
-          <label for="invite-link">Invitation link for ${sent.email}</label>
-          <input id="invite-link" readonly value=${sent.accept_url} onFocus=${(/** @type {any} */ e) => e.currentTarget.select()} />
-          <${CopyButton} text=${sent.accept_url} label="Copy link" />
-        </div>
-      </div>
-      <footer><button type="button" class="primary" onClick=${onClose}>Done</button></footer>
+    return html`<${ShownOnce}
+      title="Send this link"
+      label=${`Invitation link for ${sent.email}`}
+      value=${sent.accept_url}
+      copyLabel="Copy link"
+      onClose=${onClose}
+    >
+      Parley does not send email. Send this link to <strong>${sent.email}</strong> yourself: it works once, until
+      <${When} value=${sent.expires_at} />, and is shown only now.
     <//>`;
   }
   return html`<${Dialog} title="Invite a member" onClose=${onClose}>

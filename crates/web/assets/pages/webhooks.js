@@ -11,12 +11,12 @@ import { current } from "../lib/session.js";
 import { navigate } from "../lib/router.js";
 import {
   ConfirmDialog,
-  CopyButton,
   Dialog,
   EmptyState,
   FormError,
   LoadError,
   PageHeader,
+  ShownOnce,
   Skeleton,
   TextField,
   When,
@@ -243,18 +243,10 @@ function EventPicker({ types, value, error, onChange }) {
   </fieldset>`;
 }
 
-/** A secret shown once, with a copy button. @param {{title: string, secret: string, children: any, onClose: () => void}} p */
+/** A signing secret, shown once. @param {{title: string, secret: string, children: any, onClose: () => void}} p */
 function Secret({ title, secret, children, onClose }) {
-  return html`<${Dialog} title=${title} onClose=${onClose}>
-    <div class="dialog-body">
-      <p>${children}</p>
-      <div class="secret">
-        <label for="signing-secret">Signing secret</label>
-        <input id="signing-secret" readonly value=${secret} onFocus=${(/** @type {any} */ e) => e.currentTarget.select()} />
-        <${CopyButton} text=${secret} label="Copy secret" />
-      </div>
-    </div>
-    <footer><button type="button" class="primary" onClick=${onClose}>Done</button></footer>
+  return html`<${ShownOnce} title=${title} label="Signing secret" value=${secret} copyLabel="Copy secret" onClose=${onClose}>
+    ${children}
   <//>`;
 }
 
