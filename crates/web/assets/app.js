@@ -2,7 +2,7 @@
 // then shows the sign-in page or the page the URL names inside the shell.
 
 import { html, render, useEffect, useState } from "./lib/html.js";
-import { current, restore, subscribe } from "./lib/session.js";
+import { canAdminister, current, restore, subscribe } from "./lib/session.js";
 import { match, navigate, useLocation } from "./lib/router.js";
 import { Shell } from "./components/shell.js";
 import { EmptyState } from "./components/ui.js";
@@ -15,7 +15,8 @@ import { AcceptInvitation, ResetPassword } from "./pages/links.js";
 
 /** @type {[string, (params: Record<string, string>) => any][]} */
 const ROUTES = [
-  ["/", () => html`<${Redirect} to="/developers/api-keys" />`],
+  // Until Home exists: where each role has something to do.
+  ["/", () => html`<${Redirect} to=${canAdminister() ? "/developers/api-keys" : "/settings/members"} />`],
   ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers/api-keys", () => html`<${ApiKeys} />`],
   ["/developers/webhooks", () => html`<${Webhooks} />`],

@@ -30,14 +30,15 @@ async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> Response {
 }
 
 /// Swagger UI's settings: the document above, request durations, the
-/// try-it console, a filter, and credentials kept across reloads.
+/// try-it console and a filter. Credentials are not kept across reloads:
+/// Swagger UI would keep a pasted key in localStorage, in plain text.
 static CONFIG: LazyLock<Arc<utoipa_swagger_ui::Config<'static>>> = LazyLock::new(|| {
     Arc::new(
         utoipa_swagger_ui::Config::new(["/openapi.json"])
             .try_it_out_enabled(true)
             .display_request_duration(true)
             .filter(true)
-            .persist_authorization(true)
+            .persist_authorization(false)
             .default_models_expand_depth(1)
             .doc_expansion("list"),
     )
@@ -55,9 +56,21 @@ fn file_response(content_type: &str, bytes: Vec<u8>) -> Response {
     if let Ok(v) = HeaderValue::from_str(content_type) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
     }
-    r.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    let h = r.headers_mut();
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // The reference shares the dashboard's origin (and its session cookie's
+    // reach): the same walls, except the inline styles Swagger UI's React
+    // components set.
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(DOCS_CSP));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     r
 }
+
+/// The reference page's Content-Security-Policy: its own scripts only.
+pub const DOCS_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+                            img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'self'; \
+                            form-action 'self'; frame-ancestors 'none'";
 
 /// The API reference: descriptions, request and response schemas with
 /// examples, and a console to try requests (Swagger UI).

@@ -98,14 +98,14 @@ both_backends! {
             },
         })).await;
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
         }
         let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
         for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access",
-            "members", "invite with an error", "invitation link", "accept invitation", "members as a member", "reset password",
+            "members", "invite with an error", "invitation link", "change role", "accept invitation", "members as a member", "reset password",
             "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }

@@ -98,6 +98,19 @@ both_backends! {
         let roles: Vec<(i64, String)> = me.body["workspaces"].as_array().unwrap().iter()
             .map(|w| (w["workspace_id"].as_i64().unwrap(), w["role"].as_str().unwrap().to_owned())).collect();
         assert_eq!(roles, vec![(a.id, "owner".to_owned()), (b.id, "admin".to_owned())]);
+        // Removed from Beta: the keys she made there die with her access, and
+        // her session carries on in Acme rather than ending.
+        let in_b = ok.body["access_token"].as_str().unwrap().to_owned();
+        let cookie = format!("parley_refresh={}", ok.refresh_cookie().unwrap());
+        let key = as_user(&app, Method::POST, "/api/v1/api-keys", &in_b, Some(json!({"name": "Ana's", "mode": "live"}))).await;
+        let key = key.body["key"].as_str().unwrap().to_owned();
+        assert_eq!(app.get(&key, "/api/v1/agents").await.status, 200);
+        let ana_id = me.body["user"]["id"].as_i64().unwrap();
+        assert_eq!(as_user(&app, Method::DELETE, &format!("/api/v1/members/{ana_id}"), &bo, None).await.status, 204);
+        assert_eq!(app.get(&key, "/api/v1/agents").await.status, 401, "a removed admin's key still works");
+        assert_eq!(as_user(&app, Method::GET, "/api/v1/agents", &in_b, None).await.status, 401);
+        let moved = app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("Cookie", &cookie)]).await;
+        assert_eq!((moved.status, moved.body["workspace_id"].clone()), (200, json!(a.id)), "{}", moved.text);
         // Another site's page cannot accept for someone.
         let r = as_user(&app, Method::POST, "/api/v1/invitations", &bo, Some(json!({"email": "cy@example.com", "role": "member"}))).await;
         let token = token_of(r.body["accept_url"].as_str().unwrap());

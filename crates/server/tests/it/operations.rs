@@ -254,9 +254,15 @@ both_backends! {
         assert_eq!(r.status, 200);
         assert!(r.header("content-type").unwrap().starts_with("text/html"));
         assert!(r.text.contains("<base href=\"/docs/\">") && r.text.contains("swagger-ui"), "{}", r.text);
+        // It shares the dashboard's origin: scripts of its own only, never framed.
+        let csp = r.header("content-security-policy").unwrap();
+        assert!(csp.contains("script-src 'self';") && csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!(r.header("x-frame-options"), Some("DENY"));
         let init = app.send(Method::GET, "/docs/swagger-initializer.js", None, None, &[]).await;
         assert_eq!(init.status, 200);
         assert!(init.text.contains("\"/openapi.json\""), "{}", init.text);
+        // A pasted key is not kept in localStorage.
+        assert!(!init.text.contains("\"persistAuthorization\": true") && !init.text.contains("\"persistAuthorization\":true"), "{}", init.text);
         for file in ["swagger-ui.css", "swagger-ui-bundle.js"] {
             let r = app.send(Method::GET, &format!("/docs/{file}"), None, None, &[]).await;
             assert_eq!(r.status, 200, "{file}");

@@ -438,12 +438,20 @@ pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
         tracing::warn!(user_id = token.user_id, "refresh token reuse detected; session family revoked");
         return Err(ServiceError::Unauthorized("Refresh token reuse detected; sign in again".into()));
     }
+    // Removed from the token's workspace: the session carries on in another
+    // of the user's workspaces (live mode), or ends if there is none.
+    let mut scope = token.scope();
     if users::role_in(&mut tx, token.user_id, token.workspace_id).await?.is_none() {
-        sessions::revoke_family(&mut tx, &token.family_id).await?;
-        tx.commit().await?;
-        return Err(invalid());
+        match users::memberships(&mut tx, token.user_id).await?.first() {
+            Some(other) => scope = Scope::new(other.workspace_id, Mode::Live),
+            None => {
+                sessions::revoke_family(&mut tx, &token.family_id).await?;
+                tx.commit().await?;
+                return Err(invalid());
+            }
+        }
     }
-    let session = issue(svc, &mut tx, token.user_id, token.scope(), Some(&token.family_id)).await?;
+    let session = issue(svc, &mut tx, token.user_id, scope, Some(&token.family_id)).await?;
     tx.commit().await?;
     Ok(session)
 }

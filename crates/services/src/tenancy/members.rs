@@ -165,7 +165,9 @@ pub async fn update_role(tx: &mut Tx, who: &Principal, user_id: i64, input: Upda
 }
 
 /// Removes a member (or the caller leaves). Their sessions in this
-/// workspace stop working at their next request.
+/// workspace stop working at their next request (a session moves to
+/// another workspace of theirs, if any, at its next refresh), and the API
+/// keys they created here are revoked: they may have copies.
 pub async fn remove(tx: &mut Tx, who: &Principal, user_id: i64) -> ServiceResult<()> {
     let workspace_id = who.scope.workspace_id;
     let (caller_id, caller) = who.require_user().or_else(|_| who.require_administrator(WHAT))?;
@@ -176,6 +178,7 @@ pub async fn remove(tx: &mut Tx, who: &Principal, user_id: i64) -> ServiceResult
     }
     keep_an_owner(tx, workspace_id, current, None).await?;
     users::remove_membership(tx, user_id, workspace_id).await?;
+    parley_store::repo::api_keys::revoke_created_by(tx, workspace_id, user_id).await?;
     Ok(())
 }
 

@@ -208,3 +208,17 @@ pub async fn revoke_in_workspace(c: &mut impl AsHandle, workspace_id: i64, id: i
     let row: Option<Row> = fetch_optional!(c, sqlx::query_as(sql).bind(workspace_id).bind(id).bind(Timestamp::now()))?;
     Ok(row.map(Into::into))
 }
+
+/// Revokes the keys a user created in a workspace (they were removed from
+/// it: a key they copied must not outlive their access). Returns how many.
+pub async fn revoke_created_by(c: &mut impl AsHandle, workspace_id: i64, user_id: i64) -> StoreResult<u64> {
+    Ok(execute!(
+        c,
+        sqlx::query(
+            "UPDATE api_keys SET revoked_at = $3 WHERE workspace_id = $1 AND created_by = $2 AND revoked_at IS NULL",
+        )
+        .bind(workspace_id)
+        .bind(user_id)
+        .bind(Timestamp::now())
+    )?)
+}

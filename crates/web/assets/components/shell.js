@@ -100,7 +100,8 @@ function WorkspaceSwitcher({ me }) {
 function ModeSwitch({ me }) {
   const test = me.mode === "test";
   const [busy, setBusy] = useState(false);
-  return html`<button
+  const [error, setError] = useState("");
+  return html`<span class="mode"><button
     type="button"
     role="switch"
     class="mode-switch"
@@ -108,8 +109,11 @@ function ModeSwitch({ me }) {
     disabled=${busy}
     onClick=${async () => {
       setBusy(true);
+      setError("");
       try {
         await switchTo(me.workspace_id, test ? "live" : "test");
+      } catch (err) {
+        setError(err instanceof Error ? err.message : String(err));
       } finally {
         setBusy(false);
       }
@@ -117,7 +121,7 @@ function ModeSwitch({ me }) {
   >
     <span class="track" aria-hidden="true"><span class="thumb"></span></span>
     Test mode
-  </button>`;
+  </button>${error && html`<span class="error" role="alert">${error}</span>`}</span>`;
 }
 
 /** @param {{email: string, role: string}} p */

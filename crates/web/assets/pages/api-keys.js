@@ -59,7 +59,7 @@ export function ApiKeys() {
     ${keys.error && !forbidden && html`<${LoadError} error=${keys.error} retry=${keys.reload} />`}
     ${forbidden &&
     html`<${EmptyState} title="Only owners and admins manage API keys">
-      ${/** @type {ApiError} */ (keys.error).message}. Ask an owner of this workspace for a key or for the admin role.
+      Ask an owner of this workspace for a key, or for the admin role.
     <//>`}
     ${keys.data &&
     !items.length &&

@@ -12,7 +12,13 @@ import { FormError, LoadError, Skeleton, TextField, useForm } from "../component
 
 /** The link's token, read once from the fragment. */
 function useLinkToken() {
-  const [token] = useState(() => decodeURIComponent(location.hash.slice(1)));
+  const [token] = useState(() => {
+    try {
+      return decodeURIComponent(location.hash.slice(1));
+    } catch {
+      return ""; // a mangled link: said so below
+    }
+  });
   useEffect(() => {
     if (location.hash) history.replaceState(null, "", location.pathname + location.search);
   }, []);
@@ -60,7 +66,7 @@ export function AcceptInvitation() {
   const offer = preview.data;
   if (!token) {
     return html`<${Card} title="Join a workspace">
-      <p class="notice error" role="alert">This address has no invitation in it. Open the full link you were sent.</p>
+      <p class="notice error" role="alert">This address holds no invitation, or only part of one. Open the full link you were sent.</p>
     <//>`;
   }
   return html`<${Card} title=${offer ? `Join ${offer.workspace_name}` : "Join a workspace"}>
@@ -77,9 +83,10 @@ export function AcceptInvitation() {
       })}
     >
       <p>
-        You were invited as <strong>${offer.email}</strong> to be ${offer.role === "admin" ? "an" : "a"}
-        ${" "}${offer.role} of ${offer.workspace_name}.
+        You were invited as <strong>${offer.email}</strong>${" "}to be ${offer.role === "member" ? "a" : "an"}${" "}${offer.role}
+        ${" "}of ${offer.workspace_name}.
       </p>
+      <input type="email" name="username" autocomplete="username" value=${offer.email} readonly hidden />
       ${offer.account_exists
         ? html`<${TextField}
             form=${form}
@@ -111,7 +118,7 @@ export function ResetPassword() {
   const [dead, setDead] = useState(/** @type {unknown} */ (null));
   if (!token) {
     return html`<${Card} title="Set a new password">
-      <p class="notice error" role="alert">This address has no reset link in it. Open the full link you were given.</p>
+      <p class="notice error" role="alert">This address holds no reset link, or only part of one. Open the full link you were given.</p>
     <//>`;
   }
   return html`<${Card} title="Set a new password">

@@ -7,7 +7,8 @@
 import { html, useEffect, useState } from "../lib/html.js";
 import { api } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
-import { canAdminister, current } from "../lib/session.js";
+import { canAdminister, current, refresh } from "../lib/session.js";
+import { navigate } from "../lib/router.js";
 import {
   ConfirmDialog,
   Dialog,
@@ -47,7 +48,7 @@ export function Members() {
   const [inviting, setInviting] = useState(false);
   const [removing, setRemoving] = useState(/** @type {Member | null} */ (null));
   const [revoking, setRevoking] = useState(/** @type {Invitation | null} */ (null));
-  const [rowError, setRowError] = useState(/** @type {{id: number, message: string} | null} */ (null));
+  const [changing, setChanging] = useState(/** @type {Member | null} */ (null));
   useEffect(() => {
     document.title = "Members · Parley";
   }, []);
@@ -59,17 +60,6 @@ export function Members() {
   const invite = html`<button type="button" class="primary" onClick=${() => setInviting(true)}>Invite member</button>`;
   // Admins may not hand out or take away the owner role.
   const roleChoices = owner ? ROLES : ROLES.filter(([r]) => r !== "owner");
-
-  /** @param {Member} m @param {Role} role */
-  async function changeRole(m, role) {
-    setRowError(null);
-    try {
-      await api("PATCH", `/api/v1/members/${m.user_id}`, { body: { role } });
-    } catch (e) {
-      setRowError({ id: m.user_id, message: e instanceof Error ? e.message : String(e) });
-    }
-    members.reload();
-  }
 
   return html`<${PageHeader} title="Members" actions=${admin && invite}>
       Everyone who can sign in to this workspace. ${ROLE_HELP}
@@ -95,15 +85,11 @@ export function Members() {
             return html`<tr>
               <th scope="row">${m.email}${self && html` <span class="muted">(you)</span>`}</th>
               <td>
-                ${editable
-                  ? html`<label>
-                      <span class="visually-hidden">Role of ${m.email}</span>
-                      <select value=${m.role} onChange=${(/** @type {any} */ e) => changeRole(m, e.currentTarget.value)}>
-                        ${(m.role === "owner" ? ROLES : roleChoices).map(([v, t]) => html`<option value=${v}>${t}</option>`)}
-                      </select>
-                    </label>`
-                  : html`<span class="badge">${m.role}</span>`}
-                ${rowError?.id === m.user_id && html`<p class="error" role="alert">${rowError.message}</p>`}
+                <span class="badge">${m.role}</span>
+                ${editable &&
+                html`<button type="button" class="subtle" onClick=${() => setChanging(m)}>
+                  Change role<span class="visually-hidden"> of ${m.email}</span>
+                </button>`}
               </td>
               <td><${When} value=${m.joined_at} /></td>
               <td class="row-actions">
@@ -166,6 +152,13 @@ export function Members() {
       onClose=${() => setInviting(false)}
       onInvited=${invitations.reload}
     />`}
+    ${changing &&
+    html`<${ChangeRole}
+      member=${changing}
+      roles=${changing.role === "owner" ? ROLES : roleChoices}
+      onClose=${() => setChanging(null)}
+      onChanged=${members.reload}
+    />`}
     ${removing &&
     html`<${ConfirmDialog}
       title=${removing.user_id === me?.user.id ? "Leave this workspace?" : `Remove ${removing.email}?`}
@@ -174,13 +167,15 @@ export function Members() {
       onConfirm=${async () => {
         const leaving = removing.user_id === me?.user.id;
         await api("DELETE", `/api/v1/members/${removing.user_id}`);
-        if (leaving) location.assign("/");
-        else members.reload();
+        // The session carries on in another workspace of yours, if any.
+        if (leaving && (await refresh())) navigate("/", { replace: true });
+        else if (!leaving) members.reload();
       }}
     >
       ${removing.user_id === me?.user.id
         ? "You will lose access to this workspace until someone invites you again."
-        : html`${removing.email} will be signed out of this workspace at their next click.`}
+        : html`${removing.email} loses access to this workspace at their next click, and the API keys they created here
+            are revoked.`}
     <//>`}
     ${revoking &&
     html`<${ConfirmDialog}
@@ -208,8 +203,8 @@ function Invite({ roles, onClose, onInvited }) {
       copyLabel="Copy link"
       onClose=${onClose}
     >
-      Parley does not send email. Send this link to <strong>${sent.email}</strong> yourself: it works once, until
-      <${When} value=${sent.expires_at} />, and is shown only now.
+      Parley does not send email. Send this link to <strong>${sent.email}</strong>${" "}yourself. It is shown only
+      now, works once, and expires${" "}<${When} value=${sent.expires_at} />.
     <//>`;
   }
   return html`<${Dialog} title="Invite a member" onClose=${onClose}>
@@ -228,6 +223,42 @@ function Invite({ roles, onClose, onInvited }) {
       <footer>
         <button type="button" onClick=${onClose}>Cancel</button>
         <button type="submit" class="primary" disabled=${form.busy}>Create invitation</button>
+      </footer>
+    </form>
+  <//>`;
+}
+
+/**
+ * Changes a member's role after a look at what it means; granting or
+ * taking away Owner says so plainly.
+ * @param {{member: Member, roles: [Role, string][], onClose: () => void, onChanged: () => void}} p
+ */
+function ChangeRole({ member, roles, onClose, onChanged }) {
+  const form = useForm({ role: member.role });
+  const owner = form.values.role === "owner" || member.role === "owner";
+  return html`<${Dialog} title=${`Change the role of ${member.email}`} onClose=${onClose}>
+    <form
+      novalidate
+      onSubmit=${form.submit(async () => {
+        await api("PATCH", `/api/v1/members/${member.user_id}`, { body: { role: form.values.role } });
+        onChanged();
+        onClose();
+      })}
+    >
+      <div class="dialog-body">
+        <${SelectField} form=${form} name="role" label="Role" hint=${ROLE_HELP} options=${roles} />
+        ${owner &&
+        form.values.role !== member.role &&
+        html`<p class="notice" role="status">
+          ${form.values.role === "owner"
+            ? "An owner can do everything you can, including removing you."
+            : "They will no longer be an owner of this workspace."}
+        </p>`}
+        <${FormError} form=${form} fields=${["role"]} />
+      </div>
+      <footer>
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="primary" disabled=${form.busy || form.values.role === member.role}>Save role</button>
       </footer>
     </form>
   <//>`;

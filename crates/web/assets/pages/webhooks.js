@@ -69,8 +69,8 @@ export function Webhooks() {
   const items = list.data?.items ?? [];
   const add = html`<button type="button" class="primary" onClick=${() => setAdding(true)}>Add endpoint</button>`;
   return html`<${PageHeader} title="Webhooks" actions=${items.length > 0 && add}>
-      Parley posts ${mode} events to these URLs, signed with Standard Webhooks, retried for three days.
-      <a href="/docs#/Webhooks" target="_blank" rel="noopener">How to verify them</a>.
+      Parley posts ${mode} events to these URLs, signed with Standard Webhooks, retried for three days.${" "}
+      <a href="/docs/webhooks.md" target="_blank" rel="noopener">How to verify them<span class="visually-hidden"> (opens in a new tab)</span></a>.
     <//>
     ${list.loading && !list.data && !list.error && html`<${Skeleton} />`}
     ${list.error && (forbidden(list.error) ? html`<${Forbidden} />` : html`<${LoadError} error=${list.error} retry=${list.reload} />`)}
@@ -99,7 +99,10 @@ export function Webhooks() {
                 ${e.description && html`<div class="muted">${e.description}</div>`}
               </th>
               <td>${eventsLabel(e.events)}</td>
-              <td><${EndpointStatus} e=${e} /></td>
+              <td>
+                <${EndpointStatus} e=${e} />
+                ${e.disabled_reason && html`<div class="muted">${e.disabled_reason}</div>`}
+              </td>
               <td><${When} value=${e.created_at} /></td>
             </tr>`,
           )}
@@ -174,7 +177,7 @@ function EndpointForm({ endpoint, onClose, onSaved }) {
           name="url"
           label="Endpoint URL"
           type="url"
-          hint="An https URL on the public internet, e.g. https://example.com/hooks/parley."
+          hint="A URL on the public internet, e.g. https://example.com/hooks/parley (use https)."
           required
         />
         <${TextField} form=${form} name="description" label="Description (optional)" maxlength=${500} />
@@ -355,7 +358,7 @@ export function Webhook({ id }) {
           </thead>
           <tbody>
             ${rows.map(
-              (a) => html`<tr>
+              (a) => html`<tr key=${a.id}>
                 <th scope="row"><code>${a.event_type}</code><div class="muted mono">${a.event_id}</div></th>
                 <td>${a.attempt}</td>
                 <td>

@@ -28,8 +28,8 @@ export function check(cond, why) {
  * Problems seen on the page (an uncaught error, a CSP refusal, a dialog a
  * script opened) fail the journey at its end.
  */
-export async function open(browser, base, { permissions = [] } = {}) {
-  const context = await browser.newContext({ baseURL: base, viewport: { width: 1280, height: 900 }, permissions });
+export async function open(browser, base, { permissions = [], viewport = { width: 1280, height: 900 } } = {}) {
+  const context = await browser.newContext({ baseURL: base, viewport, permissions });
   const page = await context.newPage();
   const problems = [];
   page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
