@@ -50,8 +50,10 @@ pub struct Simulated {
 impl Simulated {
     /// A simulated line whose caller speaks with `voice`, as live audio.
     pub fn speaking(voice: Arc<dyn Synthesiser>) -> Simulated {
-        // Live replies come after the end-of-turn silence and speech-to-text.
-        Simulated { voice: Some(voice), think: Duration::from_millis(8000), ..Simulated::default() }
+        // Live replies come after the end-of-turn silence and speech-to-text,
+        // which a speech server busy with other calls can take many seconds
+        // to give: the caller is patient rather than hanging up on a slow turn.
+        Simulated { voice: Some(voice), think: Duration::from_millis(15_000), ..Simulated::default() }
     }
 }
 
