@@ -36,20 +36,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reset_password))
 }
 
-/// A link's token (and a password) in the body: `lookup` takes none.
-struct LinkLookup(members::LinkRequest);
-/// Accepting or resetting: the password is required.
-struct LinkWithPassword(members::LinkRequest);
-
-impl FromBody for LinkLookup {
+impl FromBody for members::LinkToken {
     fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
-        members::parse_link(body, false).map(LinkLookup)
+        members::parse_link_token(body)
     }
 }
 
-impl FromBody for LinkWithPassword {
+impl FromBody for members::LinkRequest {
     fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
-        members::parse_link(body, true).map(LinkWithPassword)
+        members::parse_link(body)
     }
 }
 
@@ -58,7 +53,7 @@ impl FromBody for LinkWithPassword {
 /// password). A used, revoked or expired link answers 404.
 #[utoipa::path(
     post, path = "/api/v1/auth/invitations/lookup", tag = "Authentication",
-    request_body(content = members::LinkRequest, description = "The token alone"),
+    request_body = members::LinkToken,
     responses(
         (status = 200, body = members::InvitationPreview),
         (status = 404, body = ErrorBody, example = json!({"detail": "Invitation link not found"})),
@@ -66,9 +61,9 @@ impl FromBody for LinkWithPassword {
 )]
 async fn look_up_invitation(
     State(s): State<AppState>,
-    body: JsonBody<LinkLookup>,
+    body: JsonBody<members::LinkToken>,
 ) -> Result<Json<members::InvitationPreview>, ApiError> {
-    Ok(Json(members::look_up(&s.services, &body.value.0.token).await?))
+    Ok(Json(members::look_up(&s.services, &body.value.token).await?))
 }
 
 /// Accept an invitation and sign in to its workspace.
@@ -92,13 +87,13 @@ async fn accept_invitation(
     State(s): State<AppState>,
     ip: ClientIp,
     headers: HeaderMap,
-    body: JsonBody<LinkWithPassword>,
+    body: JsonBody<members::LinkRequest>,
 ) -> Result<Response, ApiError> {
     same_origin(&s, &headers)?;
-    let req = body.value.0;
-    let password = req.password.unwrap_or_default();
+    let req = body.value;
     let preview = members::look_up(&s.services, &req.token).await?;
-    let session = limited_sign_in(&s, ip, &preview.email, members::accept(&s.services, &req.token, &password)).await?;
+    let session =
+        limited_sign_in(&s, ip, &preview.email, members::accept(&s.services, &req.token, &req.password)).await?;
     Ok(session_response(&s, &session))
 }
 
@@ -118,11 +113,11 @@ async fn accept_invitation(
 async fn reset_password(
     State(s): State<AppState>,
     headers: HeaderMap,
-    body: JsonBody<LinkWithPassword>,
+    body: JsonBody<members::LinkRequest>,
 ) -> Result<Response, ApiError> {
     same_origin(&s, &headers)?;
-    let req = body.value.0;
-    let session = members::reset_password(&s.services, &req.token, &req.password.unwrap_or_default()).await?;
+    let req = body.value;
+    let session = members::reset_password(&s.services, &req.token, &req.password).await?;
     Ok(session_response(&s, &session))
 }
 

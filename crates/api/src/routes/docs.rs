@@ -99,7 +99,10 @@ const GUIDES: &[(&str, &str)] = &[
     get, path = "/docs/{file}", tag = "Operations",
     params(("file" = String, Path, description = "e.g. `swagger-ui.css`, or a guide: `mcp.md`, `webhooks.md`, `api.md`")),
     responses(
-        (status = 200, description = "The file", content_type = "application/octet-stream"),
+        (status = 200, description = "The file: a guide as `text/markdown`, Swagger UI's files as their types", content(
+            (String = "text/markdown"), (String = "text/css"), (String = "application/javascript"),
+            (String = "text/html"), (String = "image/png"), (String = "application/octet-stream")
+        )),
         (status = 404, body = ErrorBody, description = "No such file"),
     )
 )]

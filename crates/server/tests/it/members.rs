@@ -62,8 +62,11 @@ both_backends! {
         assert_eq!(me.body["workspaces"], json!([{"workspace_id": ws.id, "workspace_name": "Acme", "role": "member"}]));
         assert_eq!(app.login("sam@example.com", PW).await.status, 200);
         // The link is used up.
-        for path in ["/api/v1/auth/invitations/lookup", "/api/v1/auth/invitations/accept"] {
-            let again = post_anon(&app, path, json!({"token": token, "password": PW})).await;
+        for (path, body) in [
+            ("/api/v1/auth/invitations/lookup", json!({"token": token})),
+            ("/api/v1/auth/invitations/accept", json!({"token": token, "password": PW})),
+        ] {
+            let again = post_anon(&app, path, body).await;
             assert_eq!((again.status, again.body.clone()), (404, json!({"detail": "Invitation link not found"})), "{path}");
         }
         assert_eq!(as_user(&app, Method::GET, "/api/v1/invitations", &owner, None).await.body["total"], 0);

@@ -50,7 +50,16 @@ pub struct UpdateMember {
     pub role: Role,
 }
 
-/// `POST /api/v1/auth/invitations/accept` and `…/lookup`, `POST /api/v1/auth/password-reset`.
+/// `POST /api/v1/auth/invitations/lookup`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkToken {
+    /// The token from the link (after its `#`).
+    #[schema(min_length = 1, max_length = 200)]
+    pub token: String,
+}
+
+/// `POST /api/v1/auth/invitations/accept` and `POST /api/v1/auth/password-reset`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkRequest {
@@ -58,9 +67,9 @@ pub struct LinkRequest {
     #[schema(min_length = 1, max_length = 200)]
     pub token: String,
     /// Accepting: a new account's password, or the existing account's.
-    /// Resetting: the new password. 8–1,024 characters. Not sent to `lookup`.
-    #[schema(nullable = false, min_length = 8, max_length = 1024)]
-    pub password: Option<String>,
+    /// Resetting: the new password. 8–1,024 characters.
+    #[schema(min_length = 8, max_length = 1024)]
+    pub password: String,
 }
 
 pub fn parse_invite(body: Value) -> Parsed<InviteRequest> {
@@ -78,16 +87,15 @@ pub fn parse_update(body: Value) -> Parsed<UpdateMember> {
     })
 }
 
-/// `password_required`: accepting and resetting need one; a lookup none.
-pub fn parse_link(body: Value, password_required: bool) -> Parsed<LinkRequest> {
+pub fn parse_link_token(body: Value) -> Parsed<LinkToken> {
+    parse_object(body, loc(&["body"]), |r| Some(LinkToken { token: r.required("token", string(1, 200))? }))
+}
+
+pub fn parse_link(body: Value) -> Parsed<LinkRequest> {
     parse_object(body, loc(&["body"]), |r| {
         let token = r.required("token", string(1, 200));
-        let password = if password_required {
-            r.required("password", string(PASSWORD_MIN, PASSWORD_MAX))
-        } else {
-            r.optional("password", string(PASSWORD_MIN, PASSWORD_MAX))
-        };
-        Some(LinkRequest { token: token?, password })
+        let password = r.required("password", string(PASSWORD_MIN, PASSWORD_MAX));
+        Some(LinkRequest { token: token?, password: password? })
     })
 }
 
