@@ -120,3 +120,23 @@ both_backends! {
         assert!(ci["revoked_at"].is_string(), "{ci}");
     }
 }
+
+/// A page load fetches a few dozen modules: they do not spend the IP's
+/// request quota, which stays for the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboards_files_do_not_spend_the_rate_limit() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |s| {
+        s.rate_limit.per_second = 1.0;
+        s.rate_limit.burst = 3;
+    })
+    .await;
+    for _ in 0..20 {
+        let r = app.send(reqwest::Method::GET, "/assets/app.js", None, None, &[]).await;
+        assert_eq!(r.status, 200);
+    }
+    let mut api = Vec::new();
+    for _ in 0..5 {
+        api.push(app.send(reqwest::Method::GET, "/api/v1/agents", Some("parley_live_nope"), None, &[]).await.status);
+    }
+    assert!(api.contains(&429), "the API's quota still holds: {api:?}");
+}

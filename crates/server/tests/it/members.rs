@@ -169,6 +169,27 @@ both_backends! {
             let r = as_user(&app, Method::PATCH, &patch(id), &owner, Some(json!({"role": "admin"}))).await;
             assert_eq!((r.status, r.body.clone()), (404, json!({"detail": format!("Member {id} not found")})));
         }
+        // Two owners demoting each other at once: one wins, one owner stays.
+        let second = app.user("olga@example.com", PW, a.id, Role::Owner).await;
+        let olga = app.token("olga@example.com", PW).await;
+        let (olga_path, ana_path) = (patch(second), patch(owner_id));
+        let (x, y) = tokio::join!(
+            as_user(&app, Method::PATCH, &olga_path, &owner, Some(json!({"role": "admin"}))),
+            as_user(&app, Method::PATCH, &ana_path, &olga, Some(json!({"role": "admin"}))),
+        );
+        let mut statuses = [x.status, y.status];
+        statuses.sort();
+        // The loser is refused as the last owner (409), or as an admin by then (403).
+        assert!(statuses == [200, 409] || statuses == [200, 403], "{statuses:?}: {} / {}", x.text, y.text);
+        let owners = app.get(&a.live, "/api/v1/members").await.body["items"].as_array().unwrap().iter().filter(|m| m["role"] == "owner").count();
+        assert_eq!(owners, 1);
+        // Put Ana back as the only owner for what follows.
+        if x.status != 200 {
+            assert_eq!(as_user(&app, Method::PATCH, &patch(owner_id), &olga, Some(json!({"role": "owner"}))).await.status, 200);
+            let ana = app.token("ana@example.com", PW).await;
+            assert_eq!(as_user(&app, Method::PATCH, &patch(second), &ana, Some(json!({"role": "admin"}))).await.status, 200);
+        }
+        let owner = app.token("ana@example.com", PW).await;
         // An owner promotes; then the old owner may step down.
         let r = as_user(&app, Method::PATCH, &patch(admin_id), &owner, Some(json!({"role": "owner"}))).await;
         assert_eq!((r.status, r.body["role"].clone()), (200, json!("owner")), "{}", r.text);

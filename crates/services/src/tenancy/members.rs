@@ -329,10 +329,14 @@ pub async fn reset_link(svc: &Services, email: &str) -> ServiceResult<ResetLink>
 /// Sets a new password from a reset link, ends every other session of the
 /// user, and signs them in to their first workspace.
 pub async fn reset_password(svc: &Services, token: &str, password: &str) -> ServiceResult<Session> {
+    // A dead link costs a read, not an argon2 hash: this route takes no credential.
+    let token_hash = identity::hash_token(token);
+    if !repo::reset_is_valid(&mut svc.db.read().await?, &token_hash).await? {
+        return Err(link_gone("Password reset"));
+    }
     let hash = identity::hash_password(password.to_owned()).await?;
     let mut tx = svc.db.begin().await?;
-    let user_id =
-        repo::take_reset(&mut tx, &identity::hash_token(token)).await?.ok_or_else(|| link_gone("Password reset"))?;
+    let user_id = repo::take_reset(&mut tx, &token_hash).await?.ok_or_else(|| link_gone("Password reset"))?;
     users::set_password_hash(&mut tx, user_id, &hash).await?;
     sessions::revoke_user(&mut tx, user_id).await?;
     let scope = identity::first_workspace(&mut tx, user_id).await?;

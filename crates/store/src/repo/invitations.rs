@@ -156,6 +156,17 @@ pub async fn insert_reset(
     Ok(())
 }
 
+/// Whether a reset link is valid and unused (read only; `take_reset` uses it).
+pub async fn reset_is_valid(c: &mut impl AsHandle, token_hash: &str) -> StoreResult<bool> {
+    let row: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as("SELECT id FROM password_resets WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2")
+            .bind(token_hash)
+            .bind(Timestamp::now())
+    )?;
+    Ok(row.is_some())
+}
+
 /// Uses a reset link: the user it belongs to, if it was valid and unused
 /// (it is used up by this call).
 pub async fn take_reset(c: &mut impl AsHandle, token_hash: &str) -> StoreResult<Option<i64>> {

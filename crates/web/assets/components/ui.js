@@ -326,25 +326,15 @@ export function PageHeader({ title, children, actions }) {
   </header>`;
 }
 
+/** An inline SVG icon on a 24-unit grid, hidden from assistive technology. @param {any} shapes */
+const icon = (shapes) => html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">${shapes}</svg>`;
+
 /** Inline SVG icons (no icon font: the CSP allows our own files only). */
 export const icons = {
-  close: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false"><path d="M6 6l12 12M18 6L6 18" /></svg>`,
-  copy: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
-    <rect x="9" y="9" width="11" height="11" rx="2" /><path d="M5 15V5a2 2 0 0 1 2-2h8" />
-  </svg>`,
-  key: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
-    <circle cx="8" cy="15" r="4" /><path d="M11 12l9-9M17 6l3 3M15 8l2 2" />
-  </svg>`,
-  hook: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
-    <path d="M4 12h5l2-5 3 10 2-5h4" />
-  </svg>`,
-  book: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
-    <path d="M4 5a2 2 0 0 1 2-2h13v16H6a2 2 0 0 0-2 2z" /><path d="M8 7h7" />
-  </svg>`,
-  users: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
-    <circle cx="9" cy="8" r="3.5" /><path d="M2.5 20a6.5 6.5 0 0 1 13 0M16 4.5a3.5 3.5 0 0 1 0 7M18 14a6 6 0 0 1 3.5 6" />
-  </svg>`,
-  plug: html`<svg viewBox="0 0 24 24" aria-hidden="true" focusable="false">
-    <path d="M9 3v5M15 3v5M6 8h12v3a6 6 0 0 1-12 0zM12 17v4" />
-  </svg>`,
+  close: icon(html`<path d="M6 6l12 12M18 6L6 18" />`),
+  copy: icon(html`<rect x="9" y="9" width="11" height="11" rx="2" /><path d="M5 15V5a2 2 0 0 1 2-2h8" />`),
+  key: icon(html`<circle cx="8" cy="15" r="4" /><path d="M11 12l9-9M17 6l3 3M15 8l2 2" />`),
+  users: icon(
+    html`<circle cx="9" cy="8" r="3.5" /><path d="M2.5 20a6.5 6.5 0 0 1 13 0M16 4.5a3.5 3.5 0 0 1 0 7M18 14a6 6 0 0 1 3.5 6" />`,
+  ),
 };
