@@ -30,6 +30,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
 #[openapi(
     info(title = "Parley API", version = "1", description = DESCRIPTION),
     tags(
+        (name = "Overview", description = "The workspace's last days at a glance: the dashboard's home page"),
         (name = "Authentication", description = "Dashboard sessions: login, refresh, logout, workspace switching, invitation and password-reset links"),
         (name = "Members", description = "Who belongs to the workspace and with which role (owner, admin, member), and invitations to join it"),
         (name = "API keys", description = "Creating, renaming and revoking API keys (owners and admins, with a Bearer token)"),

@@ -164,7 +164,11 @@ pub struct CallLatency {
 impl CallLatency {
     /// Over the segments' turn latencies; `None` without any.
     pub fn of(segments: &[TranscriptSegment]) -> Option<CallLatency> {
-        let mut all: Vec<i64> = segments.iter().filter_map(|s| s.latency.map(|l| l.voice_to_voice_ms)).collect();
+        Self::over(segments.iter().filter_map(|s| s.latency.map(|l| l.voice_to_voice_ms)).collect())
+    }
+
+    /// Over turns' voice-to-voice milliseconds (nearest rank); `None` when empty.
+    pub fn over(mut all: Vec<i64>) -> Option<CallLatency> {
         if all.is_empty() {
             return None;
         }

@@ -109,6 +109,7 @@ pub mod ids;
 pub mod jwt;
 pub mod knowledge;
 pub mod oauth;
+pub mod overview;
 pub mod prompt;
 pub mod schema;
 pub mod scope;

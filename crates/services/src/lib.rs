@@ -16,6 +16,7 @@ pub mod crm;
 pub mod files;
 pub mod knowledge;
 pub mod messaging;
+pub mod overview;
 pub mod search;
 pub mod tenancy;
 pub mod webhooks;

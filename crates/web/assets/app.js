@@ -2,11 +2,13 @@
 // then shows the sign-in page or the page the URL names inside the shell.
 
 import { html, render, useEffect, useState } from "./lib/html.js";
-import { canAdminister, current, restore, subscribe } from "./lib/session.js";
+import { current, restore, subscribe } from "./lib/session.js";
 import { match, navigate, useLocation } from "./lib/router.js";
 import { Shell } from "./components/shell.js";
 import { EmptyState } from "./components/ui.js";
 import { SignIn } from "./pages/sign-in.js";
+import { Home } from "./pages/home.js";
+import { CallPage, Calls } from "./pages/calls.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
 import { Webhook, Webhooks } from "./pages/webhooks.js";
@@ -15,8 +17,9 @@ import { AcceptInvitation, ResetPassword } from "./pages/links.js";
 
 /** @type {[string, (params: Record<string, string>) => any][]} */
 const ROUTES = [
-  // Until Home exists: where each role has something to do.
-  ["/", () => html`<${Redirect} to=${canAdminister() ? "/developers/api-keys" : "/settings/members"} />`],
+  ["/", () => html`<${Home} />`],
+  ["/calls", () => html`<${Calls} />`],
+  ["/calls/:id", (p) => html`<${CallPage} id=${p.id} />`],
   ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers/api-keys", () => html`<${ApiKeys} />`],
   ["/developers/webhooks", () => html`<${Webhooks} />`],

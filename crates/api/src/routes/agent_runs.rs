@@ -32,6 +32,9 @@ struct RunListParams {
     agent_id: Option<i64>,
     #[param(minimum = 1)]
     conversation_id: Option<i64>,
+    /// `call_…`: the runs that answered the turns of one call.
+    #[param(min_length = 1, max_length = 64)]
+    call_id: Option<String>,
     #[param(inline)]
     status: Option<RunStatus>,
 }

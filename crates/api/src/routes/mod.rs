@@ -19,6 +19,7 @@ pub mod members;
 pub mod messages;
 pub mod oauth;
 mod oauth_pages;
+pub mod overview;
 pub mod prompt_blocks;
 pub mod search;
 pub mod speech_engines;
@@ -54,6 +55,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())
+        .merge(overview::router())
         .merge(twilio::router())
         .merge(telegram::router())
         .merge(email::router())

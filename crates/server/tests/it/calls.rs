@@ -356,6 +356,13 @@ both_backends! {
             assert_eq!((run["trigger"].clone(), run["status"].clone(), run["model"].clone()), (json!("call_turn"), json!("completed"), json!("gpt-test")));
             assert_eq!(run["call_id"], json!(id), "{run}");
         }
+        // The call's page finds the same runs by the call's id; another call has none.
+        let by_call = app.get(&ws.live, &format!("/api/v1/agent-runs?call_id={id}")).await.body;
+        assert_eq!(by_call["items"], runs["items"]);
+        let other = place(&app, &ws.live, json!({"agent_id": agent, "to": "+15005550002"})).await;
+        assert_eq!(other.status, 201, "{}", other.text);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/agent-runs?call_id={}", other.body["id"].as_str().unwrap())).await.body["total"], 0);
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/agent-runs?call_id={id}")).await.body["total"], 0, "the test mode sees none");
     }
 }
 

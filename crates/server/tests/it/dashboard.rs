@@ -55,7 +55,7 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         String::from_utf8_lossy(&output.stderr)
     );
     // A rendered page compresses far worse than a blank one.
-    for shot in ["sign-in.png", "api-keys.png", "test-mode.png", "members.png", "webhook.png"] {
+    for shot in ["sign-in.png", "api-keys.png", "test-mode.png", "members.png", "webhook.png", "call.png", "home.png"] {
         let png = std::fs::read(scratch.join(shot)).expect("the screenshot was saved");
         assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{shot}: {} bytes", png.len());
     }
@@ -84,6 +84,29 @@ both_backends! {
         let (code, reset, err) = crate::cli::parley(&["user", "reset-password", "--email", "rae@example.com"], &app.database_url);
         assert_eq!(code, 0, "{err}");
 
+        // An agent to call with in test mode, and calls the journeys must not see.
+        let first_message = "Hi, this is Ava from Acme.";
+        app.create_agent(&a.test, json!({"name": "Ava", "first_message": first_message})).await;
+        let live_agent = app.create_agent(&a.live, json!({"name": "Live Ava"})).await["id"].as_i64().unwrap();
+        let a_call = crate::calls::place(&app, &a.live, json!({"agent_id": live_agent, "to": "+14155550111"})).await;
+        assert_eq!(a_call.status, 201, "{}", a_call.text);
+        // The simulated line measures no latency: give the live call's agent
+        // turns a breakdown, for its page's chart.
+        let a_call_id = a_call.body["id"].as_str().unwrap().to_owned();
+        crate::calls::wait_for(&app, &a.live, &a_call_id, |c| crate::calls::ended(c) && c["recording"]["status"] == "available").await;
+        let mut tx = app.db.begin().await.unwrap();
+        let turn = parley_domain::call::TurnLatency { stt_ms: 420, llm_first_token_ms: 310, tts_first_audio_ms: 180, voice_to_voice_ms: 990 };
+        parley_store::execute!(&mut tx, sqlx::query(
+            "UPDATE call_segments SET latency = $1 WHERE speaker = 'agent' AND idx > 0 AND call_id = (SELECT id FROM calls WHERE public_id = $2)")
+            .bind(sqlx::types::Json(turn)).bind(&a_call_id)).unwrap();
+        let overall = parley_domain::call::CallLatency { turns: 2, voice_to_voice_p50_ms: 990, voice_to_voice_p95_ms: 990 };
+        parley_store::execute!(&mut tx, sqlx::query("UPDATE calls SET latency = $1 WHERE public_id = $2")
+            .bind(sqlx::types::Json(overall)).bind(&a_call_id)).unwrap();
+        tx.commit().await.unwrap();
+        let b_agent = app.create_agent(&b.test, json!({"name": "Beta agent"})).await["id"].as_i64().unwrap();
+        let b_call = crate::calls::place(&app, &b.test, json!({"agent_id": b_agent, "to": "+14155550122"})).await;
+        assert_eq!(b_call.status, 201, "{}", b_call.text);
+
         let receiver = crate::receiver::Receiver::start().await;
         let lines = journeys(&app, json!({
             "receiver_url": receiver.url,
@@ -92,13 +115,17 @@ both_backends! {
             "member": {"email": "mia@example.com", "password": PW},
             "resetting": {"email": "rae@example.com", "password": PW},
             "reset_url": reset["reset_url"],
+            "agent_name": "Ava",
+            "first_message": first_message,
+            "test_key": a.test,
+            "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging"},
             },
         })).await;
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -106,7 +133,8 @@ both_backends! {
         let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
         for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access",
             "members", "invite with an error", "invitation link", "change role", "accept invitation", "members as a member", "reset password",
-            "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none"] {
+            "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none",
+            "calls, none yet", "place call with an error", "call page", "call page with latency", "home"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

@@ -29,6 +29,7 @@ mod members;
 mod messages;
 mod oauth;
 mod operations;
+mod overview;
 mod prompt_blocks;
 mod runtime;
 mod scale_out;

@@ -24,6 +24,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/auth/invitations/accept"),
     ("POST", "/api/v1/auth/password-reset"),
     ("GET", "/api/v1/event-types"),
+    ("GET", "/api/v1/overview"),
     ("GET", "/api/v1/members"),
     ("PATCH", "/api/v1/members/{user_id}"),
     ("DELETE", "/api/v1/members/{user_id}"),

@@ -480,11 +480,12 @@ pub async fn list(
     Ok(repo::list(&mut c, scope, filter, page).await?)
 }
 
-/// Reads the list's filters (`agent_id`, `conversation_id`, `status`).
+/// Reads the list's filters (`agent_id`, `conversation_id`, `call_id`, `status`).
 pub fn parse_filter(q: &mut parley_domain::validation::QueryReader) -> RunFilter {
     RunFilter {
         agent_id: q.integer("agent_id", 1, i64::MAX),
         conversation_id: q.integer("conversation_id", 1, i64::MAX),
+        call_id: q.string("call_id", 1, 64),
         status: q.enum_value::<RunStatus>("status"),
     }
 }

@@ -201,6 +201,8 @@ pub async fn start(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<
 pub struct RunFilter {
     pub agent_id: Option<i64>,
     pub conversation_id: Option<i64>,
+    /// `call_…`: the turns of one call.
+    pub call_id: Option<String>,
     pub status: Option<RunStatus>,
 }
 
@@ -212,6 +214,9 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, f: &RunFilter, page: Page
     }
     if let Some(id) = f.conversation_id {
         w.and("r.conversation_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(id) = &f.call_id {
+        w.and("r.call_id = ?", [Arg::Text(id.clone())]);
     }
     if let Some(s) = f.status {
         w.and("r.status = ?", [Arg::Text(s.as_str().to_owned())]);

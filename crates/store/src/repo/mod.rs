@@ -15,6 +15,7 @@ pub mod invitations;
 pub mod jobs;
 pub mod knowledge;
 pub mod oauth;
+pub mod overview;
 pub mod prompt_blocks;
 pub mod search;
 pub mod sessions;

@@ -11,6 +11,14 @@ import { icons } from "./ui.js";
 /** The navigation: sections in the order people use them. */
 export const SECTIONS = [
   {
+    label: "Workspace",
+    icon: icons.home,
+    links: [
+      { href: "/", label: "Home" },
+      { href: "/calls", label: "Calls" },
+    ],
+  },
+  {
     label: "Developers",
     icon: icons.key,
     links: [

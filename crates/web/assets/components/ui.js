@@ -333,6 +333,7 @@ const icon = (shapes) => html`<svg viewBox="0 0 24 24" aria-hidden="true" focusa
 export const icons = {
   close: icon(html`<path d="M6 6l12 12M18 6L6 18" />`),
   copy: icon(html`<rect x="9" y="9" width="11" height="11" rx="2" /><path d="M5 15V5a2 2 0 0 1 2-2h8" />`),
+  home: icon(html`<path d="M3 11l9-7 9 7M5 9.5V20h5v-6h4v6h5V9.5" />`),
   key: icon(html`<circle cx="8" cy="15" r="4" /><path d="M11 12l9-9M17 6l3 3M15 8l2 2" />`),
   users: icon(
     html`<circle cx="9" cy="8" r="3.5" /><path d="M2.5 20a6.5 6.5 0 0 1 13 0M16 4.5a3.5 3.5 0 0 1 0 7M18 14a6 6 0 0 1 3.5 6" />`,

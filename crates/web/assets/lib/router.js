@@ -84,7 +84,7 @@ document.addEventListener("click", (e) => {
   if (!a || a.target || a.hasAttribute("download") || a.origin !== location.origin) return;
   // An in-page anchor (the skip link) is the browser's to follow.
   if (a.hash && a.pathname === location.pathname && a.search === location.search) return;
-  if (a.pathname.startsWith("/api/") || a.pathname.startsWith("/docs") || a.pathname === "/openapi.json") return;
+  if (["/api/", "/docs", "/files/", "/mcp"].some((p) => a.pathname.startsWith(p)) || a.pathname === "/openapi.json") return;
   e.preventDefault();
   navigate(a.pathname + a.search);
 });

@@ -16,6 +16,12 @@ const config = JSON.parse(readFileSync(configPath, "utf8"));
 const { base, owner, member, screenshots } = config;
 const axeStates = new Set();
 
+/** From wherever the journey landed to the API keys page, by the navigation. */
+async function toKeys(page) {
+  await page.getByRole("link", { name: "API keys" }).click();
+  await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+}
+
 const journeys = {
   async "sign-in"(browser) {
     const { page } = await open(browser, base);
@@ -53,7 +59,7 @@ const journeys = {
     const { page } = await signedIn(browser, base, owner, {
       permissions: ["clipboard-read", "clipboard-write"],
     });
-    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    await toKeys(page);
     await page.getByRole("button", { name: "Create key" }).click();
     const dialog = page.getByRole("dialog", { name: "Create a live key" });
     await dialog.waitFor();
@@ -97,7 +103,7 @@ const journeys = {
 
   async modes(browser) {
     const { page } = await signedIn(browser, base, owner);
-    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    await toKeys(page);
     const live = config.workspaces.a.live_key_name;
     await page.getByRole("row", { name: new RegExp(live) }).waitFor();
     const toggle = page.getByRole("switch", { name: "Test mode" });
@@ -129,8 +135,9 @@ const journeys = {
 
   async member(browser) {
     const { page } = await signedIn(browser, base, member);
-    // A member lands where they have something to do, not on a refusal.
-    await page.getByRole("heading", { name: "Members", level: 1 }).waitFor();
+    // A member lands on Home too: the figures are theirs to see.
+    await page.getByRole("heading", { name: "Home", level: 1 }).waitFor();
+    await page.getByRole("region", { name: "Calls" }).waitFor();
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByRole("heading", { name: "Only owners and admins manage API keys" }).waitFor();
     check(!(await page.getByRole("button", { name: "Create key" }).count()), "a member is offered Create key");
@@ -149,7 +156,7 @@ const journeys = {
 
   async xss(browser) {
     const { page } = await signedIn(browser, base, owner);
-    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    await toKeys(page);
     const payloads = [`<img src=x onerror="window.__pwned=1">`, "javascript:window.__pwned=2", "<b>bold</b>"];
     for (const payload of payloads) {
       await page.getByRole("button", { name: "Create key" }).click();
@@ -209,8 +216,9 @@ const journeys = {
     await invitee.page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
     await password.fill("sam's long password");
     await invitee.page.getByRole("button", { name: "Accept invitation" }).click();
-    // An admin lands on the keys page.
-    await invitee.page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    // Signed in as an admin: on Home, and keys are theirs to make.
+    await invitee.page.getByRole("heading", { name: "Home", level: 1 }).waitFor();
+    await toKeys(invitee.page);
     await invitee.page.getByRole("button", { name: "Create key" }).waitFor();
     // The link is used up.
     const late = await open(browser, base);
@@ -342,11 +350,105 @@ const journeys = {
     await axe(page, "connected apps, none", axeStates);
   },
 
+  // A test call placed from the form, followed live to its end, then
+  // heard: the recording plays (by range requests) under its waveform and
+  // the transcript follows it; a click on a line seeks there. Home counts it.
+  async calls(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("heading", { name: "Home", level: 1 }).waitFor();
+    await page.getByRole("switch", { name: "Test mode" }).click();
+    await page.getByRole("status").filter({ hasText: "Test mode" }).waitFor();
+    await page.getByRole("link", { name: "Calls" }).first().click();
+    await page.getByRole("heading", { name: "No test calls yet" }).waitFor();
+    await axe(page, "calls, none yet", axeStates);
+    await page.getByRole("button", { name: "Place a test call" }).first().click();
+    const dialog = page.getByRole("dialog", { name: "Place a test call" });
+    await dialog.waitFor();
+    // The API's 422 lands next to the number.
+    await dialog.getByLabel("Number to call").fill("not a number");
+    await dialog.getByRole("button", { name: "Place call" }).click();
+    const to = dialog.getByLabel("Number to call");
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await to.getAttribute("aria-invalid")) === "true", "the bad number is not marked invalid");
+    await axe(page, "place call with an error", axeStates);
+    await to.fill("+14155550100");
+    await dialog.getByLabel("Agent").selectOption({ label: config.agent_name });
+    const ranges = [];
+    page.on("response", (r) => {
+      if (r.url().includes("/files/")) ranges.push(r.status());
+    });
+    await dialog.getByRole("button", { name: "Place call" }).click();
+    await page.getByRole("heading", { name: "Call to +14155550100", level: 1 }).waitFor();
+    // Followed live: it ends and its recording arrives without a reload.
+    await page.locator("main").getByText("Completed", { exact: true }).first().waitFor({ timeout: 60000 });
+    const player = page.getByLabel("Call recording");
+    await player.waitFor({ timeout: 30000 });
+    const transcript = page.getByRole("list").filter({ has: page.getByRole("button", { name: /^Play from/ }) });
+    const lines = transcript.getByRole("listitem");
+    await lines.first().waitFor();
+    check((await lines.count()) === 5, `${await lines.count()} transcript lines`);
+    check((await lines.first().innerText()).includes(config.first_message), await lines.first().innerText());
+    // The waveform is drawn from the file: both lanes have ink.
+    await page.waitForFunction(() => {
+      const c = document.querySelector("canvas");
+      if (!c) return false;
+      const ctx = c.getContext("2d");
+      const top = ctx.getImageData(0, 0, c.width, c.height / 2).data;
+      const bottom = ctx.getImageData(0, c.height / 2, c.width, c.height / 2).data;
+      const ink = (d) => d.some((v, i) => i % 4 === 3 && v > 0);
+      return ink(top) && ink(bottom);
+    });
+    await axe(page, "call page", axeStates);
+    await page.screenshot({ path: `${screenshots}/call.png`, fullPage: true });
+    // A click on the third line plays from its start, and marks it current.
+    const third = lines.nth(2);
+    const segments = (await api(base, "GET", `/api/v1/calls/${page.url().split("/").pop()}/transcript`, { key: config.test_key })).body.segments;
+    await third.getByRole("button").click();
+    await page.waitForFunction(() => document.querySelector("[aria-current='true'] .text") !== null);
+    check((await third.getAttribute("aria-current")) === "true", "the clicked line is not the current one");
+    const at = await player.evaluate((a) => a.currentTime * 1000);
+    check(at >= segments[2].start_ms - 50, `the recording is at ${at} ms, the line starts at ${segments[2].start_ms} ms`);
+    // Playing moves the highlight on to the next line by itself.
+    await page.waitForFunction(
+      (next) => document.querySelector(`[data-index="${next}"]`)?.getAttribute("aria-current") === "true",
+      3,
+      { timeout: 20000 },
+    );
+    check(ranges.includes(206), `the recording was never fetched by range: ${ranges}`);
+    // Another workspace's call, or a live one seen in test mode, is the
+    // same "no such call" as a missing one.
+    for (const id of [config.calls.foreign, config.calls.a, "call_nothing"]) {
+      await page.goto(`/calls/${id}`);
+      await page.getByRole("heading", { name: "There is no such call" }).waitFor();
+    }
+    // Home counts the call among today's.
+    await page.getByRole("link", { name: "Home", exact: true }).click();
+    const calls = page.getByRole("region", { name: "Calls" });
+    await calls.getByText(/^1 today/).waitFor();
+    await axe(page, "home", axeStates);
+    await page.screenshot({ path: `${screenshots}/home.png` });
+  },
+
+  // A live call's page: each agent turn's latency as a chart, whose text
+  // says the figures too.
+  async latency(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("link", { name: "Calls" }).first().click();
+    await page.getByRole("row", { name: /To \+14155550111/ }).getByRole("link").click();
+    await page.getByRole("heading", { name: "Latency per turn" }).waitFor();
+    const chart = page.getByRole("img", { name: /^Latency per agent turn/ });
+    const label = await chart.getAttribute("aria-label");
+    check(label.includes("Turn 1: 990 ms voice to voice") && label.includes("Turn 2: 990 ms"), label);
+    await page.getByText("p50 990 ms · p95 990 ms over 2 turns").waitFor();
+    await axe(page, "call page with latency", axeStates);
+    await page.screenshot({ path: `${screenshots}/latency.png`, fullPage: true });
+  },
+
   // On a phone: nothing scrolls sideways, and the page starts on screen.
   async phone(browser) {
     const viewport = { width: 390, height: 844 };
     const { page } = await signedIn(browser, base, owner, { viewport });
-    for (const path of ["/developers/api-keys", "/settings/members", "/developers/webhooks"]) {
+    for (const path of ["/", "/calls", `/calls/${config.calls.a}`, "/developers/api-keys", "/settings/members", "/developers/webhooks"]) {
       await page.goto(path);
       const heading = page.getByRole("heading", { level: 1 });
       await heading.waitFor();
@@ -364,7 +466,7 @@ const journeys = {
   // next renewal fails and the page returns to sign-in, saying why.
   async expiry(browser) {
     const { context, page } = await signedIn(browser, base, owner);
-    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    await toKeys(page);
     const renewed = await page.waitForResponse((r) => r.url().endsWith("/api/v1/auth/refresh"), {
       timeout: (config.access_token_ttl + 5) * 1000,
     });
@@ -397,6 +499,15 @@ const journeys = {
     await page.keyboard.type(owner.password);
     await page.keyboard.press("Enter");
     // The new page's heading takes focus, as after a page load.
+    await page.getByRole("heading", { name: "Home", level: 1 }).waitFor();
+    await page.waitForFunction(() => document.activeElement?.tagName === "H1");
+    // The navigation is reachable backwards from the heading, and Enter follows a link.
+    const keysLink = page.getByRole("link", { name: "API keys" });
+    for (let i = 0; i < 20 && !(await keysLink.evaluate((e) => e === document.activeElement)); i++) {
+      await page.keyboard.press("Shift+Tab");
+    }
+    check(await keysLink.evaluate((e) => e === document.activeElement), "Shift+Tab from the heading does not reach API keys");
+    await page.keyboard.press("Enter");
     const heading = page.getByRole("heading", { name: "API keys", level: 1 });
     await heading.waitFor();
     await page.waitForFunction(() => document.activeElement?.tagName === "H1");

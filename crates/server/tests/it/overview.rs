@@ -1,0 +1,107 @@
+//! Issue 32: `GET /api/v1/overview`, the dashboard home's figures: per day
+//! in the reader's offset, scoped to the workspace and mode.
+
+use parley_domain::{Mode, Scope, Timestamp};
+use serde_json::{Value, json};
+
+use crate::calls::{ended, place, wait_for};
+use crate::support::*;
+
+/// The date `days_ago` days before now, `offset_minutes` east of UTC.
+fn date(offset_minutes: i64, days_ago: i64) -> String {
+    let offset = time::UtcOffset::from_whole_seconds((offset_minutes * 60) as i32).unwrap();
+    (time::OffsetDateTime::now_utc().to_offset(offset).date() - time::Duration::days(days_ago)).to_string()
+}
+
+fn zero_day(d: &Value) -> bool {
+    ["calls", "call_seconds", "messages_in", "messages_out", "agent_runs", "agent_runs_failed", "spend_cents"]
+        .iter()
+        .all(|k| d[k] == 0)
+}
+
+both_backends! {
+    async fn the_overview_counts_each_day_in_the_readers_offset_and_scope(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let other = app.workspace("Other").await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "first_message": "Hi."})).await["id"].as_i64().unwrap();
+        let r = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let call = wait_for(&app, &ws.live, r.body["id"].as_str().unwrap(), |c| ended(c) && c["recording"]["status"] == "available").await;
+        let hook = app.post(&ws.live, "/api/v1/webhooks", json!({"url": "https://hooks.example.com/p", "events": ["*"]})).await;
+        let hook_id = hook.body["id"].as_i64().unwrap();
+        app.patch(&ws.live, &format!("/api/v1/webhooks/{hook_id}"), json!({"enabled": false})).await;
+
+        // What the other endpoints say, to compare with.
+        let conv = call["conversation_id"].as_i64().unwrap();
+        let messages = app.get(&ws.live, &format!("/api/v1/conversations/{conv}/messages?limit=200")).await.body;
+        let by = |dir: &str| messages["items"].as_array().unwrap().iter().filter(|m| m["direction"] == dir).count() as i64;
+        let runs = app.get(&ws.live, "/api/v1/agent-runs?limit=200").await.body["total"].as_i64().unwrap();
+        let balance = app.get(&ws.live, "/api/v1/billing/balance").await.body["balance_cents"].clone();
+        let ledger = app.get(&ws.live, "/api/v1/billing/transactions?limit=200").await.body;
+        let spend: i64 = ledger["items"].as_array().unwrap().iter()
+            .filter(|e| e["type"] == "charge" || e["type"] == "refund")
+            .map(|e| -e["amount_cents"].as_i64().unwrap())
+            .sum();
+        assert!(spend >= call["cost_cents"].as_i64().unwrap(), "{ledger}");
+
+        let o = app.get(&ws.live, "/api/v1/overview?utc_offset_minutes=-300").await;
+        assert_eq!(o.status, 200, "{}", o.text);
+        let days = o.body["days"].as_array().unwrap();
+        assert_eq!(days.len(), 7);
+        let dates: Vec<String> = days.iter().map(|d| d["date"].as_str().unwrap().to_owned()).collect();
+        let expected: Vec<String> = (0..7).rev().map(|ago| date(-300, ago)).collect();
+        assert_eq!(dates, expected, "oldest first, ending today in UTC-5");
+        let today = &days[6];
+        assert_eq!(today["calls"], 1);
+        assert_eq!(today["call_seconds"], call["duration_ms"].as_i64().unwrap() / 1000);
+        assert_eq!(today["spend_cents"], spend);
+        assert_eq!((today["messages_in"].as_i64().unwrap(), today["messages_out"].as_i64().unwrap()), (by("inbound"), by("outbound")));
+        assert!(by("inbound") + by("outbound") > 0, "{messages}");
+        assert_eq!(today["agent_runs"], runs);
+        assert!(days[..6].iter().all(zero_day), "{days:?}");
+        assert_eq!(o.body["balance_cents"], balance);
+        assert_eq!(o.body["open_handoffs"], 0);
+        let failing = o.body["failing_webhook_endpoints"].as_array().unwrap();
+        assert_eq!((failing.len(), failing[0]["id"].clone(), failing[0]["status"].clone()), (1, json!(hook_id), json!("disabled")));
+        assert_eq!(failing[0]["disabled_reason"], "Disabled by a user");
+
+        // The days follow the offset asked for: today at UTC+14 is another date than at UTC-12.
+        let east = app.get(&ws.live, "/api/v1/overview?utc_offset_minutes=840&days=1").await.body;
+        let west = app.get(&ws.live, "/api/v1/overview?utc_offset_minutes=-720&days=1").await.body;
+        assert_eq!((east["days"][0]["date"].clone(), west["days"][0]["date"].clone()), (json!(date(840, 0)), json!(date(-720, 0))));
+        assert_eq!((east["days"][0]["calls"].clone(), west["days"][0]["calls"].clone()), (json!(1), json!(1)));
+
+        // Moved two days back, the call counts on that day; eight days back, not at all.
+        let scope = Scope::new(ws.id, Mode::Live);
+        for (ago, index) in [(2, Some(4)), (8, None)] {
+            let mut tx = app.db.begin().await.unwrap();
+            let then = Timestamp::now().plus_seconds(-ago * 86_400);
+            parley_store::execute!(&mut tx, sqlx::query("UPDATE calls SET created_at = $1 WHERE workspace_id = $2 AND livemode = $3")
+                .bind(then).bind(scope.workspace_id).bind(true)).unwrap();
+            tx.commit().await.unwrap();
+            let o = app.get(&ws.live, "/api/v1/overview").await.body;
+            let calls: Vec<i64> = o["days"].as_array().unwrap().iter().map(|d| d["calls"].as_i64().unwrap()).collect();
+            let mut want = vec![0; 7];
+            if let Some(i) = index {
+                want[i] = 1;
+            }
+            assert_eq!(calls, want, "{ago} days ago");
+        }
+
+        // The test mode and another workspace see none of it.
+        for key in [&ws.test, &other.live] {
+            let o = app.get(key, "/api/v1/overview").await.body;
+            assert!(o["days"].as_array().unwrap().iter().all(zero_day), "{o}");
+            assert_eq!(o["failing_webhook_endpoints"], json!([]));
+            assert_eq!((o["voice_to_voice"].clone(), o["voice_to_voice_today"].clone()), (Value::Null, Value::Null));
+        }
+
+        // Out-of-range parameters are a 422 naming them.
+        for (q, field) in [("days=0", "days"), ("days=32", "days"), ("utc_offset_minutes=900", "utc_offset_minutes"), ("days=x", "days")] {
+            let r = app.get(&ws.live, &format!("/api/v1/overview?{q}")).await;
+            assert_eq!(r.status, 422, "{q}: {}", r.text);
+            assert_eq!(r.faults()[0].0, json!(["query", field]).to_string(), "{q}");
+        }
+    }
+}

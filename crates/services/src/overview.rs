@@ -1,0 +1,92 @@
+//! The home page's read model (`GET /api/v1/overview`): the last days of a
+//! workspace's calls, messages, agent runs and spend, cut at the reader's
+//! midnight, with open handoffs, failing webhook endpoints and the balance.
+//! Read only, from one read connection.
+
+use parley_domain::Scope;
+use parley_domain::Timestamp;
+use parley_domain::call::CallLatency;
+use parley_domain::overview::{DayFigures, Overview};
+use parley_domain::validation::QueryReader;
+use parley_store::repo::{billing, overview as repo};
+use time::{Duration, UtcOffset};
+
+use crate::{ServiceResult, Services};
+
+/// The window: `days` (1–31, default 7) ending today, in days that start
+/// at midnight `utc_offset_minutes` east of UTC (−840 to 840, default 0;
+/// the dashboard sends the browser's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverviewQuery {
+    pub days: i64,
+    pub utc_offset_minutes: i64,
+}
+
+impl Default for OverviewQuery {
+    fn default() -> Self {
+        OverviewQuery { days: 7, utc_offset_minutes: 0 }
+    }
+}
+
+pub fn parse_query(q: &mut QueryReader) -> OverviewQuery {
+    OverviewQuery {
+        days: q.integer("days", 1, 31).unwrap_or(7),
+        utc_offset_minutes: q.integer("utc_offset_minutes", -840, 840).unwrap_or(0),
+    }
+}
+
+/// How many failing endpoints the overview names.
+const FAILING_ENDPOINTS: i64 = 20;
+
+/// A day's figures; a row stamped after `now` (another instance's clock)
+/// counts as today.
+fn slot(days: &mut [DayFigures], day: i64) -> &mut DayFigures {
+    let last = days.len() - 1;
+    &mut days[(day.max(0) as usize).min(last)]
+}
+
+pub async fn overview(svc: &Services, scope: Scope, q: OverviewQuery) -> ServiceResult<Overview> {
+    overview_at(svc, scope, q, Timestamp::now()).await
+}
+
+async fn overview_at(svc: &Services, scope: Scope, q: OverviewQuery, now: Timestamp) -> ServiceResult<Overview> {
+    let offset = UtcOffset::from_whole_seconds((q.utc_offset_minutes * 60) as i32).unwrap_or(UtcOffset::UTC);
+    let today = now.as_datetime().to_offset(offset).date();
+    let first = today - Duration::days(q.days - 1);
+    let since = Timestamp::from_datetime(first.midnight().assume_offset(offset));
+
+    let mut days: Vec<DayFigures> = (0..q.days)
+        .map(|i| DayFigures { date: (first + Duration::days(i)).to_string(), ..DayFigures::default() })
+        .collect();
+    let mut c = svc.db.read().await?;
+    let last = q.days - 1;
+    for (day, n, ms) in repo::calls(&mut c, scope, since).await? {
+        let d = slot(&mut days, day);
+        d.calls += n;
+        d.call_seconds += ms / 1000;
+    }
+    for (day, inbound, outbound) in repo::messages(&mut c, scope, since).await? {
+        let d = slot(&mut days, day);
+        d.messages_in += inbound;
+        d.messages_out += outbound;
+    }
+    for (day, runs, failed) in repo::agent_runs(&mut c, scope, since).await? {
+        let d = slot(&mut days, day);
+        d.agent_runs += runs;
+        d.agent_runs_failed += failed;
+    }
+    for (day, cents) in repo::spend(&mut c, scope, since).await? {
+        slot(&mut days, day).spend_cents += cents;
+    }
+    let turns = repo::turn_latencies(&mut c, scope, since).await?;
+    let today_turns = turns.iter().filter(|(day, _)| *day >= last).map(|(_, ms)| *ms).collect();
+    Ok(Overview {
+        utc_offset_minutes: q.utc_offset_minutes,
+        days,
+        voice_to_voice_today: CallLatency::over(today_turns),
+        voice_to_voice: CallLatency::over(turns.into_iter().map(|(_, ms)| ms).collect()),
+        open_handoffs: repo::open_handoffs(&mut c, scope).await?,
+        failing_webhook_endpoints: repo::failing_endpoints(&mut c, scope, FAILING_ENDPOINTS).await?,
+        balance_cents: billing::account(&mut c, scope).await?.balance_cents,
+    })
+}

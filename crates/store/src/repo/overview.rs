@@ -1,0 +1,116 @@
+//! The home page's figures: per-day aggregates since a start, each read
+//! through a scoped `(workspace_id, livemode, created_at)` index, so a
+//! window costs the rows in it, never the whole table.
+
+use parley_domain::overview::FailingEndpoint;
+use parley_domain::{Scope, Timestamp};
+
+use crate::repo::BindScope;
+use crate::{AsHandle, Handle, StoreResult, fetch_all, fetch_one};
+
+/// The number of whole days between `$3` (the window's start) and
+/// `<alias>.created_at`: SQLite keeps microseconds, PostgreSQL timestamps.
+fn day_of(c: &mut impl AsHandle, alias: &str) -> String {
+    match c.handle() {
+        Handle::Sqlite(_) => format!("(({alias}.created_at - $3) / 86400000000)"),
+        Handle::Postgres(_) => format!("CAST(FLOOR(EXTRACT(EPOCH FROM ({alias}.created_at - $3)) / 86400) AS BIGINT)"),
+    }
+}
+
+/// Calls per day: `(day, count, talk milliseconds)`.
+pub async fn calls(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> StoreResult<Vec<(i64, i64, i64)>> {
+    let day = day_of(c, "x");
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {day} AS day, COUNT(*), CAST(COALESCE(SUM(x.duration_ms), 0) AS BIGINT) FROM calls x
+         WHERE x.workspace_id = $1 AND x.livemode = $2 AND x.created_at >= $3 GROUP BY 1"
+    ));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?)
+}
+
+/// Messages per day: `(day, inbound, outbound)`.
+pub async fn messages(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> StoreResult<Vec<(i64, i64, i64)>> {
+    let day = day_of(c, "x");
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {day} AS day,
+                CAST(SUM(CASE WHEN x.direction = 'inbound' THEN 1 ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN x.direction = 'outbound' THEN 1 ELSE 0 END) AS BIGINT)
+         FROM messages x WHERE x.workspace_id = $1 AND x.livemode = $2 AND x.created_at >= $3 GROUP BY 1"
+    ));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?)
+}
+
+/// Agent runs per day: `(day, runs, failed)`.
+pub async fn agent_runs(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> StoreResult<Vec<(i64, i64, i64)>> {
+    let day = day_of(c, "x");
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {day} AS day, COUNT(*), CAST(SUM(CASE WHEN x.status = 'failed' THEN 1 ELSE 0 END) AS BIGINT)
+         FROM agent_runs x WHERE x.workspace_id = $1 AND x.livemode = $2 AND x.created_at >= $3 GROUP BY 1"
+    ));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?)
+}
+
+/// Spend per day (charges less refunds): `(day, cents)`.
+pub async fn spend(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> StoreResult<Vec<(i64, i64)>> {
+    let day = day_of(c, "x");
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {day} AS day, CAST(COALESCE(SUM(-x.amount_cents), 0) AS BIGINT) FROM ledger_entries x
+         WHERE x.workspace_id = $1 AND x.livemode = $2 AND x.created_at >= $3 AND x.type IN ('charge', 'refund')
+         GROUP BY 1"
+    ));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?)
+}
+
+/// The voice-to-voice milliseconds of every answered turn of the calls
+/// placed since the start: `(day, ms)`.
+pub async fn turn_latencies(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> StoreResult<Vec<(i64, i64)>> {
+    let day = day_of(c, "x");
+    let v2v = match c.handle() {
+        Handle::Sqlite(_) => "CAST(json_extract(s.latency, '$.voice_to_voice_ms') AS INTEGER)",
+        Handle::Postgres(_) => "CAST(s.latency->>'voice_to_voice_ms' AS BIGINT)",
+    };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {day} AS day, {v2v} FROM calls x JOIN call_segments s ON s.call_id = x.id
+         WHERE x.workspace_id = $1 AND x.livemode = $2 AND x.created_at >= $3 AND s.latency IS NOT NULL"
+    ));
+    let rows: Vec<(i64, Option<i64>)> = fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?;
+    Ok(rows.into_iter().filter_map(|(d, ms)| Some((d, ms?))).collect())
+}
+
+/// Handoffs `requested` or `accepted`.
+pub async fn open_handoffs(c: &mut impl AsHandle, scope: Scope) -> StoreResult<i64> {
+    // The predicate is `handoffs_open`'s, so that partial index serves it.
+    let (n,): (i64,) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT COUNT(*) FROM handoffs
+             WHERE status IN ('requested', 'accepted') AND workspace_id = $1 AND livemode = $2"
+        )
+        .bind_scope(scope)
+    )?;
+    Ok(n)
+}
+
+/// Endpoints failing since their last success, or disabled; the longest
+/// failing first.
+pub async fn failing_endpoints(c: &mut impl AsHandle, scope: Scope, limit: i64) -> StoreResult<Vec<FailingEndpoint>> {
+    let rows: Vec<(i64, String, String, Option<Timestamp>, Option<String>)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT id, url, status, failing_since, disabled_reason FROM webhook_endpoints
+             WHERE workspace_id = $1 AND livemode = $2 AND (failing_since IS NOT NULL OR status = 'disabled')
+             ORDER BY CASE WHEN failing_since IS NULL THEN 1 ELSE 0 END, failing_since, id LIMIT $3"
+        )
+        .bind_scope(scope)
+        .bind(limit)
+    )?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, url, status, failing_since, disabled_reason)| FailingEndpoint {
+            id,
+            url,
+            status,
+            failing_since,
+            disabled_reason,
+        })
+        .collect())
+}
