@@ -9,6 +9,7 @@ import { EmptyState } from "./components/ui.js";
 import { SignIn } from "./pages/sign-in.js";
 import { Home } from "./pages/home.js";
 import { CallPage, Calls } from "./pages/calls.js";
+import { AgentPage, Agents } from "./pages/agents.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
 import { Webhook, Webhooks } from "./pages/webhooks.js";
@@ -18,6 +19,10 @@ import { AcceptInvitation, ResetPassword } from "./pages/links.js";
 /** @type {[string, (params: Record<string, string>) => any][]} */
 const ROUTES = [
   ["/", () => html`<${Home} />`],
+  ["/agents", () => html`<${Agents} />`],
+  ["/agents/:id", (p) => html`<${AgentPage} id=${p.id} view="settings" />`],
+  ["/agents/:id/playground", (p) => html`<${AgentPage} id=${p.id} view="playground" />`],
+  ["/agents/:id/runs", (p) => html`<${AgentPage} id=${p.id} view="runs" />`],
   ["/calls", () => html`<${Calls} />`],
   ["/calls/:id", (p) => html`<${CallPage} id=${p.id} />`],
   ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],

@@ -22,6 +22,12 @@ async fn named_key(app: &TestApp, workspace_id: i64, mode: Mode, name: &str) {
     tx.commit().await.unwrap();
 }
 
+/// `PARLEY_JOURNEYS="agents calls"` runs only those (while working on a
+/// page); the test then checks only what they reach.
+fn only_journeys() -> Vec<String> {
+    std::env::var("PARLEY_JOURNEYS").map(|v| v.split_whitespace().map(str::to_owned).collect()).unwrap_or_default()
+}
+
 /// Runs the named journeys (all when empty) against `app` and returns the
 /// runner's output lines; panics with the output when one fails.
 async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
@@ -40,6 +46,7 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         tokio::process::Command::new("node")
             .arg(format!("{dir}/dashboard/journeys.mjs"))
             .arg(&config_path)
+            .args(only_journeys())
             .current_dir(dir)
             .kill_on_drop(true)
             .output(),
@@ -54,8 +61,20 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         scratch.display(),
         String::from_utf8_lossy(&output.stderr)
     );
+    if !only_journeys().is_empty() {
+        return stdout.lines().map(str::to_owned).collect();
+    }
     // A rendered page compresses far worse than a blank one.
-    for shot in ["sign-in.png", "api-keys.png", "test-mode.png", "members.png", "webhook.png", "call.png", "home.png"] {
+    for shot in [
+        "sign-in.png",
+        "api-keys.png",
+        "test-mode.png",
+        "members.png",
+        "webhook.png",
+        "call.png",
+        "home.png",
+        "playground.png",
+    ] {
         let png = std::fs::read(scratch.join(shot)).expect("the screenshot was saved");
         assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{shot}: {} bytes", png.len());
     }
@@ -118,14 +137,18 @@ both_backends! {
             "agent_name": "Ava",
             "first_message": first_message,
             "test_key": a.test,
+            "live_key": a.live,
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging"},
             },
         })).await;
+        if !only_journeys().is_empty() {
+            return;
+        }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -134,7 +157,8 @@ both_backends! {
         for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access",
             "members", "invite with an error", "invitation link", "change role", "accept invitation", "members as a member", "reset password",
             "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none",
-            "calls, none yet", "place call with an error", "call page", "call page with latency", "home"] {
+            "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
+            "create agent with an error", "agent settings", "agent settings with an error", "playground"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

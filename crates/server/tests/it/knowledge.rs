@@ -234,6 +234,13 @@ both_backends! {
         assert_eq!(run["retrieval"].as_array().unwrap().len(), 1, "{run}");
         assert!(run["tool_calls"].as_array().unwrap().is_empty(), "it had an answer: no handoff");
         assert_eq!(app.get(&ws.live, &format!("/api/v1/handoffs?conversation_id={c}")).await.body["total"], 0);
+        // The playground says which passages it was given, with their source.
+        let tried = app.post(&ws.live, &format!("/api/v1/agents/{}/chat", builtin["id"]),
+            json!({"messages": [{"role": "user", "content": "When do you open on Saturday?"}]})).await;
+        assert_eq!(tried.status, 200, "{}", tried.text);
+        let passages = tried.body["passages"].as_array().unwrap();
+        assert_eq!((passages.len(), passages[0]["source"].clone()), (1, json!("Store policies")), "{}", tried.text);
+        assert!(passages[0]["text"].as_str().unwrap().contains("On Saturdays we open at 10am.") && passages[0]["score"].as_f64().unwrap() > 0.0);
 
         // A model receives the passages, with their source, in its system prompt.
         let r = app.patch(&ws.live, &format!("/api/v1/agents/{}", builtin["id"]), json!({"text_engine": "openai", "system_prompt": "Be brief."})).await;
@@ -271,6 +278,7 @@ both_backends! {
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["message"], "Hello Ana, we open at 9am.");
         assert_eq!(r.body["tool_calls"][0]["result"]["dry_run"], true, "nothing was sent: {}", r.body);
+        assert_eq!(r.body["passages"], json!([]), "the agent has no knowledge");
         let run = app.get(&ws.live, &format!("/api/v1/agent-runs/{}", r.body["run_id"])).await.body;
         assert_eq!((run["trigger"].clone(), run["status"].clone(), run["conversation_id"].clone()), (json!("playground"), json!("completed"), Value::Null));
         let asked = &engine.requests()[0];

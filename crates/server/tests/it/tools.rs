@@ -117,6 +117,8 @@ both_backends! {
         let engine = ScriptedEngine::start(vec![
             Say::Calls(vec![("call_1", "book_table", json!({"day": "friday"}).to_string())]),
             Say::Text("Booked for Friday, confirmation T-42."),
+            Say::Calls(vec![("call_2", "book_table", json!({"day": "saturday"}).to_string())]),
+            Say::Text("Booked for Saturday."),
         ]).await;
         let app = app_with(backend, &engine).await;
         let ws = app.workspace("Acme").await;
@@ -173,6 +175,22 @@ both_backends! {
         assert_eq!(run["tool_calls"][0]["arguments"], json!({"day": "friday"}));
         assert_eq!(run["tool_calls"][0]["result"], json!({"confirmation": "T-42"}));
         assert_eq!((run["input_tokens"].clone(), run["output_tokens"].clone()), (json!(20), json!(6)));
+
+        // An editor sends the tools back as it read them (no header values):
+        // the tool keeps its headers. `headers: {}` removes them.
+        let mut edited = shown["tools"][0].clone();
+        edited["description"] = json!("Books a table for the evening");
+        edited.as_object_mut().unwrap().remove("header_names");
+        let path = format!("/api/v1/agents/{}", agent["id"]);
+        let r = app.patch(&ws.live, &path, json!({"tools": [edited.clone()]})).await;
+        assert_eq!((r.status, r.body["tools"][0]["header_names"].clone()), (200, json!(["X-Api-Key"])), "{}", r.text);
+        let tried = app.post(&ws.live, &format!("{path}/chat"), json!({"messages": [{"role": "user", "content": "Saturday?"}]})).await;
+        assert_eq!((tried.status, tried.body["message"].clone()), (200, json!("Booked for Saturday.")), "{}", tried.text);
+        let calls = tool.received();
+        assert_eq!((calls.len(), calls[1].header("x-api-key")), (2, "k-123"));
+        edited["headers"] = json!({});
+        let r = app.patch(&ws.live, &path, json!({"tools": [edited]})).await;
+        assert_eq!((r.status, r.body["tools"][0]["header_names"].clone()), (200, json!([])), "{}", r.text);
     }
 
     async fn invalid_arguments_and_slow_tools_are_refused_to_the_model_not_the_contact(backend) {

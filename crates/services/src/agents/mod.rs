@@ -106,7 +106,8 @@ pub struct AgentChanges {
     #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 200)]
     pub model: Option<Option<String>>,
     /// The tools the model may call (at most 20, unique names). Replaces the
-    /// whole list; HTTP tools' `headers` must be sent again. Default
+    /// whole list; an HTTP tool sent without `headers` keeps those of the
+    /// agent's tool of the same name (`{}` removes them). Default
     /// `[{"type": "builtin", "name": "handoff_to_human"}]`.
     #[schema(nullable = false, max_items = 20)]
     pub tools: Option<Vec<tools::ToolInput>>,
@@ -325,7 +326,7 @@ fn apply(f: &mut AgentFields, c: AgentChanges, sealer: &parley_domain::crypto::S
         f.debounce_ms = v;
     }
     if let Some(v) = c.tools {
-        (f.tools, f.secrets.tool_headers) = tools::store(v, sealer);
+        (f.tools, f.secrets.tool_headers) = tools::store(v, sealer, (&f.tools, &f.secrets.tool_headers));
     }
     if let Some(v) = c.description {
         f.description = v;

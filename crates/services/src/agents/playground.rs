@@ -111,6 +111,19 @@ pub struct ChatAnswer {
     pub handoff: Option<String>,
     /// Whether the agent would end the conversation.
     pub end_conversation: bool,
+    /// The knowledge passages the agent was given for this answer, best
+    /// first (empty without knowledge collections or a match).
+    pub passages: Vec<RetrievedPassage>,
+}
+
+/// A knowledge passage an answer was given.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RetrievedPassage {
+    /// The document's title or file name.
+    pub source: String,
+    pub text: String,
+    /// The ranking score (higher is closer).
+    pub score: f64,
 }
 
 /// Asks the agent; deltas of its reply go to `deltas` as they come.
@@ -210,6 +223,11 @@ pub async fn chat(
         call_id: None,
         dry_run: true,
     };
+    let passages = knowledge
+        .passages
+        .iter()
+        .map(|p| RetrievedPassage { source: p.source.clone(), text: p.text.clone(), score: p.score })
+        .collect();
     let turn = Turn { agent: &agent, place, messages, passages: knowledge.passages, on_call: false };
     let thought = session::think(svc, &engine, turn, deltas.as_ref()).await;
 
@@ -235,6 +253,7 @@ pub async fn chat(
             },
             end_conversation: thought.stop == Some(Stop::EndConversation),
             tool_calls: thought.tool_calls,
+            passages,
         }),
         Err(EngineError::Transient(e) | EngineError::Permanent(e)) => {
             Err(ServiceError::Unavailable(format!("The text engine failed: {e}")))

@@ -237,20 +237,43 @@ fn headers() -> impl FnOnce(Value, &[LocPart]) -> Parsed<BTreeMap<String, String
 }
 
 /// The tools as stored, and each HTTP tool's headers sealed.
-pub(crate) fn store(inputs: Vec<ToolInput>, sealer: &SecretBox) -> (Vec<AgentTool>, BTreeMap<String, String>) {
+/// Replaces an agent's tools. An HTTP tool sent without `headers` keeps
+/// the headers the agent's tool of that name had (they are write-only, so
+/// an editor cannot send them back); `headers: {}` removes them.
+pub(crate) fn store(
+    inputs: Vec<ToolInput>,
+    sealer: &SecretBox,
+    before: (&[AgentTool], &BTreeMap<String, String>),
+) -> (Vec<AgentTool>, BTreeMap<String, String>) {
+    let (old_tools, old_sealed) = before;
     let mut sealed = BTreeMap::new();
     let tools = inputs
         .into_iter()
         .map(|t| match t {
             ToolInput::Builtin(b) => AgentTool::Builtin { name: b.name },
             ToolInput::Http(h) => {
-                let headers = h.headers.unwrap_or_default();
-                if !headers.is_empty() {
-                    let json = serde_json::to_vec(&headers).expect("a map of strings serialises");
-                    sealed.insert(h.name.clone(), sealer.seal(&json));
-                }
+                let kept = old_tools.iter().find_map(|t| match t {
+                    AgentTool::Http(old) if old.name == h.name && h.headers.is_none() => {
+                        Some((old.header_names.clone(), old_sealed.get(&old.name)?.clone()))
+                    }
+                    _ => None,
+                });
+                let header_names = match (kept, h.headers) {
+                    (Some((names, seal)), _) => {
+                        sealed.insert(h.name.clone(), seal);
+                        names
+                    }
+                    (None, headers) => {
+                        let headers = headers.unwrap_or_default();
+                        if !headers.is_empty() {
+                            let json = serde_json::to_vec(&headers).expect("a map of strings serialises");
+                            sealed.insert(h.name.clone(), sealer.seal(&json));
+                        }
+                        headers.keys().cloned().collect()
+                    }
+                };
                 AgentTool::Http(HttpTool {
-                    header_names: headers.keys().cloned().collect(),
+                    header_names,
                     name: h.name,
                     description: h.description,
                     parameters: h.parameters,

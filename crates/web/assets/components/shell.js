@@ -15,6 +15,7 @@ export const SECTIONS = [
     icon: icons.home,
     links: [
       { href: "/", label: "Home" },
+      { href: "/agents", label: "Agents" },
       { href: "/calls", label: "Calls" },
     ],
   },

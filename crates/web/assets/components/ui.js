@@ -4,7 +4,7 @@
 // closes), and nothing here renders HTML from a string: text is text.
 
 import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
-import { ApiError } from "../lib/api.js";
+import { api, ApiError } from "../lib/api.js";
 import { ago, formatDate } from "../lib/format.js";
 
 /**
@@ -138,6 +138,25 @@ export function useForm(initial) {
       setValues(next);
       setErrors({});
     },
+  };
+}
+
+/**
+ * POSTs that create something once: one Idempotency-Key per attempt, so a
+ * double click or a retried request never creates two. The API's refusal
+ * ends an attempt (a corrected form is a new one); after a network
+ * failure the same key finds what the server may have made.
+ * @returns {(path: string, body: unknown) => Promise<any>}
+ */
+export function useCreate() {
+  const key = useRef(crypto.randomUUID());
+  return async (path, body) => {
+    try {
+      return await api("POST", path, { body, headers: { "Idempotency-Key": key.current } });
+    } catch (e) {
+      if (e instanceof ApiError) key.current = crypto.randomUUID();
+      throw e;
+    }
   };
 }
 

@@ -128,6 +128,46 @@ export async function read(response) {
   throw new ApiError(response.status, message);
 }
 
+/**
+ * POSTs `body` asking for Server-Sent Events and calls `onEvent` with each
+ * event's name and parsed data as it arrives; renews the session once on
+ * a 401 as `api()` does. A refusal before the stream starts throws the
+ * API's error.
+ * @param {string} path
+ * @param {unknown} body
+ * @param {(event: string, data: any) => void} onEvent
+ * @param {AbortSignal} [signal]
+ */
+export async function stream(path, body, onEvent, signal) {
+  const options = { body, signal, headers: { Accept: "text/event-stream" } };
+  let response = await send("POST", path, options);
+  if (response.status === 401 && accessToken !== null && (await renew())) {
+    response = await send("POST", path, options);
+  }
+  if (!response.ok || !response.body || !(response.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    return read(response);
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n?/g, "\n");
+    for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = "message";
+      const data = [];
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent(event, JSON.parse(data.join("\n")));
+    }
+  }
+  return null;
+}
+
 /** Headers for a raw `fetch` (an SSE stream, a recording) under the session. */
 export function authHeaders() {
   /** @type {Record<string, string>} */

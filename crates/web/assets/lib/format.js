@@ -42,3 +42,8 @@ export function duration(seconds) {
   const m = Math.floor(s / 60);
   return m ? `${m}:${String(s % 60).padStart(2, "0")}` : `${s} s`;
 }
+
+/** An API value as words: "no_answer" reads "No answer". @param {string} s */
+export function humanize(s) {
+  return s.replace(/_/g, " ").replace(/^./, (c) => c.toUpperCase());
+}

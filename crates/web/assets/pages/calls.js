@@ -9,7 +9,7 @@ import { api, ApiError } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
 import { current } from "../lib/session.js";
 import { navigate, setQuery, useLocation } from "../lib/router.js";
-import { duration, formatDate, money } from "../lib/format.js";
+import { duration, formatDate, humanize, money } from "../lib/format.js";
 import {
   CheckField,
   Dialog,
@@ -21,10 +21,14 @@ import {
   Skeleton,
   TextField,
   When,
+  useCreate,
   useForm,
 } from "../components/ui.js";
 import { LatencyChart } from "../components/charts.js";
 import { RecordingPlayer } from "../components/player.js";
+import { Runs } from "../components/runs.js";
+
+/** @typedef {import("../components/runs.js").Run} Run */
 
 /**
  * @typedef {object} Call
@@ -57,30 +61,13 @@ import { RecordingPlayer } from "../components/player.js";
  * @property {boolean} interrupted
  * @property {import("../components/charts.js").TurnLatency | null} [latency]
  */
-/**
- * @typedef {object} Run
- * @property {number} id
- * @property {string} status
- * @property {string} engine
- * @property {string} model
- * @property {number} input_tokens
- * @property {number} output_tokens
- * @property {number} cost_cents
- * @property {number | null} [first_token_ms]
- * @property {number | null} [total_ms]
- * @property {{name: string, arguments: unknown, result?: unknown, error?: string | null, ms: number}[]} tool_calls
- * @property {{passage_id: number, score: number}[]} retrieval
- * @property {string | null} [error]
- * @property {string} created_at
- */
 /** @typedef {{id: number, name: string, status: string}} AgentRef */
 
 const STATUSES = ["queued", "ringing", "in_progress", "completed", "busy", "no_answer", "failed", "canceled"];
 const LIVE = new Set(["queued", "ringing", "in_progress"]);
 const PAGE = 50;
 
-/** @param {string} s */
-const statusLabel = (s) => s.replace(/_/g, " ").replace(/^./, (c) => c.toUpperCase());
+const statusLabel = humanize;
 
 /** @param {{status: string}} p */
 function CallStatus({ status }) {
@@ -264,8 +251,7 @@ function PlaceCall({ agents, onClose }) {
     first_message: "",
     record: true,
   });
-  // One key per attempt: a double click never places a second call.
-  const idempotencyKey = useRef(crypto.randomUUID());
+  const place = useCreate();
   if (!usable.length) {
     return html`<${Dialog} title="Place a test call" onClose=${onClose}>
       <div class="dialog-body">
@@ -281,16 +267,7 @@ function PlaceCall({ agents, onClose }) {
         /** @type {Record<string, unknown>} */
         const body = { agent_id: Number(form.values.agent_id), to: form.values.to, record: form.values.record };
         if (form.values.first_message) body.first_message = form.values.first_message;
-        let call;
-        try {
-          call = await api("POST", "/api/v1/calls", { body, headers: { "Idempotency-Key": idempotencyKey.current } });
-        } catch (e) {
-          // The key now answers this refusal, so a corrected form is a new
-          // attempt; after a network failure the same key finds the call
-          // the server may have placed.
-          if (e instanceof ApiError) idempotencyKey.current = crypto.randomUUID();
-          throw e;
-        }
+        const call = await place("/api/v1/calls", body);
         onClose();
         navigate(`/calls/${call.id}`);
       })}
@@ -483,7 +460,7 @@ export function CallPage({ id }) {
       <h2 id="runs-h">Agent runs</h2>
       ${runs.error && html`<${LoadError} error=${runs.error} retry=${runs.reload} />`}
       ${runs.data && !runItems.length && html`<p class="muted">No runs: the agent has not answered a turn.</p>`}
-      ${runItems.length > 0 && html`<${Runs} runs=${runItems} />`}
+      ${runItems.length > 0 && html`<${Runs} runs=${runItems} caption="Agent runs of this call" />`}
     </section>`;
 }
 
@@ -530,55 +507,4 @@ function Transcript({ segments, time, canSeek, onSeek }) {
 function clock(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
-}
-
-/** @param {{runs: Run[]}} p */
-function Runs({ runs }) {
-  return html`<div class="table-wrap">
-    <table>
-      <caption class="visually-hidden">Agent runs of this call</caption>
-      <thead>
-        <tr>
-          <th scope="col">Run</th>
-          <th scope="col">Status</th>
-          <th scope="col">Model</th>
-          <th scope="col">Tokens in / out</th>
-          <th scope="col">First token</th>
-          <th scope="col">Tools</th>
-          <th scope="col">Cost</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${runs.map(
-          (r) => html`<tr key=${r.id}>
-            <th scope="row">#${r.id}<div class="muted"><${When} value=${r.created_at} /></div></th>
-            <td>
-              <span class=${`badge ${r.status === "completed" ? "ok" : r.status === "failed" ? "danger" : ""}`}>${statusLabel(r.status)}</span>
-              ${r.error && html`<div class="muted">${r.error}</div>`}
-            </td>
-            <td>${r.engine} · ${r.model}</td>
-            <td>${r.input_tokens} / ${r.output_tokens}</td>
-            <td>${r.first_token_ms != null ? `${r.first_token_ms} ms` : "—"}</td>
-            <td>
-              ${r.tool_calls.length
-                ? html`<details>
-                    <summary>${r.tool_calls.length} tool call${r.tool_calls.length > 1 ? "s" : ""}</summary>
-                    ${r.tool_calls.map(
-                      (t) => html`<div class="tool-call">
-                        <strong>${t.name}</strong> <span class="muted">${t.ms} ms</span>
-                        <pre class="excerpt">${JSON.stringify(t.arguments, null, 2)}</pre>
-                        ${t.error
-                          ? html`<p class="error">${t.error}</p>`
-                          : html`<pre class="excerpt">${JSON.stringify(t.result ?? null, null, 2)}</pre>`}
-                      </div>`,
-                    )}
-                  </details>`
-                : "None"}
-            </td>
-            <td>${money(r.cost_cents)}</td>
-          </tr>`,
-        )}
-      </tbody>
-    </table>
-  </div>`;
 }

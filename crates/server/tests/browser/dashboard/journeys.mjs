@@ -429,6 +429,79 @@ const journeys = {
     await page.screenshot({ path: `${screenshots}/home.png` });
   },
 
+  // An agent from nothing: created (its name is text, never markup),
+  // edited with the API's and the schema editor's faults next to their
+  // fields, paused and activated, tried in the playground with the answer
+  // streamed, and its run listed.
+  async agents(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("link", { name: "Agents" }).click();
+    await page.getByRole("heading", { name: "Agents", level: 1 }).waitFor();
+    await page.getByRole("button", { name: "Create agent" }).first().click();
+    const dialog = page.getByRole("dialog", { name: "Create an agent" });
+    await dialog.getByRole("button", { name: "Create agent" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await dialog.getByLabel("Name").getAttribute("aria-invalid")) === "true", "the empty name is not marked");
+    await axe(page, "create agent with an error", axeStates);
+    const name = `<img src=x onerror="window.__pwned=5">Nova`;
+    await dialog.getByLabel("Name").fill(name);
+    await dialog.getByLabel("First message (optional)").fill("Hi, Nova here.");
+    await dialog.getByRole("button", { name: "Create agent" }).click();
+    await page.getByRole("heading", { name, level: 1 }).waitFor();
+    check((await page.evaluate(() => window.__pwned)) === undefined, "the agent's name ran as markup");
+    await axe(page, "agent settings", axeStates);
+
+    // The schema editor says what is wrong as it is typed; the save is refused.
+    await page.getByRole("button", { name: "Add an HTTP tool" }).click();
+    const tool = page.getByRole("group", { name: /^HTTP tool/ });
+    await tool.getByLabel("Name").fill("book_table");
+    await tool.getByLabel("URL").fill("https://example.com/book");
+    await tool.getByLabel("Description").fill("Books a table");
+    const schema = tool.getByLabel("Arguments (JSON Schema)");
+    await schema.fill('{"type": "object", "required": ["day"]}');
+    await page.getByText('"day" is required but not among the properties.').waitFor();
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check(await schema.evaluate((e) => e === document.activeElement), "the bad schema does not take focus");
+    await axe(page, "agent settings with an error", axeStates);
+    await schema.fill('{"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}');
+    // The API's own 422 lands next to the field it names.
+    await page.getByLabel("End of turn (ms)").fill("50");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    const endOfTurn = page.getByLabel("End of turn (ms)");
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await endOfTurn.getAttribute("aria-invalid")) === "true", "the API's fault is not next to End of turn");
+    await endOfTurn.fill("700");
+    await page.getByLabel("System prompt").fill("You are Nova. Be brief.");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
+    const id = new URL(page.url()).pathname.split("/")[2];
+    const saved = (await api(base, "GET", `/api/v1/agents/${id}`, { key: config.live_key })).body;
+    check(saved.system_prompt === "You are Nova. Be brief." && saved.end_of_turn_ms === 700, JSON.stringify(saved));
+    check(saved.tools.some((t) => t.name === "book_table" && t.parameters.required[0] === "day"), JSON.stringify(saved.tools));
+
+    // Status moves as the API allows.
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.getByRole("button", { name: "Activate" }).waitFor();
+    await page.getByRole("button", { name: "Activate" }).click();
+    await page.getByRole("button", { name: "Pause" }).waitFor();
+
+    // The playground streams the answer (Server-Sent Events) and says what it would do.
+    await page.getByRole("link", { name: "Playground" }).click();
+    const streamed = page.waitForResponse((r) => r.url().endsWith(`/api/v1/agents/${id}/chat`));
+    await page.getByLabel(/^Message to/).fill("Can I book a table?");
+    await page.getByRole("button", { name: "Send" }).click();
+    const response = await streamed;
+    check(response.headers()["content-type"].startsWith("text/event-stream"), response.headers()["content-type"]);
+    const reply = page.getByRole("list", { name: "Conversation with the agent" }).getByRole("listitem").nth(1);
+    await reply.getByText("Would hand off to a person").waitFor();
+    check((await reply.innerText()).includes("Let me get a person"), await reply.innerText());
+    await axe(page, "playground", axeStates);
+    await page.screenshot({ path: `${screenshots}/playground.png` });
+    await page.getByRole("link", { name: "Runs" }).click();
+    await page.getByRole("table", { name: /^Runs of/ }).getByRole("row").nth(1).waitFor();
+  },
+
   // A live call's page: each agent turn's latency as a chart, whose text
   // says the figures too.
   async latency(browser) {
