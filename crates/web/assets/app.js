@@ -10,6 +10,7 @@ import { SignIn } from "./pages/sign-in.js";
 import { Home } from "./pages/home.js";
 import { CallPage, Calls } from "./pages/calls.js";
 import { AgentPage, Agents } from "./pages/agents.js";
+import { CollectionPage, Knowledge } from "./pages/knowledge.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
 import { Webhook, Webhooks } from "./pages/webhooks.js";
@@ -24,6 +25,8 @@ const ROUTES = [
   ["/agents/:id/playground", (p) => html`<${AgentPage} id=${p.id} view="playground" />`],
   ["/agents/:id/runs", (p) => html`<${AgentPage} id=${p.id} view="runs" />`],
   ["/calls", () => html`<${Calls} />`],
+  ["/knowledge", () => html`<${Knowledge} />`],
+  ["/knowledge/:id", (p) => html`<${CollectionPage} id=${p.id} />`],
   ["/calls/:id", (p) => html`<${CallPage} id=${p.id} />`],
   ["/developers", () => html`<${Redirect} to="/developers/api-keys" />`],
   ["/developers/api-keys", () => html`<${ApiKeys} />`],

@@ -122,6 +122,7 @@ both_backends! {
         parley_store::execute!(&mut tx, sqlx::query("UPDATE calls SET latency = $1 WHERE public_id = $2")
             .bind(sqlx::types::Json(overall)).bind(&a_call_id)).unwrap();
         tx.commit().await.unwrap();
+        app.create_agent(&a.live, json!({"name": "Kai"})).await;
         let b_agent = app.create_agent(&b.test, json!({"name": "Beta agent"})).await["id"].as_i64().unwrap();
         let b_call = crate::calls::place(&app, &b.test, json!({"agent_id": b_agent, "to": "+14155550122"})).await;
         assert_eq!(b_call.status, 201, "{}", b_call.text);
@@ -138,6 +139,7 @@ both_backends! {
             "first_message": first_message,
             "test_key": a.test,
             "live_key": a.live,
+            "knowledge_agent": "Kai",
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
@@ -148,7 +150,7 @@ both_backends! {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -158,7 +160,8 @@ both_backends! {
             "members", "invite with an error", "invitation link", "change role", "accept invitation", "members as a member", "reset password",
             "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none",
             "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
-            "create agent with an error", "agent settings", "agent settings with an error", "playground"] {
+            "create agent with an error", "agent settings", "agent settings with an error", "playground",
+            "knowledge, none yet", "collection"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

@@ -62,8 +62,13 @@ export async function signedIn(browser, base, who, options) {
   return s;
 }
 
-/** axe-core on the page as it is now: no serious or critical violation. */
+/**
+ * axe-core on the page as it is now: no serious or critical violation;
+ * and nothing makes the page scroll sideways.
+ */
 export async function axe(page, state, seen) {
+  const wide = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(wide[0] <= wide[1], `${state}: the page is ${wide[0]}px wide in a ${wide[1]}px window`);
   const result = await new AxeBuilder({ page }).analyze();
   const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
   check(

@@ -502,6 +502,64 @@ const journeys = {
     await page.getByRole("table", { name: /^Runs of/ }).getByRole("row").nth(1).waitFor();
   },
 
+  // Knowledge from files: a collection, documents dropped and picked (a
+  // wrong kind refused with its reason), followed until ready, a question
+  // answered with its passages; then an agent given the collection quotes
+  // it in the playground, showing the passage it was given.
+  async knowledge(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("link", { name: "Knowledge" }).click();
+    await page.getByRole("heading", { name: "No collections yet" }).waitFor();
+    await axe(page, "knowledge, none yet", axeStates);
+    await page.getByRole("button", { name: "Create collection" }).click();
+    const dialog = page.getByRole("dialog", { name: "Create a collection" });
+    await dialog.getByLabel("Name").fill("Help center");
+    await dialog.getByRole("button", { name: "Create collection" }).click();
+    await page.getByRole("heading", { name: "Help center", level: 1 }).waitFor();
+    // Picked: a Markdown file, and a picture that is refused with the reason.
+    await page.getByLabel("Files to upload").setInputFiles([
+      { name: "hours.md", mimeType: "text/markdown", buffer: Buffer.from("# Opening hours\n\nWe open at 9am on weekdays.\n\n## Weekends\n\nOn Saturdays we open at 10am.\n") },
+      { name: "photo.png", mimeType: "image/png", buffer: Buffer.from([137, 80, 78, 71]) },
+    ]);
+    const results = page.getByRole("list", { name: "Upload results" });
+    await results.getByText("added, processing").waitFor();
+    check((await results.innerText()).includes("photo.png: not added"), await results.innerText());
+    // Dropped: a file dragged onto the drop zone.
+    const dropped = await page.evaluateHandle(() => {
+      const d = new DataTransfer();
+      d.items.add(new File(["Returns are free within 30 days of delivery."], "returns.txt", { type: "text/plain" }));
+      return d;
+    });
+    await page.getByRole("group", { name: "Add documents" }).dispatchEvent("drop", { dataTransfer: dropped });
+    const documents = page.getByRole("table", { name: "Documents of Help center" });
+    await documents.getByRole("row", { name: /returns\.txt/ }).waitFor();
+    // Both become ready without a reload.
+    for (const title of ["hours.md", "returns.txt"]) {
+      await documents.getByRole("row", { name: new RegExp(title.replace(".", "\\.")) }).getByText("Ready").waitFor({ timeout: 30000 });
+    }
+    await axe(page, "collection", axeStates);
+    await page.getByRole("textbox", { name: "Question" }).fill("When do you open on Saturday?");
+    await page.getByRole("button", { name: "Search" }).click();
+    const hits = page.getByRole("list", { name: "Passages found" });
+    await hits.waitFor();
+    check((await hits.getByRole("listitem").first().innerText()).includes("On Saturdays we open at 10am."), await hits.innerText());
+    await page.screenshot({ path: `${screenshots}/knowledge.png`, fullPage: true });
+
+    // The agent answers from it, and the playground shows what it was given.
+    await page.getByRole("link", { name: "Agents" }).click();
+    await page.getByRole("link", { name: config.knowledge_agent }).click();
+    await page.getByRole("checkbox", { name: "Help center" }).check();
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
+    await page.getByRole("link", { name: "Playground" }).click();
+    await page.getByLabel(/^Message to/).fill("Are you open on Saturday?");
+    await page.getByRole("button", { name: "Send" }).click();
+    const reply = page.getByRole("list", { name: "Conversation with the agent" }).getByRole("listitem").nth(1);
+    await reply.getByText(/^\d+ passages? from knowledge$/).click();
+    await reply.getByText("On Saturdays we open at 10am.").first().waitFor();
+    check((await reply.innerText()).includes("hours.md"), await reply.innerText());
+  },
+
   // A live call's page: each agent turn's latency as a chart, whose text
   // says the figures too.
   async latency(browser) {
@@ -521,7 +579,8 @@ const journeys = {
   async phone(browser) {
     const viewport = { width: 390, height: 844 };
     const { page } = await signedIn(browser, base, owner, { viewport });
-    for (const path of ["/", "/calls", `/calls/${config.calls.a}`, "/developers/api-keys", "/settings/members", "/developers/webhooks"]) {
+    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/knowledge", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
+    for (const path of paths) {
       await page.goto(path);
       const heading = page.getByRole("heading", { level: 1 });
       await heading.waitFor();
