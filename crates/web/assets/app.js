@@ -11,6 +11,7 @@ import { Home } from "./pages/home.js";
 import { CallPage, Calls } from "./pages/calls.js";
 import { AgentPage, Agents } from "./pages/agents.js";
 import { CollectionPage, Knowledge } from "./pages/knowledge.js";
+import { ContactPage, Contacts } from "./pages/contacts.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
 import { Webhook, Webhooks } from "./pages/webhooks.js";
@@ -25,6 +26,8 @@ const ROUTES = [
   ["/agents/:id/playground", (p) => html`<${AgentPage} id=${p.id} view="playground" />`],
   ["/agents/:id/runs", (p) => html`<${AgentPage} id=${p.id} view="runs" />`],
   ["/calls", () => html`<${Calls} />`],
+  ["/contacts", () => html`<${Contacts} />`],
+  ["/contacts/:id", (p) => html`<${ContactPage} id=${p.id} />`],
   ["/knowledge", () => html`<${Knowledge} />`],
   ["/knowledge/:id", (p) => html`<${CollectionPage} id=${p.id} />`],
   ["/calls/:id", (p) => html`<${CallPage} id=${p.id} />`],

@@ -50,6 +50,9 @@ struct CallListParams {
     status: Option<parley_domain::call::CallStatus>,
     #[param(minimum = 1)]
     agent_id: Option<i64>,
+    /// The calls with one contact.
+    #[param(minimum = 1)]
+    contact_id: Option<i64>,
     #[param(inline)]
     direction: Option<parley_domain::call::CallDirection>,
     /// RFC 3339; calls created at or after it.

@@ -315,6 +315,11 @@ both_backends! {
         let r = app.post(&ws.live, "/api/v1/contacts/merge", json!({"primary_id": primary, "duplicate_id": contact})).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["contact_id"], primary);
+        // The contact's page lists their calls: the primary's, not the deleted duplicate's.
+        let theirs = app.get(&ws.live, &format!("/api/v1/calls?contact_id={primary}")).await.body;
+        assert_eq!((theirs["total"].clone(), theirs["items"][0]["id"].clone()), (json!(1), json!(id)));
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/calls?contact_id={contact}")).await.body["total"], 0);
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/calls?contact_id={primary}")).await.body["total"], 0);
         assert_eq!(app.delete(&ws.live, &format!("/api/v1/contacts/{primary}")).await.status, 204);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body["contact_id"], Value::Null);
     }

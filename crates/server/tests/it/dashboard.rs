@@ -143,14 +143,14 @@ both_backends! {
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
-                "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging"},
+                "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
             },
         })).await;
         if !only_journeys().is_empty() {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -161,7 +161,7 @@ both_backends! {
             "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none",
             "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
-            "knowledge, none yet", "collection"] {
+            "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

@@ -17,6 +17,7 @@ export const SECTIONS = [
       { href: "/", label: "Home" },
       { href: "/agents", label: "Agents" },
       { href: "/calls", label: "Calls" },
+      { href: "/contacts", label: "Contacts" },
       { href: "/knowledge", label: "Knowledge" },
     ],
   },

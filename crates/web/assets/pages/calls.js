@@ -35,6 +35,7 @@ import { Runs } from "../components/runs.js";
  * @property {string} id
  * @property {number} agent_id
  * @property {number | null} [conversation_id]
+ * @property {number | null} [contact_id]
  * @property {"outbound" | "inbound"} direction
  * @property {string | null} [from]
  * @property {string} to
@@ -399,6 +400,7 @@ export function CallPage({ id }) {
       <div><dt>Direction</dt><dd>${c.direction === "outbound" ? "Outbound" : "Inbound"}</dd></div>
       <div><dt>From</dt><dd>${c.from ?? "—"}</dd></div>
       <div><dt>To</dt><dd>${c.to}</dd></div>
+      ${c.contact_id && html`<div><dt>Contact</dt><dd><a href=${`/contacts/${c.contact_id}`}>Open contact</a></dd></div>`}
       <div><dt>Duration</dt><dd>${c.duration_ms != null ? duration(c.duration_ms / 1000) : "—"}</dd></div>
       <div><dt>Cost</dt><dd>${c.cost_cents != null ? money(c.cost_cents) : live ? "Charged when it ends" : "—"}</dd></div>
       <div><dt>Voice to voice</dt><dd>${c.latency ? `p50 ${c.latency.voice_to_voice_p50_ms} ms · p95 ${c.latency.voice_to_voice_p95_ms} ms over ${c.latency.turns} turns` : "—"}</dd></div>

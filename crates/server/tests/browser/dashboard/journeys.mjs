@@ -560,6 +560,67 @@ const journeys = {
     check((await reply.innerText()).includes("hours.md"), await reply.innerText());
   },
 
+  // Contacts from a CSV: a bad row is named with its fault and nothing is
+  // written; fixed, the file imports. Searched, opened, edited, and a
+  // duplicate merged into the first; what people typed is shown as text.
+  async contacts(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    // In the other workspace, whose live mode has no contact yet.
+    await page.getByLabel("Workspace").selectOption({ label: config.workspaces.b.name });
+    await page.getByRole("link", { name: "Contacts" }).click();
+    await page.getByRole("heading", { name: "No live contacts yet" }).waitFor();
+    const key = config.workspaces.b.live_key;
+    await axe(page, "contacts, none yet", axeStates);
+    await page.getByRole("button", { name: "Import CSV" }).first().click();
+    const dialog = page.getByRole("dialog", { name: "Import contacts from CSV" });
+    const csv = (rows) => ({ name: "contacts.csv", mimeType: "text/csv", buffer: Buffer.from(rows.join("\n")) });
+    const header = "display_name,phone,email,tags";
+    const pwn = `<img src=x onerror="window.__pwned=6">Zed`;
+    await dialog.getByLabel("CSV file").setInputFiles(csv([header, "Ana Lima,+14155550101,ana@example.org,vip", "Bo,not a phone,,", `"${pwn.replaceAll('"', '""')}",,zed@example.org,`]));
+    await dialog.getByRole("button", { name: "Import" }).click();
+    const fault = dialog.getByRole("alert");
+    await fault.waitFor();
+    check((await fault.innerText()).includes("Row 2, phone"), await fault.innerText());
+    await axe(page, "import with a bad row", axeStates);
+    const none = await api(base, "GET", "/api/v1/contacts", { key });
+    check(none.body.total === 0, `a refused import wrote ${none.body.total} contacts`);
+    await dialog.getByLabel("CSV file").setInputFiles(csv([header, "Ana Lima,+14155550101,ana@example.org,vip", "Bo,(415) 555-0102,,", `"${pwn.replaceAll('"', '""')}",,zed@example.org,`]));
+    await dialog.getByRole("button", { name: "Import" }).click();
+    await dialog.getByText("Imported: 3 created, 0 updated, 0 unchanged.").waitFor();
+    await dialog.getByRole("button", { name: "Done" }).click();
+    const table = page.getByRole("table", { name: "live contacts" });
+    await table.getByRole("row", { name: /Zed/ }).waitFor();
+    check((await page.evaluate(() => window.__pwned)) === undefined, "a contact's name ran as markup");
+    // A phone typed as people type it finds the contact.
+    await page.getByRole("searchbox", { name: "Search" }).fill("(415) 555-0102");
+    await table.getByRole("row").nth(2).waitFor({ state: "detached" });
+    await table.getByRole("link", { name: "Bo" }).click();
+    await page.getByRole("heading", { name: "Bo", level: 1 }).waitFor();
+    await axe(page, "contact", axeStates);
+    // Edit: a phone another contact has is refused, saying whose it is.
+    await page.getByRole("button", { name: "Edit" }).click();
+    const edit = page.getByRole("dialog", { name: "Edit Bo" });
+    await edit.getByLabel("Phone").fill("+14155550101");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await edit.getByRole("alert").getByText(/already has the phone number/).waitFor();
+    await edit.getByLabel("Phone").fill("+14155550102");
+    await edit.getByLabel("Name").fill("Bo Lima");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("heading", { name: "Bo Lima", level: 1 }).waitFor();
+    // Merge Ana into Bo: Bo keeps its phone and gains Ana's email.
+    await page.getByRole("button", { name: "Merge a duplicate" }).click();
+    const merge = page.getByRole("dialog", { name: "Merge into Bo Lima" });
+    await merge.getByRole("searchbox", { name: "Find the duplicate" }).fill("Ana");
+    await merge.getByRole("radio", { name: /Ana Lima/ }).check();
+    await axe(page, "merge contacts", axeStates);
+    await merge.getByRole("button", { name: "Merge Ana Lima into Bo Lima" }).click();
+    await merge.waitFor({ state: "detached" });
+    await page.getByRole("definition").filter({ hasText: "ana@example.org" }).waitFor();
+    const left = (await api(base, "GET", "/api/v1/contacts", { key })).body.items.map((c) => c.display_name).sort();
+    check(JSON.stringify(left) === JSON.stringify(["Bo Lima", pwn].sort()), `after the merge: ${left}`);
+    await page.screenshot({ path: `${screenshots}/contact.png` });
+  },
+
   // A live call's page: each agent turn's latency as a chart, whose text
   // says the figures too.
   async latency(browser) {
@@ -573,13 +634,18 @@ const journeys = {
     await page.getByText("p50 990 ms · p95 990 ms over 2 turns").waitFor();
     await axe(page, "call page with latency", axeStates);
     await page.screenshot({ path: `${screenshots}/latency.png`, fullPage: true });
+    // The callee's contact lists the call in their timeline, and leads back to it.
+    await page.getByRole("link", { name: "Open contact" }).click();
+    await page.getByRole("heading", { name: "+14155550111", level: 1 }).waitFor();
+    await page.getByRole("link", { name: /^Completed, / }).click();
+    await page.getByRole("heading", { name: "Call to +14155550111", level: 1 }).waitFor();
   },
 
   // On a phone: nothing scrolls sideways, and the page starts on screen.
   async phone(browser) {
     const viewport = { width: 390, height: 844 };
     const { page } = await signedIn(browser, base, owner, { viewport });
-    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/knowledge", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
+    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/contacts", "/knowledge", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
     for (const path of paths) {
       await page.goto(path);
       const heading = page.getByRole("heading", { level: 1 });
