@@ -1,10 +1,15 @@
-//! The tool catalog: each tool's schemas, built from the REST operation it
-//! stands for (its parameters and body fields as arguments, its success
-//! response as output, both from the OpenAPI document, so a tool cannot
-//! drift from its route), reading a call's arguments by where the
-//! operation takes them, the workspace a call acts on, and the API's
-//! error bodies as tool errors. The operations themselves are in
-//! [`crate::tools`].
+//! The tool catalog: each tool's input schema, built from the REST
+//! operation it stands for (its parameters and body fields as arguments,
+//! from the OpenAPI document, so a tool cannot drift from its route),
+//! reading a call's arguments by where the operation takes them, the
+//! workspace a call acts on, and the API's error bodies as tool errors.
+//! The operations themselves are in [`crate::tools`].
+//!
+//! Tools are listed without `outputSchema`: the response schemas would
+//! more than double what `tools/list` costs a model's context, for what
+//! each result shows anyway (the REST answer of its operation, as
+//! structured content and as JSON text). The input schemas are compacted
+//! by [`crate::schema`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +27,7 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::schema::{Resolver, brief};
 use crate::tools::TOOLS;
 
 /// What a tool's `run` gets: its arguments, sorted by where the REST
@@ -186,7 +192,7 @@ impl Listed {
     fn new(spec: &'static ToolSpec, doc: &Value) -> Self {
         let op = &doc["paths"][spec.path][spec.method];
         assert!(op.is_object(), "MCP tool {} names {} {}, which the API lacks", spec.name, spec.method, spec.path);
-        let mut defs = Map::new();
+        let mut schemas = Resolver::new(doc);
         let mut properties = Map::new();
         let mut required = Vec::new();
         let (mut path_params, mut query_params, mut takes_idempotency_key) = (Vec::new(), Vec::new(), false);
@@ -197,19 +203,18 @@ impl Listed {
                 Some("query") => query_params.push(name.clone()),
                 Some("header") if name.eq_ignore_ascii_case("idempotency-key") => {
                     takes_idempotency_key = true;
-                    let mut schema = resolve(&p["schema"], doc, &mut defs);
-                    schema["description"] = json!(
-                        "A retry with the same key and arguments replays the first answer instead of acting twice \
-                         (the REST API's Idempotency-Key)."
-                    );
+                    let mut schema = schemas.resolve(&p["schema"]);
+                    schema["description"] = json!("A retry with the same key and arguments replays the first answer.");
                     properties.insert("idempotency_key".into(), schema);
                     continue;
                 }
                 _ => continue,
             }
-            let mut schema = resolve(&p["schema"], doc, &mut defs);
-            if let Some(d) = p["description"].as_str()
-                && schema.get("description").is_none()
+            // The parameter's description says what it does here; its
+            // schema's, what values it takes (the enum says that too).
+            let mut schema = schemas.resolve(&p["schema"]);
+            if let Some(d) = p["description"].as_str().map(brief)
+                && !d.is_empty()
             {
                 schema["description"] = json!(d);
             }
@@ -222,12 +227,8 @@ impl Listed {
         let has_body = body.is_object();
         let mut body_fields = None;
         if has_body {
-            let body = resolve(body, doc, &mut defs);
-            let body = match body.get("$ref").and_then(Value::as_str) {
-                Some(r) => defs.get(r.trim_start_matches("#/$defs/")).cloned().unwrap_or(body),
-                None => body,
-            };
-            match flat_fields(&body, &defs) {
+            let body = schemas.resolve(body);
+            match flat_fields(&body) {
                 Some((fields, needed)) => {
                     body_fields = Some(fields.keys().cloned().collect());
                     properties.extend(fields);
@@ -239,9 +240,11 @@ impl Listed {
                 }
             }
         }
-        let mut input = json!({"type": "object", "properties": properties, "required": required,
-                               "additionalProperties": false});
-        if !defs.is_empty() {
+        let mut input = json!({"type": "object", "properties": properties, "additionalProperties": false});
+        if !required.is_empty() {
+            input["required"] = json!(required);
+        }
+        if let Some(defs) = schemas.defs() {
             input["$defs"] = Value::Object(defs);
         }
         let read_only = spec.method == "get" || spec.reads_only;
@@ -250,20 +253,13 @@ impl Listed {
             .destructive(matches!(spec.method, "delete" | "patch") || spec.irreversible)
             .idempotent(read_only || matches!(spec.method, "delete" | "patch"))
             .open_world(spec.open_world);
-        let description =
-            [op["summary"].as_str(), op["description"].as_str()].into_iter().flatten().collect::<Vec<_>>().join("\n\n");
-        let description = format!("{description}\n\n(REST: {} {})", spec.method.to_uppercase(), spec.path);
+        let description = describe(op);
         let mut with_workspace = input.clone();
         with_workspace["properties"]["workspace_id"] = workspace_id_schema();
-        let output = output_schema(op, doc);
         let build = |input: Value| {
-            let tool = Tool::new(spec.name, description.clone(), Arc::new(object(input)))
+            Tool::new(spec.name, description.clone(), Arc::new(object(input)))
                 .with_title(spec.title)
-                .with_annotations(annotations.clone());
-            match &output {
-                Some(output) => tool.with_raw_output_schema(Arc::new(object(output.clone()))),
-                None => tool,
-            }
+                .with_annotations(annotations.clone())
         };
         let (tool, switching) = (build(input), build(with_workspace));
         Listed {
@@ -349,12 +345,9 @@ impl Listed {
 /// `oneOf`/`anyOf` (a handoff to a human or to an agent) the union of the
 /// variants' fields (a field whose schema differs between them takes any
 /// of its schemas) and only the fields every variant requires. The REST
-/// parser still checks the exact shape. `None` for any other shape.
-fn flat_fields(body: &Value, defs: &Map<String, Value>) -> Option<(Map<String, Value>, Vec<Value>)> {
-    let body = match body.get("$ref").and_then(Value::as_str) {
-        Some(r) => defs.get(r.trim_start_matches("#/$defs/"))?,
-        None => body,
-    };
+/// parser still checks the exact shape. `None` for any other shape
+/// (a schema that contains itself, say).
+fn flat_fields(body: &Value) -> Option<(Map<String, Value>, Vec<Value>)> {
     if let Some(fields) = body.get("properties").and_then(Value::as_object) {
         return Some((fields.clone(), body["required"].as_array().cloned().unwrap_or_default()));
     }
@@ -362,7 +355,7 @@ fn flat_fields(body: &Value, defs: &Map<String, Value>) -> Option<(Map<String, V
     if let Some(parts) = body.get("allOf").and_then(Value::as_array) {
         let mut required = Vec::new();
         for part in parts {
-            let (more, needed) = flat_fields(part, defs)?;
+            let (more, needed) = flat_fields(part)?;
             // Every part applies: a field keeps the first (fullest) schema.
             for (name, schema) in more {
                 fields.entry(name).or_insert(schema);
@@ -374,7 +367,7 @@ fn flat_fields(body: &Value, defs: &Map<String, Value>) -> Option<(Map<String, V
     let variants = body.get("oneOf").or_else(|| body.get("anyOf"))?.as_array()?;
     let mut required: Option<Vec<Value>> = None;
     for variant in variants {
-        let (more, needed) = flat_fields(variant, defs)?;
+        let (more, needed) = flat_fields(variant)?;
         merge_fields(&mut fields, more);
         required = Some(match required {
             None => needed,
@@ -385,7 +378,7 @@ fn flat_fields(body: &Value, defs: &Map<String, Value>) -> Option<(Map<String, V
 }
 
 /// Adds `more` to `fields`; a field already there with another schema
-/// takes either.
+/// takes either (schemas that differ only in their `enum` as one `enum`).
 fn merge_fields(fields: &mut Map<String, Value>, more: Map<String, Value>) {
     for (name, schema) in more {
         match fields.get_mut(&name) {
@@ -395,90 +388,41 @@ fn merge_fields(fields: &mut Map<String, Value>, more: Map<String, Value>) {
             Some(seen) if *seen == schema => {}
             Some(seen) => {
                 let mut any = seen.get("anyOf").and_then(Value::as_array).cloned().unwrap_or(vec![seen.clone()]);
-                if !any.contains(&schema) {
-                    any.push(schema);
+                match any.iter().enumerate().find_map(|(i, s)| enum_union(s, &schema).map(|u| (i, u))) {
+                    Some((i, union)) => any[i] = union,
+                    None if !any.contains(&schema) => any.push(schema),
+                    None => {}
                 }
-                *seen = json!({ "anyOf": any });
+                *seen = if any.len() == 1 { any.remove(0) } else { json!({ "anyOf": any }) };
             }
         }
     }
 }
 
-/// The success response's schema, if it is an object (what MCP's
-/// `outputSchema` must be).
-fn output_schema(op: &Value, doc: &Value) -> Option<Value> {
-    let responses = op["responses"].as_object()?;
-    let success = ["200", "201", "202"].iter().find_map(|s| responses.get(*s))?;
-    let schema = &success["content"]["application/json"]["schema"];
-    if !schema.is_object() {
+/// `a` taking `b`'s values too, when they differ in nothing but their `enum`.
+fn enum_union(a: &Value, b: &Value) -> Option<Value> {
+    let (Some(x), Some(y)) = (a.get("enum")?.as_array(), b.get("enum")?.as_array()) else { return None };
+    let (mut p, mut q) = (a.as_object()?.clone(), b.as_object()?.clone());
+    p.remove("enum");
+    q.remove("enum");
+    if p != q {
         return None;
     }
-    let mut defs = Map::new();
-    let mut top = resolve(schema, doc, &mut defs);
-    if let Some(r) = top.get("$ref").and_then(Value::as_str) {
-        top = defs.get(r.trim_start_matches("#/$defs/")).cloned()?;
-    }
-    if top["type"] != "object" {
-        return None;
-    }
-    if !defs.is_empty() {
-        top["$defs"] = Value::Object(defs);
-    }
-    Some(top)
+    let mut values = x.clone();
+    values.extend(y.iter().filter(|v| !x.contains(v)).cloned());
+    let mut union = a.clone();
+    union["enum"] = Value::Array(values);
+    Some(union)
 }
 
-/// The `format`s JSON Schema (2020-12) defines.
-const JSON_SCHEMA_FORMATS: &[&str] = &[
-    "date-time",
-    "date",
-    "time",
-    "duration",
-    "email",
-    "idn-email",
-    "hostname",
-    "idn-hostname",
-    "ipv4",
-    "ipv6",
-    "uri",
-    "uri-reference",
-    "iri",
-    "iri-reference",
-    "uuid",
-    "uri-template",
-    "json-pointer",
-    "relative-json-pointer",
-    "regex",
-];
-
-/// `schema` with each `#/components/schemas/X` reference turned into
-/// `#/$defs/X`, the referenced schemas (and theirs) copied into `defs`,
-/// and formats JSON Schema does not define left out.
-fn resolve(schema: &Value, doc: &Value, defs: &mut Map<String, Value>) -> Value {
-    match schema {
-        Value::Object(m) => {
-            let mut out = Map::new();
-            for (k, v) in m {
-                if k == "$ref"
-                    && let Some(name) = v.as_str().and_then(|r| r.strip_prefix("#/components/schemas/"))
-                {
-                    if !defs.contains_key(name) {
-                        defs.insert(name.to_owned(), Value::Null); // breaks cycles
-                        let target = resolve(&doc["components"]["schemas"][name], doc, defs);
-                        defs.insert(name.to_owned(), target);
-                    }
-                    out.insert(k.clone(), json!(format!("#/$defs/{name}")));
-                } else if k == "format" && !v.as_str().is_some_and(|f| JSON_SCHEMA_FORMATS.contains(&f)) {
-                    // OpenAPI's own formats (int64, phone) are not JSON
-                    // Schema's: validators warn on them.
-                } else {
-                    out.insert(k.clone(), resolve(v, doc, defs));
-                }
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(|v| resolve(v, doc, defs)).collect()),
-        other => other.clone(),
-    }
+/// What a tool does, in the operation's first sentence (its summary).
+fn describe(op: &Value) -> String {
+    [op["summary"].as_str(), op["description"].as_str()]
+        .into_iter()
+        .flatten()
+        .map(brief)
+        .find(|s| !s.is_empty())
+        .unwrap_or_default()
 }
 
 fn object(v: Value) -> JsonObject {
@@ -488,9 +432,10 @@ fn object(v: Value) -> JsonObject {
     }
 }
 
+/// `workspace_id`, on every tool of a credential that may switch: what it
+/// means is said once, by `list_workspaces`.
 fn workspace_id_schema() -> Value {
-    json!({"type": "integer", "minimum": 1, "description":
-        "Act on this workspace (one of list_workspaces) instead of the credential's own, in the same mode."})
+    json!({"type": "integer", "minimum": 1})
 }
 
 /// The tool that lists the workspaces an unlocked credential may act on.
@@ -498,27 +443,16 @@ pub const LIST_WORKSPACES: &str = "list_workspaces";
 
 pub fn list_workspaces_tool() -> Tool {
     let input = json!({"type": "object", "properties": {}, "additionalProperties": false});
-    let output = json!({
-        "type": "object",
-        "properties": {
-            "current": {"type": "integer", "description": "The credential's own workspace."},
-            "workspaces": {"type": "array", "items": {"type": "object", "properties": {
-                "workspace_id": {"type": "integer"}, "workspace_name": {"type": "string"},
-                "role": {"type": "string", "enum": ["owner", "admin", "member"]}},
-                "required": ["workspace_id", "workspace_name", "role"]}}
-        },
-        "required": ["current", "workspaces"]
-    });
     let annotations = ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
     Tool::new(
         LIST_WORKSPACES,
-        "The workspaces this credential may act on (pass one as `workspace_id` to any tool): the credential's \
-         own, and those of the user who created the key.",
+        "The workspaces this credential may act on: the credential's own, and those of the user who created \
+         the key. Any tool's `workspace_id` argument acts on one of them instead of the credential's own, in the \
+         same mode (live or test).",
         Arc::new(object(input)),
     )
     .with_title("List workspaces")
     .with_annotations(annotations)
-    .with_raw_output_schema(Arc::new(object(output)))
 }
 
 /// Runs the tool named `name` for `principal`, in the workspace its
@@ -617,4 +551,26 @@ pub(crate) fn answered(a: Answered) -> ServiceResult<Value> {
 
 pub(crate) fn engines(svc: &Services) -> parley_services::agents::EngineNames {
     parley_services::agents::EngineNames::of(svc.config())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_fields_merge_with_their_enums_as_one() {
+        let body = json!({"oneOf": [
+            {"type": "object", "required": ["type", "name"], "properties": {
+                "type": {"type": "string", "enum": ["api"]}, "name": {"type": "string"},
+                "config": {"type": "object", "properties": {"url": {"type": "string"}}}}},
+            {"type": "object", "required": ["type"], "properties": {
+                "type": {"type": "string", "enum": ["sms"]},
+                "config": {"type": "object", "properties": {"from": {"type": "string"}}}}},
+        ]});
+        let (fields, required) = flat_fields(&body).unwrap();
+        assert_eq!(fields["type"], json!({"type": "string", "enum": ["api", "sms"]}));
+        assert_eq!(fields["name"], json!({"type": "string"}));
+        assert_eq!(fields["config"]["anyOf"].as_array().unwrap().len(), 2, "{fields:?}");
+        assert_eq!(required, [json!("type")], "only what every variant requires");
+    }
 }

@@ -21,6 +21,7 @@
 
 mod catalog;
 mod library;
+mod schema;
 mod tools;
 
 use std::sync::Arc;

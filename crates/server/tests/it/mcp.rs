@@ -53,8 +53,9 @@ both_backends! {
         assert_eq!(list["annotations"]["destructiveHint"], false);
         assert_eq!(list["inputSchema"]["properties"]["limit"]["maximum"], 200);
         assert_eq!(list["inputSchema"]["additionalProperties"], false);
-        // Schemas come from the REST operation: its response is the output schema.
-        assert!(list["outputSchema"]["properties"]["agents"].is_object(), "{list}");
+        // Input schemas come from the REST operation; no output schemas are
+        // listed (docs/mcp.md says why), results are the REST answers.
+        assert!(tools.iter().all(|t| t.get("outputSchema").is_none()), "{list}");
         let get = tools.iter().find(|t| t["name"] == "get_agent").unwrap();
         assert_eq!(get["inputSchema"]["required"], json!(["agent_id"]));
         let update = tools.iter().find(|t| t["name"] == "update_agent").unwrap();
@@ -197,6 +198,37 @@ both_backends! {
     }
 }
 
+/// The most a full `tools/list` answer may weigh (80 KiB, some 20k
+/// tokens), so that listing the tools leaves a model's context for the work.
+const TOOLS_LIST_BUDGET_BYTES: usize = 80 * 1024;
+
+both_backends! {
+    async fn the_tool_list_is_compact(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        app.user("ana@example.com", "correct horse battery", ws.id, parley_domain::user::Role::Owner).await;
+        let token = app.token("ana@example.com", "correct horse battery").await;
+        let locked = key_of_user(&app, &token, true).await;
+        // A key that may write sees every tool; an unlocked one, the widest
+        // list: `workspace_id` on each, and `list_workspaces`.
+        for (who, key, extra) in [("unlocked", &ws.live, 1), ("locked", &locked, 0)] {
+            let r = rpc(&app, "/mcp", Some(key), "tools/list", json!({})).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            let tools = r.body["result"]["tools"].as_array().unwrap();
+            assert_eq!(tools.len(), parley_mcp::TOOLS.len() + extra, "the full list");
+            let input: usize = tools.iter().map(|t| t["inputSchema"].to_string().len()).sum();
+            let descriptions: usize = tools.iter().map(|t| t["description"].to_string().len()).sum();
+            eprintln!(
+                "tools/list ({who} key, {} tools): {} bytes (~{} tokens); input schemas {input}, descriptions {descriptions}",
+                tools.len(),
+                r.text.len(),
+                r.text.len() / 4
+            );
+            assert!(r.text.len() <= TOOLS_LIST_BUDGET_BYTES, "tools/list ({who} key) is {} bytes", r.text.len());
+        }
+    }
+}
+
 /// Runs the official Python SDK's client (tests/mcp_client/client.py).
 async fn python_client(app: &TestApp, key: &str, era: &str, calls: &[(&str, Value)]) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client/client.py");
@@ -241,12 +273,13 @@ both_backends! {
     }
 }
 
-/// The tool table of docs/mcp.md, as the registry lists the tools.
+/// The tool table of docs/mcp.md, as the registry lists the tools (with
+/// the REST operation each stands for).
 fn tool_table(tools: &[Value]) -> String {
     let mut table = String::from("| Tool | What it does | REST operation | Kind |\n|---|---|---|---|\n");
     for t in tools {
-        let description = t["description"].as_str().unwrap();
-        let rest = description.rsplit_once("(REST: ").map_or("(none)", |(_, r)| r.trim_end_matches(')'));
+        let spec = parley_mcp::TOOLS.iter().find(|s| t["name"] == s.name);
+        let rest = spec.map_or("(none)".to_owned(), |s| format!("{} {}", s.method.to_uppercase(), s.path));
         let a = &t["annotations"];
         let mut kind = vec![if a["readOnlyHint"] == true { "read-only" } else { "writes" }];
         if a["destructiveHint"] == true {
@@ -341,10 +374,33 @@ both_backends! {
     }
 }
 
+/// The success response schema of `tool`'s REST operation, with the
+/// OpenAPI document's components for its references; `list_workspaces`
+/// (no REST operation) answers the shape docs/mcp.md describes.
+fn result_schema(doc: &Value, tool: &str) -> Value {
+    let Some(spec) = parley_mcp::TOOLS.iter().find(|s| s.name == tool) else {
+        assert_eq!(tool, "list_workspaces");
+        return json!({"type": "object", "required": ["current", "workspaces"], "properties": {
+            "current": {"type": "integer"},
+            "workspaces": {"type": "array", "items": {"type": "object",
+                "required": ["workspace_id", "workspace_name", "role"], "properties": {
+                    "workspace_id": {"type": "integer"}, "workspace_name": {"type": "string"},
+                    "role": {"enum": ["owner", "admin", "member"]}}}}}});
+    };
+    let responses = &doc["paths"][spec.path][spec.method]["responses"];
+    let success =
+        ["200", "201", "202"].iter().map(|s| &responses[*s]).find(|r| r.is_object()).expect("a success response");
+    let schema = &success["content"]["application/json"]["schema"];
+    assert!(schema.is_object(), "{tool}: {success}");
+    json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "components": doc["components"], "allOf": [schema]})
+}
+
 both_backends! {
-    async fn tool_results_match_their_output_schemas_in_the_official_client(backend) {
-        // The SDK checks each successful result against the tool's output
-        // schema: a schema that disagrees with what the tool answers fails here.
+    async fn tool_results_match_their_rest_response_schemas(backend) {
+        // No output schemas are listed, but every tool answers what its REST
+        // operation documents: each successful result, as the official client
+        // received it, is checked against the operation's success response
+        // schema in the OpenAPI document.
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace_with_credit("Acme", 10_000).await;
         let agent = app.create_agent(&ws.live, json!({"name": "Ada", "first_message": "Hello!"})).await;
@@ -379,8 +435,13 @@ both_backends! {
             ("list_workspaces", json!({})),
         ];
         let seen = python_client(&app, &ws.live, "2026", &calls).await;
+        let doc = app.send(Method::GET, "/openapi.json", None, None, &[]).await.body;
+        assert_eq!(seen["calls"].as_array().unwrap().len(), calls.len());
         for (result, (tool, _)) in seen["calls"].as_array().unwrap().iter().zip(&calls) {
             assert_eq!(result["is_error"], false, "{tool}: {result}");
+            let validator = jsonschema::validator_for(&result_schema(&doc, tool)).expect("a valid schema");
+            let errors: Vec<String> = validator.iter_errors(&result["structured"]).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+            assert!(errors.is_empty(), "{tool} answered outside its REST response schema: {errors:?}\n{result}");
         }
         let results = seen["calls"].as_array().unwrap();
         assert_eq!(results[1]["structured"]["description"], "Product docs", "{}", results[1]);

@@ -5,8 +5,8 @@ lists the tools and calls the ones named, and prints what it saw as JSON.
     python3 client.py URL KEY legacy|2026 [TOOL ARGS_JSON]...
 
 `legacy` does the 2025 `initialize` handshake; `2026` discovers the server
-(`server/discover`) and calls without one. The SDK itself checks each
-result's structured content against the tool's output schema.
+(`server/discover`) and calls without one. The tools list no output
+schema, so the Rust tests check the structured content it prints.
 """
 
 import asyncio
