@@ -56,6 +56,9 @@ impl Connector for ApiConnector {
             ),
         ])
     }
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[("Inbound messages (POST, signed with the channel's secret)", "/api/v1/channels/{id}/inbound")]
+    }
     fn signs_traffic(&self) -> bool {
         true
     }

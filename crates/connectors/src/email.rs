@@ -637,6 +637,9 @@ impl Connector for EmailConnector {
             ),
         ])
     }
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[("Raw messages (POST, Authorization: Bearer <inbound_secret>)", "/hooks/email/{public_id}")]
+    }
     fn signs_traffic(&self) -> bool {
         false
     }

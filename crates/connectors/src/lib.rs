@@ -55,6 +55,13 @@ pub trait Connector: Send + Sync {
     fn signs_traffic(&self) -> bool;
     /// Prefix of the channel's public id (and address).
     fn public_prefix(&self) -> &'static str;
+    /// The addresses a provider must be given, as `(what, path)` with
+    /// `{public_id}` or `{id}` in the path: what an operator pastes into the
+    /// provider's console (the dashboard shows them under the server's
+    /// public URL).
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
     /// A setting that is a URL Parley will call (checked against SSRF).
     fn outbound_url_setting(&self) -> Option<&'static str> {
         None

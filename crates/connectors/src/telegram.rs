@@ -173,6 +173,9 @@ impl Connector for TelegramConnector {
             ),
         ])
     }
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[("Bot webhook (Parley registers it with Telegram itself)", "/hooks/telegram/{public_id}")]
+    }
     fn signs_traffic(&self) -> bool {
         false
     }

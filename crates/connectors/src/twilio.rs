@@ -181,6 +181,12 @@ impl Connector for TwilioConnector {
             _ => "sms",
         }
     }
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("A message comes in (HTTP POST)", "/hooks/twilio/{public_id}/inbound"),
+            ("Status callback URL", "/hooks/twilio/{public_id}/status"),
+        ]
+    }
     fn outbound_url_setting(&self) -> Option<&'static str> {
         Some("base_url")
     }

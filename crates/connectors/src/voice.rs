@@ -54,6 +54,9 @@ impl Connector for VoiceConnector {
             "The number (E.164) or SIP user that inbound calls dial to reach this channel; unique among live voice channels.",
         )])
     }
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[("Twilio: A call comes in (HTTP POST)", "/hooks/twilio/voice")]
+    }
     fn signs_traffic(&self) -> bool {
         false
     }

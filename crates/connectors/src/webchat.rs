@@ -39,6 +39,9 @@ impl Connector for WebchatConnector {
             ("greeting", nullable(string(1, 500).build()).into(), "Shown before the first message."),
         ])
     }
+    fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
+        &[("The widget's script (add data-channel with the channel's address)", "/webchat/widget.js")]
+    }
     fn signs_traffic(&self) -> bool {
         false
     }

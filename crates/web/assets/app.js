@@ -12,6 +12,7 @@ import { CallPage, Calls } from "./pages/calls.js";
 import { AgentPage, Agents } from "./pages/agents.js";
 import { CollectionPage, Knowledge } from "./pages/knowledge.js";
 import { ContactPage, Contacts } from "./pages/contacts.js";
+import { ChannelPage, Channels } from "./pages/channels.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
 import { Webhook, Webhooks } from "./pages/webhooks.js";
@@ -28,6 +29,8 @@ const ROUTES = [
   ["/calls", () => html`<${Calls} />`],
   ["/contacts", () => html`<${Contacts} />`],
   ["/contacts/:id", (p) => html`<${ContactPage} id=${p.id} />`],
+  ["/channels", () => html`<${Channels} />`],
+  ["/channels/:id", (p) => html`<${ChannelPage} id=${p.id} />`],
   ["/knowledge", () => html`<${Knowledge} />`],
   ["/knowledge/:id", (p) => html`<${CollectionPage} id=${p.id} />`],
   ["/calls/:id", (p) => html`<${CallPage} id=${p.id} />`],

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::messaging::channels::{
-    self, ChannelWithSecret, CreateChannel, Hook, HookChannel, InboundRequest, UpdateChannel,
+    self, ChannelTypeInfo, ChannelWithSecret, CreateChannel, Hook, HookChannel, InboundRequest, UpdateChannel,
 };
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -18,11 +18,12 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, Ids, JsonBody, ListQuery, NoFilter, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(list_channel_types))
         .routes(routes!(list_channels, create_channel))
         .routes(routes!(get_channel, update_channel, delete_channel))
         .routes(routes!(receive_inbound))
@@ -74,6 +75,23 @@ async fn list_channels(
 ) -> Result<Json<Items<Channel>>, ApiError> {
     let found = channels::list(&s.services, auth.scope(), q.filter.0, q.page).await?;
     Ok(Json(Items::new(found, q.page)))
+}
+
+/// The channel types this server connects: for each, the JSON Schema of
+/// its settings (`config`), which settings are write-only, whether it gets
+/// a signing secret, and the addresses to give the provider under this
+/// server's public URL (`{public_id}` or `{id}` stands for the channel's).
+#[utoipa::path(
+    get, path = "/api/v1/channel-types", tag = "Channels",
+    params(PageParams),
+    responses((status = 200, body = Items<ChannelTypeInfo>), (status = 422, body = ValidationErrorBody))
+)]
+async fn list_channel_types(
+    _auth: Auth,
+    State(s): State<AppState>,
+    q: ListQuery<NoFilter>,
+) -> Result<Json<Items<ChannelTypeInfo>>, ApiError> {
+    Ok(Json(Items::paged(channels::types(s.services.config().public_url()), q.page)))
 }
 
 /// Create a channel connection.

@@ -42,7 +42,51 @@ const MAX_FRAME_BYTES: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(widget)).routes(routes!(connect))
+    OpenApiRouter::new().routes(routes!(widget)).routes(routes!(connect)).routes(routes!(preview))
+}
+
+/// The preview page's walls: the widget's own script and its inline
+/// styles (it renders in a shadow root with a `<style>`), its socket, and
+/// nothing else; never framed.
+const PREVIEW_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; \
+                           img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// A page with nothing but the widget, open: the dashboard's live preview
+/// of a webchat channel. Chatting here is chatting as a visitor (on this
+/// server's origin, which the channel's `allowed_origins` must allow).
+#[utoipa::path(
+    get, path = "/webchat/{public_id}/preview", tag = "Webchat",
+    params(("public_id" = String, Path, description = "The webchat channel's address, `wc_…`")),
+    responses(
+        (status = 200, content_type = "text/html", body = String),
+        (status = 403, body = ErrorBody, description = "The channel is disabled"),
+        (status = 404, body = ErrorBody, description = "No webchat channel has this id"),
+    )
+)]
+async fn preview(State(s): State<AppState>, PathText(public_id): PathText) -> Result<Response, ApiError> {
+    let chat = webchat::open(&s.services, &public_id).await?;
+    // Public ids are `wc_` and letters or digits: nothing here needs escaping, but check.
+    let id = chat.public_id();
+    if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(ApiError::Status(StatusCode::NOT_FOUND, format!("Webchat {public_id} not found")));
+    }
+    let page = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
+         content=\"width=device-width, initial-scale=1\"><title>Webchat preview</title></head>\n<body>\
+         <main><h1>Webchat preview</h1><p>The widget as visitors see it. What you write here reaches the \
+         channel as a visitor's message, and its agents answer.</p></main>\n<script src=\"/webchat/widget.js\" \
+         data-channel=\"{id}\" data-open=\"true\" async></script></body></html>\n"
+    );
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, PREVIEW_CSP),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        page,
+    )
+        .into_response())
 }
 
 /// The embeddable chat widget.

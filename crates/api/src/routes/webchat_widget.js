@@ -37,7 +37,7 @@
     ".msg.inbound{align-self:flex-end;background:" + color + ";color:#fff}" +
     ".msg.outbound,.msg.system{align-self:flex-start;background:#fff;border:1px solid #e3e5e8}" +
     ".msg a.file{display:block;color:inherit;margin-top:4px;text-decoration:underline}" +
-    ".msg .meta{display:block;font-size:11px;opacity:.75;margin-top:2px;text-align:right}" +
+    ".msg .meta{display:block;font-size:11px;opacity:.92;margin-top:2px;text-align:right}" +
     "form{display:flex;border-top:1px solid #e3e5e8}" +
     "textarea{flex:1;border:0;padding:10px;font:inherit;resize:none;height:44px;outline:none}" +
     "button.send{border:0;background:none;color:" + color + ";font-weight:600;padding:0 14px;cursor:pointer}" +

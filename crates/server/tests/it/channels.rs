@@ -5,6 +5,54 @@ use serde_json::json;
 use crate::support::*;
 
 both_backends! {
+    // Issue 32: the dashboard generates each type's form from this, and shows
+    // the addresses to paste into the provider's console.
+    async fn channel_types_give_each_form_its_settings_and_the_addresses_to_paste(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.public_url = Some("https://parley.example.com/".into())).await;
+        let ws = app.workspace("Acme").await;
+        let r = app.get(&ws.live, "/api/v1/channel-types").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let types: Vec<&str> = r.body["items"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["api", "webchat", "voice", "sms", "whatsapp", "telegram", "email"]);
+        let sms = r.body["items"].as_array().unwrap().iter().find(|t| t["type"] == "sms").unwrap();
+        assert_eq!((sms["secret_settings"].clone(), sms["signs_traffic"].clone()), (json!(["auth_token"]), json!(false)));
+        let settings = sms["settings"]["properties"].as_object().unwrap();
+        for name in ["account_sid", "auth_token", "from", "messaging_service_sid", "base_url"] {
+            assert!(settings.contains_key(name), "{name}: {sms}");
+        }
+        assert_eq!(sms["settings"]["additionalProperties"], false);
+        assert_eq!(sms["webhooks"][0]["url"], "https://parley.example.com/hooks/twilio/{public_id}/inbound");
+        let api = r.body["items"].as_array().unwrap().iter().find(|t| t["type"] == "api").unwrap();
+        assert_eq!((api["signs_traffic"].clone(), api["webhooks"][0]["url"].clone()),
+            (json!(true), json!("https://parley.example.com/api/v1/channels/{id}/inbound")));
+        let email = r.body["items"].as_array().unwrap().iter().find(|t| t["type"] == "email").unwrap();
+        assert!(email["secret_settings"].as_array().unwrap().contains(&json!("smtp_password")), "{email}");
+        assert_eq!(app.get("parley_live_nope", "/api/v1/channel-types").await.status, 401);
+    }
+
+    // The webchat's live preview: a page with only the widget, under a CSP
+    // of its own; only for an existing, active webchat channel.
+    async fn a_webchat_preview_page_holds_only_the_widget(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let chat = app.post(&ws.live, "/api/v1/channels", json!({"type": "webchat", "name": "Site"})).await.body;
+        let public_id = chat["public_id"].as_str().unwrap().to_owned();
+        let r = app.send(reqwest::Method::GET, &format!("/webchat/{public_id}/preview"), None, None, &[]).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert!(r.header("content-type").unwrap().starts_with("text/html"));
+        let csp = r.header("content-security-policy").unwrap();
+        assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'") && !csp.contains("unsafe-eval"), "{csp}");
+        assert!(r.text.contains(&format!(r#"<script src="/webchat/widget.js" data-channel="{public_id}""#)), "{}", r.text);
+        let missing = app.send(reqwest::Method::GET, "/webchat/wc_nothing/preview", None, None, &[]).await;
+        assert_eq!(missing.status, 404);
+        let api = app.post(&ws.live, "/api/v1/channels", json!({"type": "api", "name": "Backend", "config": {"url": "https://example.com/in"}})).await.body;
+        let wrong_kind = app.send(reqwest::Method::GET, &format!("/webchat/{}/preview", api["public_id"].as_str().unwrap()), None, None, &[]).await;
+        assert_eq!(wrong_kind.status, 404, "an api channel has no widget");
+        app.patch(&ws.live, &format!("/api/v1/channels/{}", chat["id"]), json!({"status": "disabled"})).await;
+        let disabled = app.send(reqwest::Method::GET, &format!("/webchat/{public_id}/preview"), None, None, &[]).await;
+        assert_eq!(disabled.status, 403);
+    }
+
     async fn an_api_channel_shows_its_signing_secret_once_and_never_its_secret_settings(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("Acme").await;

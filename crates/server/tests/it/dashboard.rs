@@ -127,6 +127,8 @@ both_backends! {
         let b_call = crate::calls::place(&app, &b.test, json!({"agent_id": b_agent, "to": "+14155550122"})).await;
         assert_eq!(b_call.status, 201, "{}", b_call.text);
 
+        // A Twilio-format server (its wire format from Twilio's documentation).
+        let (twilio, _sent) = crate::sms::messages_server().await;
         let receiver = crate::receiver::Receiver::start().await;
         let lines = journeys(&app, json!({
             "receiver_url": receiver.url,
@@ -140,6 +142,7 @@ both_backends! {
             "test_key": a.test,
             "live_key": a.live,
             "knowledge_agent": "Kai",
+            "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
@@ -150,7 +153,7 @@ both_backends! {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -161,7 +164,8 @@ both_backends! {
             "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none",
             "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
-            "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts"] {
+            "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
+            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

@@ -25,6 +25,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/auth/password-reset"),
     ("GET", "/api/v1/event-types"),
     ("GET", "/api/v1/overview"),
+    ("GET", "/api/v1/channel-types"),
+    ("GET", "/webchat/{public_id}/preview"),
     ("GET", "/api/v1/members"),
     ("PATCH", "/api/v1/members/{user_id}"),
     ("DELETE", "/api/v1/members/{user_id}"),

@@ -14,12 +14,12 @@ use crate::runtime::{catch_all_agent_with, eventually, replies};
 use crate::support::*;
 use crate::twilio_voice::official_signature;
 
-const ACCOUNT: &str = "AC00112233445566778899aabbccddeeff";
-const TOKEN: &str = "sms-auth-token-for-tests";
+pub(crate) const ACCOUNT: &str = "AC00112233445566778899aabbccddeeff";
+pub(crate) const TOKEN: &str = "sms-auth-token-for-tests";
 
 /// A message create request Parley sent.
 #[derive(Debug, Clone)]
-struct Sent {
+pub(crate) struct Sent {
     path: String,
     authorization: String,
     form: Vec<(String, String)>,
@@ -32,7 +32,7 @@ impl Sent {
     }
 }
 
-type Log = Arc<Mutex<Vec<Sent>>>;
+pub(crate) type Log = Arc<Mutex<Vec<Sent>>>;
 
 /// The sid the next created message gets, when a test chooses it.
 static NEXT_SID: Mutex<Option<String>> = Mutex::new(None);
@@ -60,7 +60,7 @@ fn refused() -> (axum::http::StatusCode, axum::Json<Value>) {
 }
 
 /// Twilio's Messages resource: 201 with the new message's sid.
-async fn messages_server() -> (String, Log) {
+pub(crate) async fn messages_server() -> (String, Log) {
     async fn create(
         State(log): State<Log>,
         Path(account): Path<String>,

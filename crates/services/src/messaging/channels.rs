@@ -115,6 +115,56 @@ pub struct ChannelWithSecret {
     pub secret: Option<String>,
 }
 
+/// A channel type this server connects, for a form generated from it
+/// (`GET /api/v1/channel-types`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChannelTypeInfo {
+    #[serde(rename = "type")]
+    pub kind: ChannelType,
+    /// The JSON Schema of the type's `config`: each setting with its
+    /// constraints and description (the same as in `POST /api/v1/channels`).
+    #[schema(value_type = Object)]
+    pub settings: Value,
+    /// Settings whose values are write-only.
+    pub secret_settings: Vec<String>,
+    /// Whether the channel gets a `whsec_…` signing secret at creation.
+    pub signs_traffic: bool,
+    /// What to give the provider: each address under this server's public
+    /// URL, with `{public_id}` or `{id}` standing for the channel's.
+    pub webhooks: Vec<WebhookAddress>,
+}
+
+/// An address a provider calls.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WebhookAddress {
+    /// Where it goes in the provider's console.
+    pub name: String,
+    /// e.g. `https://parley.example.com/hooks/twilio/{public_id}/inbound`.
+    pub url: String,
+}
+
+/// The channel types this server connects, in the order they are offered.
+pub fn types(public_url: &str) -> Vec<ChannelTypeInfo> {
+    AVAILABLE
+        .iter()
+        .filter_map(|kind| ChannelType::parse(kind).and_then(connector))
+        .map(|c| ChannelTypeInfo {
+            kind: c.kind(),
+            settings: serde_json::to_value(c.settings_schema()).expect("a schema serialises"),
+            secret_settings: c.secret_settings().iter().map(|s| (*s).to_owned()).collect(),
+            signs_traffic: c.signs_traffic(),
+            webhooks: c
+                .webhook_paths()
+                .iter()
+                .map(|(name, path)| WebhookAddress {
+                    name: (*name).to_owned(),
+                    url: format!("{}{path}", public_url.trim_end_matches('/')),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 fn channel_type() -> impl FnOnce(Value, &[LocPart]) -> Parsed<ChannelType> {
     |v, l| {
         let s = one_of(ChannelType::ALL)(v, l)?;

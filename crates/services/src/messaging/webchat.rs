@@ -47,6 +47,11 @@ pub async fn open(svc: &Services, public_id: &str) -> ServiceResult<Webchat> {
 }
 
 impl Webchat {
+    /// The channel's public id (its address).
+    pub fn public_id(&self) -> &str {
+        &self.channel.public_id
+    }
+
     /// Whether a page from `origin` may open the chat: any, unless
     /// `allowed_origins` lists some (and not `*`).
     pub fn origin_allowed(&self, origin: Option<&str>) -> bool {

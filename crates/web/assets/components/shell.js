@@ -19,6 +19,7 @@ export const SECTIONS = [
       { href: "/calls", label: "Calls" },
       { href: "/contacts", label: "Contacts" },
       { href: "/knowledge", label: "Knowledge" },
+      { href: "/channels", label: "Channels" },
     ],
   },
   {

@@ -621,6 +621,71 @@ const journeys = {
     await page.screenshot({ path: `${screenshots}/contact.png` });
   },
 
+  // Channels from their settings schema: an SMS channel against the local
+  // Twilio-format server (a bad sender named next to its field, the
+  // provider's addresses with copy buttons, credentials checked, then
+  // broken and reported), and a webchat with its snippet and live preview.
+  async channels(browser) {
+    const { context, page } = await signedIn(browser, base, owner, { permissions: ["clipboard-read", "clipboard-write"] });
+    // In the other workspace's live mode, which no call has given a voice channel.
+    await page.getByLabel("Workspace").selectOption({ label: config.workspaces.b.name });
+    await page.getByRole("link", { name: "Channels" }).click();
+    await page.getByRole("heading", { name: "No live channels yet" }).waitFor();
+    await axe(page, "channels, none yet", axeStates);
+    await page.getByRole("button", { name: "Connect a channel" }).first().click();
+    const dialog = page.getByRole("dialog", { name: "Connect a channel" });
+    await dialog.getByLabel("Type").selectOption({ label: "SMS (Twilio)" });
+    await dialog.getByLabel("Name").fill("Support SMS");
+    await dialog.getByLabel(/^Account sid/).fill(config.twilio.account_sid);
+    await dialog.getByLabel(/^Auth token/).fill(config.twilio.auth_token);
+    check((await dialog.getByLabel(/^Auth token/).getAttribute("type")) === "password", "the secret setting is shown as typed");
+    await dialog.getByLabel(/^From/).fill("not a number");
+    await dialog.getByLabel(/^Base url/).fill(config.twilio.base_url);
+    await dialog.getByRole("button", { name: "Connect" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await dialog.getByLabel(/^From/).getAttribute("aria-invalid")) === "true", "the bad sender is not marked");
+    await axe(page, "connect sms with an error", axeStates);
+    await dialog.getByLabel(/^From/).fill("+14155550199");
+    await dialog.getByRole("button", { name: "Connect" }).click();
+    await page.getByRole("heading", { name: "Support SMS", level: 1 }).waitFor();
+    const publicId = await page.getByRole("definition").filter({ hasText: /^sms_/ }).innerText();
+    const inbound = `/hooks/twilio/${publicId}/inbound`;
+    await page.getByRole("code").filter({ hasText: inbound }).waitFor();
+    await page.getByRole("button", { name: "Copy: A message comes in (HTTP POST)" }).click();
+    check((await page.evaluate(() => navigator.clipboard.readText())).endsWith(inbound), "the copied address");
+    await page.getByRole("button", { name: "Check credentials" }).click();
+    await page.getByText("The credentials work.").waitFor();
+    await axe(page, "sms channel", axeStates);
+    // A wrong token: the check fails and the channel says why.
+    await page.getByLabel(/^Auth token/).fill("not-the-token");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
+    await page.getByRole("button", { name: "Check credentials" }).click();
+    await page.getByText("The check failed.").waitFor();
+    await page.locator("main").getByText("Error", { exact: true }).waitFor();
+    await page.screenshot({ path: `${screenshots}/channel.png`, fullPage: true });
+
+    // A webchat: its snippet, and a preview page where the widget opens.
+    await page.getByRole("navigation", { name: "Breadcrumb" }).getByRole("link", { name: "Channels" }).click();
+    await page.getByRole("button", { name: "Connect a channel" }).first().click();
+    await dialog.getByLabel("Type").selectOption({ label: "Webchat widget" });
+    await dialog.getByLabel("Name").fill("Website chat");
+    await dialog.getByRole("button", { name: "Connect" }).click();
+    await page.getByRole("heading", { name: "Website chat", level: 1 }).waitFor();
+    const snippet = await page.getByText(/^<script src=.*webchat\/widget\.js" data-channel="wc_/).innerText();
+    await axe(page, "webchat channel", axeStates);
+    const [preview] = await Promise.all([
+      context.waitForEvent("page"),
+      page.getByRole("link", { name: /Open a live preview/ }).click(),
+    ]);
+    await preview.getByRole("heading", { name: "Webchat preview" }).waitFor();
+    await preview.getByRole("textbox", { name: "Message" }).fill("Hello from the preview");
+    await preview.keyboard.press("Enter");
+    await preview.getByText("Hello from the preview").waitFor();
+    await axe(preview, "webchat preview", axeStates);
+    check(snippet.includes(`data-channel="wc_`), snippet);
+  },
+
   // A live call's page: each agent turn's latency as a chart, whose text
   // says the figures too.
   async latency(browser) {
@@ -645,7 +710,7 @@ const journeys = {
   async phone(browser) {
     const viewport = { width: 390, height: 844 };
     const { page } = await signedIn(browser, base, owner, { viewport });
-    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/contacts", "/knowledge", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
+    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/contacts", "/knowledge", "/channels", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
     for (const path of paths) {
       await page.goto(path);
       const heading = page.getByRole("heading", { level: 1 });
