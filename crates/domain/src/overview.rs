@@ -62,3 +62,29 @@ pub struct FailingEndpoint {
     pub failing_since: Option<Timestamp>,
     pub disabled_reason: Option<String>,
 }
+
+/// What agents cost, per day (`GET /api/v1/billing/usage`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Usage {
+    /// The offset the days were cut at (minutes east of UTC), as asked.
+    pub utc_offset_minutes: i64,
+    /// Oldest first; the last day is today so far.
+    pub days: Vec<UsageDay>,
+}
+
+/// One day's cost by agent: their runs (model tokens) and calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct UsageDay {
+    /// `YYYY-MM-DD` in the reader's offset.
+    pub date: String,
+    pub total_cents: i64,
+    /// The agents that cost something that day, the most first.
+    pub agents: Vec<AgentUsage>,
+}
+
+/// An agent's cost on a day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct AgentUsage {
+    pub agent_id: i64,
+    pub cents: i64,
+}

@@ -6,7 +6,7 @@
 use parley_domain::Scope;
 use parley_domain::Timestamp;
 use parley_domain::call::CallLatency;
-use parley_domain::overview::{DayFigures, Overview};
+use parley_domain::overview::{AgentUsage, DayFigures, Overview, Usage, UsageDay};
 use parley_domain::validation::QueryReader;
 use parley_store::repo::{billing, overview as repo};
 use time::{Duration, UtcOffset};
@@ -29,10 +29,52 @@ impl Default for OverviewQuery {
 }
 
 pub fn parse_query(q: &mut QueryReader) -> OverviewQuery {
+    parse_window(q, 31, 7)
+}
+
+/// The usage window: `days` 1–90 (default 30), `utc_offset_minutes` as for the overview.
+pub fn parse_usage_query(q: &mut QueryReader) -> UsageQuery {
+    UsageQuery(parse_window(q, 90, 30))
+}
+
+/// `GET /api/v1/billing/usage`'s window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageQuery(pub OverviewQuery);
+
+fn parse_window(q: &mut QueryReader, most: i64, default: i64) -> OverviewQuery {
     OverviewQuery {
-        days: q.integer("days", 1, 31).unwrap_or(7),
+        days: q.integer("days", 1, most).unwrap_or(default),
         utc_offset_minutes: q.integer("utc_offset_minutes", -840, 840).unwrap_or(0),
     }
+}
+
+/// The window's first instant and its days' dates, oldest first.
+fn window(q: OverviewQuery, now: Timestamp) -> (Timestamp, Vec<String>) {
+    let offset = UtcOffset::from_whole_seconds((q.utc_offset_minutes * 60) as i32).unwrap_or(UtcOffset::UTC);
+    let today = now.as_datetime().to_offset(offset).date();
+    let first = today - Duration::days(q.days - 1);
+    let since = Timestamp::from_datetime(first.midnight().assume_offset(offset));
+    (since, (0..q.days).map(|i| (first + Duration::days(i)).to_string()).collect())
+}
+
+/// What agents cost per day, by agent (runs and calls).
+pub async fn usage(svc: &Services, scope: Scope, q: UsageQuery) -> ServiceResult<Usage> {
+    let (since, dates) = window(q.0, Timestamp::now());
+    let mut days: Vec<UsageDay> = dates.into_iter().map(|date| UsageDay { date, ..UsageDay::default() }).collect();
+    let mut c = svc.db.read().await?;
+    let last = days.len() - 1;
+    for (day, agent_id, cents) in repo::usage_by_agent(&mut c, scope, since).await? {
+        let d = &mut days[(day.max(0) as usize).min(last)];
+        d.total_cents += cents;
+        match d.agents.iter_mut().find(|a| a.agent_id == agent_id) {
+            Some(a) => a.cents += cents,
+            None => d.agents.push(AgentUsage { agent_id, cents }),
+        }
+    }
+    for d in &mut days {
+        d.agents.sort_by(|a, b| b.cents.cmp(&a.cents).then(a.agent_id.cmp(&b.agent_id)));
+    }
+    Ok(Usage { utc_offset_minutes: q.0.utc_offset_minutes, days })
 }
 
 /// How many failing endpoints the overview names.
@@ -50,14 +92,9 @@ pub async fn overview(svc: &Services, scope: Scope, q: OverviewQuery) -> Service
 }
 
 async fn overview_at(svc: &Services, scope: Scope, q: OverviewQuery, now: Timestamp) -> ServiceResult<Overview> {
-    let offset = UtcOffset::from_whole_seconds((q.utc_offset_minutes * 60) as i32).unwrap_or(UtcOffset::UTC);
-    let today = now.as_datetime().to_offset(offset).date();
-    let first = today - Duration::days(q.days - 1);
-    let since = Timestamp::from_datetime(first.midnight().assume_offset(offset));
-
-    let mut days: Vec<DayFigures> = (0..q.days)
-        .map(|i| DayFigures { date: (first + Duration::days(i)).to_string(), ..DayFigures::default() })
-        .collect();
+    let (since, dates) = window(q, now);
+    let mut days: Vec<DayFigures> =
+        dates.into_iter().map(|date| DayFigures { date, ..DayFigures::default() }).collect();
     let mut c = svc.db.read().await?;
     let last = q.days - 1;
     for (day, n, ms) in repo::calls(&mut c, scope, since).await? {

@@ -13,6 +13,7 @@ import { AgentPage, Agents } from "./pages/agents.js";
 import { CollectionPage, Knowledge } from "./pages/knowledge.js";
 import { ContactPage, Contacts } from "./pages/contacts.js";
 import { ChannelPage, Channels } from "./pages/channels.js";
+import { Billing, RunPage, RunsPage } from "./pages/billing.js";
 import { ApiKeys } from "./pages/api-keys.js";
 import { Members } from "./pages/members.js";
 import { Webhook, Webhooks } from "./pages/webhooks.js";
@@ -30,6 +31,9 @@ const ROUTES = [
   ["/contacts", () => html`<${Contacts} />`],
   ["/contacts/:id", (p) => html`<${ContactPage} id=${p.id} />`],
   ["/channels", () => html`<${Channels} />`],
+  ["/runs", () => html`<${RunsPage} />`],
+  ["/runs/:id", (p) => html`<${RunPage} id=${p.id} />`],
+  ["/billing", () => html`<${Billing} />`],
   ["/channels/:id", (p) => html`<${ChannelPage} id=${p.id} />`],
   ["/knowledge", () => html`<${Knowledge} />`],
   ["/knowledge/:id", (p) => html`<${CollectionPage} id=${p.id} />`],

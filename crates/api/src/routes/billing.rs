@@ -6,9 +6,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::billing::{Balance, EntryType, LedgerEntry};
+use parley_domain::overview::Usage;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::billing::EntryFilter;
 use parley_services::billing::{self, AddCredit};
+use parley_services::overview::{self, UsageQuery};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -16,12 +18,13 @@ use utoipa_axum::routes;
 
 use super::{Items, PageParams};
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, FromQuery, Idempotency, JsonBody, ListQuery, write};
+use crate::extract::{Auth, FromBody, FromQuery, Idempotency, JsonBody, ListQuery, Params, write};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_balance))
+        .routes(routes!(get_usage))
         .routes(routes!(list_transactions))
         .routes(routes!(add_credit))
         .routes(routes!(reset_test_balance))
@@ -63,6 +66,40 @@ struct TransactionListParams {
 )]
 async fn get_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
     Ok(Json(billing::balance(&s.services, auth.scope()).await?))
+}
+
+impl FromQuery for UsageQuery {
+    fn from_query(q: &mut QueryReader) -> Self {
+        overview::parse_usage_query(q)
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only; parsed by `overview::parse_usage_query`
+struct UsageParams {
+    /// How many days, ending today (default 30).
+    #[param(minimum = 1, maximum = 90)]
+    days: Option<i64>,
+    /// Where the reader's days start: minutes east of UTC (default 0).
+    #[param(minimum = -840, maximum = 840)]
+    utc_offset_minutes: Option<i64>,
+}
+
+/// What agents cost per day, by agent: their runs (model tokens) and
+/// their calls, in the key's mode. Days are cut at the caller's midnight
+/// (`utc_offset_minutes`).
+#[utoipa::path(
+    get, path = "/api/v1/billing/usage", tag = "Billing",
+    params(UsageParams),
+    responses((status = 200, body = Usage), (status = 422, body = ValidationErrorBody))
+)]
+async fn get_usage(
+    auth: Auth,
+    State(s): State<AppState>,
+    Params(q): Params<UsageQuery>,
+) -> Result<Json<Usage>, ApiError> {
+    Ok(Json(overview::usage(&s.services, auth.scope(), q).await?))
 }
 
 /// The ledger, newest first. Entries are never changed or removed, and the

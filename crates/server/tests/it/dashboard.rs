@@ -153,7 +153,7 @@ both_backends! {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -165,7 +165,7 @@ both_backends! {
             "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
-            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview"] {
+            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

@@ -66,6 +66,19 @@ both_backends! {
         assert_eq!((failing.len(), failing[0]["id"].clone(), failing[0]["status"].clone()), (1, json!(hook_id), json!("disabled")));
         assert_eq!(failing[0]["disabled_reason"], "Disabled by a user");
 
+        // Usage by agent and day: the call's cost, on its agent, today.
+        let usage = app.get(&ws.live, "/api/v1/billing/usage?utc_offset_minutes=-300").await;
+        assert_eq!(usage.status, 200, "{}", usage.text);
+        let udays = usage.body["days"].as_array().unwrap();
+        assert_eq!((udays.len(), udays[29]["date"].clone()), (30, json!(date(-300, 0))));
+        let cost = call["cost_cents"].as_i64().unwrap();
+        assert!(cost > 0, "{call}");
+        assert_eq!(udays[29]["total_cents"], cost);
+        assert_eq!(udays[29]["agents"], json!([{"agent_id": agent, "cents": cost}]));
+        assert!(udays[..29].iter().all(|d| d["total_cents"] == 0 && d["agents"] == json!([])));
+        assert_eq!(app.get(&ws.test, "/api/v1/billing/usage").await.body["days"][29]["total_cents"], 0);
+        assert_eq!(app.get(&ws.live, "/api/v1/billing/usage?days=91").await.status, 422);
+
         // The days follow the offset asked for: today at UTC+14 is another date than at UTC-12.
         let east = app.get(&ws.live, "/api/v1/overview?utc_offset_minutes=840&days=1").await.body;
         let west = app.get(&ws.live, "/api/v1/overview?utc_offset_minutes=-720&days=1").await.body;

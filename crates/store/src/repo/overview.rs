@@ -114,3 +114,23 @@ pub async fn failing_endpoints(c: &mut impl AsHandle, scope: Scope, limit: i64) 
         })
         .collect())
 }
+
+/// What agents cost per day: their runs' and their calls' cents, as
+/// `(day, agent_id, cents)`.
+pub async fn usage_by_agent(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    since: Timestamp,
+) -> StoreResult<Vec<(i64, i64, i64)>> {
+    let (runs, calls) = (day_of(c, "r"), day_of(c, "k"));
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT u.day, u.agent_id, CAST(SUM(u.cents) AS BIGINT) FROM (
+           SELECT {runs} AS day, r.agent_id, r.cost_cents AS cents FROM agent_runs r
+           WHERE r.workspace_id = $1 AND r.livemode = $2 AND r.created_at >= $3 AND r.cost_cents > 0
+           UNION ALL
+           SELECT {calls} AS day, k.agent_id, k.cost_cents AS cents FROM calls k
+           WHERE k.workspace_id = $1 AND k.livemode = $2 AND k.created_at >= $3 AND k.cost_cents > 0
+         ) u GROUP BY u.day, u.agent_id"
+    ));
+    Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?)
+}

@@ -43,7 +43,7 @@ export function Runs({ runs, caption }) {
       <tbody>
         ${runs.map(
           (r) => html`<tr key=${r.id}>
-            <th scope="row">#${r.id}<div class="muted"><${When} value=${r.created_at} /></div></th>
+            <th scope="row"><a href=${`/runs/${r.id}`}>Run #${r.id}</a><div class="muted"><${When} value=${r.created_at} /></div></th>
             <td>
               <span class=${`badge ${r.status === "completed" ? "ok" : r.status === "failed" ? "danger" : ""}`}>${humanize(r.status)}</span>
               ${r.error && html`<div class="muted">${r.error}</div>`}

@@ -16,6 +16,7 @@ export const SECTIONS = [
     links: [
       { href: "/", label: "Home" },
       { href: "/agents", label: "Agents" },
+      { href: "/runs", label: "Agent runs" },
       { href: "/calls", label: "Calls" },
       { href: "/contacts", label: "Contacts" },
       { href: "/knowledge", label: "Knowledge" },
@@ -34,7 +35,10 @@ export const SECTIONS = [
   {
     label: "Settings",
     icon: icons.users,
-    links: [{ href: "/settings/members", label: "Members" }],
+    links: [
+      { href: "/settings/members", label: "Members" },
+      { href: "/billing", label: "Billing" },
+    ],
   },
 ];
 

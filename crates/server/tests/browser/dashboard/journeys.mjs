@@ -152,6 +152,12 @@ const journeys = {
     check(list.status === 403, `a member listing keys got ${list.status}`);
     const revoke = await api(base, "DELETE", `/api/v1/api-keys/${config.workspaces.a.live_key_id}`, { token });
     check(revoke.status === 403, `a member revoking a key got ${revoke.status}`);
+    // Billing: the figures, but no credit to add; a crafted credit is refused.
+    await page.getByRole("link", { name: "Billing" }).click();
+    await page.getByRole("region", { name: "Balance" }).waitFor();
+    check(!(await page.getByRole("button", { name: "Add credit" }).count()), "a member is offered Add credit");
+    const credit = await api(base, "POST", "/api/v1/billing/credits", { token, body: { amount_cents: 100 } });
+    check(credit.status === 403, `a member adding credit got ${credit.status}`);
   },
 
   async xss(browser) {
@@ -686,6 +692,43 @@ const journeys = {
     check(snippet.includes(`data-channel="wc_`), snippet);
   },
 
+  // Billing: the balance, usage by agent, an owner's credit landing on the
+  // ledger (filtered by type), and the runs behind the costs.
+  async billing(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("link", { name: "Billing" }).click();
+    await page.getByRole("heading", { name: "Billing", level: 1 }).waitFor();
+    const balance = page.getByRole("region", { name: "Balance" });
+    await balance.getByText(/^\$/).first().waitFor();
+    const before = await balance.locator("p").first().innerText();
+    await page.getByRole("img", { name: /in 30 days: .*Live Ava/ }).waitFor();
+    await axe(page, "billing", axeStates);
+    await page.getByRole("button", { name: "Add credit" }).click();
+    const dialog = page.getByRole("dialog", { name: "Add live credit" });
+    await dialog.getByLabel("Amount (USD)").fill("-5");
+    await dialog.getByRole("button", { name: "Add credit" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await dialog.getByLabel("Amount (USD)").getAttribute("aria-invalid")) === "true", "the API's fault is not on Amount");
+    await dialog.getByLabel("Amount (USD)").fill("25");
+    await dialog.getByLabel("Description (optional)").fill("Invoice 2026-11");
+    await dialog.getByRole("button", { name: "Add credit" }).click();
+    await dialog.waitFor({ state: "detached" });
+    const ledger = page.getByRole("table", { name: "Ledger entries, newest first" });
+    await ledger.getByRole("row", { name: /Invoice 2026-11/ }).getByText("+$25.00").waitFor();
+    await page.waitForFunction((b) => document.querySelector("[aria-label='Balance'] p")?.textContent !== b, before);
+    await page.getByLabel("Type").selectOption("charge");
+    await ledger.getByRole("row", { name: /Invoice 2026-11/ }).waitFor({ state: "detached" });
+    check(new URL(page.url()).searchParams.get("type") === "charge", page.url());
+    await page.screenshot({ path: `${screenshots}/billing.png`, fullPage: true });
+    // The runs behind the costs, and one run's page.
+    await page.getByRole("link", { name: "Agent runs" }).click();
+    await page.getByRole("heading", { name: "Agent runs", level: 1 }).waitFor();
+    await page.getByRole("link", { name: /^Run #/ }).first().click();
+    await page.getByRole("heading", { name: /^Run #\d+$/, level: 1 }).waitFor();
+    await page.getByRole("heading", { name: "Tool calls" }).waitFor();
+    await axe(page, "run", axeStates);
+  },
+
   // A live call's page: each agent turn's latency as a chart, whose text
   // says the figures too.
   async latency(browser) {
@@ -710,7 +753,7 @@ const journeys = {
   async phone(browser) {
     const viewport = { width: 390, height: 844 };
     const { page } = await signedIn(browser, base, owner, { viewport });
-    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/contacts", "/knowledge", "/channels", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
+    const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/contacts", "/knowledge", "/channels", "/billing", "/runs", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
     for (const path of paths) {
       await page.goto(path);
       const heading = page.getByRole("heading", { level: 1 });
