@@ -13,6 +13,7 @@ pub mod agents;
 pub mod billing;
 pub mod calls;
 pub mod crm;
+pub mod demo;
 pub mod files;
 pub mod knowledge;
 pub mod messaging;

@@ -9,6 +9,7 @@ pub mod calls;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
+pub mod demo;
 pub mod docs;
 pub mod email;
 pub mod files;
@@ -56,6 +57,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(files::router())
         .merge(calls::router())
         .merge(overview::router())
+        .merge(demo::router())
         .merge(twilio::router())
         .merge(telegram::router())
         .merge(email::router())

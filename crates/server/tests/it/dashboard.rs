@@ -91,11 +91,14 @@ both_backends! {
         // A name is whatever its owner typed: shown as text, never markup.
         let b_name = r#"<img src=x onerror="window.__pwned=3">Beta"#;
         let b = app.workspace(b_name).await;
+        // A workspace where nothing has happened, for the demo.
+        let c = app.workspace("Gamma").await;
         named_key(&app, a.id, Mode::Test, "Acme staging").await;
         named_key(&app, b.id, Mode::Test, "Beta staging").await;
         let ana = app.user("ana@example.com", PW, a.id, Role::Owner).await;
         let mut tx = app.db.begin().await.unwrap();
         parley_store::repo::users::set_membership(&mut tx, ana, b.id, Role::Admin).await.unwrap();
+        parley_store::repo::users::set_membership(&mut tx, ana, c.id, Role::Owner).await.unwrap();
         tx.commit().await.unwrap();
         app.user("mia@example.com", PW, a.id, Role::Member).await;
         // Rae forgot her password; an operator printed her a reset link.
@@ -147,13 +150,14 @@ both_backends! {
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
+                "c": {"id": c.id, "name": "Gamma"},
             },
         })).await;
         if !only_journeys().is_empty() {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -165,7 +169,7 @@ both_backends! {
             "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
-            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run"] {
+            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The test event and its resend reached the receiver, signed.

@@ -27,6 +27,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/overview"),
     ("GET", "/api/v1/channel-types"),
     ("GET", "/api/v1/billing/usage"),
+    ("POST", "/api/v1/demo"),
     ("GET", "/webchat/{public_id}/preview"),
     ("GET", "/api/v1/members"),
     ("PATCH", "/api/v1/members/{user_id}"),

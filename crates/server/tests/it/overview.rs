@@ -5,6 +5,7 @@ use parley_domain::{Mode, Scope, Timestamp};
 use serde_json::{Value, json};
 
 use crate::calls::{ended, place, wait_for};
+use crate::runtime::eventually;
 use crate::support::*;
 
 /// The date `days_ago` days before now, `offset_minutes` east of UTC.
@@ -116,5 +117,46 @@ both_backends! {
             assert_eq!(r.status, 422, "{q}: {}", r.text);
             assert_eq!(r.faults()[0].0, json!(["query", field]).to_string(), "{q}");
         }
+    }
+}
+
+both_backends! {
+    // One click in the dashboard: an agent answering from its knowledge, a
+    // webchat, conversations it answers and a test call, in test mode only.
+    async fn the_demo_seeds_a_living_test_mode_once(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 100).await;
+        let ws = app.workspace("Acme").await;
+        let r = app.post(&ws.live, "/api/v1/demo", json!({})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (403, json!("The demo is made in test mode only: switch to test mode")));
+        assert_eq!(app.get(&ws.live, "/api/v1/agents").await.body["total"], 0, "live stays empty");
+
+        let r = app.post(&ws.test, "/api/v1/demo", json!({})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let demo = r.body.clone();
+        let agent = app.get(&ws.test, &format!("/api/v1/agents/{}", demo["agent_id"])).await.body;
+        assert_eq!((agent["name"].clone(), agent["knowledge_collection_ids"].clone()), (json!("Ava (demo)"), json!([demo["knowledge_collection_id"]])));
+        let chat = app.get(&ws.test, &format!("/api/v1/channels/{}", demo["webchat_channel_id"])).await.body;
+        assert_eq!(chat["type"], "webchat");
+        let listed = app.get(&ws.test, "/api/v1/conversations?channel=webchat").await.body;
+        assert_eq!(listed["total"], 3, "{listed}");
+        // The agent answers each visitor from its help center.
+        let conversations = demo["conversation_ids"].as_array().unwrap().clone();
+        assert_eq!(conversations.len(), 3);
+        for c in &conversations {
+            let answer = eventually("the demo's agent never answered", || async {
+                let messages = app.get(&ws.test, &format!("/api/v1/conversations/{c}/messages")).await.body;
+                messages["items"].as_array().unwrap().iter().find(|m| m["direction"] == "outbound").cloned()
+            }).await;
+            assert!(answer["text"].as_str().unwrap().contains("Help center"), "{answer}");
+        }
+        // The test call ends on the simulated line, recorded.
+        let call_id = demo["call_id"].as_str().expect("the demo placed a call").to_owned();
+        let call = wait_for(&app, &ws.test, &call_id, |c| ended(c) && c["recording"]["status"] == "available").await;
+        assert_eq!((call["status"].clone(), call["provider"].clone()), (json!("completed"), json!("simulated")));
+
+        // Once: a second seed is refused while the demo agent is there.
+        let again = app.post(&ws.test, "/api/v1/demo", json!({})).await;
+        assert_eq!(again.status, 409, "{}", again.text);
+        assert_eq!(app.get(&ws.test, "/api/v1/agents").await.body["total"], 1);
     }
 }

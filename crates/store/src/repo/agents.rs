@@ -321,3 +321,17 @@ pub async fn ids_listing(c: &mut impl AsHandle, scope: Scope, list: IdList, id: 
     };
     Ok(rows.into_iter().map(|(id,)| id).collect())
 }
+
+/// The id of a non-archived agent with exactly this name, if any.
+pub async fn id_by_name(c: &mut impl AsHandle, scope: Scope, name: &str) -> StoreResult<Option<i64>> {
+    let row: Option<(i64,)> = crate::fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT id FROM agents WHERE workspace_id = $1 AND livemode = $2 AND name = $3 AND status <> 'archived' \
+             ORDER BY id LIMIT 1"
+        )
+        .bind_scope(scope)
+        .bind(name)
+    )?;
+    Ok(row.map(|(id,)| id))
+}

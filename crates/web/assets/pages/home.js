@@ -2,7 +2,7 @@
 // calls, voice-to-voice latency, messages, agent runs, open handoffs, spend
 // and failing webhook endpoints — from one request to /api/v1/overview.
 
-import { html, useEffect } from "../lib/html.js";
+import { html, useEffect, useState } from "../lib/html.js";
 import { api } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
 import { current } from "../lib/session.js";
@@ -42,6 +42,9 @@ function minutes(seconds) {
   return seconds < 60 ? `${seconds} s` : `${count.format(Math.round(seconds / 60))} min`;
 }
 
+/** "1 call", "3 calls". @param {number} n @param {string} word */
+const plural = (n, word) => `${count.format(n)} ${word}${n === 1 ? "" : "s"}`;
+
 /** @param {Day[]} days @param {(d: Day) => number} pick */
 const sum = (days, pick) => days.reduce((n, d) => n + pick(d), 0);
 
@@ -52,6 +55,7 @@ export function Home() {
       api("GET", "/api/v1/overview", { query: { days: 7, utc_offset_minutes: -new Date().getTimezoneOffset() }, signal }),
     [],
   );
+  const [seeded, setSeeded] = useState(false);
   useEffect(() => {
     document.title = "Home · Parley";
   }, []);
@@ -66,11 +70,53 @@ export function Home() {
   return html`<${PageHeader} title="Home">Your ${mode} workspace today and over the last seven days.<//>
     ${overview.loading && !o && !overview.error && html`<${Skeleton} rows=${4} />`}
     ${overview.error && html`<${LoadError} error=${overview.error} retry=${overview.reload} />`}
-    ${o && html`<${Figures} o=${o} mode=${mode} />`}`;
+    ${seeded &&
+    html`<p class="notice" role="status">
+      The demo is ready: <a href="/agents">Ava (demo)</a> is answering three conversations from its help center,
+      and a <a href="/calls">test call</a> is ringing. The figures fill in over the next minute.
+    </p>`}
+    ${o &&
+    html`<${Figures}
+      o=${o}
+      mode=${mode}
+      onSeeded=${() => {
+        setSeeded(true);
+        overview.reload();
+      }}
+    />`}`;
 }
 
-/** @param {{o: Overview, mode: string}} p */
-function Figures({ o, mode }) {
+/**
+ * One click: a demo in test mode to look at.
+ * @param {{onSeeded: () => void}} p
+ */
+function SeedDemo({ onSeeded }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState("");
+  return html`<button
+      type="button"
+      class="primary"
+      disabled=${busy}
+      onClick=${async () => {
+        setBusy(true);
+        setError("");
+        try {
+          await api("POST", "/api/v1/demo");
+          onSeeded();
+        } catch (e) {
+          setError(e instanceof Error ? e.message : String(e));
+        } finally {
+          setBusy(false);
+        }
+      }}
+    >
+      Seed a demo
+    </button>
+    ${error && html`<p class="error" role="alert">${error}</p>`}`;
+}
+
+/** @param {{o: Overview, mode: string, onSeeded: () => void}} p */
+function Figures({ o, mode, onSeeded }) {
   const days = o.days;
   const today = days[days.length - 1];
   const quiet =
@@ -78,18 +124,19 @@ function Figures({ o, mode }) {
   /** @param {(d: Day) => number} pick */
   const points = (pick) => days.map((d) => ({ label: dayLabel(d.date), value: pick(d) }));
   return html`${quiet &&
-    html`<${EmptyState} title="Nothing has happened here yet">
+    html`<${EmptyState} title="Nothing has happened here yet" action=${mode === "test" && html`<${SeedDemo} onSeeded=${onSeeded} />`}>
       ${mode === "test"
-        ? html`Create an agent, then place a test call from <a href="/calls">Calls</a>: test mode runs on a simulated
-            line and costs nothing.`
-        : html`Switch to test mode to try Parley without touching customers, or create an API key under
-            <a href="/developers/api-keys">Developers</a> to connect your product.`}
+        ? html`Seed a demo to see a living console in a minute: an agent that answers from a help center, a webchat
+            channel, a few conversations and a test call, all on the simulated line. Or create an agent and place a test
+            call from <a href="/calls">Calls</a>.`
+        : html`Switch to test mode to try Parley without touching customers (a demo is one click there), or create an
+            API key under <a href="/developers/api-keys">Developers</a> to connect your product.`}
     <//>`}
     <div class="tiles">
       <${Tile} title="Calls" href="/calls">
         <p class="figure">${count.format(today.calls)} <span>today</span></p>
         <p class="muted">
-          ${`${minutes(today.call_seconds)} today · ${count.format(sum(days, (d) => d.calls))} calls, ${minutes(
+          ${`${minutes(today.call_seconds)} today · ${plural(sum(days, (d) => d.calls), "call")}, ${minutes(
             sum(days, (d) => d.call_seconds),
           )} in 7 days`}
         </p>

@@ -441,7 +441,7 @@ const journeys = {
   // streamed, and its run listed.
   async agents(browser) {
     const { page } = await signedIn(browser, base, owner);
-    await page.getByRole("link", { name: "Agents" }).click();
+    await page.getByRole("link", { name: "Agents", exact: true }).click();
     await page.getByRole("heading", { name: "Agents", level: 1 }).waitFor();
     await page.getByRole("button", { name: "Create agent" }).first().click();
     const dialog = page.getByRole("dialog", { name: "Create an agent" });
@@ -504,7 +504,7 @@ const journeys = {
     check((await reply.innerText()).includes("Let me get a person"), await reply.innerText());
     await axe(page, "playground", axeStates);
     await page.screenshot({ path: `${screenshots}/playground.png` });
-    await page.getByRole("link", { name: "Runs" }).click();
+    await page.getByRole("link", { name: "Runs", exact: true }).click();
     await page.getByRole("table", { name: /^Runs of/ }).getByRole("row").nth(1).waitFor();
   },
 
@@ -552,7 +552,7 @@ const journeys = {
     await page.screenshot({ path: `${screenshots}/knowledge.png`, fullPage: true });
 
     // The agent answers from it, and the playground shows what it was given.
-    await page.getByRole("link", { name: "Agents" }).click();
+    await page.getByRole("link", { name: "Agents", exact: true }).click();
     await page.getByRole("link", { name: config.knowledge_agent }).click();
     await page.getByRole("checkbox", { name: "Help center" }).check();
     await page.getByRole("button", { name: "Save changes" }).click();
@@ -727,6 +727,28 @@ const journeys = {
     await page.getByRole("heading", { name: /^Run #\d+$/, level: 1 }).waitFor();
     await page.getByRole("heading", { name: "Tool calls" }).waitFor();
     await axe(page, "run", axeStates);
+  },
+
+  // A new workspace's Home says what to do; in test mode one click seeds a
+  // demo that comes alive: an agent answering, a test call ringing.
+  async demo(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByLabel("Workspace").selectOption({ label: config.workspaces.c.name });
+    await page.getByRole("heading", { name: "Nothing has happened here yet" }).waitFor();
+    check(!(await page.getByRole("button", { name: "Seed a demo" }).count()), "a demo is offered in live mode");
+    await page.getByRole("switch", { name: "Test mode" }).click();
+    await page.getByRole("button", { name: "Seed a demo" }).waitFor();
+    await axe(page, "home, quiet", axeStates);
+    await page.getByRole("button", { name: "Seed a demo" }).click();
+    await page.getByRole("status").filter({ hasText: "The demo is ready" }).waitFor({ timeout: 30000 });
+    await page.getByRole("region", { name: "Messages" }).getByText(/^3 in · \d+ out today$/).waitFor();
+    await page.getByRole("region", { name: "Calls" }).getByText(/^1 today/).waitFor();
+    await axe(page, "home with the demo", axeStates);
+    await page.screenshot({ path: `${screenshots}/demo.png` });
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Agents", exact: true }).click();
+    await page.getByRole("link", { name: "Ava (demo)" }).click();
+    await page.getByRole("link", { name: "Runs", exact: true }).click();
+    await page.getByRole("table", { name: /^Runs of/ }).getByRole("row").nth(3).waitFor({ timeout: 30000 });
   },
 
   // A live call's page: each agent turn's latency as a chart, whose text
