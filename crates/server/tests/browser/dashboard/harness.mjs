@@ -31,6 +31,8 @@ export function check(cond, why) {
 export async function open(browser, base, { permissions = [], viewport = { width: 1280, height: 900 } } = {}) {
   const context = await browser.newContext({ baseURL: base, viewport, permissions });
   const page = await context.newPage();
+  // A loaded CI machine can be slow to answer: wait longer than the default 30 s.
+  page.setDefaultTimeout(60000);
   const problems = [];
   page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
   page.on("console", (m) => {
