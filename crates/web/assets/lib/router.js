@@ -68,7 +68,12 @@ export function match(pattern, path) {
   for (let i = 0; i < p.length; i++) {
     if (p[i].startsWith(":")) {
       if (!s[i]) return null;
-      params[p[i].slice(1)] = decodeURIComponent(s[i]);
+      // A mangled escape (`%E0%A4%A`) is no page, not a crash.
+      try {
+        params[p[i].slice(1)] = decodeURIComponent(s[i]);
+      } catch {
+        return null;
+      }
     } else if (p[i] !== s[i]) {
       return null;
     }

@@ -139,7 +139,7 @@ export function Calls() {
   const names = new Map((agents.data ?? []).map((a) => [a.id, a.name]));
   const filtered = Object.values(filters).some(Boolean);
   const place = html`<button type="button" class="primary" onClick=${() => setPlacing(true)}>
-    Place a test call
+    ${mode === "test" ? "Place a test call" : "Place a call"}
   </button>`;
   const total = calls.data?.total ?? 0;
 
@@ -254,14 +254,16 @@ function PlaceCall({ agents, onClose }) {
   });
   const place = useCreate();
   if (!usable.length) {
-    return html`<${Dialog} title="Place a test call" onClose=${onClose}>
+    return html`<${Dialog} title=${test ? "Place a test call" : "Place a live call"} onClose=${onClose}>
       <div class="dialog-body">
         <p>A call needs an agent to speak. Create an agent first, then come back.</p>
       </div>
       <footer><button type="button" onClick=${onClose}>Close</button></footer>
     <//>`;
   }
-  return html`<${Dialog} title="Place a test call" onClose=${onClose}>
+  return html`<${Dialog} title=${test ? "Place a test call" : "Place a live call"} onClose=${onClose}>
+    ${!test &&
+    html`<p class="notice" role="note">This calls a real number through your provider and is charged to the live balance.</p>`}
     <form
       novalidate
       onSubmit=${form.submit(async () => {

@@ -408,11 +408,15 @@ function Embed({ channel, widgetUrl }) {
   const preview = `/webchat/${encodeURIComponent(channel.public_id)}/preview`;
   return html`<section class="section" aria-labelledby="embed-h">
     <h2 id="embed-h">Add it to your site</h2>
-    <p>Paste this before <code>&lt;/body&gt;</code> on the pages where visitors may chat:</p>
+    <p>Paste this before <code>${"</body>"}</code> on the pages where visitors may chat:</p>
     <pre class="excerpt snippet">${snippet}</pre>
     <div class="actions">
       <${CopyButton} text=${snippet} label="Copy snippet" />
-      <a class="button" href=${preview} target="_blank" rel="noopener">Open a live preview<span class="visually-hidden"> (opens in a new tab)</span></a>
+      ${channel.status === "active"
+        ? html`<a class="button" href=${preview} target="_blank" rel="noopener"
+            >Open a live preview<span class="visually-hidden"> (opens in a new tab)</span></a
+          >`
+        : html`<span class="muted">Enable the channel to preview it.</span>`}
     </div>
     <p class="muted">
       The preview runs on this server's address: if the channel lists allowed origins, add it there to chat in the

@@ -386,7 +386,8 @@ export function ContactPage({ id }) {
         at: v.last_message_ts ?? v.created_at,
         kind: `${humanize(v.channel)} conversation`,
         title: v.title,
-        detail: `${humanize(v.status)}${v.last_message_preview ? ` · ${v.last_message_preview}` : ""}`,
+        // List items carry no status: what was said last, and what is unread.
+        detail: `${v.unread_count ? `${v.unread_count} unread · ` : ""}${v.last_message_preview ?? ""}`,
       })),
     ...(calls.data?.items ?? []).map((/** @type {any} */ call) => ({
       at: call.created_at,

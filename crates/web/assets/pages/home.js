@@ -191,7 +191,7 @@ function Figures({ o, mode, onSeeded }) {
               </li>`,
             )}
           </ul>`
-        : html`<p class="muted">Every endpoint is delivering.</p>`}
+        : html`<p class="muted">No endpoint is failing.</p>`}
     </section>`;
 }
 

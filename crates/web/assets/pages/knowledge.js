@@ -172,7 +172,7 @@ export function CollectionPage({ id }) {
       actions=${html`<button type="button" onClick=${() => setEditing(true)}>Edit</button>
         <button type="button" class="danger subtle" onClick=${() => setDeleting(true)}>Delete</button>`}
     >
-      ${c.description ? html`${c.description} · ` : ""}${c.document_count} documents, ${c.passage_count} passages.
+      ${c.description ? html`${c.description} · ` : ""}${`${c.document_count} document${c.document_count === 1 ? "" : "s"}, ${c.passage_count} passage${c.passage_count === 1 ? "" : "s"}.`}
     <//>
     <section class="section" aria-labelledby="documents-h">
       <h2 id="documents-h">Documents</h2>

@@ -755,6 +755,14 @@ const journeys = {
     await page.getByRole("link", { name: "Ava (demo)" }).click();
     await page.getByRole("link", { name: "Runs", exact: true }).click();
     await page.getByRole("table", { name: /^Runs of/ }).getByRole("row").nth(3).waitFor({ timeout: 30000 });
+    // A visitor's contact page lists their chat.
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Contacts" }).click();
+    await page.getByRole("link", { name: "Ana Lima" }).click();
+    await page.getByText("Webchat conversation").waitFor();
+    await axe(page, "contact with a chat", axeStates);
+    // A mangled address is no page, not a crash.
+    await page.goto("/agents/%E0%A4%A");
+    await page.getByRole("heading", { name: "There is no page here" }).waitFor();
   },
 
   // A live call's page: each agent turn's latency as a chart, whose text
