@@ -26,6 +26,7 @@ const ROUTES = [
   ["/agents", () => html`<${Agents} />`],
   ["/agents/:id", (p) => html`<${AgentPage} id=${p.id} view="settings" />`],
   ["/agents/:id/playground", (p) => html`<${AgentPage} id=${p.id} view="playground" />`],
+  ["/agents/:id/triggers", (p) => html`<${AgentPage} id=${p.id} view="triggers" />`],
   ["/agents/:id/runs", (p) => html`<${AgentPage} id=${p.id} view="runs" />`],
   ["/calls", () => html`<${Calls} />`],
   ["/contacts", () => html`<${Contacts} />`],

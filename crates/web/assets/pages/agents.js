@@ -274,7 +274,7 @@ const MOVES = {
   archived: [["paused", "Restore"]],
 };
 
-/** @param {{id: string, view: "settings" | "playground" | "runs"}} p */
+/** @param {{id: string, view: "settings" | "playground" | "triggers" | "runs"}} p */
 export function AgentPage({ id, view }) {
   const agent = useResource((signal) => api("GET", `/api/v1/agents/${encodeURIComponent(id)}`, { signal }), [id]);
   const [moveError, setMoveError] = useState("");
@@ -298,6 +298,7 @@ export function AgentPage({ id, view }) {
   const tabs = /** @type {const} */ ([
     ["settings", base, "Settings"],
     ["playground", `${base}/playground`, "Playground"],
+    ["triggers", `${base}/triggers`, "Triggers"],
     ["runs", `${base}/runs`, "Runs"],
   ]);
   return html`<nav class="breadcrumb" aria-label="Breadcrumb"><a href="/agents">Agents</a></nav>
@@ -339,6 +340,7 @@ export function AgentPage({ id, view }) {
       }}
     />`}
     ${view === "playground" && html`<${Playground} agent=${a} />`}
+    ${view === "triggers" && html`<${Triggers} agent=${a} onChanged=${agent.reload} />`}
     ${view === "runs" && html`<${AgentRuns} agent=${a} />`}`;
 }
 
@@ -1101,4 +1103,128 @@ function AgentRuns({ agent }) {
     !items.length &&
     html`<${EmptyState} title="No runs yet">Each answer the agent gives is a run. Try it in the playground.<//>`}
     ${items.length > 0 && html`<${Runs} runs=${items} caption=${`Runs of ${agent.name}, newest first`} />`}`;
+}
+
+/**
+ * @typedef {{id: number, event: string, channel: string, kind?: string | null, pattern?: string | null,
+ *   pattern_type: string, enabled: boolean}} Trigger
+ */
+
+const CHANNELS = ["*", "api", "webchat", "email", "sms", "whatsapp", "telegram", "voice"];
+
+/**
+ * What routes inbound messages and calls to the agent: add, pause, remove.
+ * @param {{agent: Agent, onChanged: () => void}} p
+ */
+function Triggers({ agent, onChanged }) {
+  const path = `/api/v1/agents/${agent.id}/triggers`;
+  const list = useResource((signal) => api("GET", path, { query: { limit: 200 }, signal }), [agent.id]);
+  const form = useForm({ event: "message.received", channel: "*", pattern: "", pattern_type: "keyword" });
+  const [error, setError] = useState("");
+  /** @type {Trigger[]} */
+  const items = list.data?.items ?? [];
+  const changed = () => {
+    list.reload();
+    onChanged();
+  };
+  /** @param {() => Promise<unknown>} action */
+  const act = async (action) => {
+    setError("");
+    try {
+      await action();
+      changed();
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+  };
+  return html`<p class="muted">
+      A conversation without an agent goes to the first active agent (highest priority first) with a trigger that
+      matches: its event, its channel or any, and its keyword or regular expression if it has one.
+    </p>
+    ${list.error && html`<${LoadError} error=${list.error} retry=${list.reload} />`}
+    ${error && html`<div class="notice error" role="alert"><p>${error}</p></div>`}
+    ${list.data && !items.length && html`<p class="muted">No triggers: this agent answers only conversations given to it.</p>`}
+    ${items.length > 0 &&
+    html`<div class="table-wrap">
+      <table>
+        <caption class="visually-hidden">Triggers of ${agent.name}</caption>
+        <thead>
+          <tr>
+            <th scope="col">When</th>
+            <th scope="col">Channel</th>
+            <th scope="col">Matching</th>
+            <th scope="col">Status</th>
+            <th scope="col"><span class="visually-hidden">Actions</span></th>
+          </tr>
+        </thead>
+        <tbody>
+          ${items.map(
+            (t) => html`<tr key=${t.id}>
+              <th scope="row">${t.event === "call.inbound" ? "A call comes in" : "A message comes in"}</th>
+              <td>${t.channel === "*" ? "Any channel" : statusLabel(t.channel)}</td>
+              <td>${t.pattern ? html`<code>${t.pattern}</code> <span class="muted">(${t.pattern_type})</span>` : "Everything"}</td>
+              <td><span class=${`badge ${t.enabled ? "ok" : ""}`}>${t.enabled ? "On" : "Off"}</span></td>
+              <td class="row-actions">
+                <button type="button" class="subtle" onClick=${() => act(() => api("PATCH", `${path}/${t.id}`, { body: { enabled: !t.enabled } }))}>
+                  ${t.enabled ? "Turn off" : "Turn on"}<span class="visually-hidden"> trigger ${t.id}</span>
+                </button>
+                <button type="button" class="danger subtle" onClick=${() => act(() => api("DELETE", `${path}/${t.id}`))}>
+                  Remove<span class="visually-hidden"> trigger ${t.id}</span>
+                </button>
+              </td>
+            </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>`}
+    <form
+      class="settings"
+      novalidate
+      onSubmit=${form.submit(async () => {
+        /** @type {Record<string, unknown>} */
+        const body = { event: form.values.event, channel: form.values.channel };
+        if (form.values.pattern.trim()) {
+          body.pattern = form.values.pattern.trim();
+          body.pattern_type = form.values.pattern_type;
+        }
+        await api("POST", path, { body });
+        form.reset({ ...form.values, pattern: "" });
+        changed();
+      })}
+    >
+      <fieldset>
+        <legend>Add a trigger</legend>
+        <div class="row">
+          <${SelectField}
+            form=${form}
+            name="event"
+            label="When"
+            options=${[
+              ["message.received", "A message comes in"],
+              ["call.inbound", "A call comes in"],
+            ]}
+          />
+          <${SelectField}
+            form=${form}
+            name="channel"
+            label="On"
+            options=${CHANNELS.map((c) => /** @type {[string, string]} */ ([c, c === "*" ? "Any channel" : statusLabel(c)]))}
+          />
+        </div>
+        <div class="row">
+          <${TextField} form=${form} name="pattern" label="Matching (optional)" maxlength=${500} hint="Empty matches everything." />
+          <${SelectField}
+            form=${form}
+            name="pattern_type"
+            label="As"
+            options=${[
+              ["keyword", "A whole word, any case"],
+              ["regex", "A regular expression"],
+            ]}
+          />
+        </div>
+        <${FormError} form=${form} fields=${["event", "channel", "pattern", "pattern_type"]} />
+        <button type="submit" class="primary" disabled=${form.busy}>Add trigger</button>
+      </fieldset>
+    </form>`;
 }

@@ -498,6 +498,28 @@ const journeys = {
     await page.getByRole("button", { name: "Activate" }).click();
     await page.getByRole("button", { name: "Pause" }).waitFor();
 
+    // Triggers: a bad regular expression is refused next to its field; one
+    // that compiles is added, turned off, and removed.
+    await page.getByRole("link", { name: "Triggers", exact: true }).click();
+    await page.getByText("No triggers: this agent answers only conversations given to it.").waitFor();
+    await page.getByLabel("Matching (optional)").fill("(book");
+    await page.getByLabel("As").selectOption("regex");
+    await page.getByRole("button", { name: "Add trigger" }).click();
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await page.getByLabel("Matching (optional)").getAttribute("aria-invalid")) === "true", "the bad regex is not marked");
+    await axe(page, "agent triggers with an error", axeStates);
+    await page.getByLabel("Matching (optional)").fill("book|table");
+    await page.getByRole("button", { name: "Add trigger" }).click();
+    const triggers = page.getByRole("table", { name: /^Triggers of/ });
+    const row = triggers.getByRole("row", { name: /book\|table/ });
+    await row.getByText("On", { exact: true }).waitFor();
+    await row.getByRole("button", { name: /^Turn off/ }).click();
+    await row.getByText("Off", { exact: true }).waitFor();
+    const listed = (await api(base, "GET", `/api/v1/agents/${id}/triggers`, { key: config.live_key })).body.items;
+    check(listed.length === 1 && listed[0].pattern === "book|table" && listed[0].enabled === false, JSON.stringify(listed));
+    await row.getByRole("button", { name: /^Remove/ }).click();
+    await triggers.waitFor({ state: "detached" });
+
     // The playground streams the answer (Server-Sent Events) and says what it would do.
     await page.getByRole("link", { name: "Playground" }).click();
     const streamed = page.waitForResponse((r) => r.url().endsWith(`/api/v1/agents/${id}/chat`));
