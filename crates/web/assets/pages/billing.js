@@ -309,6 +309,11 @@ export function RunsPage() {
 /** @param {{id: string}} p */
 export function RunPage({ id }) {
   const run = useResource((signal) => api("GET", `/api/v1/agent-runs/${encodeURIComponent(id)}`, { signal }), [id]);
+  const agentId = run.data?.agent_id;
+  const agent = useResource(
+    (signal) => (agentId ? api("GET", `/api/v1/agents/${agentId}`, { signal }) : Promise.resolve(null)),
+    [agentId],
+  );
   useEffect(() => {
     document.title = `Run #${id} · Parley`;
   }, [id]);
@@ -331,7 +336,7 @@ export function RunPage({ id }) {
     <//>
     ${r.error && html`<div class="notice error" role="alert"><p>${r.error}</p></div>`}
     <dl class="facts">
-      <div><dt>Agent</dt><dd><a href=${`/agents/${r.agent_id}`}>Agent ${r.agent_id}</a></dd></div>
+      <div><dt>Agent</dt><dd><a href=${`/agents/${r.agent_id}`}>${agent.data?.name ?? `Agent ${r.agent_id}`}</a></dd></div>
       <div><dt>Engine</dt><dd>${r.engine} · ${r.model}</dd></div>
       <div><dt>Tokens in / out</dt><dd>${r.input_tokens} / ${r.output_tokens}</dd></div>
       <div><dt>Cost</dt><dd>${money(r.cost_cents)}</dd></div>

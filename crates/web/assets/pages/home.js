@@ -5,7 +5,7 @@
 import { html, useEffect, useState } from "../lib/html.js";
 import { api } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
-import { current } from "../lib/session.js";
+import { canAdminister, current } from "../lib/session.js";
 import { money } from "../lib/format.js";
 import { EmptyState, LoadError, PageHeader, Skeleton } from "../components/ui.js";
 import { Bars } from "../components/charts.js";
@@ -129,8 +129,10 @@ function Figures({ o, mode, onSeeded }) {
         ? html`Seed a demo to see a living console in a minute: an agent that answers from a help center, a webchat
             channel, a few conversations and a test call, all on the simulated line. Or create an agent and place a test
             call from <a href="/calls">Calls</a>.`
-        : html`Switch to test mode to try Parley without touching customers (a demo is one click there), or create an
-            API key under <a href="/developers/api-keys">Developers</a> to connect your product.`}
+        : canAdminister()
+          ? html`Switch to test mode to try Parley without touching customers (a demo is one click there), or create
+              an API key under <a href="/developers/api-keys">Developers</a> to connect your product.`
+          : html`Switch to test mode to try Parley without touching customers: a demo is one click there.`}
     <//>`}
     <div class="tiles">
       <${Tile} title="Calls" href="/calls">
