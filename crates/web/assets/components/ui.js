@@ -5,6 +5,7 @@
 
 import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
 import { api, ApiError } from "../lib/api.js";
+import { setQuery } from "../lib/router.js";
 import { ago, formatDate } from "../lib/format.js";
 
 /**
@@ -358,3 +359,33 @@ export const icons = {
     html`<circle cx="9" cy="8" r="3.5" /><path d="M2.5 20a6.5 6.5 0 0 1 13 0M16 4.5a3.5 3.5 0 0 1 0 7M18 14a6 6 0 0 1 3.5 6" />`,
   ),
 };
+
+/**
+ * Previous and Next through a list paged by `offset` in the URL.
+ * @param {{offset: number, total: number, shown: number, size: number}} p
+ */
+export function Pager({ offset, total, shown, size }) {
+  if (total <= size && offset === 0) return null;
+  return html`<nav class="pager" aria-label="Pages">
+    <span>${offset + 1}–${offset + shown} of ${total}</span>
+    <button type="button" disabled=${offset === 0} onClick=${() => setQuery({ offset: Math.max(0, offset - size) || null })}>
+      Previous
+    </button>
+    <button type="button" disabled=${offset + shown >= total} onClick=${() => setQuery({ offset: offset + size })}>Next</button>
+  </nav>`;
+}
+
+/**
+ * A page whose resource failed to load: another workspace's or mode's id
+ * (404, or 422 for what is no id at all) reads as missing, like an unknown
+ * one; anything else is an error with a retry.
+ * @param {{error: unknown, what: string, back: string, backLabel: string, retry: () => void}} p
+ */
+export function NotHere({ error, what, back, backLabel, retry }) {
+  if (error instanceof ApiError && (error.status === 404 || error.status === 422)) {
+    return html`<${EmptyState} title=${`There is no such ${what}`} action=${html`<a class="button" href=${back}>${backLabel}</a>`}>
+      It may belong to another workspace or mode: each keeps its own.
+    <//>`;
+  }
+  return html`<${LoadError} error=${error} retry=${retry} />`;
+}

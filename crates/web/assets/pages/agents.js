@@ -14,17 +14,18 @@ import {
   CheckField,
   Dialog,
   EmptyState,
+  faultsOf,
   Field,
   FormError,
   LoadError,
+  NotHere,
   PageHeader,
   SelectField,
   Skeleton,
   TextField,
-  When,
-  faultsOf,
   useCreate,
   useForm,
+  When,
 } from "../components/ui.js";
 import { Runs } from "../components/runs.js";
 import { humanize as statusLabel } from "../lib/format.js";
@@ -286,12 +287,7 @@ export function AgentPage({ id, view }) {
     if (a) document.title = `${a.name} · Agents · Parley`;
   }, [a?.name]);
   if (agent.error) {
-    if (agent.error instanceof ApiError && (agent.error.status === 404 || agent.error.status === 422)) {
-      return html`<${EmptyState} title="There is no such agent" action=${html`<a class="button" href="/agents">All agents</a>`}>
-        It may belong to another workspace or mode: agents are kept apart by both.
-      <//>`;
-    }
-    return html`<${LoadError} error=${agent.error} retry=${agent.reload} />`;
+    return html`<${NotHere} error=${agent.error} what="agent" back="/agents" backLabel="All agents" retry=${agent.reload} />`;
   }
   if (!a) return html`<${Skeleton} rows=${6} />`;
   const base = `/agents/${a.id}`;

@@ -16,12 +16,14 @@ import {
   EmptyState,
   FormError,
   LoadError,
+  NotHere,
   PageHeader,
+  Pager,
   Skeleton,
   TextField,
-  When,
   useCreate,
   useForm,
+  When,
 } from "../components/ui.js";
 import { Runs } from "../components/runs.js";
 
@@ -158,12 +160,7 @@ export function Billing() {
             </tbody>
           </table>
         </div>
-        ${total > PAGE &&
-        html`<nav class="pager" aria-label="Pages">
-          <span>${offset + 1}–${offset + entries.length} of ${total}</span>
-          <button type="button" disabled=${offset === 0} onClick=${() => setQuery({ offset: Math.max(0, offset - PAGE) || null })}>Previous</button>
-          <button type="button" disabled=${offset + entries.length >= total} onClick=${() => setQuery({ offset: offset + PAGE })}>Next</button>
-        </nav>`}`}
+        <${Pager} offset=${offset} total=${total} shown=${entries.length} size=${PAGE} />`}
     </section>
     ${dialog === "credit" && html`<${AddCredit} mode=${mode} onClose=${() => setDialog("")} onDone=${changed} />`}
     ${dialog === "reset" &&
@@ -298,12 +295,7 @@ export function RunsPage() {
     !items.length &&
     html`<${EmptyState} title="No runs yet">Runs appear when agents answer messages and calls, or in the playground.<//>`}
     ${items.length > 0 && html`<${Runs} runs=${items} caption=${`${mode} agent runs, newest first`} />`}
-    ${total > PAGE &&
-    html`<nav class="pager" aria-label="Pages">
-      <span>${offset + 1}–${offset + items.length} of ${total}</span>
-      <button type="button" disabled=${offset === 0} onClick=${() => setQuery({ offset: Math.max(0, offset - PAGE) || null })}>Previous</button>
-      <button type="button" disabled=${offset + items.length >= total} onClick=${() => setQuery({ offset: offset + PAGE })}>Next</button>
-    </nav>`}`;
+    <${Pager} offset=${offset} total=${total} shown=${items.length} size=${PAGE} />`;
 }
 
 /** @param {{id: string}} p */
@@ -318,12 +310,7 @@ export function RunPage({ id }) {
     document.title = `Run #${id} · Parley`;
   }, [id]);
   if (run.error) {
-    if (run.error instanceof ApiError && (run.error.status === 404 || run.error.status === 422)) {
-      return html`<${EmptyState} title="There is no such run" action=${html`<a class="button" href="/runs">All runs</a>`}>
-        It may belong to another workspace or mode.
-      <//>`;
-    }
-    return html`<${LoadError} error=${run.error} retry=${run.reload} />`;
+    return html`<${NotHere} error=${run.error} what="run" back="/runs" backLabel="All runs" retry=${run.reload} />`;
   }
   /** @type {import("../components/runs.js").Run & {agent_id: number, trigger: string, conversation_id?: number | null,
    *   call_id?: string | null, completed_at?: string | null, reply_message_id?: number | null}} */

@@ -5,7 +5,7 @@
 // follows it until it ends.
 
 import { html, useEffect, useRef, useState } from "../lib/html.js";
-import { api, ApiError } from "../lib/api.js";
+import { api } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
 import { current } from "../lib/session.js";
 import { navigate, setQuery, useLocation } from "../lib/router.js";
@@ -16,13 +16,15 @@ import {
   EmptyState,
   FormError,
   LoadError,
+  NotHere,
   PageHeader,
+  Pager,
   SelectField,
   Skeleton,
   TextField,
-  When,
   useCreate,
   useForm,
+  When,
 } from "../components/ui.js";
 import { LatencyChart } from "../components/charts.js";
 import { RecordingPlayer } from "../components/player.js";
@@ -224,22 +226,8 @@ export function Calls() {
           </tbody>
         </table>
       </div>
-      <${Pager} offset=${offset} total=${total} shown=${items.length} />`}
+      <${Pager} offset=${offset} total=${total} shown=${items.length} size=${PAGE} />`}
     ${placing && html`<${PlaceCall} agents=${agents.data ?? []} onClose=${() => setPlacing(false)} />`}`;
-}
-
-/** @param {{offset: number, total: number, shown: number}} p */
-function Pager({ offset, total, shown }) {
-  if (total <= PAGE && offset === 0) return null;
-  return html`<nav class="pager" aria-label="Pages">
-    <span>${offset + 1}–${offset + shown} of ${total}</span>
-    <button type="button" disabled=${offset === 0} onClick=${() => setQuery({ offset: Math.max(0, offset - PAGE) || null })}>
-      Previous
-    </button>
-    <button type="button" disabled=${offset + shown >= total} onClick=${() => setQuery({ offset: offset + PAGE })}>
-      Next
-    </button>
-  </nav>`;
 }
 
 /** @param {{agents: AgentRef[], onClose: () => void}} p */
@@ -354,12 +342,7 @@ export function CallPage({ id }) {
   }, [live, settling, call.reload, transcript.reload]);
 
   if (call.error) {
-    if (call.error instanceof ApiError && call.error.status === 404) {
-      return html`<${EmptyState} title="There is no such call" action=${html`<a class="button" href="/calls">All calls</a>`}>
-        It may belong to another workspace or mode: calls are kept apart by both.
-      <//>`;
-    }
-    return html`<${LoadError} error=${call.error} retry=${call.reload} />`;
+    return html`<${NotHere} error=${call.error} what="call" back="/calls" backLabel="All calls" retry=${call.reload} />`;
   }
   if (!c) return html`<${Skeleton} rows=${5} />`;
 

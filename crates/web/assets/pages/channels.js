@@ -7,7 +7,7 @@
 // webchat the embed snippet and a live preview.
 
 import { html, useEffect, useState } from "../lib/html.js";
-import { api, ApiError } from "../lib/api.js";
+import { api } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
 import { current } from "../lib/session.js";
 import { navigate } from "../lib/router.js";
@@ -20,14 +20,15 @@ import {
   Field,
   FormError,
   LoadError,
+  NotHere,
   PageHeader,
   SelectField,
   ShownOnce,
   Skeleton,
   TextField,
-  When,
   useCreate,
   useForm,
+  When,
 } from "../components/ui.js";
 
 /**
@@ -300,12 +301,7 @@ export function ChannelPage({ id }) {
     if (c) document.title = `${c.name} · Channels · Parley`;
   }, [c?.name]);
   if (channel.error) {
-    if (channel.error instanceof ApiError && (channel.error.status === 404 || channel.error.status === 422)) {
-      return html`<${EmptyState} title="There is no such channel" action=${html`<a class="button" href="/channels">All channels</a>`}>
-        It may belong to another workspace or mode.
-      <//>`;
-    }
-    return html`<${LoadError} error=${channel.error} retry=${channel.reload} />`;
+    return html`<${NotHere} error=${channel.error} what="channel" back="/channels" backLabel="All channels" retry=${channel.reload} />`;
   }
   if (!c) return html`<${Skeleton} rows=${5} />`;
   const kind = (kinds.data ?? []).find((k) => k.type === c.type);

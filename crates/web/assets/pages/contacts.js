@@ -17,11 +17,13 @@ import {
   Field,
   FormError,
   LoadError,
+  NotHere,
   PageHeader,
+  Pager,
   Skeleton,
   TextField,
-  When,
   useForm,
+  When,
 } from "../components/ui.js";
 
 /**
@@ -131,12 +133,7 @@ export function Contacts() {
           </tbody>
         </table>
       </div>
-      ${total > PAGE &&
-      html`<nav class="pager" aria-label="Pages">
-        <span>${offset + 1}–${offset + items.length} of ${total}</span>
-        <button type="button" disabled=${offset === 0} onClick=${() => setQuery({ offset: Math.max(0, offset - PAGE) || null })}>Previous</button>
-        <button type="button" disabled=${offset + items.length >= total} onClick=${() => setQuery({ offset: offset + PAGE })}>Next</button>
-      </nav>`}`}
+      <${Pager} offset=${offset} total=${total} shown=${items.length} size=${PAGE} />`}
     ${dialog === "new" &&
     html`<${ContactForm} onClose=${() => setDialog("")} onSaved=${(/** @type {Contact} */ c) => navigate(`/contacts/${c.id}`)} />`}
     ${dialog === "import" && html`<${ImportCsv} onClose=${() => setDialog("")} onDone=${contacts.reload} />`}
@@ -369,12 +366,7 @@ export function ContactPage({ id }) {
     if (c) document.title = `${c.display_name} · Contacts · Parley`;
   }, [c?.display_name]);
   if (contact.error) {
-    if (contact.error instanceof ApiError && (contact.error.status === 404 || contact.error.status === 422)) {
-      return html`<${EmptyState} title="There is no such contact" action=${html`<a class="button" href="/contacts">All contacts</a>`}>
-        It may belong to another workspace or mode, or have been merged into another contact.
-      <//>`;
-    }
-    return html`<${LoadError} error=${contact.error} retry=${contact.reload} />`;
+    return html`<${NotHere} error=${contact.error} what="contact" back="/contacts" backLabel="All contacts" retry=${contact.reload} />`;
   }
   if (!c) return html`<${Skeleton} rows=${5} />`;
 

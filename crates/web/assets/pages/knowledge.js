@@ -18,12 +18,13 @@ import {
   Field,
   FormError,
   LoadError,
+  NotHere,
   PageHeader,
   SelectField,
   Skeleton,
   TextField,
-  When,
   useForm,
+  When,
 } from "../components/ui.js";
 
 /**
@@ -154,12 +155,7 @@ export function CollectionPage({ id }) {
   }, [processing, documents.reload, collection.reload]);
 
   if (collection.error) {
-    if (collection.error instanceof ApiError && (collection.error.status === 404 || collection.error.status === 422)) {
-      return html`<${EmptyState} title="There is no such collection" action=${html`<a class="button" href="/knowledge">All collections</a>`}>
-        It may belong to another workspace or mode.
-      <//>`;
-    }
-    return html`<${LoadError} error=${collection.error} retry=${collection.reload} />`;
+    return html`<${NotHere} error=${collection.error} what="collection" back="/knowledge" backLabel="All collections" retry=${collection.reload} />`;
   }
   if (!c) return html`<${Skeleton} rows=${5} />`;
   const changed = () => {
