@@ -192,6 +192,78 @@ impl Recorder {
     }
 }
 
+/// Where a 16-bit PCM WAV keeps its samples, read from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WavLayout {
+    pub channels: u16,
+    pub sample_rate: u32,
+    /// The byte offset of the first sample.
+    pub data_start: u64,
+    pub frames: u64,
+}
+
+impl WavLayout {
+    /// The layout of the WAV whose first bytes are `head` (the header
+    /// must be in them); `None` unless it is 16-bit PCM, mono or stereo.
+    pub fn read(head: &[u8]) -> Option<WavLayout> {
+        let mut cursor = std::io::Cursor::new(head);
+        let reader = hound::WavReader::new(&mut cursor).ok()?;
+        let spec = reader.spec();
+        let ok = spec.sample_format == hound::SampleFormat::Int && spec.bits_per_sample == 16;
+        if !ok || !(1..=2).contains(&spec.channels) {
+            return None;
+        }
+        let frames = u64::from(reader.duration());
+        drop(reader);
+        Some(WavLayout { channels: spec.channels, sample_rate: spec.sample_rate, data_start: cursor.position(), frames })
+    }
+
+    /// Bytes per frame (one sample of each channel).
+    pub fn frame_bytes(&self) -> u64 {
+        2 * u64::from(self.channels)
+    }
+}
+
+/// A recording's waveform for drawing: the loudest sample of each of
+/// `columns` equal slices of the call, per side, in thousandths of full
+/// scale. Fed the samples in order, a chunk at a time, so a call of any
+/// length is read in bounded memory.
+#[derive(Debug)]
+pub struct Peaks {
+    layout: WavLayout,
+    seen: u64,
+    /// Left channel (the caller).
+    pub caller: Vec<u16>,
+    /// Right channel (the agent); the left again for a mono file.
+    pub agent: Vec<u16>,
+}
+
+impl Peaks {
+    pub fn new(layout: WavLayout, columns: usize) -> Peaks {
+        Peaks { layout, seen: 0, caller: vec![0; columns], agent: vec![0; columns] }
+    }
+
+    /// The next samples: whole frames (a partial one at the end is ignored).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let columns = self.caller.len() as u64;
+        let frames = self.layout.frames.max(1);
+        let per_frame = self.layout.frame_bytes() as usize;
+        for frame in bytes.chunks_exact(per_frame) {
+            if self.seen >= self.layout.frames {
+                return;
+            }
+            let col = (self.seen * columns / frames) as usize;
+            let left = i16::from_le_bytes([frame[0], frame[1]]).unsigned_abs();
+            let right = if per_frame == 4 { i16::from_le_bytes([frame[2], frame[3]]).unsigned_abs() } else { left };
+            // Thousandths of full scale (32768), rounded up so a sound is never drawn as silence.
+            let scale = |v: u16| ((u32::from(v) * 1000).div_ceil(32768)) as u16;
+            self.caller[col] = self.caller[col].max(scale(left));
+            self.agent[col] = self.agent[col].max(scale(right));
+            self.seen += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +330,27 @@ mod tests {
         assert_eq!((samples[2 * 4000], samples[2 * 4000 + 1]), (1, 0));
         assert_eq!((samples[2 * 12000], samples[2 * 12000 + 1]), (0, 2));
         assert_eq!(samples[2 * 599 * 8000 + 1], 100);
+    }
+
+    #[test]
+    fn the_waveform_is_read_in_chunks_with_each_side_on_its_own() {
+        let mut r = Recorder::create(&scratch("w.wav")).unwrap();
+        // 4 s: the caller loud in the first second, the agent half as loud in the third.
+        r.put(Voice::Caller, 0, &[-32768; 8000]);
+        r.put(Voice::Agent, 2000, &[16384; 8000]);
+        let rec = r.finish(4000).unwrap();
+        let bytes = std::fs::read(&rec.path).unwrap();
+        let layout = WavLayout::read(&bytes[..64]).unwrap();
+        assert_eq!((layout.channels, layout.sample_rate, layout.data_start, layout.frames), (2, 8000, 44, 32000));
+        let mut peaks = Peaks::new(layout, 4);
+        // Chunks of a size that is no multiple of anything in particular but whole frames.
+        for chunk in bytes[44..].chunks(4 * 999) {
+            peaks.feed(chunk);
+        }
+        assert_eq!(peaks.caller, vec![1000, 0, 0, 0]);
+        assert_eq!(peaks.agent, vec![0, 0, 500, 0]);
+        // Not a 16-bit PCM WAV: no layout.
+        assert_eq!(WavLayout::read(b"RIFF\0\0\0\0WAVEjunk"), None);
+        assert_eq!(WavLayout::read(b"%PDF-1.4"), None);
     }
 }

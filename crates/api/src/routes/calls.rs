@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(hangup_call))
         .routes(routes!(get_transcript))
         .routes(routes!(get_recording))
+        .routes(routes!(get_waveform))
 }
 
 impl FromBody for CreateCall {
@@ -80,6 +81,27 @@ impl FromQuery for RecordingParams {
 struct RecordingQuery {
     /// `true`: answer 200 with JSON `{url, expires_at, content_type, duration_ms}` instead of a 307.
     redirect: Option<bool>,
+}
+
+/// `points` of the waveform route.
+pub struct WaveformParams {
+    points: usize,
+}
+
+impl FromQuery for WaveformParams {
+    fn from_query(q: &mut QueryReader) -> Self {
+        let (min, max, default) = calls::WAVEFORM_POINTS;
+        WaveformParams { points: q.integer("points", min, max).unwrap_or(default) as usize }
+    }
+}
+
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // documentation only
+struct WaveformQuery {
+    /// Columns per side (10–4000, default 1000).
+    #[param(minimum = 10, maximum = 4000)]
+    points: Option<i64>,
 }
 
 fn not_found_call(id: &str) -> ApiError {
@@ -174,6 +196,31 @@ async fn get_transcript(
     PathText(id): PathText,
 ) -> Result<Json<Transcript>, ApiError> {
     Ok(Json(calls::transcript(&s.services, auth.scope(), &id).await?))
+}
+
+/// A recording's waveform: per side, the loudest sample of each of
+/// `points` equal slices of the call, in thousandths of full scale — what a
+/// page needs to draw the recording without downloading it. Recordings do
+/// not change, so the answer may be cached. 404 when the call has no
+/// recording; 503 when storage cannot read it.
+#[utoipa::path(
+    get, path = "/api/v1/calls/{call_id}/recording/waveform", tag = "Calls",
+    params(("call_id" = String, Path), WaveformQuery),
+    responses(
+        (status = 200, body = calls::Waveform),
+        (status = 404, body = ErrorBody),
+        (status = 422, body = ValidationErrorBody),
+        (status = 503, body = ErrorBody, description = "Storage cannot read the recording"),
+    )
+)]
+async fn get_waveform(
+    auth: Auth,
+    State(s): State<AppState>,
+    PathText(id): PathText,
+    Params(params): Params<WaveformParams>,
+) -> Result<Response, ApiError> {
+    let waveform = calls::waveform(&s.services, auth.scope(), &id, params.points).await?;
+    Ok(([(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"))], Json(waveform)).into_response())
 }
 
 /// A call's recording (stereo WAV: caller left, agent right).

@@ -120,6 +120,28 @@ both_backends! {
         assert!(j.body["url"].as_str().unwrap().contains("/files/") && j.body["expires_at"].is_string());
         assert_eq!(app.get(&ws.live, &format!("/api/v1/calls/{id}/recording?redirect=maybe")).await.status, 422);
 
+        // Its waveform, computed from the file: the loudest sample per column
+        // of each side, equal to what the WAV's own samples give.
+        let w = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording/waveform?points=50")).await;
+        assert_eq!((w.status, w.body["points"].clone(), w.body["duration_ms"].clone()), (200, json!(50), json!(duration)), "{}", w.text);
+        let side = |k: &str| w.body[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect::<Vec<_>>();
+        let samples: Vec<i16> = bytes[44..].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+        for (k, channel) in [("caller", 0), ("agent", 1)] {
+            let mut expected = vec![0_u64; 50];
+            for (f, frame) in samples.chunks_exact(2).enumerate() {
+                let col = f * 50 / frames as usize;
+                expected[col] = expected[col].max((u64::from(frame[channel].unsigned_abs()) * 1000).div_ceil(32768));
+            }
+            assert_eq!(side(k), expected, "{k}");
+            assert!(expected.iter().any(|&v| v > 0), "{k} is silent");
+        }
+        let default = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording/waveform")).await;
+        assert_eq!((default.body["caller"].as_array().unwrap().len(), default.body["agent"].as_array().unwrap().len()), (1000, 1000));
+        for bad in ["5", "4001", "many"] {
+            let r = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording/waveform?points={bad}")).await;
+            assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["query", "points"])), "{bad}");
+        }
+
         // Ended calls stay ended.
         let r = app.post(&ws.live, &format!("/api/v1/calls/{id}/hangup"), json!({})).await;
         assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Call {id} has already ended (completed)"))));
@@ -156,8 +178,10 @@ both_backends! {
         for id in &ids {
             let call = wait_for(&app, &ws.live, id, ended).await;
             assert_eq!((call["duration_ms"].clone(), call["recording"]["status"].clone()), (json!(0), json!("absent")), "{call}");
-            let r = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording")).await;
-            assert_eq!((r.status, r.body["detail"].clone()), (404, json!(format!("Recording of call {id} not found"))));
+            for path in [format!("/api/v1/calls/{id}/recording"), format!("/api/v1/calls/{id}/recording/waveform")] {
+                let r = app.get(&ws.live, &path).await;
+                assert_eq!((r.status, r.body["detail"].clone()), (404, json!(format!("Recording of call {id} not found"))));
+            }
             outcomes.push((call["status"].clone(), call["ended_reason"].clone(), call["ringing_at"].is_string()));
         }
         assert_eq!(outcomes, [
@@ -257,6 +281,9 @@ both_backends! {
             assert_eq!(r.status, 503, "{path}: {}", r.text);
             assert!(r.body["detail"].as_str().unwrap().starts_with(&format!("Recording storage cannot produce a URL for call {id}")));
         }
+        let r = app.get(&ws.test, &format!("/api/v1/calls/{id}/recording/waveform")).await;
+        assert_eq!(r.status, 503, "{}", r.text);
+        assert!(r.body["detail"].as_str().unwrap().starts_with(&format!("The recording of call {id} cannot be read")), "{}", r.text);
         std::fs::rename(&moved, &app.storage_path).unwrap();
         assert_eq!(app.get(&ws.test, &format!("/api/v1/calls/{id}/recording?redirect=true")).await.status, 200);
 
@@ -280,6 +307,7 @@ both_backends! {
                 (reqwest::Method::POST, format!("/api/v1/calls/{id}/hangup")),
                 (reqwest::Method::GET, format!("/api/v1/calls/{id}/transcript")),
                 (reqwest::Method::GET, format!("/api/v1/calls/{id}/recording")),
+                (reqwest::Method::GET, format!("/api/v1/calls/{id}/recording/waveform")),
             ] {
                 let r = app.send(method.clone(), &path, Some(key), None, &[]).await;
                 assert_eq!((r.status, r.body.clone()), (404, json!({"detail": format!("Call {id} not found")})), "{method} {path}");

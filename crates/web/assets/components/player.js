@@ -1,82 +1,39 @@
 // A call recording's player: the browser's own audio controls (keyboard
 // and screen-reader ready, seeking by HTTP range requests) above a stereo
-// waveform drawn from the WAV itself — the caller on the left channel, the
-// agent on the right — that shows what has played and seeks on a click.
+// waveform — the caller on the left channel, the agent on the right — that
+// shows what has played and seeks on a click. The waveform's peaks come
+// from the API (about 10 KB for any length), so a long call's page does
+// not download its whole recording to draw it.
 
+import { api } from "../lib/api.js";
 import { html, useEffect, useRef, useState } from "../lib/html.js";
 
-/** @typedef {{caller: Float32Array, agent: Float32Array}} Peaks */
+/** @typedef {{caller: number[], agent: number[]}} Peaks (thousandths of full scale) */
 
 /**
- * The loudest sample per column of each channel of a 16-bit PCM WAV.
- * @param {ArrayBuffer} buffer
- * @param {number} columns
- * @returns {Peaks | null} null when the file is not 16-bit PCM.
+ * @param {{callId: string, src: string, durationMs: number | null | undefined,
+ *   audio: {current: HTMLAudioElement | null}, onTime: (ms: number) => void}} p
  */
-export function wavPeaks(buffer, columns) {
-  const view = new DataView(buffer);
-  const tag = (/** @type {number} */ at) => String.fromCharCode(...new Uint8Array(buffer, at, 4));
-  if (buffer.byteLength < 12 || tag(0) !== "RIFF" || tag(8) !== "WAVE") return null;
-  let channels = 0;
-  let bits = 0;
-  let at = 12;
-  while (at + 8 <= buffer.byteLength) {
-    const id = tag(at);
-    const size = view.getUint32(at + 4, true);
-    const body = at + 8;
-    if (id === "fmt ") {
-      if (view.getUint16(body, true) !== 1) return null;
-      channels = view.getUint16(body + 2, true);
-      bits = view.getUint16(body + 14, true);
-    } else if (id === "data") {
-      if (bits !== 16 || channels < 1) return null;
-      const frames = Math.floor(Math.min(size, buffer.byteLength - body) / (2 * channels));
-      const caller = new Float32Array(columns);
-      const agent = new Float32Array(columns);
-      const perColumn = Math.max(1, frames / columns);
-      // A typed array reads a 10-minute call in a few milliseconds
-      // (little-endian, as every browser's platform is); else DataView.
-      const samples = body % 2 === 0 ? new Int16Array(buffer, body, frames * channels) : null;
-      const sample = (/** @type {number} */ i) => (samples ? samples[i] : view.getInt16(body + i * 2, true));
-      for (let f = 0; f < frames; f++) {
-        const col = Math.min(columns - 1, Math.floor(f / perColumn));
-        const left = Math.abs(sample(f * channels)) / 32768;
-        const right = channels > 1 ? Math.abs(sample(f * channels + 1)) / 32768 : left;
-        if (left > caller[col]) caller[col] = left;
-        if (right > agent[col]) agent[col] = right;
-      }
-      return { caller, agent };
-    }
-    at = body + size + (size % 2);
-  }
-  return null;
-}
-
-/**
- * @param {{src: string, durationMs: number | null | undefined, audio: {current: HTMLAudioElement | null},
- *   onTime: (ms: number) => void}} p
- */
-export function RecordingPlayer({ src, durationMs, audio, onTime }) {
+export function RecordingPlayer({ callId, src, durationMs, audio, onTime }) {
   const canvas = useRef(/** @type {HTMLCanvasElement | null} */ (null));
   const [peaks, setPeaks] = useState(/** @type {Peaks | null} */ (null));
   const [waveError, setWaveError] = useState("");
   const [position, setPosition] = useState(0);
 
-  // The waveform comes from the same signed link; playback does not wait for it.
+  // Playback does not wait for the waveform.
   useEffect(() => {
     const control = new AbortController();
-    fetch(src, { signal: control.signal })
-      .then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(new Error(`The recording answered ${r.status}`))))
-      .then((b) => {
-        const p = wavPeaks(b, 1200);
-        if (p) setPeaks(p);
-        else setWaveError("The waveform cannot be drawn for this file.");
-      })
+    setPeaks(null);
+    api("GET", `/api/v1/calls/${encodeURIComponent(callId)}/recording/waveform`, {
+      query: { points: 1200 },
+      signal: control.signal,
+    })
+      .then((w) => setPeaks({ caller: w.caller, agent: w.agent }))
       .catch((e) => {
         if (!control.signal.aborted) setWaveError(`The waveform could not be loaded: ${e.message}`);
       });
     return () => control.abort();
-  }, [src]);
+  }, [callId]);
 
   // Follow playback every frame while playing, and on every seek.
   useEffect(() => {
@@ -123,7 +80,7 @@ export function RecordingPlayer({ src, durationMs, audio, onTime }) {
 
   return html`<div class="player">
     <audio ref=${audio} controls preload="metadata" src=${src} aria-label="Call recording"></audio>
-    <div class="waveform">
+    <div class="waveform" aria-busy=${peaks || waveError ? "false" : "true"}>
       <div class="lanes" aria-hidden="true"><span>Caller</span><span>Agent</span></div>
       <canvas
         ref=${canvas}
@@ -161,7 +118,7 @@ function draw(c, peaks, played) {
     const mid = lane * i + lane / 2;
     const step = width / data.length;
     for (let x = 0; x < data.length; x++) {
-      const h = Math.max(1, data[x] * (lane - 6));
+      const h = Math.max(1, (data[x] / 1000) * (lane - 6));
       ctx.fillStyle = x * step < playedX ? done : rest;
       ctx.fillRect(x * step, mid - h / 2, Math.max(1, step - 0.5), h);
     }

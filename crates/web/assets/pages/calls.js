@@ -409,7 +409,7 @@ export function CallPage({ id }) {
     <section class="section" aria-labelledby="recording-h">
       <h2 id="recording-h">Recording</h2>
       ${c.recording.status === "available" && recording.data
-        ? html`<${RecordingPlayer} src=${recording.data.url} durationMs=${recording.data.duration_ms} audio=${audio} onTime=${setTime} />`
+        ? html`<${RecordingPlayer} callId=${id} src=${recording.data.url} durationMs=${recording.data.duration_ms} audio=${audio} onTime=${setTime} />`
         : c.recording.status === "available" && recording.error
           ? html`<${LoadError} error=${recording.error} retry=${recording.reload} />`
           : html`<p class="muted">
