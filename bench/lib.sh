@@ -5,8 +5,9 @@
 #                              BENCH_BIN names: a before/after on two
 #                              builds); sets BIN, ROOT (the
 #                              repository) and WORK (a scratch directory,
-#                              removed on exit unless KEEP_WORK is set) and
-#                              moves into WORK
+#                              removed on exit unless KEEP_WORK is set, which
+#                              keeps the PostgreSQL database too) and moves
+#                              into WORK
 #   start_server [VAR=value…]  starts `parley serve` on $PORT in WORK on
 #                              SQLite, rate limits lifted, with the extra
 #                              environment given; waits for /healthz; sets
@@ -59,8 +60,12 @@ bench_cleanup() {
   # shellcheck disable=SC2086
   wait $SERVER 2>/dev/null || true
   cd "$ROOT"
-  if [ -n "${BENCH_DB:-}" ]; then psql -q "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS $BENCH_DB" || true; fi
-  if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+  if [ -n "${KEEP_WORK:-}" ]; then
+    echo "kept $WORK${BENCH_DB:+ and the database $BENCH_DB}" >&2
+  else
+    rm -rf "$WORK"
+    if [ -n "${BENCH_DB:-}" ]; then psql -q "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS $BENCH_DB" || true; fi
+  fi
 }
 
 start_server() {

@@ -184,6 +184,44 @@ both_backends! {
     }
 }
 
+/// Lighthouse (npm `lighthouse@12.2.3`, mobile emulation, simulated
+/// throttling) on Home, Agents and a call page, signed in, over the demo's
+/// data: performance >= 90, accessibility >= 95, best practices >= 95.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_scores_in_lighthouse() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let a = app.workspace("Acme").await;
+    app.user("ana@example.com", PW, a.id, Role::Owner).await;
+    let demo = app.post(&a.test, "/api/v1/demo", json!({})).await;
+    assert_eq!(demo.status, 201, "{}", demo.text);
+    let call = demo.body["call_id"].as_str().unwrap().to_owned();
+    let ready = |c: &serde_json::Value| crate::calls::ended(c) && c["recording"]["status"] == "available";
+    crate::calls::wait_for(&app, &a.test, &call, ready).await;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+    let config = std::env::temp_dir().join(format!("parley-lighthouse-{}.json", uuid()));
+    let pages = json!([["Home", "/"], ["Agents", "/agents"], ["call page", format!("/calls/{call}")]]);
+    let body = json!({"base": app.base, "email": "ana@example.com", "password": PW, "pages": pages});
+    std::fs::write(&config, body.to_string()).unwrap();
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(300),
+        tokio::process::Command::new("node")
+            .arg(format!("{dir}/dashboard/lighthouse.mjs"))
+            .arg(&config)
+            .current_dir(dir)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("Lighthouse finished")
+    .expect("node runs (see scripts/test for the browser tests' needs)");
+    let _ = std::fs::remove_file(&config);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The scores, for the log (nextest shows them with --success-output).
+    println!("{stdout}");
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("lighthouse ")).count(), 3, "{stdout}");
+}
+
 /// A page load fetches a few dozen modules: they do not spend the IP's
 /// request quota, which stays for the API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

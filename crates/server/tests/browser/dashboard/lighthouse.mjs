@@ -1,0 +1,102 @@
+// Lighthouse (npm lighthouse@12.2.3, its default mobile emulation with
+// simulated throttling) on dashboard pages, signed in: a Chromium with a
+// debugging port signs in as a person does, then Lighthouse loads each page
+// in a new tab of the same profile (the refresh cookie carries the session;
+// storage is not reset).
+//
+// Run by the Rust test `dashboard_lighthouse` and by bench/dashboard.mjs:
+//   node lighthouse.mjs CONFIG.json   (CONFIG: {base, email, password, pages: [[name, path]…]})
+// prints one line per page and exits 1 when a score is under its target.
+
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import lighthouse from "lighthouse";
+
+export const TARGETS = { performance: 90, accessibility: 95, "best-practices": 95 };
+
+/**
+ * A Chromium profile signed in to `base` in test mode, with a debugging
+ * port for Lighthouse. Close it with `done()`. `watch(page)`, if given,
+ * runs before the first load (the benchmark counts bytes from there).
+ */
+export async function signedInBrowser(base, email, password, watch = async (_page) => {}) {
+  const port = 9400 + (process.pid % 500);
+  const profile = mkdtempSync(join(tmpdir(), "parley-lighthouse-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", `--remote-debugging-port=${port}`],
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(60000);
+  await watch(page);
+  await page.goto(base + "/");
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("navigation", { name: "Main" }).waitFor();
+  await page.getByRole("switch", { name: "Test mode" }).click();
+  await page.getByRole("status").filter({ hasText: "Test mode" }).waitFor();
+  const done = async () => {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  };
+  return { context, page, port, done };
+}
+
+/**
+ * Lighthouse on each `[name, path]`; one line per page. Returns false when
+ * a score is under its target. The session's own tab must be elsewhere
+ * (about:blank) so that only Lighthouse's tab renews the session.
+ */
+export async function score(port, base, pages, print = console.log) {
+  let ok = true;
+  for (const [name, path] of pages) {
+    const { lhr } = await lighthouse(base + path, {
+      port,
+      output: "json",
+      logLevel: "error",
+      onlyCategories: Object.keys(TARGETS),
+      disableStorageReset: true,
+    });
+    if (new URL(lhr.finalDisplayedUrl).pathname !== new URL(base + path).pathname) {
+      ok = false;
+      print(`lighthouse ${name}: ended at ${lhr.finalDisplayedUrl}, not ${path}`);
+      continue;
+    }
+    const scores = Object.entries(TARGETS).map(([category, target]) => {
+      const value = Math.round((lhr.categories[category].score ?? 0) * 100);
+      if (value < target) ok = false;
+      return `${category} ${value}`;
+    });
+    const ms = (id) => lhr.audits[id]?.numericValue?.toFixed(0);
+    const misses = Object.values(lhr.categories)
+      .flatMap((c) => c.auditRefs)
+      .filter((r) => r.weight > 0 && (lhr.audits[r.id].score ?? 1) < 0.9)
+      .map((r) => `${r.id} (${lhr.audits[r.id].displayValue ?? lhr.audits[r.id].score})`);
+    print(
+      `lighthouse ${name}: ${scores.join(", ")}; FCP ${ms("first-contentful-paint")} ms, ` +
+        `LCP ${ms("largest-contentful-paint")} ms, TTI ${ms("interactive")} ms, TBT ${ms("total-blocking-time")} ms, ` +
+        `CLS ${lhr.audits["cumulative-layout-shift"]?.numericValue?.toFixed(3)}` +
+        (misses.length ? `; under 0.9: ${misses.join(", ")}` : ""),
+    );
+  }
+  return ok;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
+  const browser = await signedInBrowser(config.base, config.email, config.password);
+  let ok = false;
+  try {
+    await browser.page.goto("about:blank");
+    ok = await score(browser.port, config.base, config.pages);
+  } finally {
+    await browser.done();
+  }
+  process.exit(ok ? 0 : 1);
+}
