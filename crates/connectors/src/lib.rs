@@ -46,6 +46,12 @@ pub trait Connector: Send + Sync {
     fn kind(&self) -> ChannelType;
     /// Names of settings whose values are write-only.
     fn secret_settings(&self) -> &'static [&'static str];
+    /// Settings the channel cannot work without: forms ask for them. The
+    /// API still stores a channel without them (they may come in a later
+    /// PATCH), and checking its credentials says what is missing.
+    fn needed_settings(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Checks one setting; `None` for a name the type does not know.
     fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>>;
     /// The OpenAPI schema of the settings object: each setting `parse_setting`

@@ -131,6 +131,9 @@ impl Connector for TelegramConnector {
     fn secret_settings(&self) -> &'static [&'static str] {
         &["bot_token"]
     }
+    fn needed_settings(&self) -> &'static [&'static str] {
+        &["bot_token"]
+    }
     fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
         Some(match name {
             "bot_token" => string(1, 128)(value, at).and_then(|t| {

@@ -115,6 +115,9 @@ impl Connector for TwilioConnector {
     fn secret_settings(&self) -> &'static [&'static str] {
         &["auth_token"]
     }
+    fn needed_settings(&self) -> &'static [&'static str] {
+        &["account_sid", "auth_token"]
+    }
     fn parse_setting(&self, name: &str, value: Value, at: &[LocPart]) -> Option<Parsed<Value>> {
         Some(match name {
             "account_sid" => {

@@ -16,6 +16,9 @@ both_backends! {
         assert_eq!(types, ["api", "webchat", "voice", "sms", "whatsapp", "telegram", "email"]);
         let sms = r.body["items"].as_array().unwrap().iter().find(|t| t["type"] == "sms").unwrap();
         assert_eq!((sms["secret_settings"].clone(), sms["signs_traffic"].clone()), (json!(["auth_token"]), json!(false)));
+        assert_eq!(sms["needed_settings"], json!(["account_sid", "auth_token"]));
+        let telegram = r.body["items"].as_array().unwrap().iter().find(|t| t["type"] == "telegram").unwrap();
+        assert_eq!(telegram["needed_settings"], json!(["bot_token"]), "{telegram}");
         let settings = sms["settings"]["properties"].as_object().unwrap();
         for name in ["account_sid", "auth_token", "from", "messaging_service_sid", "base_url"] {
             assert!(settings.contains_key(name), "{name}: {sms}");

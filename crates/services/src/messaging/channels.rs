@@ -127,6 +127,9 @@ pub struct ChannelTypeInfo {
     pub settings: Value,
     /// Settings whose values are write-only.
     pub secret_settings: Vec<String>,
+    /// Settings the channel cannot work without (a form asks for them; the
+    /// API stores a channel without them, and `check` says they are missing).
+    pub needed_settings: Vec<String>,
     /// Whether the channel gets a `whsec_…` signing secret at creation.
     pub signs_traffic: bool,
     /// What to give the provider: each address under this server's public
@@ -152,6 +155,7 @@ pub fn types(public_url: &str) -> Vec<ChannelTypeInfo> {
             kind: c.kind(),
             settings: serde_json::to_value(c.settings_schema()).expect("a schema serialises"),
             secret_settings: c.secret_settings().iter().map(|s| (*s).to_owned()).collect(),
+            needed_settings: c.needed_settings().iter().map(|s| (*s).to_owned()).collect(),
             signs_traffic: c.signs_traffic(),
             webhooks: c
                 .webhook_paths()

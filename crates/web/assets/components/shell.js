@@ -45,6 +45,10 @@ export const SECTIONS = [
 /** @param {{path: string, children: any}} p */
 export function Shell({ path, children }) {
   const { me, membership } = current();
+  // On a phone the navigation folds behind a Menu button (else it fills
+  // the screen above every page); following a link folds it again.
+  const [menu, setMenu] = useState(false);
+  useEffect(() => setMenu(false), [path]);
   if (!me) return null;
   const test = me.mode === "test";
   return html`<div class=${test ? "app test-mode" : "app"}>
@@ -55,13 +59,15 @@ export function Shell({ path, children }) {
       <span>You are looking at test data. Nothing here touches live customers or money.</span>
     </div>`}
     <header class="topbar">
+      <button type="button" class="nav-toggle subtle" aria-expanded=${menu ? "true" : "false"} aria-controls="main-nav"
+        onClick=${() => setMenu(!menu)}>Menu</button>
       <a class="brand" href="/"><span class="brand-mark" aria-hidden="true">P</span>Parley<span class="visually-hidden"> home</span></a>
       <${WorkspaceSwitcher} me=${me} />
       <${ModeSwitch} me=${me} />
       <div class="spacer"></div>
       <${UserMenu} email=${me.user.email} role=${membership?.role ?? "member"} />
     </header>
-    <nav class="sidebar" aria-label="Main">
+    <nav id="main-nav" class=${menu ? "sidebar open" : "sidebar"} aria-label="Main">
       ${SECTIONS.map(
         (s) => html`<div class="nav-section">
           <h2 class="nav-heading">${s.icon}<span>${s.label}</span></h2>

@@ -525,9 +525,19 @@ function headerMap(lines) {
   return out;
 }
 
+/**
+ * Unsaved settings, per agent version, kept in memory while the tab lives:
+ * a look at the Playground or Runs and back does not lose them (nothing is
+ * written to storage; a reload starts from the saved agent).
+ * @type {Map<string, any>}
+ */
+const drafts = new Map();
+
 /** @param {{agent: Agent, saved: boolean, onSaved: () => void}} p */
 function Settings({ agent, saved, onSaved }) {
-  const form = useForm(valuesOf(agent));
+  const draftKey = `${agent.id}@${agent.updated_at}`;
+  const [restored] = useState(() => drafts.has(draftKey));
+  const form = useForm(drafts.get(draftKey) ?? valuesOf(agent));
   const engines = useEngines();
   const speech = useResource(
     (signal) =>
@@ -560,6 +570,10 @@ function Settings({ agent, saved, onSaved }) {
   const v = form.values;
   const body = changes(agent, /** @type {any} */ (v));
   const dirty = Object.keys(body).length > 0;
+  useEffect(() => {
+    if (dirty) drafts.set(draftKey, v);
+    else drafts.delete(draftKey);
+  }, [v, dirty]);
   const schemaErrors = v.http.map((/** @type {any} */ t) => schemaProblem(t.parameters));
   const tts = (speech.data ?? []).filter((e) => e.direction === "tts");
   const stt = (speech.data ?? []).filter((e) => e.direction === "stt");
@@ -587,6 +601,9 @@ function Settings({ agent, saved, onSaved }) {
       onSaved();
     })}
   >
+    ${restored &&
+    dirty &&
+    html`<div class="notice" role="status"><p>Your unsaved changes are still here: save or discard them at the end of the form.</p></div>`}
     <fieldset>
       <legend>Basics</legend>
       <${TextField} form=${form} name="name" label="Name" required maxlength=${100} />

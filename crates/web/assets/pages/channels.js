@@ -35,7 +35,8 @@ import {
  * @typedef {{type?: string | string[], enum?: unknown[], description?: string, items?: {type?: string},
  *   minimum?: number, maximum?: number, maxLength?: number, oneOf?: any[], anyOf?: any[]}} Setting
  * @typedef {{type: string, settings: {properties?: Record<string, Setting>, required?: string[]},
- *   secret_settings: string[], signs_traffic: boolean, webhooks: {name: string, url: string}[]}} ChannelKind
+ *   secret_settings: string[], needed_settings: string[], signs_traffic: boolean,
+ *   webhooks: {name: string, url: string}[]}} ChannelKind
  * @typedef {{id: number, type: string, name: string, address: string, public_id: string, status: string,
  *   status_reason?: string | null, config: Record<string, unknown>, secrets_set: string[], created_at: string,
  *   updated_at: string}} Channel
@@ -173,7 +174,9 @@ function SettingsFields({ kind, form, secretsSet = [] }) {
   return props.map(([name, s]) => {
     const key = `config.${name}`;
     const secret = kind.secret_settings.includes(name);
-    const required = (kind.settings.required ?? []).includes(name);
+    // What the channel cannot work without is not "optional", though the API
+    // would store the channel without it.
+    const required = (kind.settings.required ?? []).includes(name) || kind.needed_settings.includes(name);
     const label = `${humanize(name)}${required ? "" : " (optional)"}`;
     const hint = [s.description, secret && secretsSet.includes(name) ? "Set. Type a new value to replace it." : ""]
       .filter(Boolean)

@@ -60,7 +60,9 @@ export async function signedIn(browser, base, who, options) {
   await s.page.goto("/");
   await s.page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
   await signIn(s.page, who.email, who.password);
-  await s.page.getByRole("navigation", { name: "Main" }).waitFor();
+  // The account menu is in the frame at every width (on a phone the
+  // navigation itself folds behind a Menu button).
+  await s.page.getByRole("button", { name: `Account: ${who.email}` }).waitFor();
   return s;
 }
 

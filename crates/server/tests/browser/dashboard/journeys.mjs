@@ -485,6 +485,13 @@ const journeys = {
     check((await endOfTurn.getAttribute("aria-invalid")) === "true", "the API's fault is not next to End of turn");
     await endOfTurn.fill("700");
     await page.getByLabel("System prompt").fill("You are Nova. Be brief.");
+    // Unsaved changes survive a look at another tab.
+    const agentTabs = page.getByRole("navigation", { name: "Agent" });
+    await agentTabs.getByRole("link", { name: "Runs" }).click();
+    await agentTabs.getByRole("link", { name: "Settings" }).click();
+    await page.getByRole("status").filter({ hasText: "Your unsaved changes are still here" }).waitFor();
+    const kept = await page.getByLabel("System prompt").inputValue();
+    check(kept === "You are Nova. Be brief.", `the unsaved system prompt came back as ${JSON.stringify(kept)}`);
     await page.getByRole("button", { name: "Save changes" }).click();
     await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
     const id = new URL(page.url()).pathname.split("/")[2];
@@ -670,7 +677,8 @@ const journeys = {
     const dialog = page.getByRole("dialog", { name: "Connect a channel" });
     await dialog.getByLabel("Type").selectOption({ label: "SMS (Twilio)" });
     await dialog.getByLabel("Name").fill("Support SMS");
-    await dialog.getByLabel(/^Account sid/).fill(config.twilio.account_sid);
+    // What an SMS channel cannot work without is not called optional.
+    await dialog.getByLabel("Account sid", { exact: true }).fill(config.twilio.account_sid);
     await dialog.getByLabel(/^Auth token/).fill(config.twilio.auth_token);
     check((await dialog.getByLabel(/^Auth token/).getAttribute("type")) === "password", "the secret setting is shown as typed");
     await dialog.getByLabel(/^From/).fill("not a number");
@@ -819,10 +827,19 @@ const journeys = {
       await page.waitForLoadState("networkidle");
       const wide = await page.evaluate(() => document.documentElement.scrollWidth);
       check(wide <= viewport.width, `${path} is ${wide}px wide on a ${viewport.width}px screen`);
+      // The page starts at the top: the navigation is folded away.
       const box = await heading.boundingBox();
-      check(box !== null && box.y < viewport.height, `${path}: the heading starts at ${box?.y}px, below the screen`);
+      check(box !== null && box.y < 250, `${path}: the heading starts at ${box?.y}px, far down the screen`);
     }
     await page.screenshot({ path: `${screenshots}/phone.png` });
+    // The Menu button unfolds the navigation; following a link folds it again.
+    const nav = page.getByRole("navigation", { name: "Main" });
+    check(!(await nav.isVisible()), "the navigation is open on a phone before it is asked for");
+    await page.getByRole("button", { name: "Menu" }).click();
+    await nav.getByRole("link", { name: "Contacts" }).click();
+    await page.getByRole("heading", { name: "Contacts", level: 1 }).waitFor();
+    await nav.waitFor({ state: "hidden" });
+    check((await page.getByRole("button", { name: "Menu" }).getAttribute("aria-expanded")) === "false", "the menu stays open");
   },
 
   // The access token lives `config.access_token_ttl` seconds: the page
