@@ -1206,8 +1206,7 @@ pub async fn waveform(svc: &Services, scope: Scope, id: &str, points: usize) -> 
     const CHUNK: u64 = 1 << 20;
     let (call, key) = recorded(svc, scope, id).await?;
     let key = key.as_str();
-    let unreadable =
-        |e: String| ServiceError::Unavailable(format!("The recording of call {id} cannot be read: {e}"));
+    let unreadable = |e: String| ServiceError::Unavailable(format!("The recording of call {id} cannot be read: {e}"));
     let head = svc.storage.read(key, Some(0..4096)).await.map_err(|e| unreadable(e.to_string()))?;
     let layout = parley_voice::audio::WavLayout::read(&head.bytes)
         .ok_or_else(|| unreadable("it is not a 16-bit PCM WAV".into()))?;

@@ -215,7 +215,12 @@ impl WavLayout {
         }
         let frames = u64::from(reader.duration());
         drop(reader);
-        Some(WavLayout { channels: spec.channels, sample_rate: spec.sample_rate, data_start: cursor.position(), frames })
+        Some(WavLayout {
+            channels: spec.channels,
+            sample_rate: spec.sample_rate,
+            data_start: cursor.position(),
+            frames,
+        })
     }
 
     /// Bytes per frame (one sample of each channel).
