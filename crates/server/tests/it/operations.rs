@@ -130,6 +130,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/calls/{call_id}/hangup"),
     ("GET", "/api/v1/calls/{call_id}/transcript"),
     ("GET", "/api/v1/calls/{call_id}/recording"),
+    ("GET", "/api/v1/calls/{call_id}/recording/waveform"),
     ("GET", "/api/v1/search"),
     ("GET", "/api/v1/agent-runs"),
     ("GET", "/api/v1/agent-runs/{run_id}"),
