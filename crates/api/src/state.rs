@@ -39,7 +39,10 @@ impl Default for ApiConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+/// The `[rate_limit]` settings, read as they are from the server's
+/// configuration (one type: the server does not mirror it).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RateLimitConfig {
     /// Sustained requests per second per credential (or per IP without one).
     pub per_second: f64,

@@ -112,36 +112,8 @@ impl Default for LimitSettings {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RateLimitSettings {
-    /// Sustained requests per second per API key or user (per IP without a valid credential).
-    pub per_second: f64,
-    /// Requests that may arrive at once.
-    pub burst: u32,
-    /// Failed authentications (keys, tokens, passwords) per client IP per minute.
-    pub auth_failures_per_minute: u32,
-    /// Failed sign-ins per account per hour.
-    pub account_failures_per_hour: u32,
-    /// Shared limiter state for several instances, e.g. `redis://127.0.0.1:6379/0`.
-    pub redis_url: Option<String>,
-    /// Prefix of the limiter's Redis keys (deployments sharing one Redis use different ones).
-    pub redis_key_prefix: String,
-}
-
-impl Default for RateLimitSettings {
-    fn default() -> Self {
-        let d = parley_api::RateLimitConfig::default();
-        Self {
-            per_second: d.per_second,
-            burst: d.burst,
-            auth_failures_per_minute: d.auth_failures_per_minute,
-            account_failures_per_hour: d.account_failures_per_hour,
-            redis_url: d.redis_url,
-            redis_key_prefix: d.redis_key_prefix,
-        }
-    }
-}
+/// `[rate_limit]`: the API's own settings type (documented there).
+pub type RateLimitSettings = parley_api::RateLimitConfig;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -925,14 +897,7 @@ impl Settings {
         parley_api::ApiConfig {
             max_body_bytes: self.limits.max_body_bytes,
             max_import_bytes: self.limits.max_import_bytes,
-            rate_limit: parley_api::RateLimitConfig {
-                per_second: self.rate_limit.per_second,
-                burst: self.rate_limit.burst,
-                auth_failures_per_minute: self.rate_limit.auth_failures_per_minute,
-                account_failures_per_hour: self.rate_limit.account_failures_per_hour,
-                redis_url: self.rate_limit.redis_url.clone(),
-                redis_key_prefix: self.rate_limit.redis_key_prefix.clone(),
-            },
+            rate_limit: self.rate_limit.clone(),
             list_cache_entries: self.cache.list_entries,
             cookie_secure: self.auth.cookie_secure,
             public_url: self.public_url(),

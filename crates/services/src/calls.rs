@@ -211,9 +211,14 @@ pub struct Dialed {
     pub streams_audio: bool,
 }
 
-impl Dialed {
-    /// Hangs up a call that was placed but could not be recorded.
-    pub(crate) fn abandon(self) {
+/// A placed call starts when the unit of work recording it commits.
+impl crate::unit::AfterCommit for Dialed {
+    fn committed(self: Box<Self>, svc: &Services) {
+        start(svc, *self);
+    }
+
+    /// Not committed: a call placed here is one nobody can account for.
+    fn abandoned(self: Box<Self>) {
         tracing::warn!(call = %self.call.public_id, "a placed call could not be recorded; hanging it up");
         let _ = self.placed.commands.try_send(parley_voice::provider::Command::Hangup);
     }
@@ -606,7 +611,7 @@ async fn record_dial(
             let call = repo::get(work, scope, call_id).await?.ok_or_else(|| not_found(call_id))?;
             let answer = Answer::json(201, &call.to_api()?)?;
             let streams_audio = queued.provider.streams_audio();
-            work.start_call(Dialed { scope, call, placed, agent: queued.agent.clone(), streams_audio });
+            work.after_commit(Dialed { scope, call, placed, agent: queued.agent.clone(), streams_audio });
             Ok(answer)
         }
         Err(e) => {

@@ -38,7 +38,7 @@ pub use error::{ServiceError, ServiceResult};
 use parley_store::Db;
 /// The change counters a request saw when it began (list caches key on them).
 pub use parley_store::repo::versions::Snapshot;
-pub use unit::{Answer, Answered, Claimed, Idempotent, KeyHold, Work};
+pub use unit::{AfterCommit, Answer, Answered, Claimed, Idempotent, KeyHold, Work};
 
 /// Settings the use cases need.
 #[derive(Debug, Clone)]

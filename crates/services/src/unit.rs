@@ -9,9 +9,10 @@
 //! `&mut Work` when they also leave something for after the commit.
 //!
 //! After a commit, the workers of the jobs it queued are woken (by the
-//! store), signals go to every instance's live views, and placed calls
-//! start. If the work is dropped instead, nothing of it happens and a call
-//! it placed is hung up.
+//! store), signals go to every instance's live views, and the steps areas
+//! registered run ([`AfterCommit`]: a placed call starts). If the work is
+//! dropped instead, nothing of it happens and each step is told so (a call
+//! it placed is hung up). This module names no area.
 
 use std::ops::{Deref, DerefMut};
 
@@ -27,12 +28,21 @@ use crate::{ServiceError, ServiceResult, Services};
 pub struct Work {
     tx: Tx,
     signals: Vec<Signal>,
-    calls: PlacedCalls,
+    steps: Steps,
 }
 
-/// Calls placed in a unit of work, started once it commits.
+/// Something an area leaves for after a unit of work commits.
+pub trait AfterCommit: Send {
+    /// The work committed: do it.
+    fn committed(self: Box<Self>, svc: &Services);
+    /// The work was dropped or its commit failed: undo what cannot stay
+    /// unaccounted for.
+    fn abandoned(self: Box<Self>) {}
+}
+
+/// The registered steps, in order; abandoned unless taken by a commit.
 #[derive(Default)]
-struct PlacedCalls(Vec<crate::calls::Dialed>);
+struct Steps(Vec<Box<dyn AfterCommit>>);
 
 impl Deref for Work {
     type Target = Tx;
@@ -86,17 +96,16 @@ impl Work {
         }
     }
 
-    /// After commit, runs a placed call on this instance.
-    pub(crate) fn start_call(&mut self, dialed: crate::calls::Dialed) {
-        self.calls.0.push(dialed);
+    /// After commit, runs `step` (in the order registered).
+    pub fn after_commit(&mut self, step: impl AfterCommit + 'static) {
+        self.steps.0.push(Box::new(step));
     }
 }
 
-impl Drop for PlacedCalls {
+impl Drop for Steps {
     fn drop(&mut self) {
-        // Not committed: a call placed here is one nobody can account for.
-        for dialed in self.0.drain(..) {
-            dialed.abandon();
+        for step in self.0.drain(..) {
+            step.abandoned();
         }
     }
 }
@@ -158,20 +167,20 @@ impl KeyHold {
 impl Services {
     /// Begins a unit of work.
     pub async fn begin(&self) -> ServiceResult<Work> {
-        Ok(Work { tx: self.db.begin().await?, signals: Vec::new(), calls: PlacedCalls::default() })
+        Ok(Work { tx: self.db.begin().await?, signals: Vec::new(), steps: Steps::default() })
     }
 
     /// Commits `work`, then carries out what it left for after the commit.
     pub async fn commit(&self, work: Work) -> ServiceResult<()> {
-        let Work { tx, signals, mut calls } = work;
-        // On failure, dropping `calls` hangs them up.
+        let Work { tx, signals, mut steps } = work;
+        // On failure, dropping `steps` abandons them.
         // Wakes the workers of the jobs it queued.
         tx.commit().await?;
         for signal in signals {
             self.signal(signal);
         }
-        for dialed in calls.0.drain(..) {
-            crate::calls::start(self, dialed);
+        for step in steps.0.drain(..) {
+            step.committed(self);
         }
         Ok(())
     }

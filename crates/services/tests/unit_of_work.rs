@@ -119,7 +119,34 @@ async fn a_dropped_unit_of_work_leaves_nothing(database: TestDatabase) {
     assert!(matches!(gone, parley_services::ServiceError::NotFound { .. }), "{gone:?}");
 }
 
+/// A step a test registers, as any area would: what happened to it.
+struct Step(&'static str, Arc<Mutex<Vec<String>>>);
+
+impl parley_services::AfterCommit for Step {
+    fn committed(self: Box<Self>, _svc: &Services) {
+        self.1.lock().unwrap().push(format!("{} committed", self.0));
+    }
+    fn abandoned(self: Box<Self>) {
+        self.1.lock().unwrap().push(format!("{} abandoned", self.0));
+    }
+}
+
+async fn after_commit_steps_run_in_order_once_committed_or_are_abandoned(database: TestDatabase) {
+    let (svc, _probe, _scope, _agent) = setup(&database).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut work = svc.begin().await.unwrap();
+    work.after_commit(Step("a", seen.clone()));
+    work.after_commit(Step("b", seen.clone()));
+    assert!(seen.lock().unwrap().is_empty(), "a step ran before the commit");
+    svc.commit(work).await.unwrap();
+    let mut dropped = svc.begin().await.unwrap();
+    dropped.after_commit(Step("c", seen.clone()));
+    drop(dropped);
+    assert_eq!(*seen.lock().unwrap(), ["a committed", "b committed", "c abandoned"]);
+}
+
 parley_store::on_both_backends!(
     placing_a_call_dials_outside_any_transaction_and_replays,
-    a_dropped_unit_of_work_leaves_nothing
+    a_dropped_unit_of_work_leaves_nothing,
+    after_commit_steps_run_in_order_once_committed_or_are_abandoned
 );
