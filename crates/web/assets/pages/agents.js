@@ -526,16 +526,18 @@ function headerMap(lines) {
 }
 
 /**
- * Unsaved settings, per agent version, kept in memory while the tab lives:
- * a look at the Playground or Runs and back does not lose them (nothing is
- * written to storage; a reload starts from the saved agent).
+ * Unsaved settings, per person and agent version, kept in memory while the
+ * tab lives: a look at the Playground or Runs and back does not lose them
+ * (nothing is written to storage; a reload starts from the saved agent).
+ * Keyed by the person too, so whoever signs in next in this tab never
+ * sees another's draft.
  * @type {Map<string, any>}
  */
 const drafts = new Map();
 
 /** @param {{agent: Agent, saved: boolean, onSaved: () => void}} p */
 function Settings({ agent, saved, onSaved }) {
-  const draftKey = `${agent.id}@${agent.updated_at}`;
+  const draftKey = `${current().me?.user.id}:${agent.id}@${agent.updated_at}`;
   const [restored] = useState(() => drafts.has(draftKey));
   const form = useForm(drafts.get(draftKey) ?? valuesOf(agent));
   const engines = useEngines();

@@ -541,6 +541,23 @@ const journeys = {
     await page.screenshot({ path: `${screenshots}/playground.png` });
     await page.getByRole("link", { name: "Runs", exact: true }).click();
     await page.getByRole("table", { name: /^Runs of/ }).getByRole("row").nth(1).waitFor();
+
+    // An unsaved draft is its author's: whoever signs in next in this tab
+    // sees the saved settings.
+    await page.getByRole("navigation", { name: "Agent" }).getByRole("link", { name: "Settings" }).click();
+    await page.getByLabel("System prompt").fill("A draft nobody saved.");
+    await page.getByRole("button", { name: `Account: ${owner.email}` }).click();
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+    await signIn(page, config.member.email, config.member.password);
+    await page.getByRole("button", { name: `Account: ${config.member.email}` }).waitFor();
+    // Within the page, as a person clicks (a load would clear memory anyway).
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Agents", exact: true }).click();
+    await page.getByRole("link", { name: saved.name, exact: true }).click();
+    const prompt = page.getByLabel("System prompt");
+    await prompt.waitFor();
+    check((await prompt.inputValue()) === "You are Nova. Be brief.", `the next person saw ${await prompt.inputValue()}`);
+    check(!(await page.getByText("Your unsaved changes are still here").count()), "another person's draft was offered");
   },
 
   // Knowledge from files: a collection, documents dropped and picked (a
