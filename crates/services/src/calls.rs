@@ -624,14 +624,14 @@ async fn record_dial(
 }
 
 /// Ends a call that was never placed: `failed` (`dial_failed`), its hold released.
-async fn fail_dial(tx: &mut Tx, scope: Scope, row: &CallRow, conversation_id: i64) -> ServiceResult<()> {
+async fn fail_dial(tx: &mut Work, scope: Scope, row: &CallRow, conversation_id: i64) -> ServiceResult<()> {
     end_unanswered(tx, scope, row, conversation_id, EndedReason::DialFailed).await
 }
 
 /// Ends a call that never started talking, nothing charged: `failed` when
 /// it could not be placed, `canceled` when the caller gave up first.
 async fn end_unanswered(
-    tx: &mut Tx,
+    tx: &mut Work,
     scope: Scope,
     row: &CallRow,
     conversation_id: i64,
@@ -650,7 +650,7 @@ async fn end_unanswered(
         latency: None,
     };
     if repo::finish(tx, scope, row.id, &ending).await? {
-        conversation_repo::set_status(tx, scope, conversation_id, ConversationStatus::Closed).await?;
+        close_conversation(tx, scope, conversation_id).await?;
         let call = repo::get(tx, scope, &row.public_id).await?.ok_or_else(|| not_found(&row.public_id))?.to_api()?;
         events::append(tx, scope, EventType::CallCompleted, event_data(&call)?).await?;
     }
@@ -735,12 +735,7 @@ async fn keep_alive(svc: Services) {
     let every = (svc.config.calls.lease / 3).max(Duration::from_millis(200));
     loop {
         tokio::time::sleep(every).await;
-        let renewed = async {
-            let mut tx = svc.db.begin().await?;
-            repo::heartbeat(&mut tx, &svc.calls.instance).await?;
-            tx.commit().await
-        }
-        .await;
+        let renewed = svc.transaction(async |work| Ok(repo::heartbeat(work, &svc.calls.instance).await?)).await;
         if let Err(e) = renewed {
             tracing::warn!(error = %e, "could not renew this instance's calls");
         }
@@ -763,8 +758,10 @@ async fn emit_call(
     Ok(())
 }
 
+/// Records what the call engine reports as it happens. A transcript line
+/// is also a message of the call's conversation: its live views hear of it.
 async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progress) -> ServiceResult<()> {
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     match p {
         Progress::Ringing => {
             if repo::advance(&mut tx, scope, call.id, CallStatus::Ringing, Some("ringing_at")).await? {
@@ -811,10 +808,11 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
                     },
                 )
                 .await?;
+                tx.conversation_changed(conversation_id);
             }
         }
     }
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(())
 }
 
@@ -894,12 +892,12 @@ async fn adopt_recording(svc: &Services, call: Option<CallRow>, path: &std::path
         tracing::warn!(call = %call.public_id, error = %e, "could not store a spooled recording; the next sweep will try again");
         return Ok(false);
     }
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let attached = repo::attach_recording(&mut tx, scope, call.id, &key, duration_ms).await?;
     if attached {
         emit_call(&mut tx, scope, &call, EventType::CallRecordingReady, None).await?;
     }
-    tx.commit().await?;
+    svc.commit(tx).await?;
     tracing::info!(call = %call.public_id, duration_ms, "stored the recording a stopped instance left in the spool");
     Ok(attached)
 }
@@ -917,7 +915,7 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
             }
         }
     }
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let charged =
         billing::charge_call(&mut tx, scope, &svc.config.billing, &call.public_id, outcome.duration_ms).await?;
     let ending = Ending {
@@ -938,7 +936,7 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
         repo::mark_interrupted(&mut tx, call.id, s.index).await?;
     }
     if let Some(conversation_id) = call.conversation_id {
-        conversation_repo::set_status(&mut tx, scope, conversation_id, ConversationStatus::Closed).await?;
+        close_conversation(&mut tx, scope, conversation_id).await?;
     }
     let extra = json!({"status": outcome.status, "ended_reason": outcome.reason});
     emit_call(&mut tx, scope, call, EventType::CallCompleted, Some(extra)).await?;
@@ -955,7 +953,14 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
     if recording.is_some() {
         emit_call(&mut tx, scope, call, EventType::CallRecordingReady, None).await?;
     }
-    tx.commit().await?;
+    svc.commit(tx).await?;
+    Ok(())
+}
+
+/// Closes an ended call's conversation; its live views hear of it.
+async fn close_conversation(work: &mut Work, scope: Scope, conversation_id: i64) -> ServiceResult<()> {
+    conversation_repo::set_status(work, scope, conversation_id, ConversationStatus::Closed).await?;
+    work.conversation_changed(conversation_id);
     Ok(())
 }
 
@@ -1043,7 +1048,7 @@ async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<par
     };
     if repo::finish(&mut work, scope, call.id, &ending).await? {
         if let Some(conversation_id) = call.conversation_id {
-            conversation_repo::set_status(&mut work, scope, conversation_id, ConversationStatus::Closed).await?;
+            close_conversation(&mut work, scope, conversation_id).await?;
         }
         let extra = json!({"status": CallStatus::Failed, "ended_reason": EndedReason::Error});
         emit_call(&mut work, scope, &call, EventType::CallCompleted, Some(extra)).await?;

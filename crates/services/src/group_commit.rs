@@ -21,10 +21,11 @@ use futures::future::BoxFuture;
 use parley_store::Tx;
 use tokio::sync::oneshot;
 
-use crate::{ServiceError, ServiceResult, Services};
+use crate::{ServiceError, ServiceResult, Services, Work};
 
-/// One kind of job: how to run it in a transaction.
-pub type Run<J, R> = for<'a> fn(&'a mut Tx, &'a Services, J) -> BoxFuture<'a, ServiceResult<R>>;
+/// One kind of job: how to run it in a unit of work (what it signals goes
+/// out once the batch commits).
+pub type Run<J, R> = for<'a> fn(&'a mut Work, &'a Services, J) -> BoxFuture<'a, ServiceResult<R>>;
 
 /// Reads ahead for a whole batch, once it is taken, what its jobs will
 /// look up one by one (see `parley_store::Absences`).
@@ -95,7 +96,7 @@ fn lost() -> ServiceError {
 /// The one transaction failure that every job of a group shares.
 #[derive(Debug, thiserror::Error)]
 #[error("the grouped transaction failed")]
-struct GroupFailed(#[source] Arc<parley_store::StoreError>);
+struct GroupFailed(#[source] Arc<ServiceError>);
 
 /// Runs the jobs in one transaction. Optimistically, without a savepoint
 /// each (two statements saved per job): when a job fails, the transaction
@@ -128,7 +129,7 @@ enum Failure {
     /// Job `i` failed (its own refusal or error); the others may succeed.
     Job(usize, ServiceError),
     /// Beginning, reading ahead or committing failed: nobody's write was kept.
-    Transaction(parley_store::StoreError),
+    Transaction(ServiceError),
 }
 
 /// What a batch does: read ahead (if the kind of job does), then run each job.
@@ -150,14 +151,16 @@ async fn attempt<J: Clone + Sync, R>(
     steps: Steps<J, R>,
     jobs: &[Waiting<J, R>],
 ) -> Result<Vec<R>, Failure> {
-    let mut tx = svc.db.begin().await.map_err(Failure::Transaction)?;
+    let mut work = svc.begin().await.map_err(Failure::Transaction)?;
     if let Some(look_ahead) = steps.look_ahead {
-        look_ahead(&mut tx, svc, jobs.iter().map(|(job, _)| job).collect()).await.map_err(Failure::Transaction)?;
+        look_ahead(&mut work, svc, jobs.iter().map(|(job, _)| job).collect())
+            .await
+            .map_err(|e| Failure::Transaction(e.into()))?;
     }
     let mut results = Vec::with_capacity(jobs.len());
     for (i, (job, _)) in jobs.iter().enumerate() {
-        results.push((steps.run)(&mut tx, svc, job.clone()).await.map_err(|e| Failure::Job(i, e))?);
+        results.push((steps.run)(&mut work, svc, job.clone()).await.map_err(|e| Failure::Job(i, e))?);
     }
-    tx.commit().await.map_err(Failure::Transaction)?;
+    svc.commit(work).await.map_err(Failure::Transaction)?;
     Ok(results)
 }

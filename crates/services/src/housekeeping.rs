@@ -26,7 +26,7 @@ pub struct Purged {
 /// in one transaction.
 pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged> {
     let now = Timestamp::now();
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let keys =
         repo::idempotency::purge_created_before(&mut tx, now.plus_seconds(-retention.idempotency_hours * 3600)).await?;
     repo::sessions::delete_signing_keys_retired_before(&mut tx, now.plus_seconds(-24 * 3600)).await?;
@@ -38,6 +38,6 @@ pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged
     let events_before = now.plus_seconds(-retention.event_days * 24 * 3600);
     repo::webhooks::purge_created_before(&mut tx, events_before).await?;
     repo::events::purge_created_before(&mut tx, events_before).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(Purged { idempotency_keys: keys })
 }

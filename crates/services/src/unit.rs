@@ -13,6 +13,10 @@
 //! registered run ([`AfterCommit`]: a placed call starts). If the work is
 //! dropped instead, nothing of it happens and each step is told so (a call
 //! it placed is hung up). This module names no area.
+//!
+//! This is the only place in `parley-services` that opens a write
+//! transaction (`tests/one_transaction_path.rs` checks it): a change made
+//! anywhere else could not signal the live views it changes.
 
 use std::ops::{Deref, DerefMut};
 
@@ -164,10 +168,30 @@ impl KeyHold {
     }
 }
 
+impl Work {
+    /// Begins a unit of work on `db` before there are [`Services`] (the
+    /// first start's bootstrap, the CLI making a user, the signing keys):
+    /// commit it with [`Work::commit_before_services`].
+    pub(crate) async fn begin_on(db: &parley_store::Db) -> ServiceResult<Work> {
+        Ok(Work { tx: db.begin().await?, signals: Vec::new(), steps: Steps::default() })
+    }
+
+    /// Commits work begun by [`Work::begin_on`]. It may not have left
+    /// anything for after the commit: nothing could carry it out.
+    pub(crate) async fn commit_before_services(self) -> ServiceResult<()> {
+        let Work { tx, signals, steps } = self;
+        if !signals.is_empty() || !steps.0.is_empty() {
+            return Err(ServiceError::invariant("work begun before services left something for after its commit"));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
 impl Services {
     /// Begins a unit of work.
     pub async fn begin(&self) -> ServiceResult<Work> {
-        Ok(Work { tx: self.db.begin().await?, signals: Vec::new(), steps: Steps::default() })
+        Work::begin_on(&self.db).await
     }
 
     /// Commits `work`, then carries out what it left for after the commit.
@@ -231,12 +255,7 @@ impl Services {
         idem: Option<Idempotent>,
         op: impl AsyncFnOnce(Option<KeyHold>) -> ServiceResult<Answer>,
     ) -> ServiceResult<Answered> {
-        let claimed = {
-            let mut tx = self.db.begin().await?;
-            let claimed = self.claim_key(&mut tx, scope, idem.as_ref()).await?;
-            tx.commit().await?;
-            claimed
-        };
+        let claimed = self.transaction(async |work| self.claim_key(work, scope, idem.as_ref()).await).await?;
         let hold = match claimed {
             Claimed::Replay(answered) => return Ok(answered),
             Claimed::Run(hold) => hold,
@@ -274,12 +293,8 @@ impl Services {
     /// Gives up a committed claim after the operation failed, so a retry
     /// runs again (if this fails, the claim's lease expires on its own).
     pub async fn release_key(&self, hold: &KeyHold) {
-        let released = async {
-            let mut tx = self.db.begin().await?;
-            repo::release(&mut tx, hold.scope, hold.key.as_str()).await?;
-            tx.commit().await
-        }
-        .await;
+        let released =
+            self.transaction(async |work| Ok(repo::release(work, hold.scope, hold.key.as_str()).await?)).await;
         if let Err(e) = released {
             tracing::warn!(error = %e, "could not release an idempotency key");
         }

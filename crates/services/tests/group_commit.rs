@@ -7,13 +7,13 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use parley_domain::crypto::SecretBox;
 use parley_services::group_commit::GroupCommit;
-use parley_services::{ServiceError, ServiceResult, Services, ServicesConfig};
+use parley_services::{ServiceError, ServiceResult, Services, ServicesConfig, Work};
 use parley_store::repo::workspaces;
 use parley_store::testing::TestDatabase;
-use parley_store::{Db, DbOptions, Tx};
+use parley_store::{Db, DbOptions};
 
 /// Creates workspace `n`; number 13 is refused.
-fn create<'a>(tx: &'a mut Tx, _svc: &'a Services, n: u32) -> BoxFuture<'a, ServiceResult<i64>> {
+fn create<'a>(tx: &'a mut Work, _svc: &'a Services, n: u32) -> BoxFuture<'a, ServiceResult<i64>> {
     Box::pin(async move {
         if n == 13 {
             return Err(ServiceError::Conflict("unlucky".into()));

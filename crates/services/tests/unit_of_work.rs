@@ -2,7 +2,8 @@
 //! placing a call dials with no transaction open (on SQLite a transaction
 //! holds the only writer, so another write during the dial would wait),
 //! idempotent answers replay, and a dropped unit of work hangs up the call
-//! it placed and leaves nothing behind.
+//! it placed and leaves nothing behind; what a call writes as it runs
+//! signals its conversation's live views.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -145,7 +146,44 @@ async fn after_commit_steps_run_in_order_once_committed_or_are_abandoned(databas
     assert_eq!(*seen.lock().unwrap(), ["a committed", "b committed", "c abandoned"]);
 }
 
+/// Every line of a call's transcript is a message of the call's
+/// conversation, and each reaches the conversation's live views (a
+/// webchat socket, the dashboard) as it is written, as the end of the call
+/// does: they are written through the unit of work, which signals them.
+async fn a_calls_transcript_lines_reach_its_conversations_listeners(database: TestDatabase) {
+    let (svc, probe, scope, agent) = setup(&database).await;
+    let mut signals = svc.subscribe_signals();
+    let placed = calls::place(&svc, scope, None, call_to(agent, "+14155550100")).await.unwrap();
+    let call: Value = serde_json::from_str(&placed.answer.body).unwrap();
+    let id = call["id"].as_str().unwrap().to_owned();
+    let conversation_id = call["conversation_id"].as_i64().expect("a call has a conversation");
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let now = calls::get(&svc, scope, &id).await.unwrap();
+            if now.ended_at.is_some() {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the simulated call ended");
+    assert_eq!(serde_json::to_value(&ended).unwrap()["status"], "completed", "{ended:?}");
+    let mut heard = 0;
+    while let Ok(signal) = signals.try_recv() {
+        if signal == (parley_services::signals::Signal::ConversationChanged { conversation_id }) {
+            heard += 1;
+        }
+    }
+    let mut c = probe.db.read().await.unwrap();
+    let lines = parley_store::repo::conversations::recent_messages(&mut c, scope, conversation_id, 100).await.unwrap();
+    assert!(lines.len() >= 2, "the simulated call has a transcript: {lines:?}");
+    // One signal per line written, and one for the conversation closing with the call.
+    assert!(heard > lines.len(), "{heard} signals for {} transcript lines and the end", lines.len());
+}
+
 parley_store::on_both_backends!(
+    a_calls_transcript_lines_reach_its_conversations_listeners,
     placing_a_call_dials_outside_any_transaction_and_replays,
     a_dropped_unit_of_work_leaves_nothing,
     after_commit_steps_run_in_order_once_committed_or_are_abandoned

@@ -7,15 +7,25 @@
 //! channel type or `*`; its conversation kind, if set; its keyword or
 //! regular expression, if set) names the agent, which is written to the
 //! conversation.
+//!
+//! An agent that should answer gets a run queued (`queue_answer`) with its
+//! `agent.run` job, in the inbound message's transaction; the agent
+//! runtime (`parley-agent-runtime`) carries the job out.
 
-use parley_domain::Scope;
-use parley_domain::agent::{PatternType, Trigger, TriggerEvent};
-use parley_domain::conversation::{Conversation, ConversationKind};
+use std::time::Duration;
+
+use parley_domain::agent::{Agent, AgentRun, AgentStatus, PatternType, RunTrigger, Trigger, TriggerEvent};
+use parley_domain::conversation::{Conversation, ConversationKind, ConversationStatus, Handler};
 use parley_domain::event::EventType;
+use parley_domain::{Scope, Timestamp};
+use parley_jobs::Enqueue;
 use parley_store::Tx;
+use parley_store::repo::agent_runs::{self as run_repo, NewRun};
+use parley_store::repo::agents as agent_repo;
 use parley_store::repo::{conversations, events, triggers};
 
-use crate::{ServiceResult, event_data};
+use super::runs::{self, RuntimeConfig};
+use crate::{ServiceResult, Services, event_data};
 
 /// Inbound traffic to route.
 #[derive(Debug, Clone, Copy)]
@@ -81,6 +91,57 @@ pub async fn route(
         events::append(tx, scope, EventType::ConversationUpdated, event_data(&routed)?).await?;
     }
     Ok(Some(agent_id))
+}
+
+/// Queues the answer of agent `agent_id` to the conversation's newest
+/// message, in the caller's transaction, if the agent should answer: the
+/// conversation is the agent's (not a person's), the agent is active, and
+/// no run is already waiting to answer it.
+pub async fn queue_answer(
+    tx: &mut Tx,
+    svc: &Services,
+    scope: Scope,
+    conversation: &Conversation,
+    agent_id: i64,
+) -> ServiceResult<Option<AgentRun>> {
+    if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
+        return Ok(None);
+    }
+    let Some(agent) = agent_repo::get(tx, scope, agent_id, false).await? else { return Ok(None) };
+    if agent.status != AgentStatus::Active || agent.is_template {
+        return Ok(None);
+    }
+    let conversation_id = conversation.item.id;
+    if run_repo::queued_for_conversation(tx, scope, conversation_id).await?.is_some() {
+        return Ok(None);
+    }
+    let model = match &agent.model {
+        Some(model) => model.clone(),
+        None => svc.config.text_engines.get(&agent.text_engine).map(|e| e.model().to_owned()).unwrap_or_default(),
+    };
+    let run = run_repo::insert(
+        tx,
+        scope,
+        &NewRun {
+            agent_id,
+            conversation_id: Some(conversation_id),
+            call_id: None,
+            trigger: RunTrigger::Message,
+            engine: &agent.text_engine,
+            model: &model,
+        },
+    )
+    .await?;
+    let at = Timestamp::now().plus_duration(debounce(&svc.config.runtime, &agent));
+    let payload = serde_json::json!(runs::RunJob { run_id: run.id, conversation_id });
+    let job = Enqueue::new(runs::KIND, payload).in_queue(format!("agent:{conversation_id}")).for_scope(scope).at(at);
+    parley_jobs::enqueue(tx, job).await?;
+    Ok(Some(run))
+}
+
+/// How long the agent waits for a quiet conversation.
+pub fn debounce(config: &RuntimeConfig, agent: &Agent) -> Duration {
+    agent.debounce_ms.map_or(config.debounce, |ms| Duration::from_millis(ms as u64))
 }
 
 #[cfg(test)]

@@ -16,17 +16,15 @@
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use parley_domain::agent::{AgentRun, AgentStatus, RunStatus, RunTrigger};
-use parley_domain::conversation::{
-    Author, AuthorType, Conversation, ConversationStatus, Direction, Handler, HandoffTarget,
-};
+use parley_domain::agent::{AgentRun, AgentStatus, RunStatus};
+use parley_domain::conversation::{Author, AuthorType, ConversationStatus, Direction, Handler, HandoffTarget};
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
 use parley_domain::{Scope, Timestamp};
 use parley_engines::{ChatMessage, EngineError};
-use parley_jobs::{Enqueue, Job, Outcome, RetryPolicy};
+use parley_jobs::{Job, Outcome, RetryPolicy};
 use parley_store::Tx;
-use parley_store::repo::agent_runs::{self as repo, NewRun, RunEnd};
+use parley_store::repo::agent_runs::{self as repo, RunEnd};
 use parley_store::repo::{agents as agent_repo, conversations as conversation_repo, events};
 use serde::{Deserialize, Serialize};
 
@@ -75,61 +73,11 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// The `agent.run` job's payload: the run, and the conversation it answers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct RunJob {
-    run_id: i64,
-    conversation_id: i64,
-}
-
-/// Queues the answer of agent `agent_id` to the conversation's newest
-/// message, in the caller's transaction, if the agent should answer: the
-/// conversation is the agent's (not a person's), the agent is active, and
-/// no run is already waiting to answer it.
-pub async fn queue_answer(
-    tx: &mut Tx,
-    svc: &Services,
-    scope: Scope,
-    conversation: &Conversation,
-    agent_id: i64,
-) -> ServiceResult<Option<AgentRun>> {
-    if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
-        return Ok(None);
-    }
-    let Some(agent) = agent_repo::get(tx, scope, agent_id, false).await? else { return Ok(None) };
-    if agent.status != AgentStatus::Active || agent.is_template {
-        return Ok(None);
-    }
-    let conversation_id = conversation.item.id;
-    if repo::queued_for_conversation(tx, scope, conversation_id).await?.is_some() {
-        return Ok(None);
-    }
-    let model = match &agent.model {
-        Some(model) => model.clone(),
-        None => svc.config.text_engines.get(&agent.text_engine).map(|e| e.model().to_owned()).unwrap_or_default(),
-    };
-    let run = repo::insert(
-        tx,
-        scope,
-        &NewRun {
-            agent_id,
-            conversation_id: Some(conversation_id),
-            call_id: None,
-            trigger: RunTrigger::Message,
-            engine: &agent.text_engine,
-            model: &model,
-        },
-    )
-    .await?;
-    let at = Timestamp::now().plus_duration(debounce(svc, &agent));
-    let payload = serde_json::json!(RunJob { run_id: run.id, conversation_id });
-    let job = Enqueue::new(KIND, payload).in_queue(format!("agent:{conversation_id}")).for_scope(scope).at(at);
-    parley_jobs::enqueue(tx, job).await?;
-    Ok(Some(run))
-}
-
-/// How long the agent waits for a quiet conversation.
-fn debounce(svc: &Services, agent: &parley_domain::agent::Agent) -> Duration {
-    agent.debounce_ms.map_or(svc.config.runtime.debounce, |ms| Duration::from_millis(ms as u64))
+pub struct RunJob {
+    pub run_id: i64,
+    pub conversation_id: i64,
 }
 
 /// The `agent.run` job handler.
@@ -251,7 +199,8 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         return Ok(Outcome::Done);
     }
     // Wait until the conversation has been quiet for the debounce time.
-    let debounce = agent.as_ref().map_or(svc.config.runtime.debounce, |a| debounce(svc, a));
+    let debounce =
+        agent.as_ref().map_or(svc.config.runtime.debounce, |a| super::routing::debounce(&svc.config.runtime, a));
     if let Some(last) = history.iter().rev().find(|m| m.direction == Direction::Inbound)
         && let quiet_at = last.created_at.plus_duration(debounce)
         && quiet_at > Timestamp::now()

@@ -53,19 +53,25 @@ pub struct InboundJob {
 }
 
 /// [`receive`] as a group-commit job (see [`crate::group_commit`]).
-pub fn run_receive<'a>(tx: &'a mut Tx, svc: &'a Services, job: InboundJob) -> BoxFuture<'a, ServiceResult<Received>> {
-    Box::pin(async move { receive(tx, svc, job.scope, &job.channel, job.inbound, &job.attachments).await })
+/// A new message wakes its conversation's live views once committed.
+pub fn run_receive<'a>(
+    work: &'a mut Work,
+    svc: &'a Services,
+    job: InboundJob,
+) -> BoxFuture<'a, ServiceResult<Received>> {
+    Box::pin(async move {
+        let received = receive(work, svc, job.scope, &job.channel, job.inbound, &job.attachments).await?;
+        if received.new {
+            work.conversation_changed(received.message.conversation_id);
+        }
+        Ok(received)
+    })
 }
 
 /// Stores an inbound message in a group commit with others arriving at the
-/// same time; answers once it is committed. Wakes the conversation's live
-/// views.
+/// same time; answers once it is committed.
 pub async fn receive_committed(svc: &Services, job: InboundJob) -> ServiceResult<Received> {
-    let received = svc.inbound.submit(svc, job).await?;
-    if received.new {
-        svc.conversation_changed(received.message.conversation_id);
-    }
-    Ok(received)
+    svc.inbound.submit(svc, job).await
 }
 
 /// Stores an inbound message on `channel` (see the module comment).
@@ -158,7 +164,7 @@ pub async fn receive(
         text: &inbound.text,
     };
     if let Some(agent_id) = routing::route(tx, scope, &conversation, traffic).await? {
-        crate::agents::runs::queue_answer(tx, svc, scope, &conversation, agent_id).await?;
+        crate::agents::routing::queue_answer(tx, svc, scope, &conversation, agent_id).await?;
     }
     Ok(Received { message, new: true })
 }

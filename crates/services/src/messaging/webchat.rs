@@ -99,17 +99,17 @@ fn token_hash(token: &str) -> String {
 /// The visitor holding `token`, or a new one (an unknown token, perhaps
 /// from a cleared database, starts afresh rather than failing).
 pub async fn hello(svc: &Services, chat: &Webchat, token: Option<&str>) -> ServiceResult<Visitor> {
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     if let Some(token) = token.filter(|t| t.len() <= 200)
         && let Some(v) = repo::find_by_token(&mut tx, chat.scope, chat.channel.id, &token_hash(token)).await?
     {
-        tx.commit().await?;
+        svc.commit(tx).await?;
         return Ok(Visitor { id: v.id, public_id: v.public_id, new_token: None });
     }
     let token = format!("wvt_{}", random(40));
     let v =
         repo::insert(&mut tx, chat.scope, chat.channel.id, &format!("v_{}", random(20)), &token_hash(&token)).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(Visitor { id: v.id, public_id: v.public_id, new_token: Some(token) })
 }
 

@@ -167,14 +167,13 @@ pub async fn authenticate_api_key(svc: &crate::Services, raw: &str) -> ServiceRe
     }
     if found.last_used_at.is_none_or(|t| t < now.plus_seconds(-LAST_USED_INTERVAL_S)) {
         // Off the request path: the write must not slow or fail the request.
-        let db = svc.db.clone();
+        let svc = svc.clone();
         tokio::spawn(async move {
-            let result = async {
-                let mut tx = db.begin().await?;
-                api_keys::touch_last_used(&mut tx, found.id, now, LAST_USED_INTERVAL_S).await?;
-                tx.commit().await
-            }
-            .await;
+            let result = svc
+                .transaction(async |work| {
+                    Ok(api_keys::touch_last_used(work, found.id, now, LAST_USED_INTERVAL_S).await?)
+                })
+                .await;
             if let Err(e) = result {
                 tracing::warn!(error = %e, key_id = found.id, "could not record API key use");
             }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use crate::{ServiceError, ServiceResult, Services};
+use crate::{ServiceError, ServiceResult, Services, Work};
 
 /// Session lifetimes.
 #[derive(Debug, Clone)]
@@ -95,7 +95,7 @@ pub async fn create_user(db: &Db, email: &str, password: &str, membership: Optio
         )));
     }
     let hash = hash_password(password.to_owned()).await?;
-    let mut tx = db.begin().await?;
+    let mut tx = Work::begin_on(db).await?;
     let user = users::insert(&mut tx, email.as_str(), &hash)
         .await?
         .ok_or_else(|| ServiceError::Conflict(format!("A user with the email {email} already exists")))?;
@@ -105,7 +105,7 @@ pub async fn create_user(db: &Db, email: &str, password: &str, membership: Optio
         }
         users::set_membership(&mut tx, user.id, workspace_id, role).await?;
     }
-    tx.commit().await?;
+    tx.commit_before_services().await?;
     Ok(user)
 }
 
@@ -177,10 +177,10 @@ impl Keyring {
         let kid = ulid::Ulid::new().to_string();
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
-        let mut tx = db.begin().await?;
+        let mut tx = Work::begin_on(db).await?;
         sessions::insert_signing_key(&mut tx, &kid, &self.secrets.seal(&secret)).await?;
         sessions::retire_signing_keys_except(&mut tx, &kid).await?;
-        tx.commit().await?;
+        tx.commit_before_services().await?;
         self.reload(db).await?;
         Ok(kid)
     }
@@ -386,10 +386,10 @@ pub(crate) async fn first_workspace(tx: &mut parley_store::Tx, user_id: i64) -> 
 /// the same 401 after the same amount of work.
 pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult<Session> {
     let user = verify_credentials(svc, email, password).await?;
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let first = first_workspace(&mut tx, user.id).await?;
     let session = issue(svc, &mut tx, user.id, first, None).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(session)
 }
 
@@ -397,7 +397,7 @@ pub async fn login(svc: &Services, email: &str, password: &str) -> ServiceResult
 /// cookie (and its lifetime in seconds), good only for those pages.
 pub async fn sign_in_for_oauth(svc: &Services, email: &str, password: &str) -> ServiceResult<(String, i64)> {
     let user = verify_credentials(svc, email, password).await?;
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let scope = first_workspace(&mut tx, user.id).await?;
     let ttl = svc.config.auth.refresh_token_ttl_s;
     let token = new_refresh_token();
@@ -405,7 +405,7 @@ pub async fn sign_in_for_oauth(svc: &Services, email: &str, password: &str) -> S
     let expires = Timestamp::now().plus_seconds(ttl);
     sessions::insert_refresh_token(&mut tx, &hash_token(&token), &family, user.id, scope, expires, OAUTH_SIGN_IN)
         .await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok((token, ttl))
 }
 
@@ -424,7 +424,7 @@ pub async fn oauth_signed_in_user(svc: &Services, raw: &str) -> ServiceResult<Op
 /// Exchanges a refresh token for a new session, rotating it.
 pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
     let invalid = || ServiceError::Unauthorized("Invalid or expired refresh token; sign in again".into());
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let Some(token) = sessions::find_refresh_token(&mut tx, &hash_token(raw)).await? else {
         return Err(invalid());
     };
@@ -434,7 +434,7 @@ pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
     if token.rotated_at.is_some() || !sessions::mark_rotated(&mut tx, token.id).await? {
         // Reuse of a rotated token: whoever holds the family is not to be trusted.
         sessions::revoke_family(&mut tx, &token.family_id).await?;
-        tx.commit().await?;
+        svc.commit(tx).await?;
         tracing::warn!(user_id = token.user_id, "refresh token reuse detected; session family revoked");
         return Err(ServiceError::Unauthorized("Refresh token reuse detected; sign in again".into()));
     }
@@ -446,23 +446,23 @@ pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
             Some(other) => scope = Scope::new(other.workspace_id, Mode::Live),
             None => {
                 sessions::revoke_family(&mut tx, &token.family_id).await?;
-                tx.commit().await?;
+                svc.commit(tx).await?;
                 return Err(invalid());
             }
         }
     }
     let session = issue(svc, &mut tx, token.user_id, scope, Some(&token.family_id)).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(session)
 }
 
 /// Ends the session the refresh token belongs to (harmless if unknown).
 pub async fn logout(svc: &Services, raw: &str) -> ServiceResult<()> {
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     if let Some(token) = sessions::find_refresh_token(&mut tx, &hash_token(raw)).await? {
         sessions::revoke_family(&mut tx, &token.family_id).await?;
     }
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(())
 }
 
@@ -475,7 +475,7 @@ pub async fn switch_workspace(
     mode: Mode,
     old_refresh: Option<&str>,
 ) -> ServiceResult<Session> {
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     if users::role_in(&mut tx, user_id, workspace_id).await?.is_none() {
         return Err(ServiceError::not_found("Workspace", workspace_id));
     }
@@ -486,7 +486,7 @@ pub async fn switch_workspace(
         sessions::revoke_family(&mut tx, &token.family_id).await?;
     }
     let session = issue(svc, &mut tx, user_id, Scope::new(workspace_id, mode), None).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(session)
 }
 

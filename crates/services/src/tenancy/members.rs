@@ -278,7 +278,7 @@ pub async fn accept(svc: &Services, token: &str, password: &str) -> ServiceResul
         None => Some(identity::hash_password(password.to_owned()).await?),
         Some(_) => None,
     };
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let (invitation, _) =
         repo::find_pending(&mut tx, &identity::hash_token(token)).await?.ok_or_else(|| link_gone("Invitation"))?;
     if !repo::mark_accepted(&mut tx, invitation.id).await? {
@@ -303,7 +303,7 @@ pub async fn accept(svc: &Services, token: &str, password: &str) -> ServiceResul
     }
     let scope = parley_domain::Scope::new(invitation.workspace_id, parley_domain::Mode::Live);
     let session = identity::start_session(svc, &mut tx, user_id, scope).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(session)
 }
 
@@ -311,14 +311,14 @@ pub async fn accept(svc: &Services, token: &str, password: &str) -> ServiceResul
 pub async fn reset_link(svc: &Services, email: &str) -> ServiceResult<ResetLink> {
     let normalised = parley_domain::email::Email::parse(email)
         .map_err(|e| ServiceError::BadRequest(format!("Invalid email: {e}")))?;
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let user = users::find_by_email(&mut tx, normalised.as_str())
         .await?
         .ok_or_else(|| ServiceError::not_found("User", normalised.as_str()))?;
     let token = identity::new_link_token("pwr");
     let expires_at = Timestamp::now().plus_seconds(RESET_TTL_S);
     repo::insert_reset(&mut tx, user.id, &identity::hash_token(&token), expires_at).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(ResetLink {
         email: user.email,
         reset_url: format!("{}/reset-password#{token}", svc.config.public_url()),
@@ -335,12 +335,12 @@ pub async fn reset_password(svc: &Services, token: &str, password: &str) -> Serv
         return Err(link_gone("Password reset"));
     }
     let hash = identity::hash_password(password.to_owned()).await?;
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let user_id = repo::take_reset(&mut tx, &token_hash).await?.ok_or_else(|| link_gone("Password reset"))?;
     users::set_password_hash(&mut tx, user_id, &hash).await?;
     sessions::revoke_user(&mut tx, user_id).await?;
     let scope = identity::first_workspace(&mut tx, user_id).await?;
     let session = identity::start_session(svc, &mut tx, user_id, scope).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(session)
 }

@@ -218,9 +218,9 @@ pub async fn register(svc: &Services, req: RegistrationRequest) -> OAuthResult<R
         created_at: now,
         expires_at: None,
     };
-    let mut tx = svc.db.begin().await.map_err(ServiceError::from)?;
+    let mut tx = svc.begin().await?;
     repo::upsert_client(&mut tx, &client).await?;
-    tx.commit().await.map_err(ServiceError::from)?;
+    svc.commit(tx).await?;
     Ok(RegisteredClient {
         client_id,
         client_secret_expires_at: secret.as_ref().map(|_| 0),
@@ -266,9 +266,9 @@ pub async fn client(svc: &Services, client_id: &str) -> OAuthResult<Client> {
         return Ok(c);
     }
     let client = fetch_metadata_document(svc, client_id).await?;
-    let mut tx = svc.db.begin().await.map_err(ServiceError::from)?;
+    let mut tx = svc.begin().await?;
     repo::upsert_client(&mut tx, &client).await?;
-    tx.commit().await.map_err(ServiceError::from)?;
+    svc.commit(tx).await?;
     Ok(client)
 }
 
@@ -567,7 +567,7 @@ pub async fn approve(
     consent: &Consent,
 ) -> ServiceResult<String> {
     let cfg = &svc.config.oauth;
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     if users::role_in(&mut tx, user_id, consent.workspace_id).await?.is_none() {
         return Err(ServiceError::Forbidden("You are not a member of that workspace".into()));
     }
@@ -589,7 +589,7 @@ pub async fn approve(
     let expires = Timestamp::now().plus_seconds(cfg.code_ttl_s);
     repo::insert_code(&mut tx, &rules::hash_secret(&code), grant_id, &auth.redirect_uri, &auth.code_challenge, expires)
         .await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     tracing::info!(user_id, grant_id, client_id = %auth.client.client_id, "MCP grant approved");
     Ok(redirect_with(&auth.redirect_uri, &[("code", &code)], auth.state.as_deref(), &cfg.issuer))
 }
@@ -660,7 +660,7 @@ async fn exchange_code(svc: &Services, client: &Client, req: &TokenRequest) -> O
     let code = req.code.as_deref().ok_or_else(|| refuse(400, "invalid_request", "code is required"))?;
     let verifier =
         req.code_verifier.as_deref().ok_or_else(|| refuse(400, "invalid_request", "code_verifier is required"))?;
-    let mut tx = svc.db.begin().await.map_err(ServiceError::from)?;
+    let mut tx = svc.begin().await?;
     let Some(found) = repo::find_code(&mut tx, &rules::hash_secret(code)).await? else {
         return Err(invalid_grant("Unknown authorization code"));
     };
@@ -673,7 +673,7 @@ async fn exchange_code(svc: &Services, client: &Client, req: &TokenRequest) -> O
     if found.used_at.is_some() || !repo::use_code(&mut tx, found.id).await? {
         // A code used twice was intercepted: end what it gave (RFC 6749 §4.1.2).
         repo::revoke_grant(&mut tx, grant.id).await?;
-        tx.commit().await.map_err(ServiceError::from)?;
+        svc.commit(tx).await?;
         tracing::warn!(grant_id = grant.id, "authorization code reuse; grant revoked");
         return Err(invalid_grant("The authorization code was already used; its grant is revoked"));
     }
@@ -688,14 +688,14 @@ async fn exchange_code(svc: &Services, client: &Client, req: &TokenRequest) -> O
     }
     let scopes = Scopes::parse(Some(&grant.scope)).unwrap_or(Scopes { read: true, write: false });
     let issued = issue(svc, &mut tx, grant.id, scopes).await?;
-    tx.commit().await.map_err(ServiceError::from)?;
+    svc.commit(tx).await?;
     Ok(issued)
 }
 
 async fn refresh(svc: &Services, client: &Client, req: &TokenRequest) -> OAuthResult<IssuedTokens> {
     let raw =
         req.refresh_token.as_deref().ok_or_else(|| refuse(400, "invalid_request", "refresh_token is required"))?;
-    let mut tx = svc.db.begin().await.map_err(ServiceError::from)?;
+    let mut tx = svc.begin().await?;
     let Some(token) = repo::find_token(&mut tx, &rules::hash_secret(raw), TokenKind::Refresh).await? else {
         return Err(invalid_grant("Invalid refresh token"));
     };
@@ -708,7 +708,7 @@ async fn refresh(svc: &Services, client: &Client, req: &TokenRequest) -> OAuthRe
     if token.rotated_at.is_some() || !repo::rotate_token(&mut tx, token.id).await? {
         // Both the client and someone else hold the token: trust neither.
         repo::revoke_grant(&mut tx, token.grant_id).await?;
-        tx.commit().await.map_err(ServiceError::from)?;
+        svc.commit(tx).await?;
         tracing::warn!(grant_id = token.grant_id, "refresh token reuse; grant revoked");
         return Err(invalid_grant("Refresh token reuse detected; the grant is revoked"));
     }
@@ -728,11 +728,11 @@ async fn refresh(svc: &Services, client: &Client, req: &TokenRequest) -> OAuthRe
     };
     if users::role_in(&mut tx, grant.user_id, grant.workspace_id).await?.is_none() {
         repo::revoke_grant(&mut tx, grant.id).await?;
-        tx.commit().await.map_err(ServiceError::from)?;
+        svc.commit(tx).await?;
         return Err(invalid_grant("The user is no longer a member of the grant's workspace"));
     }
     let issued = issue(svc, &mut tx, grant.id, wanted).await?;
-    tx.commit().await.map_err(ServiceError::from)?;
+    svc.commit(tx).await?;
     Ok(issued)
 }
 
@@ -766,7 +766,7 @@ async fn issue(
 /// client, change nothing (and the answer is the same).
 pub async fn revoke(svc: &Services, client: &Client, raw: &str) -> ServiceResult<()> {
     let hash = rules::hash_secret(raw);
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     for kind in [TokenKind::Refresh, TokenKind::Access] {
         if let Some(token) = repo::find_token(&mut tx, &hash, kind).await?
             && token.client_id == client.client_id
@@ -777,7 +777,7 @@ pub async fn revoke(svc: &Services, client: &Client, raw: &str) -> ServiceResult
             }
         }
     }
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(())
 }
 
@@ -798,15 +798,12 @@ pub async fn authenticate_access_token(svc: &Services, raw: &str) -> ServiceResu
         return Ok(None);
     }
     if found.last_used_at.is_none_or(|t| t < now.plus_seconds(-LAST_USED_INTERVAL_S)) {
-        let db = svc.db.clone();
+        let svc = svc.clone();
         let grant_id = found.grant_id;
         tokio::spawn(async move {
-            let result = async {
-                let mut tx = db.begin().await?;
-                repo::touch_grant(&mut tx, grant_id, now, LAST_USED_INTERVAL_S).await?;
-                tx.commit().await
-            }
-            .await;
+            let result = svc
+                .transaction(async |work| Ok(repo::touch_grant(work, grant_id, now, LAST_USED_INTERVAL_S).await?))
+                .await;
             if let Err(e) = result {
                 tracing::warn!(error = %e, grant_id, "could not record MCP grant use");
             }
@@ -837,12 +834,12 @@ pub async fn grants(svc: &Services, user_id: i64) -> ServiceResult<Vec<OAuthGran
 /// Revokes one of the user's grants; another user's (or an unknown one)
 /// is a 404.
 pub async fn revoke_grant(svc: &Services, user_id: i64, grant_id: i64) -> ServiceResult<OAuthGrant> {
-    let mut tx = svc.db.begin().await?;
+    let mut tx = svc.begin().await?;
     let grant = repo::get_grant(&mut tx, grant_id)
         .await?
         .filter(|g| g.user_id == user_id && g.revoked_at.is_none())
         .ok_or_else(|| ServiceError::not_found("Grant", grant_id))?;
     repo::revoke_grant(&mut tx, grant_id).await?;
-    tx.commit().await?;
+    svc.commit(tx).await?;
     Ok(grant.into())
 }

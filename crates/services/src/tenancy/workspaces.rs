@@ -9,7 +9,7 @@ use parley_store::{AsHandle, Db, Tx};
 use serde::Serialize;
 
 use crate::billing::{self, BillingConfig};
-use crate::{ServiceError, ServiceResult};
+use crate::{ServiceError, ServiceResult, Work};
 
 /// A key just created: its record and, this once, the full secret.
 #[derive(Debug, Clone, Serialize)]
@@ -127,10 +127,10 @@ pub async fn bootstrap(db: &Db, billing_config: &BillingConfig) -> ServiceResult
     let owner_password = random_password();
     let password_hash = crate::tenancy::identity::hash_password(owner_password.clone()).await?;
     let live_credit = BOOTSTRAP_LIVE_CREDIT_CENTS.max(billing_config.initial_live_credit_cents);
-    let mut tx = db.begin().await?;
+    let mut tx = Work::begin_on(db).await?;
     let first = settings::set_if_absent(&mut tx, "bootstrapped_at", &Timestamp::now().to_rfc3339()).await?;
     if !first || workspaces::count(&mut tx).await? > 0 {
-        tx.commit().await?;
+        tx.commit_before_services().await?;
         return Ok(None);
     }
     let created = create_workspace(&mut tx, "Default", true, billing_config, live_credit).await?;
@@ -139,7 +139,7 @@ pub async fn bootstrap(db: &Db, billing_config: &BillingConfig) -> ServiceResult
         .await?
         .ok_or_else(|| ServiceError::Conflict(format!("{BOOTSTRAP_OWNER_EMAIL} already exists")))?;
     users::set_membership(&mut tx, owner.id, created.workspace.id, Role::Owner).await?;
-    tx.commit().await?;
+    tx.commit_before_services().await?;
     Ok(Some(Bootstrap {
         workspace: created.workspace,
         live_key: created.live_key,

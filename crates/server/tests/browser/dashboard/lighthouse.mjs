@@ -49,6 +49,28 @@ export async function signedInBrowser(base, email, password, watch = async (_pag
 }
 
 /**
+ * One Lighthouse run. A run that Lighthouse itself could not complete (a
+ * `runtimeError`: the tab did not paint within its timeout on a loaded CI
+ * machine, a protocol timeout) measured nothing, so it is tried again, twice
+ * at most; a low score is never retried.
+ */
+async function measure(port, url, name, print) {
+  let lhr;
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    ({ lhr } = await lighthouse(url, {
+      port,
+      output: "json",
+      logLevel: "error",
+      onlyCategories: Object.keys(TARGETS),
+      disableStorageReset: true,
+    }));
+    if (!lhr.runtimeError) return lhr;
+    print(`(lighthouse ${name}: attempt ${attempt} measured nothing: ${lhr.runtimeError.code})`);
+  }
+  return lhr;
+}
+
+/**
  * Lighthouse on each `[name, path]`; one line per page. Returns false when
  * a score is under its target. The session's own tab must be elsewhere
  * (about:blank) so that only Lighthouse's tab renews the session.
@@ -56,13 +78,12 @@ export async function signedInBrowser(base, email, password, watch = async (_pag
 export async function score(port, base, pages, print = console.log) {
   let ok = true;
   for (const [name, path] of pages) {
-    const { lhr } = await lighthouse(base + path, {
-      port,
-      output: "json",
-      logLevel: "error",
-      onlyCategories: Object.keys(TARGETS),
-      disableStorageReset: true,
-    });
+    const lhr = await measure(port, base + path, name, print);
+    if (lhr.runtimeError) {
+      ok = false;
+      print(`lighthouse ${name}: no measurement: ${lhr.runtimeError.code} ${lhr.runtimeError.message}`);
+      continue;
+    }
     if (new URL(lhr.finalDisplayedUrl).pathname !== new URL(base + path).pathname) {
       ok = false;
       print(`lighthouse ${name}: ended at ${lhr.finalDisplayedUrl}, not ${path}`);
