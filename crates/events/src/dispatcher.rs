@@ -114,9 +114,7 @@ impl Dispatcher {
     /// Drains the endpoint, then settles its job: due again at the next
     /// retry, or done when nothing is pending.
     async fn serve(&self, job: &Job) -> anyhow::Result<()> {
-        let endpoint_id = job.payload["endpoint_id"]
-            .as_i64()
-            .ok_or_else(|| anyhow::anyhow!("webhook drain job {} names no endpoint", job.id))?;
+        let endpoint_id = job.read::<webhooks::DrainJob>().map_err(anyhow::Error::msg)?.endpoint_id;
         self.drain(endpoint_id).await?;
         let mut tx = self.db.begin().await?;
         webhooks::settle_drain(&mut tx, job.id, job.held_by(), endpoint_id).await?;

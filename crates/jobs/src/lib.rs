@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use parley_domain::{Scope, Timestamp};
+pub use parley_store::repo::jobs::BackgroundJob;
 use parley_store::repo::jobs::{self as repo, JobRow, NewJob};
 use parley_store::{AsHandle, Db, StoreResult, Tx};
 use serde_json::Value;
@@ -49,6 +50,11 @@ pub struct Enqueue {
 impl Enqueue {
     pub fn new(kind: &'static str, payload: Value) -> Self {
         Self { kind, payload, queue: None, scope: None, run_at: None }
+    }
+
+    /// A job of kind `J`.
+    pub fn of<J: BackgroundJob>(job: &J) -> Self {
+        Self::new(J::KIND, job.to_payload())
     }
 
     /// Runs after the earlier jobs of `queue`, one at a time.
@@ -113,8 +119,12 @@ impl Job {
         &self.worker
     }
 
-    /// The payload as `T`.
-    pub fn payload<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+    /// The job as kind `J` (an error if it is another kind or its payload
+    /// does not read as one).
+    pub fn read<J: BackgroundJob>(&self) -> Result<J, String> {
+        if self.kind != J::KIND {
+            return Err(format!("job {} is a {}, not a {}", self.id, self.kind, J::KIND));
+        }
         serde_json::from_value(self.payload.clone()).map_err(|e| format!("job {} has a bad payload: {e}", self.id))
     }
 }

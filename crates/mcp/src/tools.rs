@@ -3,12 +3,13 @@
 //! same parsers (see [`crate::catalog`] for how arguments reach them).
 
 use futures::future::BoxFuture;
+use parley_agent_runtime::playground;
 use parley_domain::Scope;
 use parley_domain::contact::Origin;
 use parley_domain::conversation::{Author, AuthorType};
 use parley_domain::ids::{AgentId, AttemptId, ConversationId, EndpointId, HandoffId, TriggerId};
 use parley_domain::validation::{FieldError, Page, loc};
-use parley_services::agents::{playground, runs};
+use parley_services::agents::runs;
 use parley_services::crm::contacts;
 use parley_services::messaging::{channels, conversations, handoffs, messages};
 use parley_services::tenancy::auth::Principal;

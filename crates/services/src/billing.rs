@@ -334,8 +334,8 @@ pub async fn discrepancies(svc: &Services) -> ServiceResult<Vec<Discrepancy>> {
 // even below zero: the model has already been paid for.
 
 /// Whether a run of a priced engine may start (some balance is available).
-pub async fn run_funded(c: &mut impl AsHandle, scope: Scope) -> ServiceResult<bool> {
-    Ok(repo::account(c, scope).await?.available_cents() > 0)
+pub async fn run_funded(svc: &crate::Services, scope: Scope) -> ServiceResult<bool> {
+    Ok(repo::account(&mut svc.db.read().await?, scope).await?.available_cents() > 0)
 }
 
 /// Charges run `run_id` `cents` for its tokens, once however often it is called.

@@ -37,7 +37,6 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
-use crate::agents::call_session::{CallAgent, CallSession};
 use crate::crm::contacts;
 use crate::signals::Signal;
 use crate::unit::{Answer, Answered, Claimed, Idempotent, Work};
@@ -60,6 +59,20 @@ impl Default for CallsConfig {
     fn default() -> Self {
         Self { max_concurrent_calls: 10, ring_timeout: Duration::from_secs(30), lease: Duration::from_secs(30) }
     }
+}
+
+/// What a call's agent is, fixed when the call is placed.
+#[derive(Clone)]
+pub struct CallAgent {
+    pub agent: parley_domain::agent::Agent,
+    /// The rendered system prompt (the call's variables included).
+    pub system: String,
+    /// The greeting: the call's, else the agent's, else a default.
+    pub first_message: Option<String>,
+    /// The call (`call_…`), its conversation and contact.
+    pub call_id: String,
+    pub conversation_id: Option<i64>,
+    pub contact_id: Option<i64>,
 }
 
 /// This instance's live calls and the providers it dials with.
@@ -685,8 +698,8 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
     };
     let mut options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), spool);
     speech_options(&svc.config.speech, &agent.agent, streams_audio, &mut options);
-    let session = CallSession::new(svc.clone(), scope, agent);
-    let running = tokio::spawn(engine::run(placed, Box::new(session), options, progress_tx, hangup));
+    let session = svc.call_session(scope, agent);
+    let running = tokio::spawn(engine::run(placed, session, options, progress_tx, hangup));
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
     while let Some(p) = progress.recv().await {
         record_progress(svc, scope, &call, p).await?;
@@ -969,15 +982,18 @@ async fn close_conversation(work: &mut Work, scope: Scope, conversation_id: i64)
 /// again when the owner's hold would lapse.
 pub const WATCH: &str = "call.watch";
 
-#[derive(Serialize, serde::Deserialize)]
-struct Watch {
-    call_id: String,
+#[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+pub(crate) struct Watch {
+    pub(crate) call_id: String,
+}
+
+impl parley_jobs::BackgroundJob for Watch {
+    const KIND: &'static str = WATCH;
 }
 
 async fn enqueue_watch(tx: &mut Tx, svc: &Services, scope: Scope, call_id: &str) -> ServiceResult<()> {
     let first_look = Timestamp::now().plus_duration(svc.config.calls.lease);
-    let job =
-        parley_jobs::Enqueue::new(WATCH, json!(Watch { call_id: call_id.to_owned() })).for_scope(scope).at(first_look);
+    let job = parley_jobs::Enqueue::of(&Watch { call_id: call_id.to_owned() }).for_scope(scope).at(first_look);
     parley_jobs::enqueue(tx, job).await?;
     Ok(())
 }
@@ -1005,7 +1021,7 @@ impl parley_jobs::Handler for Watchdog {
 
     fn run<'a>(&'a self, job: &'a parley_jobs::Job) -> futures::future::BoxFuture<'a, parley_jobs::Outcome> {
         Box::pin(async move {
-            let (Some(scope), Ok(watch)) = (job.scope, job.payload::<Watch>()) else {
+            let (Some(scope), Ok(watch)) = (job.scope, job.read::<Watch>()) else {
                 return parley_jobs::Outcome::Fail(format!("job {} is not a call watch", job.id));
             };
             match watch_call(&self.svc, scope, &watch.call_id).await {

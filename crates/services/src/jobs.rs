@@ -14,15 +14,20 @@ pub fn worker(svc: &Services) -> parley_jobs::Worker {
         .handle(Arc::new(crate::knowledge::DocumentProcessor::new(svc.clone())))
 }
 
-/// The worker for `agent.run`: runs mostly wait on their engine, so they
-/// get their own, wider concurrency (`agents.concurrency`), and never wait
-/// behind outbound messages (nor these behind them).
+/// The worker for `agent.run` (the agent runtime's handler, if services
+/// were given one): runs mostly wait on their engine, so they get their
+/// own, wider concurrency (`agents.concurrency`), and never wait behind
+/// outbound messages (nor these behind them).
 pub fn agent_worker(svc: &Services) -> parley_jobs::Worker {
     let config = parley_jobs::WorkerConfig {
         concurrency: svc.config.runtime.concurrency.max(1),
         ..courier::worker_config(&svc.config.courier)
     };
-    parley_jobs::Worker::new(svc.db.clone(), config).handle(Arc::new(crate::agents::runs::Runner::new(svc.clone())))
+    let worker = parley_jobs::Worker::new(svc.db.clone(), config);
+    match svc.run_handler() {
+        Some(runs) => worker.handle(runs),
+        None => worker,
+    }
 }
 
 /// The worker for `channel.poll` and `channel.register`: polls wait on the
@@ -41,4 +46,49 @@ pub async fn run(svc: Services, shutdown: tokio::sync::watch::Receiver<bool>) {
     let others = Arc::new(worker(&svc));
     let channels = Arc::new(channel_worker(&svc));
     tokio::join!(agents.run(shutdown.clone()), others.run(shutdown.clone()), channels.run(shutdown));
+}
+
+#[cfg(test)]
+mod tests {
+    use parley_jobs::BackgroundJob;
+    use parley_store::repo::webhooks::DrainJob;
+    use serde_json::{Value, json};
+
+    use crate::agents::runs::RunJob;
+    use crate::calls::Watch;
+    use crate::knowledge::DocumentJob;
+    use crate::messaging::courier::Send;
+    use crate::messaging::polling::{PollJob, Register};
+
+    /// Each kind's name and payload as an earlier version stored them: a
+    /// change here strands the jobs already waiting in a database.
+    fn golden<J: BackgroundJob + PartialEq + std::fmt::Debug>(job: J, kind: &str, stored: Value) {
+        assert_eq!(J::KIND, kind);
+        assert_eq!(job.to_payload(), stored, "{kind}'s payload changed form");
+        assert_eq!(serde_json::from_value::<J>(stored).unwrap(), job, "{kind} no longer reads its stored payload");
+    }
+
+    #[test]
+    fn every_job_kind_keeps_its_stored_form() {
+        golden(RunJob { run_id: 7, conversation_id: 3 }, "agent.run", json!({"run_id": 7, "conversation_id": 3}));
+        golden(
+            Send { message_id: 9, conversation_id: 3, channel_id: 2 },
+            "message.send",
+            json!({"message_id": 9, "conversation_id": 3, "channel_id": 2}),
+        );
+        golden(Watch { call_id: "call_01J".into() }, "call.watch", json!({"call_id": "call_01J"}));
+        golden(
+            DocumentJob { document_id: 5, collection_id: 4 },
+            "knowledge.document",
+            json!({"document_id": 5, "collection_id": 4}),
+        );
+        golden(Register { channel_id: 2 }, "channel.register", json!({"channel_id": 2}));
+        golden(
+            PollJob { channel_id: 2, cursor: Some("812".into()) },
+            "channel.poll",
+            json!({"channel_id": 2, "cursor": "812"}),
+        );
+        golden(PollJob { channel_id: 2, cursor: None }, "channel.poll", json!({"channel_id": 2, "cursor": null}));
+        golden(DrainJob { endpoint_id: 11 }, "webhook.endpoint", json!({"endpoint_id": 11}));
+    }
 }

@@ -258,9 +258,7 @@ pub async fn add_document(
             // Deleted meanwhile: the same 404 as before.
             repo::get_collection(work, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
             let document = repo::insert_document(work, scope, &new).await?;
-            let job =
-                Enqueue::new(KIND, serde_json::json!({"document_id": document.id, "collection_id": collection_id}))
-                    .for_scope(scope);
+            let job = Enqueue::of(&DocumentJob { document_id: document.id, collection_id }).for_scope(scope);
             parley_jobs::enqueue(work, job).await?;
             Ok(document)
         })
@@ -544,10 +542,15 @@ impl DocumentProcessor {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct DocumentJob {
-    document_id: i64,
-    collection_id: i64,
+/// The `knowledge.document` job: split document `document_id` into passages.
+#[derive(Debug, PartialEq, serde::Serialize, Deserialize)]
+pub(crate) struct DocumentJob {
+    pub(crate) document_id: i64,
+    pub(crate) collection_id: i64,
+}
+
+impl parley_jobs::BackgroundJob for DocumentJob {
+    const KIND: &'static str = KIND;
 }
 
 impl parley_jobs::Handler for DocumentProcessor {
@@ -570,7 +573,7 @@ impl parley_jobs::Handler for DocumentProcessor {
 
     fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async move {
-            if let (Some(scope), Ok(due)) = (job.scope, job.payload::<DocumentJob>()) {
+            if let (Some(scope), Ok(due)) = (job.scope, job.read::<DocumentJob>()) {
                 repo::document_failed(tx, scope, due.document_id, error).await?;
             }
             Ok(())
@@ -580,7 +583,7 @@ impl parley_jobs::Handler for DocumentProcessor {
 
 async fn process(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let Some(scope) = job.scope else { return Ok(Outcome::Fail("the job has no scope".into())) };
-    let due = match job.payload::<DocumentJob>() {
+    let due = match job.read::<DocumentJob>() {
         Ok(due) => due,
         Err(e) => return Ok(Outcome::Fail(e)),
     };

@@ -111,6 +111,8 @@ pub struct Services {
     /// Inbound messages, committed in groups.
     pub(crate) inbound:
         Arc<group_commit::GroupCommit<messaging::conversations::InboundJob, messaging::conversations::Received>>,
+    /// Runs agents (see [`agents::runtime`]).
+    pub(crate) agent_runtime: Option<Arc<dyn agents::runtime::AgentRuntime>>,
 }
 
 impl Services {
@@ -130,6 +132,7 @@ impl Services {
                 group_commit::GroupCommit::new(messaging::conversations::run_receive)
                     .with_look_ahead(messaging::conversations::look_ahead_receive),
             ),
+            agent_runtime: None,
         }
     }
 

@@ -4,10 +4,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
+use parley_agent_runtime::playground;
 use parley_domain::agent::{Agent, AgentStatus, Trigger};
 use parley_domain::ids::{AgentId, TriggerId};
 use parley_domain::validation::{Parsed, QueryReader};
-use parley_services::agents::playground;
 use parley_services::agents::{self as agent_repo, AgentFilter};
 use parley_services::agents::{
     self, CreateAgent, CreateTrigger, PromptPreview, PromptPreviewRequest, UpdateAgent, UpdateTrigger,

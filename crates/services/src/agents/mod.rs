@@ -1,14 +1,15 @@
 //! Agents: create (from scratch or from a template), read, list, update with
 //! the status machine, archive; their triggers; and the prompt preview.
-//! The prompt blocks agents share live in [`prompt_blocks`].
+//! The prompt blocks agents share live in [`prompt_blocks`]. What agents
+//! read to answer is gathered by [`context`]; the runtime that answers is
+//! another crate, reached through [`runtime`].
 
-pub mod call_session;
-pub mod playground;
+pub mod context;
 pub mod prompt;
 pub mod prompt_blocks;
 pub mod routing;
 pub mod runs;
-pub mod session;
+pub mod runtime;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -649,7 +650,7 @@ fn check_pattern(f: &TriggerFields) -> ServiceResult<()> {
     Ok(())
 }
 
-async fn require_agent(c: &mut impl AsHandle, scope: Scope, agent_id: i64) -> ServiceResult<Agent> {
+pub(crate) async fn require_agent(c: &mut impl AsHandle, scope: Scope, agent_id: i64) -> ServiceResult<Agent> {
     repo::get(c, scope, agent_id, false).await?.ok_or_else(|| not_found(agent_id))
 }
 
@@ -787,7 +788,7 @@ pub fn parse_preview(body: Value) -> Parsed<PromptPreviewRequest> {
 
 /// `variables`: an object of strings, numbers or booleans (at most 64 KiB),
 /// each as text.
-pub(crate) fn variable_values() -> impl FnOnce(Value, &[LocPart]) -> Parsed<BTreeMap<String, String>> {
+pub fn variable_values() -> impl FnOnce(Value, &[LocPart]) -> Parsed<BTreeMap<String, String>> {
     |v, l| {
         let map = json_object(64 * 1024)(v, l)?;
         let mut out = BTreeMap::new();

@@ -55,7 +55,7 @@ pub fn matches(trigger: &Trigger, traffic: &Traffic<'_>) -> bool {
 }
 
 /// Whether `text` holds `keyword` as whole words, ignoring case.
-pub(crate) fn contains_word(text: &str, keyword: &str) -> bool {
+pub fn contains_word(text: &str, keyword: &str) -> bool {
     let (text, keyword) = (text.to_lowercase(), keyword.trim().to_lowercase());
     if keyword.is_empty() {
         return false;
@@ -133,8 +133,10 @@ pub async fn queue_answer(
     )
     .await?;
     let at = Timestamp::now().plus_duration(debounce(&svc.config.runtime, &agent));
-    let payload = serde_json::json!(runs::RunJob { run_id: run.id, conversation_id });
-    let job = Enqueue::new(runs::KIND, payload).in_queue(format!("agent:{conversation_id}")).for_scope(scope).at(at);
+    let job = Enqueue::of(&runs::RunJob { run_id: run.id, conversation_id })
+        .in_queue(format!("agent:{conversation_id}"))
+        .for_scope(scope)
+        .at(at);
     parley_jobs::enqueue(tx, job).await?;
     Ok(Some(run))
 }

@@ -1,3 +1,7 @@
+//! The tools an agent may be given, as configured: parsed, checked and
+//! stored with the agent (HTTP tools' headers sealed). The agent runtime
+//! (`parley-agent-runtime`'s `tools`) offers and carries them out.
+//!
 //! The tools an agent's model may call: Parley's own (`handoff_to_human`,
 //! `end_conversation`, `lookup_contact`, `update_contact`, `search`,
 //! `send_message`; `end_call` and `transfer_call` once calls can act on them) and custom HTTP
@@ -15,31 +19,21 @@
 //! as they run, so a run retried after a crash may repeat them: HTTP tools
 //! get the same `webhook-id` on a repeat, for the receiver to deduplicate.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
-
-use parley_domain::Scope;
-use parley_domain::agent::{Agent, AgentTool, BuiltinTool, HttpTool, RunToolCall};
-use parley_domain::channel::ChannelType;
+use parley_domain::agent::{Agent, AgentTool, BuiltinTool, HttpTool};
 use parley_domain::crypto::SecretBox;
 use parley_domain::validation::{FieldError, LocPart, Parsed, integer, list_of, object, string};
-use parley_engines::{ToolCall, ToolSpec};
 use parley_events::signing::WebhookSecret;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
-use crate::messaging::messages::{self, Recipient, SendMessage, Sender};
 use crate::{ServiceError, Services};
 
 /// Tools per agent.
 pub const MAX_TOOLS: usize = 20;
 const MAX_HEADERS: usize = 10;
 const DEFAULT_TIMEOUT_MS: i64 = 10_000;
-/// Bytes of an HTTP tool's reply kept (and given to the model).
-const REPLY_LIMIT: usize = 64 * 1024;
-/// Characters of a tool's result given to the model.
-const RESULT_CHARS: usize = 16_000;
 
 /// A tool as written in a create or update: `{"type": "builtin", "name"}`
 /// or an HTTP tool.
@@ -326,263 +320,37 @@ pub(crate) fn check_urls(svc: &Services, tools: &[ToolInput]) -> Result<(), Serv
     if errors.is_empty() { Ok(()) } else { Err(ServiceError::Validation(errors)) }
 }
 
-/// Where the tools act.
-#[derive(Debug, Clone)]
-pub struct Place {
-    pub scope: Scope,
-    pub run_id: i64,
-    pub conversation_id: Option<i64>,
-    pub contact_id: Option<i64>,
-    pub call_id: Option<String>,
-    /// The playground: tools that would change the workspace or reach the
-    /// contact (`update_contact`, `send_message`) say what they would do
-    /// instead; ending tools are reported, not applied.
-    pub dry_run: bool,
-}
-
-/// The tools to offer the model: the agent's, without the call tools
-/// outside a call.
-pub fn specs(agent: &Agent, on_call: bool) -> Vec<ToolSpec> {
-    agent
-        .tools
-        .iter()
-        .filter_map(|t| match t {
-            AgentTool::Builtin { name } => {
-                let call_only = matches!(name, BuiltinTool::EndCall | BuiltinTool::TransferCall);
-                (on_call || !call_only).then(|| builtin_spec(*name))
-            }
-            AgentTool::Http(h) => Some(ToolSpec {
-                name: h.name.clone(),
-                description: h.description.clone(),
-                parameters: h.parameters.clone(),
-            }),
-        })
-        .collect()
-}
-
-fn builtin_spec(name: BuiltinTool) -> ToolSpec {
-    let (description, parameters) = match name {
-        BuiltinTool::HandoffToHuman => (
-            "Hand the conversation to a person from the team, when you cannot help or the contact asks for a person.",
-            json!({"type": "object", "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500,
-                "description": "Why a person should take over"}}, "required": ["reason"], "additionalProperties": false}),
-        ),
-        BuiltinTool::EndConversation => (
-            "Close the conversation once the contact's request is fully resolved.",
-            json!({"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}},
-                "additionalProperties": false}),
-        ),
-        BuiltinTool::EndCall => (
-            "Hang up the call once it is finished.",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        ),
-        BuiltinTool::TransferCall => (
-            "Transfer the call to a phone number or SIP address.",
-            json!({"type": "object", "properties": {"to": {"type": "string", "minLength": 1, "maxLength": 200}},
-                "required": ["to"], "additionalProperties": false}),
-        ),
-        BuiltinTool::LookupContact => (
-            "Read what is known about the contact you are talking to (name, email, phone, tags, metadata).",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        ),
-        BuiltinTool::UpdateContact => (
-            "Correct the contact's name, as the contact tells you; or switch their email or phone to another \
-             address they have written from (never to one they only name).",
-            json!({"type": "object", "properties": {
-                "display_name": {"type": "string", "minLength": 1, "maxLength": 200},
-                "email": {"type": "string", "minLength": 3, "maxLength": 254},
-                "phone": {"type": "string", "minLength": 3, "maxLength": 40}},
-                "minProperties": 1, "additionalProperties": false}),
-        ),
-        BuiltinTool::Search => (
-            "Search this contact's earlier messages and conversations.",
-            json!({"type": "object", "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500}},
-                "required": ["query"], "additionalProperties": false}),
-        ),
-        BuiltinTool::SendMessage => (
-            "Send the contact a message on another of their channels (e.g. a confirmation by email or SMS).",
-            json!({"type": "object", "properties": {
-                "channel": {"type": "string", "enum": ChannelType::ALL},
-                "text": {"type": "string", "minLength": 1, "maxLength": 4000}},
-                "required": ["channel", "text"], "additionalProperties": false}),
-        ),
+/// What signs and authenticates an agent's call to HTTP tool `tool`: the
+/// agent's tool secret and the tool's own headers, unsealed (only the agent
+/// runtime asks, as it makes the call).
+pub fn open_credentials(
+    svc: &Services,
+    agent: &Agent,
+    tool: &str,
+) -> Result<(WebhookSecret, Vec<(String, String)>), &'static str> {
+    let secrets = svc.keyring.secrets();
+    let secret = agent
+        .secrets
+        .tool_secret
+        .as_deref()
+        .and_then(|s| secrets.open(s).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| WebhookSecret::parse(&s))
+        .ok_or("the agent has no tool secret")?;
+    let headers = match agent.secrets.tool_headers.get(tool) {
+        Some(sealed) => {
+            let bytes = secrets.open(sealed).map_err(|_| "the tool's headers cannot be opened")?;
+            let map: BTreeMap<String, String> =
+                serde_json::from_slice(&bytes).map_err(|_| "the tool's headers cannot be read")?;
+            map.into_iter().collect()
+        }
+        None => Vec::new(),
     };
-    ToolSpec { name: name.as_str().to_owned(), description: description.to_owned(), parameters }
-}
-
-/// Where a call can be transferred: an E.164 number or a SIP URI.
-fn transfer_target(to: &str) -> bool {
-    let number =
-        to.strip_prefix('+').is_some_and(|d| (8..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()));
-    let sip =
-        (to.starts_with("sip:") || to.starts_with("sips:")) && to.contains('@') && !to.contains(char::is_whitespace);
-    number || sip
-}
-
-/// What a tool call ends the run with, applied with its reply.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Stop {
-    Handoff(String),
-    EndConversation,
-    EndCall,
-    Transfer(String),
-}
-
-/// A tool call carried out: what the run records, what the model reads,
-/// and whether it ends the run.
-#[derive(Debug, Clone)]
-pub struct Executed {
-    pub record: RunToolCall,
-    pub content: String,
-    pub stop: Option<Stop>,
-}
-
-/// Carries out one tool call. Never fails: every refusal is the result.
-pub async fn execute(svc: &Services, agent: &Agent, place: &Place, call: &ToolCall) -> Executed {
-    let started = Instant::now();
-    let arguments: Value = serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments })
-        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-    let outcome = match agent.tools.iter().find(|t| t.name() == call.name) {
-        None => Err(format!("there is no tool named {:?}", call.name)),
-        Some(tool) => {
-            let spec = match tool {
-                AgentTool::Builtin { name } => builtin_spec(*name),
-                AgentTool::Http(h) => {
-                    ToolSpec { name: h.name.clone(), description: String::new(), parameters: h.parameters.clone() }
-                }
-            };
-            match check_arguments(&spec.parameters, &arguments) {
-                Err(e) => Err(e),
-                Ok(()) => match tool {
-                    AgentTool::Builtin { name } => builtin(svc, place, *name, &arguments).await,
-                    AgentTool::Http(h) => http(svc, agent, place, h, call, &arguments).await.map(|v| (v, None)),
-                },
-            }
-        }
-    };
-    let ms = started.elapsed().as_millis() as i64;
-    let (result, error, stop) = match outcome {
-        Ok((result, stop)) => (Some(result), None, stop),
-        Err(e) => (None, Some(e), None),
-    };
-    let content = match (&result, &error) {
-        (Some(r), _) => r.to_string().chars().take(RESULT_CHARS).collect(),
-        (None, Some(e)) => json!({"error": e}).to_string(),
-        (None, None) => "{}".to_owned(),
-    };
-    Executed { record: RunToolCall { name: call.name.clone(), arguments, result, error, ms }, content, stop }
-}
-
-/// Checks arguments against a tool's schema; the error lists what is wrong.
-pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> {
-    if !arguments.is_object() {
-        return Err("the arguments must be a JSON object".into());
-    }
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("the tool's schema is invalid: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(arguments)
-        .take(5)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
-        })
-        .collect();
-    if problems.is_empty() { Ok(()) } else { Err(format!("invalid arguments: {}", problems.join("; "))) }
-}
-
-type ToolResult = Result<(Value, Option<Stop>), String>;
-
-async fn builtin(svc: &Services, place: &Place, name: BuiltinTool, args: &Value) -> ToolResult {
-    let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-    match name {
-        BuiltinTool::HandoffToHuman => Ok((
-            json!({"ok": true, "detail": "A person will take over the conversation."}),
-            Some(Stop::Handoff(text("reason"))),
-        )),
-        BuiltinTool::EndConversation => {
-            Ok((json!({"ok": true, "detail": "The conversation will be closed."}), Some(Stop::EndConversation)))
-        }
-        BuiltinTool::EndCall => match &place.call_id {
-            Some(_) => Ok((json!({"ok": true}), Some(Stop::EndCall))),
-            None => Err("there is no call to end".into()),
-        },
-        BuiltinTool::TransferCall => match &place.call_id {
-            Some(_) if transfer_target(&text("to")) => Ok((json!({"ok": true}), Some(Stop::Transfer(text("to"))))),
-            Some(_) => Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into()),
-            None => Err("there is no call to transfer".into()),
-        },
-        BuiltinTool::LookupContact => {
-            let id = place.contact_id.ok_or("the conversation has no contact")?;
-            let contact = crate::crm::contacts::get(svc, place.scope, id).await.map_err(|e| refusal(&e))?;
-            Ok((serde_json::to_value(contact).map_err(|e| e.to_string())?, None))
-        }
-        BuiltinTool::UpdateContact | BuiltinTool::SendMessage if place.dry_run => {
-            Ok((json!({"ok": true, "dry_run": true, "detail": "Not carried out: this is the playground."}), None))
-        }
-        BuiltinTool::UpdateContact => {
-            let id = place.contact_id.ok_or("the conversation has no contact")?;
-            let region = svc.config.contacts.default_region;
-            let changes = crate::crm::contacts::parse_update(args.clone(), region)
-                .map_err(|e| refusal(&ServiceError::Validation(e)))?;
-            let scope = place.scope;
-            let contact = svc
-                .transaction(async move |work| crate::crm::contacts::update_as_contact(work, scope, id, changes).await)
-                .await
-                .map_err(|e| refusal(&e))?;
-            Ok((serde_json::to_value(contact).map_err(|e| e.to_string())?, None))
-        }
-        BuiltinTool::Search => {
-            let id = place.contact_id.ok_or("the conversation has no contact")?;
-            let query = parley_domain::search::parse(&text("query")).map_err(|e| e.to_string())?;
-            let request = crate::search::SearchRequest {
-                query,
-                targets: vec![
-                    parley_store::repo::search::Target::Messages,
-                    parley_store::repo::search::Target::Conversations,
-                ],
-                filter: parley_store::repo::search::SearchFilter { contact_id: Some(id), ..Default::default() },
-            };
-            let page = parley_domain::validation::Page { limit: 5, offset: 0 };
-            let found = crate::search::search(svc, place.scope, &request, page).await.map_err(|e| refusal(&e))?;
-            Ok((json!({"results": found.hits, "total": found.total}), None))
-        }
-        BuiltinTool::SendMessage => {
-            let contact_id = place.contact_id.ok_or("the conversation has no contact")?;
-            let channel = ChannelType::parse(&text("channel")).ok_or("unknown channel")?;
-            let send = SendMessage {
-                conversation_id: None,
-                channel_id: None,
-                to: None,
-                contact_id: Some(contact_id),
-                channel: Some(channel),
-                text: text("text"),
-                attachments: None,
-                template: None,
-                subject: None,
-                recipient: Recipient::ContactChannel { contact_id, channel },
-            };
-            let scope = place.scope;
-            let sent = svc
-                .transaction(async move |work| messages::send(work, svc, scope, Sender::Agent, send).await)
-                .await
-                .map_err(|e| refusal(&e))?;
-            Ok((json!({"ok": true, "message_id": sent.id, "conversation_id": sent.conversation_id}), None))
-        }
-    }
-}
-
-/// A service refusal in the API's words.
-fn refusal(e: &ServiceError) -> String {
-    match e {
-        ServiceError::Validation(errors) => {
-            errors.iter().map(|f| format!("{}: {}", loc_text(&f.loc), f.msg)).collect::<Vec<_>>().join("; ")
-        }
-        other => other.to_string(),
-    }
+    Ok((secret, headers))
 }
 
 /// `body.tools.0.name`: a location as one dotted path.
-fn loc_text(loc: &[LocPart]) -> String {
+pub fn loc_text(loc: &[LocPart]) -> String {
     let parts: Vec<String> = loc
         .iter()
         .map(|p| match p {
@@ -593,88 +361,12 @@ fn loc_text(loc: &[LocPart]) -> String {
     parts.join(".")
 }
 
-/// POSTs the call to the tool's URL, signed by the agent's tool secret.
-async fn http(
-    svc: &Services,
-    agent: &Agent,
-    place: &Place,
-    tool: &HttpTool,
-    call: &ToolCall,
-    arguments: &Value,
-) -> Result<Value, String> {
-    let secrets = svc.keyring.secrets();
-    let secret = agent
-        .secrets
-        .tool_secret
-        .as_deref()
-        .and_then(|s| secrets.open(s).ok())
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| WebhookSecret::parse(&s))
-        .ok_or("the agent has no tool secret")?;
-    let headers: Vec<(String, String)> = match agent.secrets.tool_headers.get(&tool.name) {
-        Some(sealed) => {
-            let bytes = secrets.open(sealed).map_err(|_| "the tool's headers cannot be opened")?;
-            let map: BTreeMap<String, String> =
-                serde_json::from_slice(&bytes).map_err(|_| "the tool's headers cannot be read")?;
-            map.into_iter().collect()
-        }
-        None => Vec::new(),
-    };
-    let body = json!({
-        "tool": tool.name,
-        "arguments": arguments,
-        "agent_id": agent.id,
-        "conversation_id": place.conversation_id,
-        "call_id": place.call_id,
-        "run_id": place.run_id,
-    });
-    let id = format!("run_{}_{}", place.run_id, sanitize(&call.id));
-    let timeout = Duration::from_millis(tool.timeout_ms as u64);
-    let client = parley_events::ssrf::http_client(svc.config.webhooks_allow_private, timeout);
-    let post = parley_events::post::SignedPost {
-        url: &tool.url,
-        secrets: std::slice::from_ref(&secret),
-        id: &id,
-        body: serde_json::to_vec(&body).map_err(|e| e.to_string())?,
-        authorization: None,
-        headers: &headers,
-        allow_private: svc.config.webhooks_allow_private,
-        read_limit: REPLY_LIMIT,
-    };
-    let reply = parley_events::post::send(&client, timeout, post).await?;
-    if let Some(error) = reply.error() {
-        let detail: String = reply.body.chars().take(500).collect();
-        return Err(if detail.is_empty() { error } else { format!("{error}: {detail}") });
-    }
-    Ok(serde_json::from_str(&reply.body).unwrap_or(Value::String(reply.body)))
-}
-
-/// A model's call id as a header-safe token.
-fn sanitize(id: &str) -> String {
-    id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').take(64).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use parley_domain::validation::loc;
+    use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn arguments_are_checked_against_the_schema() {
-        let schema = builtin_spec(BuiltinTool::SendMessage).parameters;
-        assert!(check_arguments(&schema, &json!({"channel": "sms", "text": "Hi"})).is_ok());
-        let e = check_arguments(&schema, &json!({"channel": "fax", "text": "Hi"})).unwrap_err();
-        assert!(e.contains("/channel"), "{e}");
-        let e = check_arguments(&schema, &json!({"text": "Hi"})).unwrap_err();
-        assert!(e.contains("channel"), "{e}");
-        assert!(check_arguments(&schema, &json!("Hi")).is_err());
-        // update_contact changes only the allowed fields, and at least one.
-        let schema = builtin_spec(BuiltinTool::UpdateContact).parameters;
-        assert!(check_arguments(&schema, &json!({"email": "ana@example.com"})).is_ok());
-        assert!(check_arguments(&schema, &json!({"tags": ["vip"]})).is_err());
-        assert!(check_arguments(&schema, &json!({})).is_err());
-    }
 
     #[test]
     fn tools_parse_with_their_errors_located() {

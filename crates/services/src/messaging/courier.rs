@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use parley_domain::Scope;
 use parley_domain::channel::ChannelStatus;
 use parley_domain::conversation::MessageStatus;
-use parley_jobs::{Enqueue, Handler, Job, Outcome, RetryPolicy};
+use parley_jobs::{BackgroundJob, Enqueue, Handler, Job, Outcome, RetryPolicy};
 use parley_store::repo::{channels as channel_repo, conversations as conversation_repo};
 use parley_store::{StoreResult, Tx};
 use serde::{Deserialize, Serialize};
@@ -57,11 +57,15 @@ impl Default for CourierConfig {
 }
 
 /// What a `message.send` job carries.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Send {
-    message_id: i64,
-    conversation_id: i64,
-    channel_id: i64,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Send {
+    pub(crate) message_id: i64,
+    pub(crate) conversation_id: i64,
+    pub(crate) channel_id: i64,
+}
+
+impl BackgroundJob for Send {
+    const KIND: &'static str = KIND;
 }
 
 /// Queues message `message_id` for sending, in the caller's transaction.
@@ -72,8 +76,9 @@ pub async fn enqueue(
     conversation_id: i64,
     channel_id: i64,
 ) -> StoreResult<()> {
-    let payload = serde_json::json!(Send { message_id, conversation_id, channel_id });
-    let job = Enqueue::new(KIND, payload).in_queue(format!("conversation:{conversation_id}")).for_scope(scope);
+    let job = Enqueue::of(&Send { message_id, conversation_id, channel_id })
+        .in_queue(format!("conversation:{conversation_id}"))
+        .for_scope(scope);
     parley_jobs::enqueue(tx, job).await?;
     Ok(())
 }
@@ -113,7 +118,7 @@ impl Handler for Courier {
 
     fn dead<'a>(&'a self, tx: &'a mut Tx, job: &'a Job, error: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async move {
-            let (Some(scope), Ok(send)) = (job.scope, job.payload::<Send>()) else { return Ok(()) };
+            let (Some(scope), Ok(send)) = (job.scope, job.read::<Send>()) else { return Ok(()) };
             let attempts = job.attempt;
             let error = format!("{error} (after {attempts} attempt{})", if attempts == 1 { "" } else { "s" });
             let failed = messages::advance(
@@ -134,7 +139,7 @@ impl Handler for Courier {
     }
 
     fn committed(&self, job: &Job) {
-        if let Ok(send) = job.payload::<Send>() {
+        if let Ok(send) = job.read::<Send>() {
             self.svc.conversation_changed(send.conversation_id);
         }
     }
@@ -144,7 +149,7 @@ impl Handler for Courier {
 /// in one transaction.
 async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceResult<Outcome> {
     let Some(scope) = job.scope else { return Ok(Outcome::Fail("the job names no workspace".into())) };
-    let due = match job.payload::<Send>() {
+    let due = match job.read::<Send>() {
         Ok(due) => due,
         Err(e) => return Ok(Outcome::Fail(e)),
     };

@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use parley_domain::channel::ChannelStatus;
 use parley_domain::{Scope, Timestamp};
-use parley_jobs::{Enqueue, Handler, Job, Outcome, RetryPolicy};
+use parley_jobs::{BackgroundJob, Enqueue, Handler, Job, Outcome, RetryPolicy};
 use parley_store::Tx;
 use parley_store::repo::channels as channel_repo;
 use serde::{Deserialize, Serialize};
@@ -34,15 +34,26 @@ pub const POLL: &str = "channel.poll";
 /// How long to wait before polling again after the provider failed.
 const POLL_BACKOFF: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Register {
-    channel_id: i64,
+/// The `channel.register` job: register channel `channel_id`'s webhook
+/// with its provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Register {
+    pub(crate) channel_id: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct PollJob {
-    channel_id: i64,
-    cursor: Option<String>,
+impl BackgroundJob for Register {
+    const KIND: &'static str = REGISTER;
+}
+
+/// The `channel.poll` job: read channel `channel_id` from `cursor` on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PollJob {
+    pub(crate) channel_id: i64,
+    pub(crate) cursor: Option<String>,
+}
+
+impl BackgroundJob for PollJob {
+    const KIND: &'static str = POLL;
 }
 
 /// Queues the channel's registration with its provider, if its type
@@ -54,7 +65,7 @@ pub async fn settings_changed(
     kind: &dyn parley_connectors::Connector,
 ) -> ServiceResult<()> {
     if kind.registers_hooks() {
-        let job = Enqueue::new(REGISTER, serde_json::json!(Register { channel_id })).for_scope(scope);
+        let job = Enqueue::of(&Register { channel_id }).for_scope(scope);
         parley_jobs::enqueue(tx, job).await?;
     }
     Ok(())
@@ -78,7 +89,7 @@ async fn queue_poll(
     let job = parley_store::repo::jobs::NewJob {
         kind: POLL,
         queue: Some(format!("poll:{channel_id}")),
-        payload: serde_json::json!(PollJob { channel_id, cursor }),
+        payload: PollJob { channel_id, cursor }.to_payload(),
         scope: Some(scope),
         run_at: at,
     };
@@ -108,7 +119,7 @@ impl Handler for Registrar {
 
     fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let (Some(scope), Ok(Register { channel_id })) = (job.scope, job.payload::<Register>()) else {
+            let (Some(scope), Ok(Register { channel_id })) = (job.scope, job.read::<Register>()) else {
                 return Outcome::Fail("not a registration".to_owned());
             };
             match crate::messaging::channels::check(&self.svc, scope, channel_id).await {
@@ -141,7 +152,7 @@ impl Poller {
 
     async fn poll(&self, job: &Job) -> ServiceResult<Outcome> {
         let svc = &self.svc;
-        let (Some(scope), Ok(due)) = (job.scope, job.payload::<PollJob>()) else {
+        let (Some(scope), Ok(due)) = (job.scope, job.read::<PollJob>()) else {
             return Ok(Outcome::Fail("not a poll".to_owned()));
         };
         let row = {

@@ -11,6 +11,20 @@ use sqlx::types::Json;
 
 use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_optional};
 
+/// A kind of background job, by its payload's type. The payload's JSON is
+/// a contract with jobs an earlier version queued and a later one runs (a
+/// rolling upgrade, a restart with work waiting), so each kind keeps a
+/// golden test of its form; `parley_jobs` enqueues and reads jobs by it.
+pub trait BackgroundJob: serde::Serialize + serde::de::DeserializeOwned {
+    /// The `kind` column.
+    const KIND: &'static str;
+
+    /// The payload as stored.
+    fn to_payload(&self) -> Value {
+        serde_json::to_value(self).expect("a job payload is plain data and always serialises")
+    }
+}
+
 /// A job to enqueue.
 #[derive(Debug, Clone)]
 pub struct NewJob<'a> {

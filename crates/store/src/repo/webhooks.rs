@@ -391,6 +391,17 @@ pub async fn retry_attempt(
 /// deliveries are queued for an endpoint that has none.
 pub const DRAIN_KIND: &str = "webhook.endpoint";
 
+/// The `webhook.endpoint` job: deliver endpoint `endpoint_id`'s due
+/// deliveries, in order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DrainJob {
+    pub endpoint_id: i64,
+}
+
+impl crate::repo::jobs::BackgroundJob for DrainJob {
+    const KIND: &'static str = DRAIN_KIND;
+}
+
 fn drain_queue(endpoint_id: i64) -> String {
     format!("webhook:{endpoint_id}")
 }
@@ -443,7 +454,7 @@ async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]
         let job = crate::repo::jobs::NewJob {
             kind: DRAIN_KIND,
             queue: Some(queue),
-            payload: serde_json::json!({ "endpoint_id": id }),
+            payload: crate::repo::jobs::BackgroundJob::to_payload(&DrainJob { endpoint_id: *id }),
             scope: Some(scope),
             run_at: now,
         };

@@ -17,16 +17,16 @@ use parley_domain::validation::{
 };
 use parley_engines::{ChatMessage, EngineError};
 use parley_store::repo::agent_runs::{self as run_repo, NewRun};
-use parley_store::repo::conversations as conversation_repo;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use utoipa::ToSchema;
 
-use super::session::{self, Turn};
-use super::tools::{Place, Stop};
-use super::{prompt, require_agent};
-use crate::{ServiceError, ServiceResult, Services};
+use parley_services::agents::{context, prompt};
+use parley_services::{ServiceError, ServiceResult, Services};
+
+use crate::session::{self, Turn};
+use crate::tools::{Place, Stop};
 
 const MAX_MESSAGES: usize = 100;
 
@@ -64,7 +64,7 @@ pub fn parse_chat(body: Value) -> Parsed<ChatRequest> {
     parse_object(body, loc(&["body"]), |r| {
         let messages = r.optional("messages", list_of(MAX_MESSAGES, |v, l| message()(v, l)));
         let conversation_id = r.optional("conversation_id", integer(1, i64::MAX));
-        let variables = r.optional("variables", super::variable_values()).unwrap_or_default();
+        let variables = r.optional("variables", parley_services::agents::variable_values()).unwrap_or_default();
         match (&messages, conversation_id) {
             (None, None) => r.push_error(FieldError::new(
                 loc(&["body"]),
@@ -136,42 +136,19 @@ pub async fn chat(
 ) -> ServiceResult<ChatAnswer> {
     let started = Instant::now();
     let agent_id = agent_id.get();
-    let (agent, conversation, contact, history, workspace, blocks) = {
-        let mut c = svc.db.read().await?;
-        let agent = require_agent(&mut c, scope, agent_id).await?;
-        let conversation = match request.conversation_id {
-            Some(id) => Some(conversation_repo::get(&mut c, scope, id).await?.ok_or_else(|| {
-                ServiceError::Validation(vec![FieldError::not_found(
-                    loc(&["body", "conversation_id"]),
-                    &format!("Conversation {id}"),
-                )])
-            })?),
-            None => None,
-        };
-        let history = match &conversation {
-            Some(conv) => conversation_repo::recent_messages(&mut c, scope, conv.item.id, 100).await?,
-            None => Vec::new(),
-        };
-        let contact = match conversation.as_ref().and_then(|c| c.contact_id) {
-            Some(id) => parley_store::repo::contacts::get(&mut c, scope, id, false).await?,
-            None => None,
-        };
-        let workspace = parley_store::repo::workspaces::get(&mut c, scope.workspace_id).await?;
-        let blocks = parley_store::repo::prompt_blocks::get_many(&mut c, scope, &agent.prompt_block_ids).await?;
-        (agent, conversation, contact, history, workspace, blocks)
-    };
+    let (agent, context) = context::for_playground(svc, scope, agent_id, request.conversation_id).await?;
+    let context::AnswerContext { conversation, history, contact, workspace_name, blocks } = context;
     if agent.status == AgentStatus::Archived {
         return Err(ServiceError::Conflict(format!("Agent {agent_id} is archived; restore it to try it")));
     }
-    let engine = svc.config.text_engines.get(&agent.text_engine).cloned().ok_or_else(|| {
+    let engine = svc.config().text_engines.get(&agent.text_engine).cloned().ok_or_else(|| {
         ServiceError::Conflict(format!("The agent's text engine {:?} is not configured", agent.text_engine))
     })?;
     let priced = engine.pricing() != parley_engines::Pricing::default();
-    if priced && !crate::billing::run_funded(&mut svc.db.read().await?, scope).await? {
+    if priced && !parley_services::billing::run_funded(svc, scope).await? {
         return Err(ServiceError::PaymentRequired("The balance is empty; add credits to run this engine".into()));
     }
 
-    let workspace_name = workspace.map(|w| w.name).unwrap_or_default();
     let context = prompt::Context {
         agent: &agent,
         workspace_name: &workspace_name,
@@ -189,14 +166,14 @@ pub async fn chat(
                 _ => ChatMessage::Assistant { text: m.content.clone(), tool_calls: Vec::new() },
             })
             .collect(),
-        None => prompt::memory(&history, svc.config.runtime.memory_tokens),
+        None => prompt::memory(&history, svc.config().runtime.memory_tokens),
     };
     let question = memory.iter().rev().find_map(|m| match m {
         ChatMessage::User(text) => Some(text.clone()),
         _ => None,
     });
     let knowledge =
-        crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, question.as_deref()).await?;
+        parley_services::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, question.as_deref()).await?;
     let mut messages = Vec::new();
     let system = prompt::with_passages(system.prompt, &knowledge.passages);
     if !system.is_empty() {
@@ -229,24 +206,13 @@ pub async fn chat(
         .map(|p| RetrievedPassage { source: p.source.clone(), text: p.text.clone(), score: p.score })
         .collect();
     let turn = Turn { agent: &agent, place, messages, passages: knowledge.passages, on_call: false };
-    let thought = session::think(svc, &engine, turn, deltas.as_ref()).await;
-
-    let mut work = svc.begin().await?;
-    let end = session::TurnEnd {
-        run_id: run.id,
-        engine: engine.as_ref(),
-        model: &model,
-        started,
-        thought: thought.as_ref(),
-        retrieval: &knowledge.hits,
-        reply_message_id: None,
-        what: Some("playground"),
-    };
-    session::record(&mut work, svc, scope, end).await?;
-    let answer = match thought {
+    let run_id = run.id;
+    let run = session::RunOf { scope, run_id, model: &model, started, what: "playground" };
+    let thought = session::think_and_record(svc, &engine, turn, deltas.as_ref(), run, &knowledge.hits).await?;
+    match thought {
         Ok(thought) => Ok(ChatAnswer {
             message: thought.text,
-            run_id: run.id,
+            run_id,
             handoff: match &thought.stop {
                 Some(Stop::Handoff(reason)) => Some(reason.clone()),
                 _ => None,
@@ -258,7 +224,5 @@ pub async fn chat(
         Err(EngineError::Transient(e) | EngineError::Permanent(e)) => {
             Err(ServiceError::Unavailable(format!("The text engine failed: {e}")))
         }
-    };
-    svc.commit(work).await?;
-    answer
+    }
 }

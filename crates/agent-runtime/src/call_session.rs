@@ -10,28 +10,16 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parley_domain::Scope;
-use parley_domain::agent::{Agent, RunStatus, RunTrigger};
+use parley_domain::agent::{RunStatus, RunTrigger};
 use parley_engines::{ChatMessage, TextEngine};
 use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
 use parley_voice::session::{AgentSession, Input, Output};
 
-use super::session::{self, Turn};
-use super::tools::{Place, Stop};
-use crate::{ServiceResult, Services};
+use parley_services::calls::CallAgent;
 
-/// What a call's agent is, fixed when the call is placed.
-#[derive(Clone)]
-pub struct CallAgent {
-    pub agent: Agent,
-    /// The rendered system prompt (the call's variables included).
-    pub system: String,
-    /// The greeting: the call's, else the agent's, else a default.
-    pub first_message: Option<String>,
-    /// The call (`call_…`), its conversation and contact.
-    pub call_id: String,
-    pub conversation_id: Option<i64>,
-    pub contact_id: Option<i64>,
-}
+use crate::session::{self, Turn};
+use crate::tools::{Place, Stop};
+use parley_services::{ServiceResult, Services};
 
 /// The runtime's session on one call.
 pub struct CallSession {
@@ -144,7 +132,7 @@ impl AgentSession for CallSession {
             };
             // A turn that produced nothing says the fallback, so the caller is never met with silence.
             let said = if said.is_empty() && stop.is_none() {
-                let fallback = svc.config.runtime.fallback_message.clone();
+                let fallback = svc.config().runtime.fallback_message.clone();
                 let _ = deltas.send(fallback.clone());
                 fallback
             } else {
@@ -176,7 +164,7 @@ async fn turn(
 ) -> ServiceResult<(String, Option<Stop>)> {
     let started = Instant::now();
     let agent = &call.agent;
-    let Some(engine) = svc.config.text_engines.get(&agent.text_engine).cloned() else {
+    let Some(engine) = svc.config().text_engines.get(&agent.text_engine).cloned() else {
         return Ok((String::new(), None));
     };
     let engine: Arc<dyn TextEngine> = engine;
@@ -191,7 +179,7 @@ async fn turn(
     };
     let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
     let priced = engine.pricing() != parley_engines::Pricing::default();
-    if priced && !crate::billing::run_funded(&mut svc.db.read().await?, scope).await? {
+    if priced && !parley_services::billing::run_funded(svc, scope).await? {
         // As for a message: no engine without funds, and a person is asked
         // (the handoff is recorded while the call goes on). The caller
         // hears the fallback message.
@@ -200,15 +188,16 @@ async fn turn(
         let end = RunEnd { status: RunStatus::Canceled, error: Some(why), ..RunEnd::empty("") };
         run_repo::finish(&mut work, scope, run.id, &end).await?;
         if let Some(conversation_id) = call.conversation_id {
-            super::runs::request_handoff(&mut work, scope, agent, conversation_id, why).await?;
+            crate::runs::request_handoff(&mut work, scope, agent, conversation_id, why).await?;
             work.conversation_changed(conversation_id);
         }
         svc.commit(work).await?;
         return Ok((String::new(), None));
     }
-    let knowledge = crate::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, Some(heard)).await?;
+    let knowledge =
+        parley_services::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, Some(heard)).await?;
     let mut messages = Vec::new();
-    let system = super::prompt::with_passages(call.system.clone(), &knowledge.passages);
+    let system = parley_services::agents::prompt::with_passages(call.system.clone(), &knowledge.passages);
     if !system.is_empty() {
         messages.push(ChatMessage::System(system));
     }
@@ -222,21 +211,7 @@ async fn turn(
         dry_run: false,
     };
     let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: true };
-    let thought = session::think(svc, &engine, turn, Some(deltas)).await;
-
-    let mut work = svc.begin().await?;
-    let end = session::TurnEnd {
-        run_id: run.id,
-        engine: engine.as_ref(),
-        model: &model,
-        started,
-        thought: thought.as_ref(),
-        retrieval: &knowledge.hits,
-        reply_message_id: None,
-        what: Some("call turn"),
-    };
-    session::record(&mut work, svc, scope, end).await?;
-    let (said, stop) = thought.map(|t| (t.text, t.stop)).unwrap_or_default();
-    svc.commit(work).await?;
-    Ok((said, stop))
+    let run = session::RunOf { scope, run_id: run.id, model: &model, started, what: "call turn" };
+    let thought = session::think_and_record(svc, &engine, turn, Some(deltas), run, &knowledge.hits).await?;
+    Ok(thought.map(|t| (t.text, t.stop)).unwrap_or_default())
 }

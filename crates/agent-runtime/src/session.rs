@@ -15,8 +15,11 @@ use parley_store::repo::agent_runs::{self as run_repo, RunEnd};
 use parley_store::repo::events;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::tools::{self, Place, Stop};
-use crate::{ServiceResult, Services, event_data};
+use parley_services::{ServiceResult, Services};
+
+use crate::event_data;
+use crate::host::ToolHost;
+use crate::tools::{self, Place, Stop};
 
 /// Rounds of tool calls per turn. A model still calling tools after the
 /// last gets no more; a tool that ends the turn (a handoff, the end of the
@@ -51,7 +54,7 @@ pub struct Thought {
 /// playground's stream, a call's speech). An engine error ends the turn:
 /// the caller retries or falls back.
 pub async fn think(
-    svc: &Services,
+    host: &dyn ToolHost,
     engine: &Arc<dyn TextEngine>,
     turn: Turn<'_>,
     deltas: Option<&UnboundedSender<String>>,
@@ -104,7 +107,7 @@ pub async fn think(
         }
         messages.push(ChatMessage::Assistant { text: text.clone(), tool_calls: calls.clone() });
         for call in &calls {
-            let done = tools::execute(svc, turn.agent, &turn.place, call).await;
+            let done = tools::execute(host, turn.agent, &turn.place, call).await;
             thought.tool_calls.push(done.record);
             messages.push(ChatMessage::Tool { call_id: call.id.clone(), content: done.content });
             if thought.stop.is_none() {
@@ -112,6 +115,42 @@ pub async fn think(
             }
         }
     }
+    Ok(thought)
+}
+
+/// The run a turn is recorded on, when its reply is not sent as a message.
+pub struct RunOf<'a> {
+    pub scope: Scope,
+    pub run_id: i64,
+    pub model: &'a str,
+    pub started: Instant,
+    /// Named in the ledger entry (`playground`, `call turn`).
+    pub what: &'static str,
+}
+
+/// A turn whose reply is not a message (the playground's answer, a call's
+/// speech): [`think`], then [`record`] it on its run in a unit of work of
+/// its own. An engine error is recorded too, and given back.
+pub async fn think_and_record(
+    svc: &Services,
+    engine: &Arc<dyn TextEngine>,
+    turn: Turn<'_>,
+    deltas: Option<&UnboundedSender<String>>,
+    run: RunOf<'_>,
+    retrieval: &[RetrievalHit],
+) -> ServiceResult<Result<Thought, EngineError>> {
+    let thought = think(svc, engine, turn, deltas).await;
+    let end = TurnEnd {
+        run_id: run.run_id,
+        engine: engine.as_ref(),
+        model: run.model,
+        started: run.started,
+        thought: thought.as_ref(),
+        retrieval,
+        reply_message_id: None,
+        what: Some(run.what),
+    };
+    svc.transaction(async |work| record(work, svc, run.scope, end).await).await?;
     Ok(thought)
 }
 
@@ -154,7 +193,15 @@ pub async fn record(tx: &mut Tx, svc: &Services, scope: Scope, end: TurnEnd<'_>)
             if let Some(what) = end.what {
                 tokens.push_str(&format!(" ({what})"));
             }
-            crate::billing::charge_run(tx, scope, &svc.config.billing, end.run_id, figures.cost_cents, &tokens).await?;
+            parley_services::billing::charge_run(
+                tx,
+                scope,
+                &svc.config().billing,
+                end.run_id,
+                figures.cost_cents,
+                &tokens,
+            )
+            .await?;
             EventType::AgentRunCompleted
         }
         Err(e) => {
