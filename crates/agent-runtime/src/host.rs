@@ -93,7 +93,7 @@ impl ToolHost for Services {
                 recipient: Recipient::ContactChannel { contact_id, channel },
             };
             let sent = self
-                .transaction(async move |work| messages::send(work, self, scope, Sender::Agent, send).await)
+                .transaction(async move |work| messages::send(work, self, scope, Sender::Agent, send, &[]).await)
                 .await
                 .map_err(|e| refusal(&e))?;
             Ok(json!({"ok": true, "message_id": sent.id, "conversation_id": sent.conversation_id}))

@@ -105,7 +105,7 @@ async fn fall_back(tx: &mut Tx, svc: &Services, scope: Scope, run: &AgentRun, er
         subject: None,
         recipient: Recipient::Conversation(conversation_id),
     };
-    match messages::send(tx, svc, scope, Sender::Agent, send).await {
+    match messages::send(tx, svc, scope, Sender::Agent, send, &[]).await {
         Ok(_) | Err(ServiceError::Conflict(_)) => {}
         Err(e) => return Err(e),
     }
@@ -218,7 +218,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
             subject: None,
             recipient: Recipient::Conversation(conversation.item.id),
         };
-        match messages::send(&mut work, svc, scope, Sender::Agent, send).await {
+        match messages::send(&mut work, svc, scope, Sender::Agent, send, &[]).await {
             Ok(reply) => reply_id = Some(reply.id),
             // The channel cannot send, or a person took over meanwhile.
             Err(ServiceError::Conflict(why)) => return Ok(Outcome::Fail(why)),

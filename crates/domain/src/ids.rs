@@ -39,6 +39,28 @@ typed_id!(
     AttemptId,
     /// A channel's id.
     ChannelId,
+    /// A contact's id.
+    ContactId,
+    /// A message's id.
+    MessageId,
+    /// An agent run's id.
+    RunId,
+    /// A prompt block's id.
+    PromptBlockId,
+    /// A knowledge collection's id.
+    CollectionId,
+    /// A knowledge document's id.
+    DocumentId,
+    /// A user's id (a person who signs in).
+    UserId,
+    /// A workspace's id.
+    WorkspaceId,
+    /// An API key's id.
+    ApiKeyId,
+    /// An invitation's id.
+    InvitationId,
+    /// An OAuth grant's id (an MCP client's access).
+    GrantId,
 );
 
 #[cfg(test)]

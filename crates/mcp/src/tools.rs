@@ -312,7 +312,7 @@ operations! {
         let input = parsed(input)?;
         // An API key sends as the workspace's agent, as over REST.
         let sender = who.user_id().map_or(messages::Sender::Agent, messages::Sender::User);
-        written(svc, scope, c.idem, 202, async move |work| messages::send(work, svc, scope, sender, input).await).await
+        answered(messages::send_answered(svc, scope, c.idem, sender, input).await?)
     }
     handoff_conversation(svc, who, scope, c) {
         let id = ConversationId(c.id("conversation_id"));

@@ -216,7 +216,7 @@ pub async fn serve(
 }
 
 /// Periodic housekeeping: purge old idempotency keys, events and delivery
-/// logs, retired signing keys; forget idle rate-limit state; store the
+/// logs, retired signing keys, orphaned files; forget idle rate-limit state; store the
 /// recordings calls of stopped instances left in the spool.
 async fn maintain(state: AppState, retention: parley_services::housekeeping::Retention) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -224,10 +224,14 @@ async fn maintain(state: AppState, retention: parley_services::housekeeping::Ret
         tick.tick().await;
         state.prune_rate_limits();
         match parley_services::housekeeping::purge(&state.services, retention).await {
-            Ok(purged) if purged.idempotency_keys > 0 => {
-                tracing::info!(purged = purged.idempotency_keys, "purged expired idempotency keys")
+            Ok(purged) => {
+                if purged.idempotency_keys > 0 {
+                    tracing::info!(purged = purged.idempotency_keys, "purged expired idempotency keys")
+                }
+                if purged.orphaned_files > 0 {
+                    tracing::info!(removed = purged.orphaned_files, "removed files no message came to name")
+                }
             }
-            Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "could not purge expired records"),
         }
         if let Err(e) = parley_services::calls::adopt_spooled_recordings(&state.services).await {

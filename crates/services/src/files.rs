@@ -181,6 +181,18 @@ impl Storage {
         }
     }
 
+    /// Storage over any object store (tests wrap the local one to watch
+    /// when it is called); links are this server's signed ones.
+    pub fn over(store: Arc<dyn ObjectStore>, config: StorageConfig, signing_key: [u8; 32]) -> Self {
+        Self {
+            store: Ok(store),
+            #[cfg(feature = "s3")]
+            s3: None,
+            signing_key,
+            config,
+        }
+    }
+
     fn store(&self) -> Result<&Arc<dyn ObjectStore>, StorageError> {
         self.store.as_ref().map_err(|e| StorageError::Unavailable(e.clone()))
     }
@@ -381,4 +393,80 @@ mod s3_tests {
         let in_ten = Timestamp::now().plus_seconds(600).unix_micros();
         assert!((link.expires_at.unix_micros() - in_ten).abs() < 5_000_000);
     }
+}
+
+// ---- objects written ahead of their transaction ---------------------------
+//
+// A transaction never waits on object storage (an S3 PUT would hold
+// SQLite's only writer for its round trip). Files a row will name are
+// written first, each recorded as staged in a short transaction of its own
+// before it is written; the transaction that names them claims them. A file
+// whose transaction failed or never came is removed at once when the caller
+// can, and by housekeeping otherwise (a crash in between).
+
+/// How long a staged object may wait for its transaction before
+/// housekeeping takes it for an orphan and removes it.
+pub const STAGED_GRACE: Duration = Duration::from_secs(3600);
+
+/// An object to write: its key, bytes and content type.
+pub(crate) struct NewObject {
+    pub key: String,
+    pub bytes: Bytes,
+    pub content_type: String,
+}
+
+/// Records `objects` as staged, then writes them, with no transaction
+/// open. On failure the ones written are removed again.
+pub(crate) async fn stage(svc: &crate::Services, objects: Vec<NewObject>) -> crate::ServiceResult<()> {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    let now = Timestamp::now();
+    svc.transaction(async |work| {
+        for object in &objects {
+            parley_store::repo::staged_objects::stage(work, &object.key, now).await?;
+        }
+        Ok(())
+    })
+    .await?;
+    let keys: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
+    for object in objects {
+        if let Err(e) = svc.storage.put(&object.key, object.bytes, &object.content_type).await {
+            discard(svc, keys).await;
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}
+
+/// In the transaction whose row names `key`: it is no longer an orphan.
+pub(crate) async fn claim(tx: &mut parley_store::Tx, key: &str) -> crate::ServiceResult<()> {
+    Ok(parley_store::repo::staged_objects::claim(tx, key).await?)
+}
+
+/// Removes staged objects no row will name (their transaction failed, or
+/// the request was already answered). Best effort: what is left is swept.
+pub(crate) async fn discard(svc: &crate::Services, keys: Vec<String>) {
+    for key in keys {
+        if let Err(e) = svc.storage.delete(&key).await {
+            tracing::warn!(key = %key, error = %e, "could not remove an orphaned file; housekeeping will");
+            continue;
+        }
+        let forgotten =
+            svc.transaction(async |work| Ok(parley_store::repo::staged_objects::claim(work, &key).await?)).await;
+        if let Err(e) = forgotten {
+            tracing::warn!(key = %key, error = %e, "could not forget a removed file");
+        }
+    }
+}
+
+/// Removes objects staged more than `grace` ago that no transaction
+/// claimed (a process died between writing a file and its row), up to
+/// `limit` of them; how many.
+pub async fn sweep_staged(svc: &crate::Services, grace: Duration, limit: i64) -> crate::ServiceResult<usize> {
+    let before = Timestamp::now().plus_seconds(-(grace.as_secs() as i64));
+    let keys = parley_store::repo::staged_objects::unclaimed_before(&mut svc.db.read().await?, before, limit).await?;
+    let n = keys.len();
+    discard(svc, keys).await;
+    Ok(n)
 }

@@ -18,12 +18,15 @@ pub struct Retention {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Purged {
     pub idempotency_keys: u64,
+    /// Files written for a row that never came (see `files::stage`).
+    pub orphaned_files: usize,
 }
 
 /// Purges idempotency keys, events and delivery logs past their retention,
 /// signing keys retired a day ago (they signed no token still valid) and
-/// OAuth codes and tokens expired a day ago,
-/// in one transaction.
+/// OAuth codes and tokens expired a day ago, in one transaction; then
+/// removes files staged for a row that never came (a crash between the
+/// two), an hour on.
 pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged> {
     let now = Timestamp::now();
     let mut tx = svc.begin().await?;
@@ -39,5 +42,6 @@ pub async fn purge(svc: &Services, retention: Retention) -> ServiceResult<Purged
     repo::webhooks::purge_created_before(&mut tx, events_before).await?;
     repo::events::purge_created_before(&mut tx, events_before).await?;
     svc.commit(tx).await?;
-    Ok(Purged { idempotency_keys: keys })
+    let orphaned_files = crate::files::sweep_staged(svc, crate::files::STAGED_GRACE, 1000).await?;
+    Ok(Purged { idempotency_keys: keys, orphaned_files })
 }

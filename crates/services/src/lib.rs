@@ -147,6 +147,12 @@ impl Services {
         self
     }
 
+    /// The same use cases storing files in `storage` (tests watch its calls).
+    pub fn with_storage(mut self, storage: files::Storage) -> Self {
+        self.storage = Arc::new(storage);
+        self
+    }
+
     pub fn config(&self) -> &Arc<ServicesConfig> {
         &self.config
     }

@@ -5,6 +5,8 @@
 //! it placed and leaves nothing behind; what a call writes as it runs
 //! signals its conversation's live views.
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,13 +38,7 @@ impl Provider for Probe {
 
     fn dial(&self, dial: Dial) -> BoxFuture<'_, Result<Placed, DialError>> {
         Box::pin(async move {
-            let free = match tokio::time::timeout(Duration::from_secs(3), self.db.begin()).await {
-                Ok(Ok(tx)) => {
-                    drop(tx);
-                    true
-                }
-                _ => false,
-            };
+            let free = support::writable(&self.db).await;
             self.writable_during_dial.lock().unwrap().push(free);
             self.simulated.dial(dial).await
         })

@@ -2,7 +2,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::conversation::Message;
 use parley_domain::validation::Parsed;
@@ -12,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
-use crate::extract::{Auth, FromBody, Idempotency, Ids, JsonBody, write};
+use crate::extract::{Auth, FromBody, Idempotency, Ids, JsonBody, answer_response};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -58,11 +57,7 @@ async fn send_message(
     let scope = auth.scope();
     let sender = auth.0.user_id().map_or(Sender::Agent, Sender::User);
     let JsonBody { value, canonical } = body;
-    let services = s.services.clone();
-    write(&s, scope, idem, &canonical, StatusCode::ACCEPTED, async move |work| {
-        messages::send(work, &services, scope, sender, value).await
-    })
-    .await
+    Ok(answer_response(messages::send_answered(&s.services, scope, idem.for_body(&canonical), sender, value).await?))
 }
 
 /// Get a message.

@@ -700,11 +700,18 @@ pub async fn take_message(
             inbound.text.push_str(&format!("\n[{failure}]"));
         }
     }
-    crate::messaging::conversations::receive_committed(
-        svc,
-        crate::messaging::conversations::InboundJob { scope, channel: channel.clone(), inbound, attachments },
-    )
-    .await
+    let job = crate::messaging::conversations::InboundJob {
+        scope,
+        channel: channel.clone(),
+        inbound,
+        attachments: attachments.clone(),
+    };
+    let received = crate::messaging::conversations::receive_committed(svc, job).await;
+    // Not stored (a failure, or a message already received): its files are orphans.
+    if !received.as_ref().is_ok_and(|r| r.new) {
+        crate::messaging::messages::discard_attachments(svc, &attachments).await;
+    }
+    received
 }
 
 /// The largest file an inbound message may carry.

@@ -62,6 +62,7 @@ pub fn run_receive<'a>(
     Box::pin(async move {
         let received = receive(work, svc, job.scope, &job.channel, job.inbound, &job.attachments).await?;
         if received.new {
+            crate::messaging::messages::claim_attachments(work, &job.attachments).await?;
             work.conversation_changed(received.message.conversation_id);
         }
         Ok(received)

@@ -338,13 +338,19 @@ pub fn agent_may_reply(conversation: &Conversation) -> bool {
 }
 
 /// Queues a message (see the module comment); 202 with the `queued` message.
+/// Its files were stored before the transaction ([`send_answered`]): a
+/// `SendMessage` that still carries them is refused.
 pub async fn send(
     tx: &mut Tx,
     svc: &Services,
     scope: Scope,
     sender: Sender,
     input: SendMessage,
+    attachments: &[Attachment],
 ) -> ServiceResult<Message> {
+    if input.attachments.as_ref().is_some_and(|files| !files.is_empty()) {
+        return Err(ServiceError::invariant("a message's files are stored before its transaction (send_answered)"));
+    }
     let (conversation, channel) = match input.recipient.clone() {
         Recipient::Conversation(id) => {
             let conversation =
@@ -418,7 +424,6 @@ pub async fn send(
         Sender::User(user_id) => Author { kind: AuthorType::User, id: Some(user_id) },
         Sender::Agent => Author { kind: AuthorType::Agent, id: conversation.agent_id },
     };
-    let attachments = store_attachments(svc, scope, input.attachments.unwrap_or_default()).await?;
     let mut message = repo::insert_message(
         tx,
         scope,
@@ -430,11 +435,12 @@ pub async fn send(
             text: &input.text,
             status: MessageStatus::Queued,
             external_id: None,
-            attachments: &attachments,
+            attachments,
             details: &details,
         },
     )
     .await?;
+    claim_attachments(tx, attachments).await?;
     crate::messaging::courier::enqueue(tx, scope, message.id, id, channel.id).await?;
     svc.storage.present(&mut message).await;
     Ok(message)
@@ -478,15 +484,18 @@ async fn check_template(
     ))
 }
 
-/// Writes the files to object storage (before the message that names them
-/// is committed: a failed commit leaves an unreferenced file, never a
-/// message whose file is missing).
+/// Writes the files to object storage, staged (see `files::stage`), before
+/// the transaction of the message that names them: no transaction waits on
+/// storage, and a failed commit leaves an orphan that is removed, never a
+/// message whose file is missing. That transaction claims them
+/// ([`claim_attachments`]).
 pub(crate) async fn store_attachments(
     svc: &Services,
     scope: Scope,
     files: Vec<AttachmentInput>,
 ) -> ServiceResult<Vec<Attachment>> {
     let mut stored = Vec::with_capacity(files.len());
+    let mut objects = Vec::with_capacity(files.len());
     for file in files {
         // The key keeps a tame form of the name, for people browsing the store
         // (never `.` or `..`, which a file system reads as directories).
@@ -506,7 +515,11 @@ pub(crate) async fn store_attachments(
             ulid::Ulid::new()
         );
         let size = file.data.len() as i64;
-        svc.storage.put(&key, file.data.into(), &file.content_type).await?;
+        objects.push(crate::files::NewObject {
+            key: key.clone(),
+            bytes: file.data.into(),
+            content_type: file.content_type.clone(),
+        });
         stored.push(Attachment {
             filename: file.filename,
             content_type: file.content_type,
@@ -516,7 +529,62 @@ pub(crate) async fn store_attachments(
             expires_at: None,
         });
     }
+    crate::files::stage(svc, objects).await?;
     Ok(stored)
+}
+
+/// In the transaction of the message that names them: its files are no
+/// longer orphans.
+pub(crate) async fn claim_attachments(tx: &mut Tx, attachments: &[Attachment]) -> ServiceResult<()> {
+    for attachment in attachments {
+        crate::files::claim(tx, &attachment.key).await?;
+    }
+    Ok(())
+}
+
+/// Removes stored files no message will name.
+pub(crate) async fn discard_attachments(svc: &Services, attachments: &[Attachment]) {
+    crate::files::discard(svc, attachments.iter().map(|a| a.key.clone()).collect()).await
+}
+
+/// `POST /api/v1/messages` (and MCP's `send_message`): [`send`] in a unit
+/// of work, answering 202 with the queued message. Its files are stored
+/// first, with no transaction open (once the idempotency key is claimed, so
+/// a replay stores nothing), and removed again if the message is not sent.
+pub async fn send_answered(
+    svc: &Services,
+    scope: Scope,
+    idem: Option<crate::Idempotent>,
+    sender: Sender,
+    mut input: SendMessage,
+) -> ServiceResult<crate::Answered> {
+    let files = input.attachments.take().unwrap_or_default();
+    if files.is_empty() {
+        return svc
+            .write(scope, idem, async |work| {
+                crate::Answer::json(202, &send(work, svc, scope, sender, input, &[]).await?)
+            })
+            .await;
+    }
+    svc.idempotent(scope, idem, async move |hold| {
+        let attachments = store_attachments(svc, scope, files).await?;
+        let sent = async {
+            let mut work = svc.begin().await?;
+            let message = send(&mut work, svc, scope, sender, input, &attachments).await?;
+            let answer = crate::Answer::json(202, &message)?;
+            if let Some(hold) = &hold {
+                hold.complete(&mut work, &answer).await?;
+            }
+            svc.commit(work).await?;
+            Ok(answer)
+        }
+        .await;
+        if sent.is_err() {
+            discard_attachments(svc, &attachments).await;
+        }
+        sent
+    })
+    .await
 }
 
 async fn channel_of(tx: &mut Tx, scope: Scope, conversation: &Conversation) -> ServiceResult<ChannelRow> {

@@ -20,6 +20,7 @@ pub mod prompt_blocks;
 pub mod search;
 pub mod sessions;
 pub mod settings;
+pub mod staged_objects;
 pub mod triggers;
 pub mod users;
 pub mod versions;
