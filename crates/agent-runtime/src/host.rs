@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use parley_domain::Scope;
 use parley_domain::agent::Agent;
 use parley_domain::channel::ChannelType;
+use parley_domain::ids::ContactId;
 use parley_events::signing::WebhookSecret;
 use parley_services::messaging::messages::{self, Recipient, SendMessage, Sender};
 use parley_services::{ServiceError, Services, crm, search};
@@ -40,7 +41,7 @@ pub trait ToolHost: Send + Sync {
 impl ToolHost for Services {
     fn lookup_contact(&self, scope: Scope, contact_id: i64) -> BoxFuture<'_, HostResult> {
         Box::pin(async move {
-            let contact = crm::contacts::get(self, scope, contact_id).await.map_err(|e| refusal(&e))?;
+            let contact = crm::contacts::get(self, scope, ContactId(contact_id)).await.map_err(|e| refusal(&e))?;
             serde_json::to_value(contact).map_err(|e| e.to_string())
         })
     }
@@ -51,7 +52,9 @@ impl ToolHost for Services {
             let changes =
                 crm::contacts::parse_update(changes, region).map_err(|e| refusal(&ServiceError::Validation(e)))?;
             let contact = self
-                .transaction(async move |work| crm::contacts::update_as_contact(work, scope, contact_id, changes).await)
+                .transaction(async move |work| {
+                    crm::contacts::update_as_contact(work, scope, ContactId(contact_id), changes).await
+                })
                 .await
                 .map_err(|e| refusal(&e))?;
             serde_json::to_value(contact).map_err(|e| e.to_string())

@@ -135,8 +135,8 @@ pub async fn chat(
     deltas: Option<UnboundedSender<String>>,
 ) -> ServiceResult<ChatAnswer> {
     let started = Instant::now();
-    let agent_id = agent_id.get();
     let (agent, context) = context::for_playground(svc, scope, agent_id, request.conversation_id).await?;
+    let agent_id = agent_id.get();
     let context::AnswerContext { conversation, history, contact, workspace_name, blocks } = context;
     if agent.status == AgentStatus::Archived {
         return Err(ServiceError::Conflict(format!("Agent {agent_id} is archived; restore it to try it")));

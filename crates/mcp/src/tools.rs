@@ -7,7 +7,10 @@ use parley_agent_runtime::playground;
 use parley_domain::Scope;
 use parley_domain::contact::Origin;
 use parley_domain::conversation::{Author, AuthorType};
-use parley_domain::ids::{AgentId, AttemptId, ConversationId, EndpointId, HandoffId, TriggerId};
+use parley_domain::ids::{
+    AgentId, AttemptId, ChannelId, CollectionId, ContactId, ConversationId, DocumentId, EndpointId, HandoffId,
+    MessageId, PromptBlockId, RunId, TriggerId,
+};
 use parley_domain::validation::{FieldError, Page, loc};
 use parley_services::agents::runs;
 use parley_services::crm::contacts;
@@ -130,7 +133,7 @@ operations! {
     get_agent_run(svc, who, scope, c) {
         let id = c.id("run_id");
         c.finish()?;
-        to_value(runs::get(svc, scope, id).await?)
+        to_value(runs::get(svc, scope, RunId(id)).await?)
     }
     list_text_engines(svc, who, scope, c) {
         let page = Page::read(&mut c.query);
@@ -154,7 +157,7 @@ operations! {
     get_prompt_block(svc, who, scope, c) {
         let id = c.id("block_id");
         c.finish()?;
-        to_value(prompt_blocks::get(svc, scope, id).await?)
+        to_value(prompt_blocks::get(svc, scope, PromptBlockId(id)).await?)
     }
     create_prompt_block(svc, who, scope, c) {
         let input = c.body(prompt_blocks::parse_create);
@@ -167,12 +170,12 @@ operations! {
         let input = c.body(prompt_blocks::parse_update);
         c.finish()?;
         let input = parsed(input)?;
-        to_value(svc.transaction(async move |work| prompt_blocks::update(work, scope, id, input).await).await?)
+        to_value(svc.transaction(async move |work| prompt_blocks::update(work, scope, PromptBlockId(id), input).await).await?)
     }
     delete_prompt_block(svc, who, scope, c) {
         let id = c.id("block_id");
         c.finish()?;
-        svc.transaction(async move |work| prompt_blocks::delete(work, scope, id).await).await?;
+        svc.transaction(async move |work| prompt_blocks::delete(work, scope, PromptBlockId(id)).await).await?;
         Ok(json!({"deleted": true}))
     }
     list_knowledge_collections(svc, who, scope, c) {
@@ -183,7 +186,7 @@ operations! {
     get_knowledge_collection(svc, who, scope, c) {
         let id = c.id("collection_id");
         c.finish()?;
-        to_value(knowledge::get(svc, scope, id).await?)
+        to_value(knowledge::get(svc, scope, CollectionId(id)).await?)
     }
     create_knowledge_collection(svc, who, scope, c) {
         let input = c.body(|b| knowledge::parse_collection(b, true));
@@ -194,7 +197,7 @@ operations! {
     delete_knowledge_collection(svc, who, scope, c) {
         let id = c.id("collection_id");
         c.finish()?;
-        let files = svc.transaction(async move |work| knowledge::delete(work, scope, id).await).await?;
+        let files = svc.transaction(async move |work| knowledge::delete(work, scope, CollectionId(id)).await).await?;
         knowledge::remove_files(svc, files).await;
         Ok(json!({"deleted": true}))
     }
@@ -202,13 +205,13 @@ operations! {
         let id = c.id("collection_id");
         let page = Page::read(&mut c.query);
         c.finish()?;
-        items(knowledge::list_documents(svc, scope, id, page).await?, page)
+        items(knowledge::list_documents(svc, scope, CollectionId(id), page).await?, page)
     }
     add_knowledge_document(svc, who, scope, c) {
         let id = c.id("collection_id");
         let input = c.body(knowledge::parse_text_document);
         c.finish()?;
-        to_value(knowledge::add_document(svc, scope, id, parsed(input)?).await?)
+        to_value(knowledge::add_document(svc, scope, CollectionId(id), parsed(input)?).await?)
     }
     query_knowledge_collection(svc, who, scope, c) {
         let id = c.id("collection_id");
@@ -217,7 +220,7 @@ operations! {
             c.errors.push(FieldError::missing(loc(&["arguments", "q"])));
         }
         c.finish()?;
-        let (items, total) = knowledge::query(svc, scope, id, &parsed(request)?).await?;
+        let (items, total) = knowledge::query(svc, scope, CollectionId(id), &parsed(request)?).await?;
         Ok(json!({"items": to_value(items)?, "total": total}))
     }
     list_calls(svc, who, scope, c) {
@@ -266,7 +269,7 @@ operations! {
     get_channel(svc, who, scope, c) {
         let id = c.id("channel_id");
         c.finish()?;
-        to_value(channels::get(svc, scope, id).await?)
+        to_value(channels::get(svc, scope, ChannelId(id)).await?)
     }
     list_conversations(svc, who, scope, c) {
         let page = Page::read(&mut c.query);
@@ -304,7 +307,7 @@ operations! {
     get_message(svc, who, scope, c) {
         let id = c.id("message_id");
         c.finish()?;
-        to_value(messages::get(svc, scope, id).await?)
+        to_value(messages::get(svc, scope, MessageId(id)).await?)
     }
     send_message(svc, who, scope, c) {
         let input = c.body(messages::parse_send);
@@ -357,7 +360,7 @@ operations! {
     get_contact(svc, who, scope, c) {
         let id = c.id("contact_id");
         c.finish()?;
-        to_value(contacts::get(svc, scope, id).await?)
+        to_value(contacts::get(svc, scope, ContactId(id)).await?)
     }
     create_contact(svc, who, scope, c) {
         let region = svc.config().contacts.default_region;
@@ -373,12 +376,12 @@ operations! {
         let input = c.body(|b| contacts::parse_update(b, region));
         c.finish()?;
         let input = parsed(input)?;
-        to_value(svc.transaction(async move |work| contacts::update(work, scope, id, input).await).await?)
+        to_value(svc.transaction(async move |work| contacts::update(work, scope, ContactId(id), input).await).await?)
     }
     delete_contact(svc, who, scope, c) {
         let id = c.id("contact_id");
         c.finish()?;
-        svc.transaction(async move |work| contacts::delete(work, scope, id).await).await?;
+        svc.transaction(async move |work| contacts::delete(work, scope, ContactId(id)).await).await?;
         Ok(json!({"deleted": true}))
     }
     merge_contacts(svc, who, scope, c) {
@@ -476,24 +479,24 @@ operations! {
         let id = c.id("block_id");
         let page = Page::read(&mut c.query);
         c.finish()?;
-        items(prompt_blocks::list_versions(svc, scope, id, page).await?, page)
+        items(prompt_blocks::list_versions(svc, scope, PromptBlockId(id), page).await?, page)
     }
     update_knowledge_collection(svc, who, scope, c) {
         let id = c.id("collection_id");
         let input = c.body(|b| knowledge::parse_collection(b, false));
         c.finish()?;
         let input = parsed(input)?;
-        to_value(svc.transaction(async move |work| knowledge::update(work, scope, id, input).await).await?)
+        to_value(svc.transaction(async move |work| knowledge::update(work, scope, CollectionId(id), input).await).await?)
     }
     get_knowledge_document(svc, who, scope, c) {
         let (collection, id) = (c.id("collection_id"), c.id("document_id"));
         c.finish()?;
-        to_value(knowledge::get_document(svc, scope, collection, id).await?)
+        to_value(knowledge::get_document(svc, scope, CollectionId(collection), DocumentId(id)).await?)
     }
     delete_knowledge_document(svc, who, scope, c) {
         let (collection, id) = (c.id("collection_id"), c.id("document_id"));
         c.finish()?;
-        let file = svc.transaction(async move |work| knowledge::delete_document(work, scope, collection, id).await).await?;
+        let file = svc.transaction(async move |work| knowledge::delete_document(work, scope, CollectionId(collection), DocumentId(id)).await).await?;
         knowledge::remove_files(svc, vec![file]).await;
         Ok(json!({"deleted": true}))
     }
@@ -509,13 +512,13 @@ operations! {
         let input = c.body(channels::parse_update);
         c.finish()?;
         let input = parsed(input)?;
-        channels::prepare_update(svc, scope, id, &input).await?;
-        to_value(svc.transaction(async move |work| channels::update(work, svc, scope, id, input).await).await?)
+        channels::prepare_update(svc, scope, ChannelId(id), &input).await?;
+        to_value(svc.transaction(async move |work| channels::update(work, svc, scope, ChannelId(id), input).await).await?)
     }
     delete_channel(svc, who, scope, c) {
         let id = c.id("channel_id");
         c.finish()?;
-        svc.transaction(async move |work| channels::delete(work, scope, id).await).await?;
+        svc.transaction(async move |work| channels::delete(work, scope, ChannelId(id)).await).await?;
         Ok(json!({"deleted": true}))
     }
     update_webhook(svc, who, scope, c) {

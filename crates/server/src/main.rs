@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use parley_domain::Mode;
+use parley_domain::ids::{ApiKeyId, WorkspaceId};
 use parley_domain::user::Role;
 use parley_server::{Settings, bootstrap_banner, init_logging, open_database, serve, shutdown_signal};
 use parley_services::ServiceError;
@@ -313,7 +314,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Key { command: KeyCommand::Revoke { id } } => {
             let services = parley_server::services(&settings, open_database(&settings).await?).await?;
-            let revoked = services.transaction(async |work| workspaces::revoke_key(work, id).await).await?;
+            let revoked = services.transaction(async |work| workspaces::revoke_key(work, ApiKeyId(id)).await).await?;
             print_json(&serde_json::to_value(&revoked)?);
             Ok(())
         }
@@ -349,7 +350,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     anyhow::anyhow!("{}", named.join("; "))
                 })?;
             let created = services
-                .transaction(async |work| members::create_invitation(work, &services, workspace, None, input).await)
+                .transaction(async |work| {
+                    members::create_invitation(work, &services, WorkspaceId(workspace), None, input).await
+                })
                 .await?;
             print_json(&serde_json::to_value(&created)?);
             Ok(())

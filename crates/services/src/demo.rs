@@ -6,7 +6,7 @@
 
 use parley_domain::Mode;
 use parley_domain::Scope;
-use parley_domain::ids::AgentId;
+use parley_domain::ids::{AgentId, CollectionId, DocumentId};
 use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -88,11 +88,11 @@ pub async fn seed(svc: &Services, scope: Scope) -> ServiceResult<Demo> {
     let document = parsed(knowledge::parse_text_document(
         json!({"title": "Help center", "text": HELP_CENTER, "content_type": "text/markdown"}),
     ))?;
-    let document = knowledge::add_document(svc, scope, collection_id, document).await?;
+    let document = knowledge::add_document(svc, scope, CollectionId(collection_id), document).await?;
     // The agent should answer from the help center: let it be indexed first
     // (a job on this or another instance; a second or so).
     for _ in 0..150 {
-        let now = knowledge::get_document(svc, scope, collection_id, document.id).await?;
+        let now = knowledge::get_document(svc, scope, CollectionId(collection_id), DocumentId(document.id)).await?;
         if now.status != parley_domain::knowledge::DocumentStatus::Processing {
             break;
         }

@@ -20,6 +20,7 @@ use futures::future::BoxFuture;
 use parley_domain::Scope;
 use parley_domain::agent::RetrievalHit;
 use parley_domain::event::EventType;
+use parley_domain::ids::{CollectionId, DocumentId};
 use parley_domain::knowledge::{self as domain, KnowledgeCollection, KnowledgeDocument, KnowledgeHit};
 use parley_domain::search::Bm25;
 use parley_domain::validation::{FieldError, Page, Parsed, QueryReader, loc, parse_object, string};
@@ -101,7 +102,8 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CollectionInput) -> Servic
     Ok(repo::insert_collection(tx, scope, &name, input.description.flatten().as_deref()).await?)
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<KnowledgeCollection> {
+pub async fn get(svc: &Services, scope: Scope, id: CollectionId) -> ServiceResult<KnowledgeCollection> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get_collection(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
 }
@@ -111,7 +113,13 @@ pub async fn list(svc: &Services, scope: Scope, page: Page) -> ServiceResult<(Ve
     Ok(repo::list_collections(&mut c, scope, page).await?)
 }
 
-pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: CollectionInput) -> ServiceResult<KnowledgeCollection> {
+pub async fn update(
+    tx: &mut Tx,
+    scope: Scope,
+    id: CollectionId,
+    input: CollectionInput,
+) -> ServiceResult<KnowledgeCollection> {
+    let id = id.get();
     let current = repo::get_collection(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     let name = input.name.unwrap_or(current.name);
     let description = input.description.unwrap_or(current.description);
@@ -121,7 +129,8 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: CollectionInput) 
 /// Deletes a collection, its documents and passages, and detaches it from
 /// the agents that list it (`agent.updated` for each). Storage keys of its
 /// documents are returned for removal after the commit.
-pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Vec<String>> {
+pub async fn delete(tx: &mut Tx, scope: Scope, id: CollectionId) -> ServiceResult<Vec<String>> {
+    let id = id.get();
     for agent_id in agent_repo::ids_listing(tx, scope, IdList::KnowledgeCollections, id).await? {
         let Some(agent) = agent_repo::get(tx, scope, agent_id, true).await? else { continue };
         let mut fields = AgentFields::from(&agent);
@@ -234,10 +243,11 @@ pub fn check_upload(
 pub async fn add_document(
     svc: &Services,
     scope: Scope,
-    collection_id: i64,
+    collection_id: CollectionId,
     content: NewContent,
 ) -> ServiceResult<KnowledgeDocument> {
-    get(svc, scope, collection_id).await?;
+    let collection_id = collection_id.get();
+    get(svc, scope, CollectionId(collection_id)).await?;
     let key = format!(
         "knowledge/{}/{}/{}",
         scope.workspace_id,
@@ -277,9 +287,11 @@ fn document_not_found(id: i64) -> ServiceError {
 pub async fn get_document(
     svc: &Services,
     scope: Scope,
-    collection_id: i64,
-    id: i64,
+    collection_id: CollectionId,
+    id: DocumentId,
 ) -> ServiceResult<KnowledgeDocument> {
+    let collection_id = collection_id.get();
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get_collection(&mut c, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
     repo::get_document(&mut c, scope, collection_id, id).await?.ok_or_else(|| document_not_found(id))
@@ -288,16 +300,24 @@ pub async fn get_document(
 pub async fn list_documents(
     svc: &Services,
     scope: Scope,
-    collection_id: i64,
+    collection_id: CollectionId,
     page: Page,
 ) -> ServiceResult<(Vec<KnowledgeDocument>, i64)> {
+    let collection_id = collection_id.get();
     let mut c = svc.db.read().await?;
     repo::get_collection(&mut c, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
     Ok(repo::list_documents(&mut c, scope, collection_id, page).await?)
 }
 
 /// Deletes a document and its passages; its storage key.
-pub async fn delete_document(tx: &mut Tx, scope: Scope, collection_id: i64, id: i64) -> ServiceResult<String> {
+pub async fn delete_document(
+    tx: &mut Tx,
+    scope: Scope,
+    collection_id: CollectionId,
+    id: DocumentId,
+) -> ServiceResult<String> {
+    let collection_id = collection_id.get();
+    let id = id.get();
     repo::get_collection(tx, scope, collection_id).await?.ok_or_else(|| not_found(collection_id))?;
     repo::delete_document(tx, scope, collection_id, id).await?.ok_or_else(|| document_not_found(id))
 }
@@ -323,9 +343,10 @@ pub fn parse_query(q: &mut QueryReader) -> Option<QueryRequest> {
 pub async fn query(
     svc: &Services,
     scope: Scope,
-    id: i64,
+    id: CollectionId,
     request: &QueryRequest,
 ) -> ServiceResult<(Vec<KnowledgeHit>, i64)> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get_collection(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
     rank(&mut c, &svc.frequencies, scope, &[id], &request.q, request.limit as usize).await

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use parley_domain::agent::{AgentRun, RunStatus};
+use parley_domain::ids::RunId;
 use parley_domain::validation::QueryReader;
 use parley_services::agents::runs::{self, RunFilter};
 use utoipa::IntoParams;
@@ -67,5 +68,5 @@ async fn list_runs(
 )]
 async fn get_run(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<AgentRun>, ApiError> {
     let [id] = path.0;
-    Ok(Json(runs::get(&s.services, auth.scope(), id).await?))
+    Ok(Json(runs::get(&s.services, auth.scope(), RunId(id)).await?))
 }

@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use parley_domain::Mode;
+use parley_domain::ids::ApiKeyId;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_domain::workspace::ApiKeyInfo;
 use parley_services::tenancy::api_keys::{self, CreateApiKey, UpdateApiKey};
@@ -111,7 +112,7 @@ async fn create_key(
 )]
 async fn get_key(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<ApiKeyInfo>, ApiError> {
     let [id] = path.0;
-    Ok(Json(api_keys::get(&s.services, &auth.0, id).await?))
+    Ok(Json(api_keys::get(&s.services, &auth.0, ApiKeyId(id)).await?))
 }
 
 /// Rename a key or change `workspace_locked`.
@@ -130,7 +131,7 @@ async fn update_key(
     let [id] = path.0;
     let who = auth.0;
     let input = body.value;
-    Ok(Json(s.services.transaction(async move |work| api_keys::update(work, &who, id, input).await).await?))
+    Ok(Json(s.services.transaction(async move |work| api_keys::update(work, &who, ApiKeyId(id), input).await).await?))
 }
 
 /// Revoke a key. It fails on its very next use, on every instance.
@@ -142,6 +143,6 @@ async fn update_key(
 async fn revoke_key(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let who = auth.0;
-    s.services.transaction(async move |work| api_keys::revoke(work, &who, id).await).await?;
+    s.services.transaction(async move |work| api_keys::revoke(work, &who, ApiKeyId(id)).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }

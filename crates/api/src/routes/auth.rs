@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use parley_domain::Mode;
+use parley_domain::ids::{UserId, WorkspaceId};
 use parley_domain::user::Role;
 use parley_domain::validation::{Parsed, integer, loc, one_of, parse_object, string};
 use parley_services::tenancy::identity::{self, Me, Session, TokenResponse};
@@ -339,7 +340,7 @@ async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Result<Respons
 )]
 async fn me(auth: Auth, State(s): State<AppState>) -> Result<Json<Me>, ApiError> {
     let (user_id, _): (i64, Role) = auth.0.require_user()?;
-    Ok(Json(identity::me(&s.services, user_id, auth.scope()).await?))
+    Ok(Json(identity::me(&s.services, UserId(user_id), auth.scope()).await?))
 }
 
 /// Switch to another workspace (or mode) the user belongs to.
@@ -362,8 +363,8 @@ async fn switch_workspace(
     let old = refresh_cookie(&headers);
     let session = identity::switch_workspace(
         &s.services,
-        user_id,
-        req.workspace_id,
+        UserId(user_id),
+        WorkspaceId(req.workspace_id),
         req.mode.unwrap_or(Mode::Live),
         old.as_deref(),
     )

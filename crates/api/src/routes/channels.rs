@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use parley_domain::ids::ChannelId;
 
 use parley_domain::channel::{Channel, ChannelType};
 use parley_domain::validation::{Parsed, QueryReader};
@@ -135,7 +136,7 @@ async fn create_channel(
 )]
 async fn get_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Channel>, ApiError> {
     let [id] = path.0;
-    Ok(Json(channels::get(&s.services, auth.scope(), id).await?))
+    Ok(Json(channels::get(&s.services, auth.scope(), ChannelId(id)).await?))
 }
 
 /// Check a channel's credentials with its provider.
@@ -163,7 +164,7 @@ async fn check_channel(
     path: Ids<1>,
 ) -> Result<Json<parley_services::messaging::channels::CheckResult>, ApiError> {
     let [id] = path.0;
-    Ok(Json(channels::check(&s.services, auth.scope(), id).await?))
+    Ok(Json(channels::check(&s.services, auth.scope(), ChannelId(id)).await?))
 }
 
 /// Rename, disable or re-enable a channel, or change its settings (a
@@ -188,10 +189,12 @@ async fn update_channel(
     let [id] = path.0;
     let scope = auth.scope();
     let input = body.value;
-    channels::prepare_update(&s.services, scope, id, &input).await?;
+    channels::prepare_update(&s.services, scope, ChannelId(id), &input).await?;
     let svc = s.services.clone();
-    let channel =
-        s.services.transaction(async move |work| channels::update(work, &svc, scope, id, input).await).await?;
+    let channel = s
+        .services
+        .transaction(async move |work| channels::update(work, &svc, scope, ChannelId(id), input).await)
+        .await?;
     Ok(Json(channel))
 }
 
@@ -208,7 +211,7 @@ async fn update_channel(
 async fn delete_channel(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    s.services.transaction(async move |work| channels::delete(work, scope, id).await).await?;
+    s.services.transaction(async move |work| channels::delete(work, scope, ChannelId(id)).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

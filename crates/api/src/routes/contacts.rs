@@ -9,6 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use futures::TryStreamExt;
 use parley_domain::contact::{Contact, Origin};
+use parley_domain::ids::ContactId;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::crm::contact_import::{self, ImportReport};
 use parley_services::crm::contacts::ContactFilter;
@@ -164,7 +165,7 @@ async fn create_contact(
 )]
 async fn get_contact(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Contact>, ApiError> {
     let [id] = path.0;
-    Ok(Json(contacts::get(&s.services, auth.scope(), id).await?))
+    Ok(Json(contacts::get(&s.services, auth.scope(), ContactId(id)).await?))
 }
 
 /// Update a contact. Absent fields stay; `null` clears; `identities`,
@@ -189,7 +190,9 @@ async fn update_contact(
     let [id] = path.0;
     let scope = auth.scope();
     let ContactUpdate(changes) = body.value;
-    Ok(Json(s.services.transaction(async move |work| contacts::update(work, scope, id, changes).await).await?))
+    Ok(Json(
+        s.services.transaction(async move |work| contacts::update(work, scope, ContactId(id), changes).await).await?,
+    ))
 }
 
 /// Delete a contact and its identities.
@@ -201,7 +204,7 @@ async fn update_contact(
 async fn delete_contact(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    s.services.transaction(async move |work| contacts::delete(work, scope, id).await).await?;
+    s.services.transaction(async move |work| contacts::delete(work, scope, ContactId(id)).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

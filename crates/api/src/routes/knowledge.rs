@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
+use parley_domain::ids::{CollectionId, DocumentId};
 use parley_domain::knowledge::{KnowledgeCollection, KnowledgeDocument, KnowledgeHit};
 use parley_domain::validation::{FieldError, Parsed, QueryReader, loc};
 use parley_services::knowledge::{self, CollectionInput, NewContent, QueryRequest, TextDocument};
@@ -94,7 +95,7 @@ async fn get_collection(
     path: Ids<1>,
 ) -> Result<Json<KnowledgeCollection>, ApiError> {
     let [id] = path.0;
-    Ok(Json(knowledge::get(&s.services, auth.scope(), id).await?))
+    Ok(Json(knowledge::get(&s.services, auth.scope(), CollectionId(id)).await?))
 }
 
 /// Rename or describe a knowledge collection.
@@ -113,7 +114,9 @@ async fn update_collection(
     let [id] = path.0;
     let scope = auth.scope();
     let CollectionChanges(input) = body.value;
-    Ok(Json(s.services.transaction(async move |work| knowledge::update(work, scope, id, input).await).await?))
+    Ok(Json(
+        s.services.transaction(async move |work| knowledge::update(work, scope, CollectionId(id), input).await).await?,
+    ))
 }
 
 /// Delete a knowledge collection with its documents; agents that listed it
@@ -126,7 +129,7 @@ async fn update_collection(
 async fn delete_collection(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    let keys = s.services.transaction(async move |work| knowledge::delete(work, scope, id).await).await?;
+    let keys = s.services.transaction(async move |work| knowledge::delete(work, scope, CollectionId(id)).await).await?;
     knowledge::remove_files(&s.services, keys).await;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -144,7 +147,7 @@ async fn list_documents(
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<KnowledgeDocument>>, ApiError> {
     let [id] = path.0;
-    Ok(Json(Items::new(knowledge::list_documents(&s.services, auth.scope(), id, q.page).await?, q.page)))
+    Ok(Json(Items::new(knowledge::list_documents(&s.services, auth.scope(), CollectionId(id), q.page).await?, q.page)))
 }
 
 /// An upload: the file (titled by its name).
@@ -241,7 +244,7 @@ async fn add_document(
     body: DocumentBody,
 ) -> Result<(StatusCode, Json<KnowledgeDocument>), ApiError> {
     let [id] = path.0;
-    let document = knowledge::add_document(&s.services, auth.scope(), id, body.0).await?;
+    let document = knowledge::add_document(&s.services, auth.scope(), CollectionId(id), body.0).await?;
     Ok((StatusCode::ACCEPTED, Json(document)))
 }
 
@@ -257,7 +260,7 @@ async fn get_document(
     path: Ids<2>,
 ) -> Result<Json<KnowledgeDocument>, ApiError> {
     let [collection_id, id] = path.0;
-    Ok(Json(knowledge::get_document(&s.services, auth.scope(), collection_id, id).await?))
+    Ok(Json(knowledge::get_document(&s.services, auth.scope(), CollectionId(collection_id), DocumentId(id)).await?))
 }
 
 /// Delete a document and its passages.
@@ -271,7 +274,9 @@ async fn delete_document(auth: Auth, State(s): State<AppState>, path: Ids<2>) ->
     let scope = auth.scope();
     let key = s
         .services
-        .transaction(async move |work| knowledge::delete_document(work, scope, collection_id, id).await)
+        .transaction(async move |work| {
+            knowledge::delete_document(work, scope, CollectionId(collection_id), DocumentId(id)).await
+        })
         .await?;
     knowledge::remove_files(&s.services, vec![key]).await;
     Ok(StatusCode::NO_CONTENT)
@@ -324,6 +329,6 @@ async fn query_collection(
     let Some(request) = params.0.0 else {
         return Err(ApiError::Validation(vec![FieldError::missing(loc(&["query", "q"]))]));
     };
-    let (items, total) = knowledge::query(&s.services, auth.scope(), id, &request).await?;
+    let (items, total) = knowledge::query(&s.services, auth.scope(), CollectionId(id), &request).await?;
     Ok(Json(QueryResults { items, total }))
 }

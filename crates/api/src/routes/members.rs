@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use parley_domain::ids::{InvitationId, UserId};
 use parley_domain::user::{Invitation, Member};
 use parley_domain::validation::Parsed;
 use parley_services::tenancy::members::{self, CreatedInvitation, InviteRequest, UpdateMember};
@@ -78,7 +79,11 @@ async fn update_member(
     let [user_id] = path.0;
     let who = auth.0;
     let input = body.value;
-    Ok(Json(s.services.transaction(async move |work| members::update_role(work, &who, user_id, input).await).await?))
+    Ok(Json(
+        s.services
+            .transaction(async move |work| members::update_role(work, &who, UserId(user_id), input).await)
+            .await?,
+    ))
 }
 
 /// Remove a member, or leave the workspace (your own user id).
@@ -98,7 +103,7 @@ async fn update_member(
 async fn remove_member(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [user_id] = path.0;
     let who = auth.0;
-    s.services.transaction(async move |work| members::remove(work, &who, user_id).await).await?;
+    s.services.transaction(async move |work| members::remove(work, &who, UserId(user_id)).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -159,6 +164,6 @@ async fn create_invitation(
 async fn revoke_invitation(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let who = auth.0;
-    s.services.transaction(async move |work| members::revoke_invitation(work, &who, id).await).await?;
+    s.services.transaction(async move |work| members::revoke_invitation(work, &who, InvitationId(id)).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 use parley_domain::conversation::Message;
+use parley_domain::ids::MessageId;
 use parley_domain::validation::Parsed;
 use parley_services::messaging::messages::{self, SendMessage, Sender};
 use serde_json::Value;
@@ -68,5 +69,5 @@ async fn send_message(
 )]
 async fn get_message(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Message>, ApiError> {
     let [id] = path.0;
-    Ok(Json(messages::get(&s.services, auth.scope(), id).await?))
+    Ok(Json(messages::get(&s.services, auth.scope(), MessageId(id)).await?))
 }

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use parley_domain::Mode;
+use parley_domain::ids::{GrantId, UserId};
 use parley_domain::oauth::{OAuthGrant, SUPPORTED_SCOPES, hash_secret};
 use parley_services::tenancy::oauth::{
     self, AuthorizationRequest, AuthorizeRefusal, Consent, OAuthError, OAuthFailure, RegistrationRequest, TokenRequest,
@@ -477,7 +478,7 @@ async fn consent_page(
     user: i64,
     cookie: &str,
 ) -> Response {
-    match oauth::consentable_workspaces(&s.services, user).await {
+    match oauth::consentable_workspaces(&s.services, UserId(user)).await {
         Ok((email, workspaces)) if workspaces.is_empty() => html(
             StatusCode::FORBIDDEN,
             pages::refusal("access_denied", &format!("{email} belongs to no workspace; ask an owner to add you.")),
@@ -604,7 +605,7 @@ async fn authorize_decision(State(s): State<AppState>, headers: HeaderMap, body:
         workspace_locked: form.workspace_locked.as_deref() == Some("on"),
         allow_write: form.allow_write.as_deref() == Some("on"),
     };
-    match oauth::approve(&s.services, user, &auth, &consent).await {
+    match oauth::approve(&s.services, UserId(user), &auth, &consent).await {
         Ok(to) => see_other(&to),
         Err(parley_services::ServiceError::Forbidden(why)) => {
             html(StatusCode::FORBIDDEN, pages::refusal("access_denied", &why))
@@ -844,7 +845,7 @@ async fn list_grants(
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<OAuthGrant>>, ApiError> {
     let (user, _) = auth.0.require_user()?;
-    Ok(Json(Items::paged(oauth::grants(&s.services, user).await?, q.page)))
+    Ok(Json(Items::paged(oauth::grants(&s.services, UserId(user)).await?, q.page)))
 }
 
 /// Revoke one of your MCP grants: its tokens stop working at once.
@@ -860,5 +861,5 @@ async fn list_grants(
 async fn revoke_grant(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<OAuthGrant>, ApiError> {
     let (user, _) = auth.0.require_user()?;
     let [id] = path.0;
-    Ok(Json(oauth::revoke_grant(&s.services, user, id).await?))
+    Ok(Json(oauth::revoke_grant(&s.services, UserId(user), GrantId(id)).await?))
 }

@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
+use parley_domain::ids::PromptBlockId;
 use parley_domain::prompt::{PromptBlock, PromptBlockVersion};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::agents::prompt_blocks::{self as block_repo, BlockFilter};
@@ -105,7 +106,7 @@ async fn create_block(
 )]
 async fn get_block(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<PromptBlock>, ApiError> {
     let [id] = path.0;
-    Ok(Json(prompt_blocks::get(&s.services, auth.scope(), id).await?))
+    Ok(Json(prompt_blocks::get(&s.services, auth.scope(), PromptBlockId(id)).await?))
 }
 
 /// Update a prompt block; any change saves a new version.
@@ -124,7 +125,11 @@ async fn update_block(
     let [id] = path.0;
     let scope = auth.scope();
     let input = body.value;
-    Ok(Json(s.services.transaction(async move |work| prompt_blocks::update(work, scope, id, input).await).await?))
+    Ok(Json(
+        s.services
+            .transaction(async move |work| prompt_blocks::update(work, scope, PromptBlockId(id), input).await)
+            .await?,
+    ))
 }
 
 /// Delete a prompt block and its versions. A block an agent still uses is a 409.
@@ -136,7 +141,7 @@ async fn update_block(
 async fn delete_block(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;
     let scope = auth.scope();
-    s.services.transaction(async move |work| prompt_blocks::delete(work, scope, id).await).await?;
+    s.services.transaction(async move |work| prompt_blocks::delete(work, scope, PromptBlockId(id)).await).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -153,6 +158,6 @@ async fn list_versions(
     q: ListQuery<NoFilter>,
 ) -> Result<Json<Items<PromptBlockVersion>>, ApiError> {
     let [id] = path.0;
-    let found = prompt_blocks::list_versions(&s.services, auth.scope(), id, q.page).await?;
+    let found = prompt_blocks::list_versions(&s.services, auth.scope(), PromptBlockId(id), q.page).await?;
     Ok(Json(Items::new(found, q.page)))
 }

@@ -33,7 +33,7 @@ both_backends! {
         let ws = app.workspace("A").await;
         assert_eq!(app.get(&ws.live, "/api/v1/agents").await.status, 200);
         let mut tx = app.db.begin().await.unwrap();
-        parley_services::tenancy::workspaces::revoke_key(&mut tx, ws.live_key_id).await.unwrap();
+        parley_services::tenancy::workspaces::revoke_key(&mut tx, parley_domain::ids::ApiKeyId(ws.live_key_id)).await.unwrap();
         tx.commit().await.unwrap();
         let r = app.get(&ws.live, "/api/v1/agents").await;
         assert_eq!(r.status, 401);

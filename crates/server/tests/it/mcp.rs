@@ -140,7 +140,7 @@ both_backends! {
         // A revoked key fails on the next request.
         assert_eq!(rpc(&app, "/mcp", Some(&ws.live), "tools/list", json!({})).await.status, 200);
         let mut tx = app.db.begin().await.unwrap();
-        parley_services::tenancy::workspaces::revoke_key(&mut tx, ws.live_key_id).await.unwrap();
+        parley_services::tenancy::workspaces::revoke_key(&mut tx, parley_domain::ids::ApiKeyId(ws.live_key_id)).await.unwrap();
         tx.commit().await.unwrap();
         assert_eq!(rpc(&app, "/mcp", Some(&ws.live), "tools/list", json!({})).await.status, 401);
         // A dashboard session token is for the REST API, not for MCP.

@@ -7,6 +7,7 @@ use parley_domain::Scope;
 use parley_domain::agent::{Agent, AgentRun};
 use parley_domain::contact::Contact;
 use parley_domain::conversation::{Conversation, Message};
+use parley_domain::ids::AgentId;
 use parley_domain::prompt::PromptBlock;
 use parley_domain::validation::{FieldError, loc};
 use parley_store::Conn;
@@ -52,9 +53,10 @@ pub async fn for_run(
 pub async fn for_playground(
     svc: &Services,
     scope: Scope,
-    agent_id: i64,
+    agent_id: AgentId,
     conversation_id: Option<i64>,
 ) -> ServiceResult<(Agent, AnswerContext)> {
+    let agent_id = agent_id.get();
     let mut c = svc.db.read().await?;
     let agent = super::require_agent(&mut c, scope, agent_id).await?;
     let conversation = match conversation_id {

@@ -2,6 +2,7 @@
 
 use parley_domain::Scope;
 use parley_domain::event::EventType;
+use parley_domain::ids::PromptBlockId;
 use parley_domain::prompt::{BlockKind, PromptBlock, PromptBlockVersion, is_variable_name, placeholders};
 use parley_domain::slug::slugify;
 use parley_domain::validation::{
@@ -156,7 +157,8 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CreatePromptBlock) -> Serv
     Err(ServiceError::Conflict("Could not choose a unique slug; retry the request".into()))
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<PromptBlock> {
+pub async fn get(svc: &Services, scope: Scope, id: PromptBlockId) -> ServiceResult<PromptBlock> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
 }
@@ -171,7 +173,13 @@ pub async fn list(
     Ok(repo::list(&mut c, scope, filter, page).await?)
 }
 
-pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdatePromptBlock) -> ServiceResult<PromptBlock> {
+pub async fn update(
+    tx: &mut Tx,
+    scope: Scope,
+    id: PromptBlockId,
+    input: UpdatePromptBlock,
+) -> ServiceResult<PromptBlock> {
+    let id = id.get();
     let current = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     let mut fields = BlockFields {
         name: current.name.clone(),
@@ -210,7 +218,8 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, input: UpdatePromptBlock
 
 /// Deletes a block and its versions. A block still listed by an agent is a
 /// 409: removing it silently would change that agent's prompt.
-pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
+pub async fn delete(tx: &mut Tx, scope: Scope, id: PromptBlockId) -> ServiceResult<()> {
+    let id = id.get();
     let block = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     let users = agents::ids_listing(tx, scope, agents::IdList::PromptBlocks, id).await?;
     if !users.is_empty() {
@@ -227,9 +236,10 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
 pub async fn list_versions(
     svc: &Services,
     scope: Scope,
-    id: i64,
+    id: PromptBlockId,
     page: Page,
 ) -> ServiceResult<(Vec<PromptBlockVersion>, i64)> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
     Ok(repo::list_versions(&mut c, scope, id, page).await?)

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use parley_domain::Scope;
 use parley_domain::agent::{AgentRun, RunStatus};
+use parley_domain::ids::RunId;
 use parley_store::repo::agent_runs as repo;
 use serde::{Deserialize, Serialize};
 
@@ -66,7 +67,8 @@ impl parley_jobs::BackgroundJob for RunJob {
 }
 
 /// `GET /api/v1/agent-runs/{id}`.
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<AgentRun> {
+pub async fn get(svc: &Services, scope: Scope, id: RunId) -> ServiceResult<AgentRun> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Agent run", id))
 }

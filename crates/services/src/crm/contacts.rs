@@ -7,6 +7,7 @@ use parley_domain::channel::ChannelType;
 use parley_domain::contact::{Contact, Identity, Origin, Phone, Region, canonical_name};
 use parley_domain::email::Email;
 use parley_domain::event::EventType;
+use parley_domain::ids::ContactId;
 use parley_domain::validation::{
     FieldError, LocPart, ObjectReader, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, list_of,
     loc, object, parse_object, string,
@@ -374,7 +375,8 @@ async fn insert_checked(
     Ok(contact)
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Contact> {
+pub async fn get(svc: &Services, scope: Scope, id: ContactId) -> ServiceResult<Contact> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     repo::get(&mut c, scope, id, false).await?.ok_or_else(|| not_found(id))
 }
@@ -390,7 +392,8 @@ pub async fn list(
 }
 
 /// Applies `changes`; 409 if the new phone, email or an identity is another contact's.
-pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges) -> ServiceResult<Contact> {
+pub async fn update(tx: &mut Tx, scope: Scope, id: ContactId, changes: ContactChanges) -> ServiceResult<Contact> {
+    let id = id.get();
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
     // Writing the list back does not prove what it held unproven: an
     // identity the contact has unverified stays so.
@@ -424,7 +427,13 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges)
 /// an unverified one), so that nobody writing to an agent can move a
 /// customer's address to one of their own. A clash with another contact is
 /// refused without naming it (the model would repeat it).
-pub async fn update_as_contact(tx: &mut Tx, scope: Scope, id: i64, changes: ContactChanges) -> ServiceResult<Contact> {
+pub async fn update_as_contact(
+    tx: &mut Tx,
+    scope: Scope,
+    id: ContactId,
+    changes: ContactChanges,
+) -> ServiceResult<Contact> {
+    let id = id.get();
     let current = repo::get(tx, scope, id, true).await?.ok_or_else(|| not_found(id))?;
     let proven = |channels: &[&str], address: &str| {
         current
@@ -449,14 +458,15 @@ pub async fn update_as_contact(tx: &mut Tx, scope: Scope, id: i64, changes: Cont
             return Err(refused("phone number"));
         }
     }
-    update(tx, scope, id, changes).await.map_err(|e| match e {
+    update(tx, scope, ContactId(id), changes).await.map_err(|e| match e {
         ServiceError::Conflict(_) => ServiceError::Conflict("Another contact already has that address".into()),
         other => other,
     })
 }
 
 /// Deletes a contact and its identities; its conversations stay, without a contact.
-pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
+pub async fn delete(tx: &mut Tx, scope: Scope, id: ContactId) -> ServiceResult<()> {
+    let id = id.get();
     if !repo::delete(tx, scope, id).await? {
         return Err(not_found(id));
     }

@@ -10,6 +10,7 @@ use parley_connectors::{AVAILABLE, Connector, Credentials, Incoming, connector};
 pub use parley_connectors::{Hook, Inbound, InboundContact, InboundRequest, StatusReport};
 use parley_domain::Scope;
 use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
+use parley_domain::ids::ChannelId;
 use parley_domain::validation::{FieldError, LocPart, Page, Parsed, QueryReader, loc, one_of, parse_object, string};
 use parley_events::signing::WebhookSecret;
 use parley_store::Tx;
@@ -312,7 +313,8 @@ pub async fn create(
     Ok(ChannelWithSecret { channel: row.to_api()?, secret: signing.map(|s| s.expose()) })
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Channel> {
+pub async fn get(svc: &Services, scope: Scope, id: ChannelId) -> ServiceResult<Channel> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     Ok(repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?.to_api()?)
 }
@@ -332,9 +334,10 @@ pub async fn update(
     tx: &mut Tx,
     svc: &Services,
     scope: Scope,
-    id: i64,
+    id: ChannelId,
     input: UpdateChannel,
 ) -> ServiceResult<Channel> {
+    let id = id.get();
     let current = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
     let mut fields = ChannelFields::from(&current);
     let kind = connector(fields.kind)
@@ -404,7 +407,8 @@ pub async fn voice_channel(tx: &mut Tx, scope: Scope) -> ServiceResult<ChannelRo
 
 /// Deletes a channel that carries no conversation (409 otherwise: their
 /// history must keep its channel; disable the channel instead).
-pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
+pub async fn delete(tx: &mut Tx, scope: Scope, id: ChannelId) -> ServiceResult<()> {
+    let id = id.get();
     if repo::get(tx, scope, id).await?.is_none() {
         return Err(not_found(id));
     }
@@ -416,11 +420,12 @@ pub async fn delete(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
 }
 
 /// `prepare` for an update: checks a changed outbound URL of channel `id`.
-pub async fn prepare_update(svc: &Services, scope: Scope, id: i64, input: &UpdateChannel) -> ServiceResult<()> {
+pub async fn prepare_update(svc: &Services, scope: Scope, id: ChannelId, input: &UpdateChannel) -> ServiceResult<()> {
+    let id = id.get();
     if input.config.is_none() {
         return Ok(());
     }
-    let channel = get(svc, scope, id).await?;
+    let channel = get(svc, scope, ChannelId(id)).await?;
     prepare(svc, channel.kind, input.config.as_ref()).await
 }
 
@@ -451,7 +456,8 @@ pub struct CheckResult {
 /// Asks the channel's provider whether its credentials work, and moves the
 /// channel to `error` (refused) or back to `active` (working); a disabled
 /// channel stays disabled. An unreachable provider changes nothing.
-pub async fn check(svc: &Services, scope: Scope, id: i64) -> ServiceResult<CheckResult> {
+pub async fn check(svc: &Services, scope: Scope, id: ChannelId) -> ServiceResult<CheckResult> {
+    let id = id.get();
     let row = {
         let mut c = svc.db.read().await?;
         repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?
@@ -486,7 +492,7 @@ pub async fn check(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Check
         // (Unmoved: as it is now, which a concurrent check may have changed.)
         Some((status, reason)) => match set_status(svc, scope, id, status, reason).await? {
             Some(moved) => moved,
-            None => get(svc, scope, id).await?,
+            None => get(svc, scope, ChannelId(id)).await?,
         },
         None => channel,
     };
@@ -499,7 +505,8 @@ pub async fn check(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Check
 
 /// The provider refused the channel's credentials while sending: the
 /// channel goes to `error` with the provider's words.
-pub async fn credentials_refused(svc: &Services, scope: Scope, id: i64, error: &str) -> ServiceResult<()> {
+pub async fn credentials_refused(svc: &Services, scope: Scope, id: ChannelId, error: &str) -> ServiceResult<()> {
+    let id = id.get();
     let reason = format!("The provider refused the channel's credentials: {error}");
     set_status(svc, scope, id, ChannelStatus::Error, Some(reason)).await?;
     tracing::warn!(channel = id, error, "a channel's provider refused its credentials; the channel is in error");

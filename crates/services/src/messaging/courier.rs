@@ -252,7 +252,13 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
         Delivered::Retry { error, after } => Ok(Outcome::Retry { error, after }),
         Delivered::Failed { error } => Ok(Outcome::Fail(error)),
         Delivered::CredentialsRefused { error } => {
-            crate::messaging::channels::credentials_refused(svc, scope, due.channel_id, &error).await?;
+            crate::messaging::channels::credentials_refused(
+                svc,
+                scope,
+                parley_domain::ids::ChannelId(due.channel_id),
+                &error,
+            )
+            .await?;
             Ok(Outcome::Fail(error))
         }
     }

@@ -13,6 +13,7 @@ use parley_domain::conversation::{
     Template,
 };
 use parley_domain::event::EventType;
+use parley_domain::ids::MessageId;
 use parley_domain::validation::{FieldError, Parsed, enum_value, integer, loc, parse_object, string};
 use parley_store::Tx;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
@@ -639,7 +640,8 @@ async fn to_contact(
     Ok((conversation, row))
 }
 
-pub async fn get(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Message> {
+pub async fn get(svc: &Services, scope: Scope, id: MessageId) -> ServiceResult<Message> {
+    let id = id.get();
     let mut c = svc.db.read().await?;
     let mut message = repo::get_message(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
     svc.storage.present(&mut message).await;

@@ -122,7 +122,7 @@ impl Handler for Registrar {
             let (Some(scope), Ok(Register { channel_id })) = (job.scope, job.read::<Register>()) else {
                 return Outcome::Fail("not a registration".to_owned());
             };
-            match crate::messaging::channels::check(&self.svc, scope, channel_id).await {
+            match crate::messaging::channels::check(&self.svc, scope, parley_domain::ids::ChannelId(channel_id)).await {
                 // Refused credentials are the channel's status now; nothing to retry.
                 Ok(result) if result.ok || result.channel.status == ChannelStatus::Error => Outcome::Done,
                 Ok(result) if result.channel.status == ChannelStatus::Disabled => Outcome::Done,
@@ -179,7 +179,13 @@ impl Poller {
         let polled = match polled {
             Ok(polled) => polled,
             Err(Delivered::CredentialsRefused { error }) => {
-                crate::messaging::channels::credentials_refused(svc, scope, row.id, &error).await?;
+                crate::messaging::channels::credentials_refused(
+                    svc,
+                    scope,
+                    parley_domain::ids::ChannelId(row.id),
+                    &error,
+                )
+                .await?;
                 return Ok(Outcome::Done);
             }
             Err(outcome) => {

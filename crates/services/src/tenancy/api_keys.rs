@@ -1,6 +1,7 @@
 //! API key management for signed-in owners and admins. Keys belong to a
 //! workspace; each has a mode, so one list shows live and test keys.
 
+use parley_domain::ids::ApiKeyId;
 use parley_domain::validation::{
     FieldError, Page, Parsed, QueryReader, boolean, loc, one_of, parse_object, string, timestamp,
 };
@@ -92,7 +93,8 @@ pub async fn list(
     Ok(repo::list(&mut c, who.scope.workspace_id, mode, page).await?)
 }
 
-pub async fn get(svc: &Services, who: &Principal, id: i64) -> ServiceResult<ApiKeyInfo> {
+pub async fn get(svc: &Services, who: &Principal, id: ApiKeyId) -> ServiceResult<ApiKeyInfo> {
+    let id = id.get();
     who.require_administrator(WHAT)?;
     let mut c = svc.db.read().await?;
     repo::get(&mut c, id).await?.filter(|k| k.workspace_id == who.scope.workspace_id).ok_or_else(|| not_found(id))
@@ -114,7 +116,8 @@ pub async fn create(tx: &mut Tx, who: &Principal, input: CreateApiKey) -> Servic
     .await
 }
 
-pub async fn update(tx: &mut Tx, who: &Principal, id: i64, input: UpdateApiKey) -> ServiceResult<ApiKeyInfo> {
+pub async fn update(tx: &mut Tx, who: &Principal, id: ApiKeyId, input: UpdateApiKey) -> ServiceResult<ApiKeyInfo> {
+    let id = id.get();
     who.require_administrator(WHAT)?;
     repo::update(tx, who.scope.workspace_id, id, input.name.as_deref(), input.workspace_locked)
         .await?
@@ -122,7 +125,8 @@ pub async fn update(tx: &mut Tx, who: &Principal, id: i64, input: UpdateApiKey) 
 }
 
 /// Revokes a key of the caller's workspace; it fails on its very next use.
-pub async fn revoke(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<ApiKeyInfo> {
+pub async fn revoke(tx: &mut Tx, who: &Principal, id: ApiKeyId) -> ServiceResult<ApiKeyInfo> {
+    let id = id.get();
     who.require_administrator(WHAT)?;
     repo::revoke_in_workspace(tx, who.scope.workspace_id, id).await?.ok_or_else(|| not_found(id))
 }

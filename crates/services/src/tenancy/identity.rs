@@ -12,6 +12,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use parley_domain::crypto::SecretBox;
 use parley_domain::email::Email;
+use parley_domain::ids::{UserId, WorkspaceId};
 use parley_domain::jwt::{self, Claims};
 use parley_domain::user::{Membership, Role, User};
 use parley_domain::{Mode, Scope, Timestamp};
@@ -470,11 +471,13 @@ pub async fn logout(svc: &Services, raw: &str) -> ServiceResult<()> {
 /// Any other workspace is a 404, as if it did not exist.
 pub async fn switch_workspace(
     svc: &Services,
-    user_id: i64,
-    workspace_id: i64,
+    user_id: UserId,
+    workspace_id: WorkspaceId,
     mode: Mode,
     old_refresh: Option<&str>,
 ) -> ServiceResult<Session> {
+    let user_id = user_id.get();
+    let workspace_id = workspace_id.get();
     let mut tx = svc.begin().await?;
     if users::role_in(&mut tx, user_id, workspace_id).await?.is_none() {
         return Err(ServiceError::not_found("Workspace", workspace_id));
@@ -500,7 +503,8 @@ pub struct Me {
     pub workspaces: Vec<Membership>,
 }
 
-pub async fn me(svc: &Services, user_id: i64, scope: Scope) -> ServiceResult<Me> {
+pub async fn me(svc: &Services, user_id: UserId, scope: Scope) -> ServiceResult<Me> {
+    let user_id = user_id.get();
     let mut c = svc.db.read().await?;
     let user = users::get(&mut c, user_id).await?.ok_or_else(|| ServiceError::not_found("User", user_id))?;
     let workspaces = users::memberships(&mut c, user_id).await?;

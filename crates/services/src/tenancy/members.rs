@@ -11,6 +11,7 @@
 //! one owner. Anyone may leave a workspace, except its last owner.
 
 use parley_domain::Timestamp;
+use parley_domain::ids::{InvitationId, UserId, WorkspaceId};
 use parley_domain::user::{Invitation, Member, Role};
 use parley_domain::validation::{Parsed, email_address, loc, one_of, parse_object, string};
 use parley_store::Tx;
@@ -162,7 +163,8 @@ pub async fn list(svc: &Services, who: &Principal) -> ServiceResult<Vec<Member>>
     Ok(users::members(&mut c, who.scope.workspace_id).await?)
 }
 
-pub async fn update_role(tx: &mut Tx, who: &Principal, user_id: i64, input: UpdateMember) -> ServiceResult<Member> {
+pub async fn update_role(tx: &mut Tx, who: &Principal, user_id: UserId, input: UpdateMember) -> ServiceResult<Member> {
+    let user_id = user_id.get();
     let (_, caller) = who.require_administrator(WHAT)?;
     let workspace_id = who.scope.workspace_id;
     let current = users::role_in(tx, user_id, workspace_id).await?.ok_or_else(|| no_member(user_id))?;
@@ -176,7 +178,8 @@ pub async fn update_role(tx: &mut Tx, who: &Principal, user_id: i64, input: Upda
 /// workspace stop working at their next request (a session moves to
 /// another workspace of theirs, if any, at its next refresh), and the API
 /// keys they created here are revoked: they may have copies.
-pub async fn remove(tx: &mut Tx, who: &Principal, user_id: i64) -> ServiceResult<()> {
+pub async fn remove(tx: &mut Tx, who: &Principal, user_id: UserId) -> ServiceResult<()> {
+    let user_id = user_id.get();
     let workspace_id = who.scope.workspace_id;
     let (caller_id, caller) = who.require_user().or_else(|_| who.require_administrator(WHAT))?;
     let current = users::role_in(tx, user_id, workspace_id).await?.ok_or_else(|| no_member(user_id))?;
@@ -206,7 +209,7 @@ pub async fn invite(
 ) -> ServiceResult<CreatedInvitation> {
     let (user_id, caller) = who.require_administrator(WHAT)?;
     require_owner_for(caller, None, Some(input.role))?;
-    create_invitation(tx, svc, who.scope.workspace_id, Some(user_id), input).await
+    create_invitation(tx, svc, WorkspaceId(who.scope.workspace_id), Some(user_id), input).await
 }
 
 /// Creates an invitation (also used by `parley user invite`); a waiting
@@ -214,10 +217,11 @@ pub async fn invite(
 pub async fn create_invitation(
     tx: &mut Tx,
     svc: &Services,
-    workspace_id: i64,
+    workspace_id: WorkspaceId,
     invited_by: Option<i64>,
     input: InviteRequest,
 ) -> ServiceResult<CreatedInvitation> {
+    let workspace_id = workspace_id.get();
     if workspaces::get(tx, workspace_id).await?.is_none() {
         return Err(ServiceError::not_found("Workspace", workspace_id));
     }
@@ -243,7 +247,8 @@ pub async fn create_invitation(
     Ok(CreatedInvitation { invitation, accept_url: format!("{}/invitation#{token}", svc.config.public_url()) })
 }
 
-pub async fn revoke_invitation(tx: &mut Tx, who: &Principal, id: i64) -> ServiceResult<Invitation> {
+pub async fn revoke_invitation(tx: &mut Tx, who: &Principal, id: InvitationId) -> ServiceResult<Invitation> {
+    let id = id.get();
     who.require_administrator(WHAT)?;
     repo::revoke(tx, who.scope.workspace_id, id).await?.ok_or_else(|| ServiceError::not_found("Invitation", id))
 }

@@ -10,6 +10,7 @@
 //!   so revoking the grant (or leaving the workspace) ends it at once.
 //!   Refresh tokens rotate; presenting a rotated one revokes the grant.
 
+use parley_domain::ids::{GrantId, UserId};
 use parley_domain::oauth::{self as rules, OAuthGrant, Scopes};
 use parley_domain::{Mode, Scope, Timestamp};
 use parley_store::repo::oauth::{self as repo, Client, NewGrant, TokenKind};
@@ -562,10 +563,11 @@ pub struct Consent {
 /// redirect URI with a single-use code.
 pub async fn approve(
     svc: &Services,
-    user_id: i64,
+    user_id: UserId,
     auth: &ValidAuthorization,
     consent: &Consent,
 ) -> ServiceResult<String> {
+    let user_id = user_id.get();
     let cfg = &svc.config.oauth;
     let mut tx = svc.begin().await?;
     if users::role_in(&mut tx, user_id, consent.workspace_id).await?.is_none() {
@@ -607,8 +609,9 @@ pub fn deny(svc: &Services, auth: &ValidAuthorization) -> String {
 /// The workspaces a user may grant access to.
 pub async fn consentable_workspaces(
     svc: &Services,
-    user_id: i64,
+    user_id: UserId,
 ) -> ServiceResult<(String, Vec<parley_domain::user::Membership>)> {
+    let user_id = user_id.get();
     let mut c = svc.db.read().await?;
     let email = users::get(&mut c, user_id).await?.map(|u| u.email).unwrap_or_default();
     Ok((email, users::memberships(&mut c, user_id).await?))
@@ -826,14 +829,17 @@ pub async fn authenticate_access_token(svc: &Services, raw: &str) -> ServiceResu
 // ---- grants -----------------------------------------------------------------
 
 /// The signed-in user's MCP grants that are not revoked.
-pub async fn grants(svc: &Services, user_id: i64) -> ServiceResult<Vec<OAuthGrant>> {
+pub async fn grants(svc: &Services, user_id: UserId) -> ServiceResult<Vec<OAuthGrant>> {
+    let user_id = user_id.get();
     let mut c = svc.db.read().await?;
     Ok(repo::grants_of(&mut c, user_id).await?.into_iter().map(Into::into).collect())
 }
 
 /// Revokes one of the user's grants; another user's (or an unknown one)
 /// is a 404.
-pub async fn revoke_grant(svc: &Services, user_id: i64, grant_id: i64) -> ServiceResult<OAuthGrant> {
+pub async fn revoke_grant(svc: &Services, user_id: UserId, grant_id: GrantId) -> ServiceResult<OAuthGrant> {
+    let user_id = user_id.get();
+    let grant_id = grant_id.get();
     let mut tx = svc.begin().await?;
     let grant = repo::get_grant(&mut tx, grant_id)
         .await?

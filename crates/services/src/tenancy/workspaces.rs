@@ -1,6 +1,7 @@
 //! Workspaces, API keys and the first-start bootstrap.
 
 use parley_domain::api_key::ApiKey;
+use parley_domain::ids::ApiKeyId;
 use parley_domain::user::Role;
 use parley_domain::workspace::{ApiKeyInfo, Workspace};
 use parley_domain::{Mode, Timestamp};
@@ -59,7 +60,8 @@ pub async fn create_key(c: &mut impl AsHandle, k: NewKey) -> ServiceResult<Creat
 }
 
 /// Revokes a key by id; revoking twice is harmless.
-pub async fn revoke_key(c: &mut impl AsHandle, id: i64) -> ServiceResult<ApiKeyInfo> {
+pub async fn revoke_key(c: &mut impl AsHandle, id: ApiKeyId) -> ServiceResult<ApiKeyInfo> {
+    let id = id.get();
     api_keys::revoke(c, id).await?.ok_or_else(|| ServiceError::not_found("API key", id))
 }
 
