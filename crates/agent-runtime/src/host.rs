@@ -17,21 +17,17 @@ use serde_json::{Value, json};
 
 /// A tool's outcome for the model: a JSON result, or a refusal in words.
 pub type HostResult = Result<Value, String>;
+/// A [`HostResult`] to come.
+pub type Pending<'a> = BoxFuture<'a, HostResult>;
 
 /// The operations the tools use, each within one contact of one workspace.
 pub trait ToolHost: Send + Sync {
-    fn lookup_contact(&self, scope: Scope, contact_id: i64) -> BoxFuture<'_, HostResult>;
+    fn lookup_contact(&self, scope: Scope, contact_id: ContactId) -> Pending<'_>;
     /// `changes` as the model wrote them (checked against the tool's schema).
-    fn update_contact(&self, scope: Scope, contact_id: i64, changes: Value) -> BoxFuture<'_, HostResult>;
+    fn update_contact(&self, scope: Scope, contact_id: ContactId, changes: Value) -> Pending<'_>;
     /// The contact's earlier messages and conversations matching `query`.
-    fn search_contact(&self, scope: Scope, contact_id: i64, query: String) -> BoxFuture<'_, HostResult>;
-    fn send_to_contact(
-        &self,
-        scope: Scope,
-        contact_id: i64,
-        channel: ChannelType,
-        text: String,
-    ) -> BoxFuture<'_, HostResult>;
+    fn search_contact(&self, scope: Scope, contact_id: ContactId, query: String) -> Pending<'_>;
+    fn send_to_contact(&self, scope: Scope, contact_id: ContactId, channel: ChannelType, text: String) -> Pending<'_>;
     /// The agent's tool secret and HTTP tool `tool`'s headers.
     fn tool_credentials(&self, agent: &Agent, tool: &str) -> Result<(WebhookSecret, Vec<(String, String)>), String>;
     /// Whether HTTP tools may reach private addresses (development, tests).
@@ -39,35 +35,33 @@ pub trait ToolHost: Send + Sync {
 }
 
 impl ToolHost for Services {
-    fn lookup_contact(&self, scope: Scope, contact_id: i64) -> BoxFuture<'_, HostResult> {
+    fn lookup_contact(&self, scope: Scope, contact_id: ContactId) -> Pending<'_> {
         Box::pin(async move {
-            let contact = crm::contacts::get(self, scope, ContactId(contact_id)).await.map_err(|e| refusal(&e))?;
+            let contact = crm::contacts::get(self, scope, contact_id).await.map_err(|e| refusal(&e))?;
             serde_json::to_value(contact).map_err(|e| e.to_string())
         })
     }
 
-    fn update_contact(&self, scope: Scope, contact_id: i64, changes: Value) -> BoxFuture<'_, HostResult> {
+    fn update_contact(&self, scope: Scope, contact_id: ContactId, changes: Value) -> Pending<'_> {
         Box::pin(async move {
             let region = self.config().contacts.default_region;
             let changes =
                 crm::contacts::parse_update(changes, region).map_err(|e| refusal(&ServiceError::Validation(e)))?;
             let contact = self
-                .transaction(async move |work| {
-                    crm::contacts::update_as_contact(work, scope, ContactId(contact_id), changes).await
-                })
+                .transaction(async move |work| crm::contacts::update_as_contact(work, scope, contact_id, changes).await)
                 .await
                 .map_err(|e| refusal(&e))?;
             serde_json::to_value(contact).map_err(|e| e.to_string())
         })
     }
 
-    fn search_contact(&self, scope: Scope, contact_id: i64, query: String) -> BoxFuture<'_, HostResult> {
+    fn search_contact(&self, scope: Scope, contact_id: ContactId, query: String) -> Pending<'_> {
         Box::pin(async move {
             let query = parley_domain::search::parse(&query).map_err(|e| e.to_string())?;
             let request = search::SearchRequest {
                 query,
                 targets: vec![Target::Messages, Target::Conversations],
-                filter: SearchFilter { contact_id: Some(contact_id), ..Default::default() },
+                filter: SearchFilter { contact_id: Some(contact_id.get()), ..Default::default() },
             };
             let page = parley_domain::validation::Page { limit: 5, offset: 0 };
             let found = search::search(self, scope, &request, page).await.map_err(|e| refusal(&e))?;
@@ -75,25 +69,19 @@ impl ToolHost for Services {
         })
     }
 
-    fn send_to_contact(
-        &self,
-        scope: Scope,
-        contact_id: i64,
-        channel: ChannelType,
-        text: String,
-    ) -> BoxFuture<'_, HostResult> {
+    fn send_to_contact(&self, scope: Scope, contact_id: ContactId, channel: ChannelType, text: String) -> Pending<'_> {
         Box::pin(async move {
             let send = SendMessage {
                 conversation_id: None,
                 channel_id: None,
                 to: None,
-                contact_id: Some(contact_id),
+                contact_id: Some(contact_id.get()),
                 channel: Some(channel),
                 text,
                 attachments: None,
                 template: None,
                 subject: None,
-                recipient: Recipient::ContactChannel { contact_id, channel },
+                recipient: Recipient::ContactChannel { contact_id: contact_id.get(), channel },
             };
             let sent = self
                 .transaction(async move |work| messages::send(work, self, scope, Sender::Agent, send, &[]).await)

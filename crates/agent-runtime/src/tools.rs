@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use parley_domain::Scope;
 use parley_domain::agent::{Agent, AgentTool, BuiltinTool, HttpTool, RunToolCall};
 use parley_domain::channel::ChannelType;
+use parley_domain::ids::ContactId;
 use parley_engines::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
@@ -200,7 +201,7 @@ type ToolResult = Result<(Value, Option<Stop>), String>;
 
 async fn builtin(host: &dyn ToolHost, place: &Place, name: BuiltinTool, args: &Value) -> ToolResult {
     let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let contact = || place.contact_id.ok_or("the conversation has no contact");
+    let contact = || place.contact_id.map(ContactId).ok_or("the conversation has no contact");
     match name {
         BuiltinTool::HandoffToHuman => Ok((
             json!({"ok": true, "detail": "A person will take over the conversation."}),

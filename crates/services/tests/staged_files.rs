@@ -16,15 +16,13 @@ use object_store::{
     GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions,
     PutPayload, PutResult,
 };
-use parley_domain::crypto::SecretBox;
-use parley_domain::{Mode, Scope};
+use parley_domain::Scope;
+use parley_services::Services;
 use parley_services::files::{Storage, StorageConfig};
 use parley_services::messaging::{channels, messages};
-use parley_services::tenancy::workspaces;
-use parley_services::{Services, ServicesConfig};
+use parley_store::Db;
 use parley_store::repo::staged_objects;
 use parley_store::testing::TestDatabase;
-use parley_store::{Db, DbOptions};
 use serde_json::json;
 
 /// The local store, checking at each write that a write transaction can
@@ -113,8 +111,7 @@ mod tempdir {
 }
 
 async fn setup(database: &TestDatabase) -> Setup {
-    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
-    db.migrate().await.unwrap();
+    let db = support::database(&database.url).await;
     let dir = tempdir::Dir::new();
     let probe = Arc::new(Probe {
         inner: LocalFileSystem::new_with_prefix(&dir.0).unwrap(),
@@ -122,17 +119,8 @@ async fn setup(database: &TestDatabase) -> Setup {
         writable_during_put: Mutex::new(Vec::new()),
     });
     let config = StorageConfig { path: dir.0.clone(), ..StorageConfig::default() };
-    let svc = Services::new(db, ServicesConfig::default(), SecretBox::new([7; 32])).with_storage(Storage::over(
-        probe.clone(),
-        config,
-        [9; 32],
-    ));
-    let billing = svc.config().billing.clone();
-    let created = svc
-        .transaction(async |work| workspaces::create_workspace(work, "Acme", true, &billing, 10_000).await)
-        .await
-        .unwrap();
-    let scope = Scope::new(created.workspace.id, Mode::Test);
+    let storage = Storage::over(probe.clone(), config, [9; 32]);
+    let (svc, scope) = support::workspace(db, |svc| svc.with_storage(storage)).await;
     let input = channels::parse_create(
         json!({"type": "api", "name": "Backend", "config": {"url": "https://hooks.example.com/parley"}}),
     )

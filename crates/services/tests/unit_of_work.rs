@@ -11,14 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use parley_domain::crypto::SecretBox;
+use parley_domain::Scope;
 use parley_domain::idempotency::IdempotencyKey;
-use parley_domain::{Mode, Scope};
 use parley_services::calls::{self, CallRuntime};
-use parley_services::tenancy::workspaces;
-use parley_services::{Idempotent, Services, ServicesConfig, agents};
+use parley_services::{Idempotent, Services, agents};
+use parley_store::Db;
 use parley_store::testing::TestDatabase;
-use parley_store::{Db, DbOptions};
 use parley_voice::provider::{Dial, DialError, Placed, Provider};
 use parley_voice::simulated::Simulated;
 use serde_json::{Value, json};
@@ -46,17 +44,10 @@ impl Provider for Probe {
 }
 
 async fn setup(database: &TestDatabase) -> (Services, Arc<Probe>, Scope, i64) {
-    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
-    db.migrate().await.unwrap();
-    let svc = Services::new(db.clone(), ServicesConfig::default(), SecretBox::new([7; 32]));
+    let db = support::database(&database.url).await;
     let probe = Arc::new(Probe { db, simulated: Simulated::default(), writable_during_dial: Mutex::new(Vec::new()) });
-    let svc = svc.with_call_runtime(CallRuntime::new(probe.clone(), probe.clone()));
-    let billing = svc.config().billing.clone();
-    let created = svc
-        .transaction(async |work| workspaces::create_workspace(work, "Acme", true, &billing, 10_000).await)
-        .await
-        .unwrap();
-    let scope = Scope::new(created.workspace.id, Mode::Test);
+    let calls = CallRuntime::new(probe.clone(), probe.clone());
+    let (svc, scope) = support::workspace(probe.db.clone(), |svc| svc.with_call_runtime(calls)).await;
     let input = agents::parse_create(json!({"name": "Ava"}), &agents::EngineNames::of(svc.config())).unwrap();
     let agent = svc.transaction(async |work| agents::create(work, &svc, scope, input).await).await.unwrap();
     (svc, probe, scope, agent.agent.id)

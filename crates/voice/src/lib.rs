@@ -28,6 +28,7 @@ pub mod engine;
 pub mod live;
 pub mod provider;
 pub mod rtp;
+mod run;
 pub mod sdp;
 pub mod session;
 pub mod simulated;

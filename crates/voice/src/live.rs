@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::audio::{Voice, duration_ms};
-use crate::engine::{Action, Run, transcribe};
 use crate::provider::{Command, Pcm};
+use crate::run::{Action, Run, transcribe};
 use crate::session::{Input, Output};
 use crate::speech::Synthesiser;
 

@@ -305,40 +305,58 @@ impl HookRequest {
         Ok(Self { channel, url, headers, body })
     }
 
-    /// A request to a provider's hook URL, which names a channel of one of
-    /// `kinds` by its public id.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn public(
+    pub(crate) fn request(&self) -> InboundRequest<'_> {
+        InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
+    }
+}
+
+/// A provider's request to a hook URL that names its channel by public id
+/// (`/hooks/<provider>/{public_id}/…`), neither authenticated nor read yet.
+pub(crate) struct PublicHook {
+    public_id: String,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Body,
+}
+
+impl PublicHook {
+    /// Authenticates the request as `hook` of a channel of one of `kinds`,
+    /// then reads its body (up to `limit` bytes).
+    pub(crate) async fn read(
+        self,
         s: &AppState,
-        public_id: String,
         kinds: &'static [ChannelType],
         hook: Hook,
-        uri: &axum::http::Uri,
-        headers: HeaderMap,
-        body: axum::body::Body,
         limit: usize,
-    ) -> Result<Self, ApiError> {
-        Self::read(s, HookChannel::Public { public_id, kinds }, hook, uri, headers, body, limit).await
+    ) -> Result<HookRequest, ApiError> {
+        let channel = HookChannel::Public { public_id: self.public_id, kinds };
+        HookRequest::read(s, channel, hook, &self.uri, self.headers, self.body, limit).await
     }
 
-    /// Reads a message a provider posts to its hook URL (naming a channel
-    /// of one of `kinds` by its public id) and takes it.
-    pub(crate) async fn take_public_message(
+    /// Reads the message the provider posts and takes it.
+    pub(crate) async fn take_message(
+        self,
         s: &AppState,
-        public_id: String,
         kinds: &'static [ChannelType],
-        uri: &axum::http::Uri,
-        headers: HeaderMap,
-        body: axum::body::Body,
         limit: usize,
     ) -> Result<(), ApiError> {
-        let hook = Self::public(s, public_id, kinds, Hook::Message, uri, headers, body, limit).await?;
+        let hook = self.read(s, kinds, Hook::Message, limit).await?;
         channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
         Ok(())
     }
+}
 
-    pub(crate) fn request(&self) -> InboundRequest<'_> {
-        InboundRequest { url: &self.url, headers: &self.headers, body: &self.body }
+impl axum::extract::FromRequest<AppState> for PublicHook {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, s: &AppState) -> Result<Self, ApiError> {
+        use axum::extract::FromRequestParts;
+        let (mut parts, body) = req.into_parts();
+        let crate::extract::PathText(public_id) = crate::extract::PathText::from_request_parts(&mut parts, s).await?;
+        // The URI the provider requested (signatures cover it), not the one nesting left.
+        let axum::extract::OriginalUri(uri) =
+            axum::extract::OriginalUri::from_request_parts(&mut parts, s).await.unwrap_or_else(|never| match never {});
+        Ok(Self { public_id, uri, headers: parts.headers, body })
     }
 }
 

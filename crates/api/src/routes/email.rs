@@ -1,12 +1,12 @@
 //! The inbound-mail webhook of `email` channels.
 
-use axum::body::Body;
-use axum::extract::{OriginalUri, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use parley_domain::channel::ChannelType;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::channels::PublicHook;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -43,15 +43,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, body = crate::error::ValidationErrorBody, description = "The body is not an email message, or has no From address"),
     )
 )]
-async fn inbound(
-    State(s): State<AppState>,
-    crate::extract::PathText(public_id): crate::extract::PathText,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<StatusCode, ApiError> {
-    let kinds = &[ChannelType::Email];
-    super::channels::HookRequest::take_public_message(&s, public_id, kinds, &uri, headers, body, MAX_MESSAGE_BYTES)
-        .await?;
+async fn inbound(State(s): State<AppState>, hook: PublicHook) -> Result<StatusCode, ApiError> {
+    hook.take_message(&s, &[ChannelType::Email], MAX_MESSAGE_BYTES).await?;
     Ok(StatusCode::OK)
 }

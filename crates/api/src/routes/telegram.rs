@@ -1,12 +1,12 @@
 //! Telegram's webhook for `telegram` channels.
 
-use axum::body::Body;
-use axum::extract::{OriginalUri, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use parley_domain::channel::ChannelType;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::channels::PublicHook;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -42,15 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, body = crate::error::ValidationErrorBody, description = "The body is not an update"),
     )
 )]
-async fn update(
-    State(s): State<AppState>,
-    crate::extract::PathText(public_id): crate::extract::PathText,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<StatusCode, ApiError> {
-    let kinds = &[ChannelType::Telegram];
-    super::channels::HookRequest::take_public_message(&s, public_id, kinds, &uri, headers, body, MAX_UPDATE_BYTES)
-        .await?;
+async fn update(State(s): State<AppState>, hook: PublicHook) -> Result<StatusCode, ApiError> {
+    hook.take_message(&s, &[ChannelType::Telegram], MAX_UPDATE_BYTES).await?;
     Ok(StatusCode::OK)
 }

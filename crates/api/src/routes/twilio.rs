@@ -22,6 +22,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::channels::PublicHook;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -251,19 +252,9 @@ pub struct TwilioMessageForm {
     error_code: Option<String>,
 }
 
-/// A request to an sms or whatsapp channel's hook, named by its public id.
-async fn channel_hook(
-    s: &AppState,
-    public_id: &str,
-    hook: parley_services::messaging::channels::Hook,
-    uri: &axum::http::Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<super::channels::HookRequest, ApiError> {
-    use parley_domain::channel::ChannelType;
-    let kinds = &[ChannelType::Sms, ChannelType::Whatsapp];
-    super::channels::HookRequest::public(s, public_id.to_owned(), kinds, hook, uri, headers, body, MAX_FORM_BYTES).await
-}
+/// The channel types whose hooks Twilio calls for messages.
+const MESSAGING: &[parley_domain::channel::ChannelType] =
+    &[parley_domain::channel::ChannelType::Sms, parley_domain::channel::ChannelType::Whatsapp];
 
 /// A message to an `sms` or `whatsapp` channel (paste
 /// `{public_url}/hooks/twilio/{public_id}/inbound` as the number's "A message
@@ -289,16 +280,8 @@ async fn channel_hook(
         (status = 422, body = crate::error::ValidationErrorBody, description = "The form is not a message"),
     )
 )]
-async fn message_inbound(
-    State(s): State<AppState>,
-    crate::extract::PathText(public_id): crate::extract::PathText,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let hook =
-        channel_hook(&s, &public_id, parley_services::messaging::channels::Hook::Message, &uri, headers, body).await?;
-    parley_services::messaging::channels::receive_inbound(&s.services, &hook.channel, hook.request()).await?;
+async fn message_inbound(State(s): State<AppState>, hook: PublicHook) -> Result<Response, ApiError> {
+    hook.take_message(&s, MESSAGING, MAX_FORM_BYTES).await?;
     let twiml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>";
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
@@ -325,15 +308,8 @@ async fn message_inbound(
         (status = 422, body = crate::error::ValidationErrorBody, description = "The form is not a status report"),
     )
 )]
-async fn message_status(
-    State(s): State<AppState>,
-    crate::extract::PathText(public_id): crate::extract::PathText,
-    OriginalUri(uri): OriginalUri,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<StatusCode, ApiError> {
-    let hook =
-        channel_hook(&s, &public_id, parley_services::messaging::channels::Hook::Status, &uri, headers, body).await?;
+async fn message_status(State(s): State<AppState>, hook: PublicHook) -> Result<StatusCode, ApiError> {
+    let hook = hook.read(&s, MESSAGING, parley_services::messaging::channels::Hook::Status, MAX_FORM_BYTES).await?;
     // Applied, or kept for a message whose send is not recorded yet: taken either way.
     parley_services::messaging::messages::report_status(&s.services, &hook.channel, hook.request()).await?;
     Ok(StatusCode::NO_CONTENT)

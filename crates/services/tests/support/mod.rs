@@ -16,3 +16,28 @@ pub async fn writable(db: &Db) -> bool {
         _ => false,
     }
 }
+
+/// A migrated database on `url`.
+pub async fn database(url: &str) -> Db {
+    let db = Db::connect(url, &parley_store::DbOptions::default()).await.unwrap();
+    db.migrate().await.unwrap();
+    db
+}
+
+/// Services over `db` (as `wire` finishes them) and a new workspace "Acme"
+/// with some credit; the scope is its test mode.
+pub async fn workspace(
+    db: Db,
+    wire: impl FnOnce(parley_services::Services) -> parley_services::Services,
+) -> (parley_services::Services, parley_domain::Scope) {
+    let config = parley_services::ServicesConfig::default();
+    let svc = wire(parley_services::Services::new(db, config, parley_domain::crypto::SecretBox::new([7; 32])));
+    let billing = svc.config().billing.clone();
+    let created = svc
+        .transaction(async |work| {
+            parley_services::tenancy::workspaces::create_workspace(work, "Acme", true, &billing, 10_000).await
+        })
+        .await
+        .unwrap();
+    (svc, parley_domain::Scope::new(created.workspace.id, parley_domain::Mode::Test))
+}

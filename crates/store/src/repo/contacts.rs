@@ -122,6 +122,29 @@ impl ContactFields {
     }
 }
 
+/// The columns a new contact writes, in the order [`bind_new_contact!`] binds them.
+const INSERT_COLUMNS: &str = "workspace_id, livemode, display_name, canonical_name, normalized_phone,
+    normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at";
+
+/// Binds a new contact's values after its scope, in [`INSERT_COLUMNS`]
+/// order, with `$bind` (`bind` on a query, `push_bind` on a row of a bulk
+/// insert): one list for both, so they cannot drift apart.
+macro_rules! bind_new_contact {
+    ($q:expr, $bind:ident, $f:expr, $now:expr) => {
+        $q.$bind(&$f.display_name)
+            .$bind(&$f.canonical_name)
+            .$bind(&$f.normalized_phone)
+            .$bind(&$f.normalized_email)
+            .$bind(&$f.avatar_url)
+            .$bind(&$f.notes)
+            .$bind(Json(&$f.tags))
+            .$bind($f.origin.unwrap_or(Origin::Manual).as_str())
+            .$bind(Json(&$f.metadata))
+            .$bind($f.search_text())
+            .$bind($now)
+    };
+}
+
 /// Inserts a contact with its identities (which the caller has found to
 /// be free) and returns it. The contact and its first identity (a
 /// discovered sender's only one) go in one trip: two statements in one
@@ -133,9 +156,10 @@ pub async fn insert(
     identities: &[Identity],
 ) -> StoreResult<Contact> {
     let now = Timestamp::now();
-    let contact = "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
-            normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)";
+    let contact = format!(
+        "INSERT INTO contacts ({INSERT_COLUMNS}, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)"
+    );
     let identity =
         "INSERT INTO contact_identities (workspace_id, livemode, contact_id, channel, address, unverified, created_at)";
     let (first, rest) = match identities.split_first() {
@@ -160,19 +184,7 @@ pub async fn insert(
     // The contact's columns, bound for either backend.
     macro_rules! contact_query {
         () => {
-            sqlx::query_as(sql)
-                .bind_scope(scope)
-                .bind(&f.display_name)
-                .bind(&f.canonical_name)
-                .bind(&f.normalized_phone)
-                .bind(&f.normalized_email)
-                .bind(&f.avatar_url)
-                .bind(&f.notes)
-                .bind(Json(&f.tags))
-                .bind(f.origin.unwrap_or(Origin::Manual).as_str())
-                .bind(Json(&f.metadata))
-                .bind(f.search_text())
-                .bind(now)
+            bind_new_contact!(sqlx::query_as(sql).bind_scope(scope), bind, f, now)
         };
     }
     let rows: Vec<Row> = match first {
@@ -202,25 +214,10 @@ pub async fn insert_many(c: &mut impl AsHandle, scope: Scope, fields: &[ContactF
     // 14 binds a row, well under SQLite's limit on bound parameters.
     for chunk in fields.chunks(500) {
         let ids: Vec<(i64,)> = crate::dispatch!(c, conn => {
-            let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO contacts (workspace_id, livemode, display_name, canonical_name, normalized_phone,
-                    normalized_email, avatar_url, notes, tags, origin, metadata, search_text, created_at, updated_at) ",
-            );
+            let mut q = sqlx::QueryBuilder::new(format!("INSERT INTO contacts ({INSERT_COLUMNS}, updated_at) "));
             q.push_values(chunk, |mut b, f| {
-                b.push_bind(scope.workspace_id)
-                    .push_bind(scope.livemode())
-                    .push_bind(&f.display_name)
-                    .push_bind(&f.canonical_name)
-                    .push_bind(&f.normalized_phone)
-                    .push_bind(&f.normalized_email)
-                    .push_bind(&f.avatar_url)
-                    .push_bind(&f.notes)
-                    .push_bind(Json(&f.tags))
-                    .push_bind(f.origin.unwrap_or(Origin::Manual).as_str())
-                    .push_bind(Json(&f.metadata))
-                    .push_bind(f.search_text())
-                    .push_bind(now)
-                    .push_bind(now);
+                let row = b.push_bind(scope.workspace_id).push_bind(scope.livemode());
+                bind_new_contact!(row, push_bind, f, now).push_bind(now);
             });
             q.push(" RETURNING id");
             q.build_query_as::<(i64,)>().fetch_all(conn).await
