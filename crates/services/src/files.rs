@@ -4,8 +4,9 @@
 //! Files are never public. A reader gets a URL that expires: on local
 //! storage it points at this server's download route (`/files/{key}`),
 //! signed with an HMAC of the key, the content type and the expiry under a
-//! key derived from the master key, so it cannot be altered or extended; on
-//! S3 it is a presigned URL.
+//! key derived from the master key, so it cannot be altered or extended. On
+//! S3, recordings' links are presigned URLs; attachments' are always this
+//! server's (see [`Storage::present`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -330,17 +331,17 @@ impl Storage {
         Ok(())
     }
 
-    /// Fills in the download links of a message's attachments (none when
-    /// storage cannot produce them: the message still reads).
-    pub async fn present(&self, message: &mut parley_domain::conversation::Message) {
+    /// Fills in the download links of a message's attachments: this
+    /// server's signed links, whatever the backend. They are signed here
+    /// with no network call (an S3 presigned link may first fetch
+    /// credentials), so a message can be presented inside a transaction (its
+    /// event, the answer an idempotency key keeps); the download route reads
+    /// the file from whichever store holds it.
+    pub fn present(&self, message: &mut parley_domain::conversation::Message) {
         for a in &mut message.attachments {
-            match self.link(&a.key, &a.content_type).await {
-                Ok(signed) => {
-                    a.url = Some(signed.url);
-                    a.expires_at = Some(signed.expires_at);
-                }
-                Err(e) => tracing::warn!(error = %e, "no link for an attachment"),
-            }
+            let signed = self.signed_url(&a.key, &a.content_type);
+            a.url = Some(signed.url);
+            a.expires_at = Some(signed.expires_at);
         }
     }
 

@@ -479,7 +479,7 @@ pub async fn messages(
     }
     let (mut messages, total) = repo::messages(&mut c, scope, id, newest_first, page).await?;
     for m in &mut messages {
-        svc.storage.present(m).await;
+        svc.storage.present(m);
     }
     Ok((messages, total))
 }

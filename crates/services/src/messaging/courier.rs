@@ -167,7 +167,7 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
         // Recorded by an earlier holder that died before completing the job.
         return Ok(Outcome::Done);
     }
-    svc.storage.present(&mut message).await;
+    svc.storage.present(&mut message);
     let delivered = match connector(channel.kind) {
         None => Delivered::Failed { error: format!("channel type {} cannot send in this version", channel.kind) },
         Some(_) if channel.status != ChannelStatus::Active => {

@@ -443,7 +443,7 @@ pub async fn send(
     .await?;
     claim_attachments(tx, attachments).await?;
     crate::messaging::courier::enqueue(tx, scope, message.id, id, channel.id).await?;
-    svc.storage.present(&mut message).await;
+    svc.storage.present(&mut message);
     Ok(message)
 }
 
@@ -644,7 +644,7 @@ pub async fn get(svc: &Services, scope: Scope, id: MessageId) -> ServiceResult<M
     let id = id.get();
     let mut c = svc.db.read().await?;
     let mut message = repo::get_message(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
-    svc.storage.present(&mut message).await;
+    svc.storage.present(&mut message);
     Ok(message)
 }
 
@@ -673,7 +673,7 @@ pub async fn advance(
 ) -> ServiceResult<Message> {
     let moved = repo::advance_status(tx, scope, id, status, external_id, error).await?;
     let mut message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
-    storage.present(&mut message).await;
+    storage.present(&mut message);
     if moved && let Some(event) = status_event(status) {
         events::append(tx, scope, event, event_data(&message)?).await?;
     }

@@ -178,7 +178,7 @@ pub async fn receipt(
 /// A message as a visitor sees it: no user or agent ids.
 pub async fn for_visitor(svc: &Services, m: &Message) -> Value {
     let mut m = m.clone();
-    svc.storage.present(&mut m).await;
+    svc.storage.present(&mut m);
     let attachments: Vec<Value> = m
         .attachments
         .iter()
