@@ -1,7 +1,7 @@
 // The dashboard's entry: restores the session from the refresh cookie,
 // then shows the sign-in page or the page the URL names inside the shell.
 
-import { html, render, useEffect, useState } from "./lib/html.js";
+import { html, render, useEffect, useLayoutEffect, useState } from "./lib/html.js";
 import { current, restore, subscribe } from "./lib/session.js";
 import { match, navigate, useLocation } from "./lib/router.js";
 import { Shell } from "./components/shell.js";
@@ -80,8 +80,9 @@ function App() {
   const { path, query } = useLocation();
   useEffect(() => subscribe(setSession), []);
 
-  // Move focus to the new page's heading, as a page load would.
-  useEffect(() => {
+  // Move focus to the new page's heading, as a page load would (before it
+  // is painted: a key pressed at once must not lose to a later focus move).
+  useLayoutEffect(() => {
     /** @type {HTMLElement | null} */
     const h1 = document.querySelector("main h1");
     if (h1 && document.activeElement !== h1 && !document.querySelector("dialog[open]")) h1.focus({ preventScroll: true });

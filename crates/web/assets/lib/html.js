@@ -5,4 +5,4 @@ import htm from "../vendor/htm.module.js";
 
 export const html = htm.bind(h);
 export { render, Fragment, createContext };
-export { useState, useEffect, useRef, useMemo, useCallback, useContext, useId } from "../vendor/hooks.module.js";
+export { useState, useEffect, useLayoutEffect, useRef, useMemo, useCallback, useContext, useId } from "../vendor/hooks.module.js";

@@ -1,7 +1,7 @@
 // Sign-in: the API's login (its lockout answers 429 with the wait, shown
 // as the form's error), then back to the page the visitor asked for.
 
-import { html, useEffect, useRef } from "../lib/html.js";
+import { html, useEffect, useLayoutEffect, useRef } from "../lib/html.js";
 import { signIn } from "../lib/session.js";
 import { FormError, TextField, useForm } from "../components/ui.js";
 
@@ -11,8 +11,10 @@ export function SignIn({ notice, onSignedIn }) {
   const heading = useRef(/** @type {HTMLHeadingElement | null} */ (null));
   useEffect(() => {
     document.title = "Sign in · Parley";
-    heading.current?.focus();
   }, []);
+  // Before the first paint, so a key pressed as soon as the page shows is
+  // not overtaken by focus moving afterwards.
+  useLayoutEffect(() => heading.current?.focus(), []);
   return html`<main class="sign-in" id="main">
     <form
       class="card"

@@ -889,7 +889,10 @@ const journeys = {
   async keyboard(browser) {
     const { page } = await open(browser, base);
     await page.goto("/sign-in");
-    await page.getByRole("heading", { name: "Sign in to Parley" }).waitFor();
+    const signInHeading = page.getByRole("heading", { name: "Sign in to Parley" });
+    await signInHeading.waitFor();
+    // Focus is on the heading from the moment it shows, as after a page load.
+    check(await signInHeading.evaluate((e) => e === document.activeElement), "the sign-in heading does not have focus");
     await page.keyboard.press("Tab");
     check(await page.getByLabel("Email").evaluate((e) => e === document.activeElement), "Tab does not reach Email");
     await page.keyboard.type(owner.email);
