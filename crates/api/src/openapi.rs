@@ -37,6 +37,7 @@ Pagination: `limit` (1–200, default 50) and `offset` (≥ 0); out-of-range val
         (name = "Agents", description = "AI agents, their triggers and prompt preview"),
         (name = "Prompt blocks", description = "Reusable, versioned prompt templates"),
         (name = "Webhooks", description = "Signed, retried event delivery (Standard Webhooks) and the event log"),
+        (name = "Live", description = "The workspace's changes as they happen: a Server-Sent Events stream of the event log, resumable"),
         (name = "Contacts", description = "People and their channel addresses: normalised, deduplicated, mergeable, importable"),
         (name = "Channels", description = "Channel connections (api, webchat); secret settings are write-only"),
         (name = "Conversations", description = "Conversations per channel and address, and their messages"),

@@ -55,6 +55,12 @@ impl Timestamp {
         Self(self.0.checked_add(d).unwrap_or(self.0))
     }
 
+    /// This time minus `d` (unchanged if that would overflow).
+    pub fn minus_duration(&self, d: std::time::Duration) -> Self {
+        let d = time::Duration::try_from(d).unwrap_or(time::Duration::MAX);
+        Self(self.0.checked_sub(d).unwrap_or(self.0))
+    }
+
     pub fn to_rfc3339(&self) -> String {
         let d = self.0;
         format!(

@@ -29,6 +29,7 @@ pub mod group_commit;
 pub mod housekeeping;
 pub mod jobs;
 pub mod list_cache;
+pub mod live;
 pub mod signals;
 pub mod unit;
 
@@ -113,6 +114,8 @@ pub struct Services {
         Arc<group_commit::GroupCommit<messaging::conversations::InboundJob, messaging::conversations::Received>>,
     /// Runs agents (see [`agents::runtime`]).
     pub(crate) agent_runtime: Option<Arc<dyn agents::runtime::AgentRuntime>>,
+    /// This instance's live streams of events, one hub per scope watched.
+    pub(crate) live: Arc<live::Hubs>,
 }
 
 impl Services {
@@ -120,13 +123,18 @@ impl Services {
     /// channel credentials). Call [`Services::prepare`] before serving.
     pub fn new(db: Db, config: ServicesConfig, secrets: parley_domain::crypto::SecretBox) -> Self {
         let storage = files::Storage::open(config.storage.clone(), secrets.derive_key("parley/files"));
+        let signals = Arc::new(signals::Signals::new(db.backend()));
+        // Every commit that wrote events tells the live streams, on every instance.
+        let announce = Arc::clone(&signals);
+        db.event_bell().listen(move |written| announce.events_written(written));
         Self {
             storage: Arc::new(storage),
             calls: Arc::new(calls::CallRuntime::default()),
             db,
             config: Arc::new(config),
             keyring: Arc::new(tenancy::identity::Keyring::new(secrets)),
-            signals: Arc::new(signals::Signals::default()),
+            signals,
+            live: Arc::default(),
             frequencies: Arc::default(),
             inbound: Arc::new(
                 group_commit::GroupCommit::new(messaging::conversations::run_receive)

@@ -19,7 +19,17 @@ pub enum Signal {
     ConversationChanged { conversation_id: i64 },
     /// End this call, if this instance runs it.
     HangUp { call_id: String },
+    /// A committed transaction wrote these events in the scope (oldest
+    /// first); none listed means too many to name: look for them.
+    EventsWritten { workspace_id: i64, livemode: bool, ids: Vec<String> },
+    /// Signals may have been missed here (the relay reconnected): live
+    /// views catch up from the database.
+    Missed,
 }
+
+/// At most this many event ids in one signal (a NOTIFY payload is at most
+/// 8,000 bytes); a larger transaction sends none and the streams look.
+const MAX_IDS: usize = 100;
 
 #[derive(Serialize, Deserialize)]
 struct Envelope {
@@ -36,6 +46,8 @@ const OUTBOX: usize = 4096;
 /// This instance's side of the signals.
 pub struct Signals {
     instance: String,
+    /// Only PostgreSQL has other instances to tell.
+    shared: bool,
     local: broadcast::Sender<Signal>,
     /// Payloads for NOTIFY, sent one after another by `relay` (one
     /// connection, however many signals a burst of traffic raises).
@@ -43,11 +55,12 @@ pub struct Signals {
     outbox_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<String>>>,
 }
 
-impl Default for Signals {
-    fn default() -> Self {
+impl Signals {
+    pub(crate) fn new(backend: parley_store::Backend) -> Self {
         let (outbox, outbox_rx) = tokio::sync::mpsc::channel(OUTBOX);
         Self {
             instance: ulid::Ulid::new().to_string(),
+            shared: backend == parley_store::Backend::Postgres,
             local: broadcast::channel(1024).0,
             outbox,
             outbox_rx: std::sync::Mutex::new(Some(outbox_rx)),
@@ -60,22 +73,44 @@ impl Signals {
     pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
         self.local.subscribe()
     }
-}
 
-impl Services {
     /// Sends `signal` to every instance (after the change it announces has
     /// been committed). Best effort: live views also poll, and calls end on
     /// their own, so a lost signal delays but never loses anything.
-    pub fn signal(&self, signal: Signal) {
+    pub fn send(&self, signal: Signal) {
         // No receiver is not an error: nobody here is watching.
-        let _ = self.signals.local.send(signal.clone());
-        if self.db.backend() == parley_store::Backend::Postgres {
-            let payload = serde_json::to_string(&Envelope { from: self.signals.instance.clone(), signal })
-                .expect("signals serialise");
-            if self.signals.outbox.try_send(payload).is_err() {
+        let _ = self.local.send(signal.clone());
+        if self.shared {
+            let payload =
+                serde_json::to_string(&Envelope { from: self.instance.clone(), signal }).expect("signals serialise");
+            if self.outbox.try_send(payload).is_err() {
                 tracing::warn!("too many signals waiting; one was not sent to the other instances");
             }
         }
+    }
+
+    /// Announces the events a committed transaction wrote, one signal per scope.
+    pub(crate) fn events_written(&self, written: &parley_store::Written) {
+        let mut by_scope: Vec<(parley_domain::Scope, Vec<String>)> = Vec::new();
+        for (scope, id) in written {
+            match by_scope.iter_mut().find(|(s, _)| s == scope) {
+                Some((_, ids)) => ids.push(id.clone()),
+                None => by_scope.push((*scope, vec![id.clone()])),
+            }
+        }
+        for (scope, mut ids) in by_scope {
+            if ids.len() > MAX_IDS {
+                ids.clear();
+            }
+            self.send(Signal::EventsWritten { workspace_id: scope.workspace_id, livemode: scope.livemode(), ids });
+        }
+    }
+}
+
+impl Services {
+    /// Sends `signal` to every instance (see [`Signals::send`]).
+    pub fn signal(&self, signal: Signal) {
+        self.signals.send(signal);
     }
 
     /// Tells every instance's live views that conversation `id` changed (call after commit).
@@ -121,7 +156,11 @@ async fn send(
 async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut listener = loop {
         match parley_store::notify::listen(&svc.db, CHANNEL).await {
-            Ok(Some(listener)) => break listener,
+            Ok(Some(listener)) => {
+                // Whatever was sent before this listener started is caught up on.
+                let _ = svc.signals.local.send(Signal::Missed);
+                break listener;
+            }
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "could not listen for other instances' signals; retrying");
@@ -138,7 +177,11 @@ async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
             _ = stop.wait_for(|s| *s) => return,
         };
         match payload {
-            Ok(payload) => match serde_json::from_str::<Envelope>(&payload) {
+            Ok(None) => {
+                tracing::warn!("the signal listener lost its connection; reconnecting");
+                let _ = svc.signals.local.send(Signal::Missed);
+            }
+            Ok(Some(payload)) => match serde_json::from_str::<Envelope>(&payload) {
                 Ok(envelope) if envelope.from != svc.signals.instance => {
                     let _ = svc.signals.local.send(envelope.signal);
                 }
@@ -151,6 +194,7 @@ async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
             Err(e) => {
                 tracing::warn!(error = %e, "listening for signals failed; reconnecting");
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                let _ = svc.signals.local.send(Signal::Missed);
             }
         }
     }

@@ -85,6 +85,14 @@ impl parley_store::AsHandle for Work {
     fn hand_over(&mut self, taker: parley_store::Taker, job: parley_store::repo::jobs::JobRow) {
         self.tx.hand_over(taker, job);
     }
+
+    fn defer_event(&mut self, scope: Scope, event: parley_domain::event::Event) -> Option<parley_domain::event::Event> {
+        self.tx.defer_event(scope, event)
+    }
+
+    fn events_written(&mut self, scope: Scope, ids: &[String]) {
+        self.tx.events_written(scope, ids);
+    }
 }
 
 impl Work {

@@ -46,6 +46,7 @@ pub enum Backend {
 pub struct Db {
     pool: Pool,
     bell: JobBell,
+    event_bell: EventBell,
 }
 
 /// The connections behind a [`Db`].
@@ -119,6 +120,43 @@ impl JobBell {
     }
 }
 
+/// What one committed transaction wrote to the event log: each event's
+/// scope and id, in the order written.
+pub type Written = [(parley_domain::Scope, String)];
+
+/// Told, after each commit on this instance, which events the transaction
+/// wrote, wherever it was opened (a service's unit of work or a job
+/// worker's bookkeeping): the live stream hears of every change without
+/// each writer having to remember to announce it.
+#[derive(Clone, Default)]
+pub struct EventBell(std::sync::Arc<std::sync::RwLock<Option<EventListener>>>);
+
+type EventListener = std::sync::Arc<dyn Fn(&Written) + Send + Sync>;
+
+impl std::fmt::Debug for EventBell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventBell")
+    }
+}
+
+impl EventBell {
+    /// Calls `listener` after every commit that wrote events (replacing any
+    /// listener before it). It runs on the committing task: keep it short.
+    pub fn listen(&self, listener: impl Fn(&Written) + Send + Sync + 'static) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(std::sync::Arc::new(listener));
+    }
+
+    fn ring(&self, written: &Written) {
+        if written.is_empty() {
+            return;
+        }
+        let listener = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(listener) = listener {
+            listener(written);
+        }
+    }
+}
+
 impl Db {
     /// Connects to `url` (`sqlite://PATH` or `postgres://…`), creating a
     /// SQLite file and its directory if missing. Does not migrate.
@@ -172,7 +210,7 @@ impl Db {
     }
 
     fn new(pool: Pool) -> Db {
-        Db { pool, bell: JobBell::default() }
+        Db { pool, bell: JobBell::default(), event_bell: EventBell::default() }
     }
 
     /// The connections.
@@ -183,6 +221,11 @@ impl Db {
     /// Rung by committed transactions that queued jobs.
     pub fn bell(&self) -> &JobBell {
         &self.bell
+    }
+
+    /// Rung by committed transactions that wrote events.
+    pub fn event_bell(&self) -> &EventBell {
+        &self.event_bell
     }
 
     pub fn backend(&self) -> Backend {
@@ -218,7 +261,7 @@ impl Db {
             Pool::Postgres(pool) => TxInner::Postgres(pool.begin().await?),
         };
         tracing::debug!(target: "parley_store::tx", waited_us = asked.elapsed().as_micros() as u64, "begun");
-        Ok(Tx::new(inner, self.bell.clone()))
+        Ok(Tx::new(inner, self.bell.clone(), self.event_bell.clone()))
     }
 
     /// Checks that the database answers.
@@ -271,6 +314,9 @@ pub struct Tx {
     taken: Vec<(Taker, crate::repo::jobs::JobRow)>,
     /// Events appended, written together (one statement) before the commit.
     events: Vec<(parley_domain::Scope, parley_domain::event::Event)>,
+    /// Events written so far, announced on the event bell after the commit.
+    written: Vec<(parley_domain::Scope, String)>,
+    event_bell: EventBell,
     /// Open savepoints, innermost last, with what to restore on a rollback.
     marks: Vec<Mark>,
     bell: JobBell,
@@ -421,6 +467,7 @@ impl Tx {
         for (scope, event) in &events {
             crate::repo::webhooks::fan_out(self, *scope, &event.id, event.kind, event.created_at).await?;
         }
+        self.written.extend(events.into_iter().map(|(scope, event)| (scope, event.id)));
         Ok(())
     }
 
@@ -429,7 +476,7 @@ impl Tx {
         Ok(())
     }
 
-    fn new(inner: TxInner, bell: JobBell) -> Self {
+    fn new(inner: TxInner, bell: JobBell, event_bell: EventBell) -> Self {
         Tx {
             inner,
             bumped: Default::default(),
@@ -439,6 +486,8 @@ impl Tx {
             queued: Vec::new(),
             taken: Vec::new(),
             events: Vec::new(),
+            written: Vec::new(),
+            event_bell,
             marks: Vec::new(),
             bell,
             begun: std::time::Instant::now(),
@@ -454,6 +503,7 @@ impl Tx {
         }
         tracing::debug!(target: "parley_store::tx", held_us = self.begun.elapsed().as_micros() as u64, "committed");
         self.bell.ring(&self.queued);
+        self.event_bell.ring(&self.written);
         for (taker, job) in self.taken {
             // A worker that stopped meanwhile lets the lease lapse.
             let _ = taker.jobs.send(job);
@@ -515,6 +565,10 @@ pub trait AsHandle: Send {
     ) -> Option<parley_domain::event::Event> {
         Some(event)
     }
+
+    /// Notes events written now (not deferred), to announce after the
+    /// commit (a transaction does; outside one nobody is told).
+    fn events_written(&mut self, _scope: parley_domain::Scope, _ids: &[String]) {}
 }
 
 impl AsHandle for Conn {
@@ -572,5 +626,9 @@ impl AsHandle for Tx {
     ) -> Option<parley_domain::event::Event> {
         self.events.push((scope, event));
         None
+    }
+
+    fn events_written(&mut self, scope: parley_domain::Scope, ids: &[String]) {
+        self.written.extend(ids.iter().map(|id| (scope, id.clone())));
     }
 }

@@ -18,8 +18,8 @@ pub mod repo;
 pub mod testing;
 
 pub use db::{
-    Absences, Absent, AsHandle, Backend, Conn, Db, DbOptions, Handle, JobBell, Pool, RouteMemo, SubscriberMemo, Taker,
-    Tx, default_sqlite_readers,
+    Absences, Absent, AsHandle, Backend, Conn, Db, DbOptions, EventBell, Handle, JobBell, Pool, RouteMemo,
+    SubscriberMemo, Taker, Tx, Written, default_sqlite_readers,
 };
 pub use error::{StoreError, StoreResult};
 

@@ -19,10 +19,11 @@ pub async fn notify(db: &Db, channel: &str, payload: &str) -> StoreResult<()> {
 pub struct Listener(PgListener);
 
 impl Listener {
-    /// The next payload. After a lost connection the listener reconnects
-    /// (and resubscribes) on its own; what was sent meanwhile is lost.
-    pub async fn recv(&mut self) -> StoreResult<String> {
-        Ok(self.0.recv().await?.payload().to_owned())
+    /// The next payload, or `None` when the connection was lost: the next
+    /// call reconnects (and resubscribes), and what was sent meanwhile is
+    /// lost, so the caller catches up another way.
+    pub async fn recv(&mut self) -> StoreResult<Option<String>> {
+        Ok(self.0.try_recv().await?.map(|n| n.payload().to_owned()))
     }
 }
 

@@ -24,6 +24,7 @@ pub mod overview;
 pub mod prompt_blocks;
 pub mod search;
 pub mod speech_engines;
+pub mod stream;
 pub mod telegram;
 pub mod text_engines;
 pub mod twilio;
@@ -47,6 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(agent_runs::router())
         .merge(prompt_blocks::router())
         .merge(webhooks::router())
+        .merge(stream::router())
         .merge(billing::router())
         .merge(contacts::router())
         .merge(channels::router())

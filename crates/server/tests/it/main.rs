@@ -36,6 +36,7 @@ mod scale_out;
 mod search;
 mod second_pass;
 mod sms;
+mod stream;
 mod telegram;
 mod tools;
 mod twilio_voice;

@@ -68,6 +68,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"),
     ("GET", "/api/v1/events"),
     ("GET", "/api/v1/events/{event_id}"),
+    ("GET", "/api/v1/stream"),
     ("GET", "/api/v1/billing/balance"),
     ("GET", "/api/v1/billing/transactions"),
     ("POST", "/api/v1/billing/credits"),

@@ -1,4 +1,5 @@
-//! What the services tests share.
+//! What the services tests share (each test binary uses some of it).
+#![allow(dead_code)]
 
 use std::time::Duration;
 

@@ -19,6 +19,7 @@ pub async fn append(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: 
     if let Some(now) = c.defer_event(scope, event.clone()) {
         insert_all(c, &[(scope, now)]).await?;
         super::webhooks::fan_out(c, scope, &event.id, event.kind, event.created_at).await?;
+        c.events_written(scope, std::slice::from_ref(&event.id));
     }
     Ok(event)
 }
@@ -61,6 +62,7 @@ pub async fn append_many(
     insert_all(c, &events).await?;
     let ids: Vec<String> = events.into_iter().map(|(_, e)| e.id).collect();
     super::webhooks::fan_out_many(c, scope, &ids, kind, now).await?;
+    c.events_written(scope, &ids);
     Ok(ids)
 }
 
@@ -68,6 +70,7 @@ pub async fn append_many(
 pub async fn insert(c: &mut impl AsHandle, scope: Scope, kind: EventType, data: Value) -> StoreResult<Event> {
     let event = Event { id: new_event_id(), kind, livemode: scope.livemode(), data, created_at: Timestamp::now() };
     insert_all(c, std::slice::from_ref(&(scope, event.clone()))).await?;
+    c.events_written(scope, std::slice::from_ref(&event.id));
     Ok(event)
 }
 
@@ -144,6 +147,66 @@ pub async fn page(
         .map(|r| Event { id: r.id, kind: r.kind, livemode: r.livemode, data: r.data.0, created_at: r.created_at })
         .collect();
     Ok((items, total))
+}
+
+impl From<Row> for Event {
+    fn from(r: Row) -> Event {
+        Event { id: r.id, kind: r.kind, livemode: r.livemode, data: r.data.0, created_at: r.created_at }
+    }
+}
+
+/// The events among `ids` in `scope`, oldest first (ids from elsewhere are
+/// skipped, as are ids not written or already purged).
+pub async fn by_ids(c: &mut impl AsHandle, scope: Scope, ids: &[String]) -> StoreResult<Vec<Event>> {
+    let mut found = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let rows: Vec<Row> = crate::dispatch!(c, conn => {
+            let mut q = sqlx::QueryBuilder::new("SELECT id, livemode, type, data, created_at FROM events WHERE workspace_id = ");
+            q.push_bind(scope.workspace_id).push(" AND livemode = ").push_bind(scope.livemode()).push(" AND id IN (");
+            let mut list = q.separated(", ");
+            for id in chunk {
+                list.push_bind(id.as_str());
+            }
+            q.push(")");
+            q.build_query_as().fetch_all(&mut *conn).await
+        })?;
+        found.extend(rows.into_iter().map(Event::from));
+    }
+    found.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    Ok(found)
+}
+
+/// The ids of the events created at or after `since` in `scope`, oldest
+/// first, at most `limit` (a catch-up sweep reads ids before rows).
+pub async fn ids_since(c: &mut impl AsHandle, scope: Scope, since: Timestamp, limit: i64) -> StoreResult<Vec<String>> {
+    let rows: Vec<(String,)> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT id FROM events WHERE workspace_id = $1 AND livemode = $2 AND created_at >= $3
+             ORDER BY created_at, id LIMIT $4",
+        )
+        .bind_scope(scope)
+        .bind(since)
+        .bind(limit)
+    )?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// The events created at or after `since` in `scope`, oldest first, at
+/// most `limit` (a stream's replay after a reconnect).
+pub async fn since(c: &mut impl AsHandle, scope: Scope, since: Timestamp, limit: i64) -> StoreResult<Vec<Event>> {
+    let rows: Vec<Row> = fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT id, livemode, type, data, created_at FROM events
+             WHERE workspace_id = $1 AND livemode = $2 AND created_at >= $3
+             ORDER BY created_at, id LIMIT $4",
+        )
+        .bind_scope(scope)
+        .bind(since)
+        .bind(limit)
+    )?;
+    Ok(rows.into_iter().map(Event::from).collect())
 }
 
 /// Deletes events created before `before` (kept 30 days).

@@ -3,6 +3,7 @@
 // mode an orange band says so on every page), and the user menu.
 
 import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
+import { onLive, onLiveStatus } from "../lib/live.js";
 import { current, signOut, switchTo } from "../lib/session.js";
 import { icons } from "./ui.js";
 
@@ -65,6 +66,7 @@ export function Shell({ path, children }) {
       <${WorkspaceSwitcher} me=${me} />
       <${ModeSwitch} me=${me} />
       <div class="spacer"></div>
+      <${LiveIndicator} />
       <${UserMenu} email=${me.user.email} role=${membership?.role ?? "member"} />
     </header>
     <nav id="main-nav" class=${menu ? "sidebar open" : "sidebar"} aria-label="Main">
@@ -90,6 +92,25 @@ export function Shell({ path, children }) {
     </nav>
     <main id="main" class="content" tabindex="-1">${children}</main>
   </div>`;
+}
+
+/**
+ * Keeps the live stream open while signed in, and says so when it is lost
+ * (pages then show what they had until it catches up).
+ */
+function LiveIndicator() {
+  const [status, setStatus] = useState(/** @type {import("../lib/live.js").LiveStatus} */ ("connecting"));
+  useEffect(() => {
+    const leave = onLive(() => {});
+    const unwatch = onLiveStatus(setStatus);
+    return () => {
+      unwatch();
+      leave();
+    };
+  }, []);
+  return html`<span class="live-status" role="status" data-status=${status}
+    >${status === "reconnecting" ? "Reconnecting…" : ""}</span
+  >`;
 }
 
 /** @param {{me: Me}} p */

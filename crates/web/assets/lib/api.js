@@ -147,7 +147,20 @@ export async function stream(path, body, onEvent, signal) {
   if (!response.ok || !response.body || !(response.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
     return read(response);
   }
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  await readEvents(response.body, (event) => onEvent(event.event, event.data));
+  return null;
+}
+
+/** @typedef {{id: string | null, event: string, data: any}} ServerEvent */
+
+/**
+ * Reads a Server-Sent Events body to its end, calling `onEvent` with each
+ * event that has data (comments and the retry hint are skipped).
+ * @param {NonNullable<Response["body"]>} body
+ * @param {(event: ServerEvent) => void} onEvent
+ */
+export async function readEvents(body, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
     const { value, done } = await reader.read();
@@ -156,16 +169,23 @@ export async function stream(path, body, onEvent, signal) {
     for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
       const frame = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
+      /** @type {string | null} */
+      let id = null;
       let event = "message";
       const data = [];
       for (const line of frame.split("\n")) {
-        if (line.startsWith("event:")) event = line.slice(6).trim();
+        if (line.startsWith("id:")) id = line.slice(3).trim();
+        else if (line.startsWith("event:")) event = line.slice(6).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
-      if (data.length) onEvent(event, JSON.parse(data.join("\n")));
+      if (data.length) onEvent({ id, event, data: JSON.parse(data.join("\n")) });
     }
   }
-  return null;
+}
+
+/** Asks the session for a fresh access token (false when it has ended). */
+export function renewAccess() {
+  return renew();
 }
 
 /** Headers for a raw `fetch` (an SSE stream, a recording) under the session. */

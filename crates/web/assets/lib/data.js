@@ -3,6 +3,7 @@
 // reloads on demand.
 
 import { useCallback, useEffect, useRef, useState } from "./html.js";
+import { onLive } from "./live.js";
 
 /**
  * @template T
@@ -43,4 +44,31 @@ export function useResource(load, deps) {
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   return { data, error, loading, reload };
+}
+
+/**
+ * Calls `reload` when the live stream brings an event `wanted` accepts, or
+ * says to reload everything (a `reset` after a long disconnection). A
+ * burst of events makes one reload.
+ * @param {() => void} reload
+ * @param {(e: import("./api.js").ServerEvent) => boolean} wanted
+ */
+export function useLiveReload(reload, wanted) {
+  const want = useRef(wanted);
+  want.current = wanted;
+  useEffect(() => {
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let timer;
+    const stop = onLive((e) => {
+      if (e.event !== "reset" && !(e.id && want.current(e))) return;
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        reload();
+      }, 150);
+    });
+    return () => {
+      clearTimeout(timer);
+      stop();
+    };
+  }, [reload]);
 }

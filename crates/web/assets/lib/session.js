@@ -6,6 +6,7 @@
 // tabs must never present the same one.
 
 import { api, ApiError, onUnauthorized, setAccessToken } from "./api.js";
+import { restartLive, stopLive } from "./live.js";
 
 /** @typedef {"live" | "test"} Mode */
 /** @typedef {"owner" | "admin" | "member"} Role */
@@ -69,6 +70,8 @@ async function adopt(tokens) {
     /** @type {Me} */
     const fresh = await api("GET", "/api/v1/auth/me");
     const membership = fresh.workspaces.find((w) => w.workspace_id === fresh.workspace_id) ?? null;
+    // Another workspace or mode: its stream starts afresh.
+    if (me) restartLive();
     set({ status: "signed-in", me: fresh, membership, notice: null });
   }
 }
@@ -79,6 +82,7 @@ async function adopt(tokens) {
  */
 function end(notice) {
   clearTimeout(renewal);
+  stopLive();
   setAccessToken(null);
   set({ status: "signed-out", me: null, membership: null, notice });
 }

@@ -6,7 +6,7 @@
 
 import { html, useEffect, useRef, useState } from "../lib/html.js";
 import { api } from "../lib/api.js";
-import { useResource } from "../lib/data.js";
+import { useLiveReload, useResource } from "../lib/data.js";
 import { current } from "../lib/session.js";
 import { navigate, setQuery, useLocation } from "../lib/router.js";
 import { duration, formatDate, humanize, money } from "../lib/format.js";
@@ -128,15 +128,10 @@ export function Calls() {
   useEffect(() => {
     document.title = "Calls · Parley";
   }, []);
-  // A live call moves on its own: keep the list current while one shows.
+  // Calls placed and moving anywhere show as they happen (the live stream).
+  useLiveReload(calls.reload, (e) => e.event.startsWith("call."));
   /** @type {Call[]} */
   const items = calls.data?.items ?? [];
-  const live = items.some((c) => LIVE.has(c.status));
-  useEffect(() => {
-    if (!live) return;
-    const timer = setInterval(() => document.visibilityState === "visible" && calls.reload(), 3000);
-    return () => clearInterval(timer);
-  }, [live, calls.reload]);
 
   const names = new Map((agents.data ?? []).map((a) => [a.id, a.name]));
   const filtered = Object.values(filters).some(Boolean);
@@ -328,8 +323,10 @@ export function CallPage({ id }) {
   useEffect(() => {
     document.title = c ? `Call ${c.direction === "outbound" ? "to" : "from"} ${c.direction === "outbound" ? c.to : c.from ?? "unknown"} · Parley` : "Call · Parley";
   }, [c?.id]);
-  // Follow a live call: its status and transcript move without a reload;
-  // after it ends, the recording is written a moment later.
+  // Its status changes arrive on the live stream.
+  useLiveReload(call.reload, (e) => e.event.startsWith("call.") && e.data?.data?.id === id);
+  // Follow a live call: its transcript moves without a reload; after it
+  // ends, the recording is written a moment later.
   const settling = c && !live && c.recording.status === "processing";
   useEffect(() => {
     if (!live && !settling) return;

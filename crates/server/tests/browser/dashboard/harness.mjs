@@ -83,8 +83,8 @@ export async function axe(page, state, seen) {
 }
 
 /** The API, called from outside the browser (as a customer's server would). */
-export async function api(base, method, path, { key, token, body, cookie } = {}) {
-  const headers = { Accept: "application/json" };
+export async function api(base, method, path, { key, token, body, cookie, headers: extra = {} } = {}) {
+  const headers = { Accept: "application/json", ...extra };
   if (key) headers["X-API-Key"] = key;
   if (token) headers.Authorization = `Bearer ${token}`;
   if (cookie) headers.Cookie = cookie;

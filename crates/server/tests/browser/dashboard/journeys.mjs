@@ -439,6 +439,21 @@ const journeys = {
     await calls.getByText(/^1 today/).waitFor();
     await axe(page, "home", axeStates);
     await page.screenshot({ path: `${screenshots}/home.png` });
+    // The list follows the live stream: a call placed elsewhere (here,
+    // through the API) shows up and moves on without a reload.
+    await page.getByRole("link", { name: "Calls" }).first().click();
+    await page.getByRole("heading", { name: "Calls", level: 1 }).waitFor();
+    const agents = (await api(base, "GET", "/api/v1/agents", { key: config.test_key })).body.agents;
+    const agentId = agents.find((a) => a.name === config.agent_name).id;
+    const placed = await api(base, "POST", "/api/v1/calls", {
+      key: config.test_key,
+      headers: { "Idempotency-Key": `journey-live-${Date.now()}` },
+      body: { agent_id: agentId, to: "+14155550123" },
+    });
+    check(placed.status === 201, `placing a call through the API: ${placed.text}`);
+    const row = page.getByRole("row").filter({ hasText: "+14155550123" });
+    await row.waitFor({ timeout: 10000 });
+    await row.getByText("Completed", { exact: true }).waitFor({ timeout: 60000 });
   },
 
   // An agent from nothing: created (its name is text, never markup),
