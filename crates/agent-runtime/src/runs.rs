@@ -220,8 +220,24 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         };
         match messages::send(&mut work, svc, scope, Sender::Agent, send, &[]).await {
             Ok(reply) => reply_id = Some(reply.id),
-            // The channel cannot send, or a person took over meanwhile.
-            Err(ServiceError::Conflict(why)) => return Ok(Outcome::Fail(why)),
+            Err(ServiceError::Conflict(why)) => {
+                drop(work);
+                // A person took over while the engine was thinking: the
+                // answer is dropped, never sent. Otherwise the channel
+                // cannot send.
+                let now = conversations::get(svc, scope, ConversationId(conversation.item.id)).await?;
+                if now.handler != Handler::Agent {
+                    return cancel(
+                        svc,
+                        job,
+                        scope,
+                        &run,
+                        "a person took over the conversation before the answer was sent",
+                    )
+                    .await;
+                }
+                return Ok(Outcome::Fail(why));
+            }
             Err(e) => return Err(e),
         }
     }

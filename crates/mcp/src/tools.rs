@@ -351,6 +351,20 @@ operations! {
         c.finish()?;
         to_value(svc.transaction(async move |work| handoffs::cancel(work, scope, id).await).await?)
     }
+    assign_conversation(svc, who, scope, c) {
+        let id = ConversationId(c.id("conversation_id"));
+        let input = c.body(handoffs::parse_assign);
+        c.finish()?;
+        let input = parsed(input)?;
+        to_value(svc.transaction(async move |work| handoffs::assign(work, scope, id, input).await).await?)
+    }
+    give_back_conversation(svc, who, scope, c) {
+        let id = ConversationId(c.id("conversation_id"));
+        let input = c.body(handoffs::parse_give_back);
+        c.finish()?;
+        let input = parsed(input)?;
+        to_value(svc.transaction(async move |work| handoffs::give_back(work, scope, id, input).await).await?)
+    }
     list_contacts(svc, who, scope, c) {
         let page = Page::read(&mut c.query);
         let filter = contacts::parse_filter(&mut c.query);
@@ -746,6 +760,20 @@ pub static TOOLS: &[ToolSpec] = &[
     tool("get_handoff", "Get a handoff", "get", HANDOFF, get_handoff),
     tool("complete_handoff", "Complete a handoff", "post", "/api/v1/handoffs/{handoff_id}/complete", complete_handoff),
     tool("cancel_handoff", "Cancel a handoff", "post", "/api/v1/handoffs/{handoff_id}/cancel", cancel_handoff),
+    tool(
+        "assign_conversation",
+        "Assign a conversation to a member",
+        "post",
+        "/api/v1/conversations/{conversation_id}/assign",
+        assign_conversation,
+    ),
+    tool(
+        "give_back_conversation",
+        "Give a conversation back to an agent",
+        "post",
+        "/api/v1/conversations/{conversation_id}/give-back",
+        give_back_conversation,
+    ),
     tool("list_contacts", "List contacts", "get", "/api/v1/contacts", list_contacts),
     tool("get_contact", "Get a contact", "get", "/api/v1/contacts/{contact_id}", get_contact),
     tool("create_contact", "Create a contact", "post", "/api/v1/contacts", create_contact),

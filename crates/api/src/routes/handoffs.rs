@@ -5,11 +5,12 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use parley_domain::conversation::Conversation;
 use parley_domain::conversation::{Author, AuthorType, Handoff};
 use parley_domain::ids::{ConversationId, HandoffId};
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::messaging::handoffs::HandoffFilter;
-use parley_services::messaging::handoffs::{self, AcceptHandoff, CompleteHandoff, CreateHandoff};
+use parley_services::messaging::handoffs::{self, AcceptHandoff, Assign, CompleteHandoff, CreateHandoff, GiveBack};
 use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -28,6 +29,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(accept_handoff))
         .routes(routes!(complete_handoff))
         .routes(routes!(cancel_handoff))
+        .routes(routes!(assign_conversation))
+        .routes(routes!(give_back))
 }
 
 impl FromBody for CreateHandoff {
@@ -45,6 +48,18 @@ impl FromBody for AcceptHandoff {
 impl FromBody for CompleteHandoff {
     fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
         handoffs::parse_complete(body)
+    }
+}
+
+impl FromBody for Assign {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        handoffs::parse_assign(body)
+    }
+}
+
+impl FromBody for GiveBack {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        handoffs::parse_give_back(body)
     }
 }
 
@@ -187,4 +202,57 @@ async fn cancel_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
     let [id] = path.0.map(HandoffId);
     let scope = auth.scope();
     Ok(Json(s.services.transaction(async move |work| handoffs::cancel(work, scope, id).await).await?))
+}
+
+/// Assign a conversation to a member (`user_id`), or unassign it (`null`).
+///
+/// Assignment says who on the team owns the conversation; it does not
+/// change who answers (`handler`): a person takes over from an agent by
+/// accepting a handoff. Emits `conversation.updated`.
+#[utoipa::path(
+    post, path = "/api/v1/conversations/{conversation_id}/assign", tag = "Conversations",
+    params(("conversation_id" = i64, Path)),
+    request_body = Assign,
+    responses(
+        (status = 200, body = Conversation),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The conversation is closed"),
+        (status = 422, body = ValidationErrorBody, description = "`user_id` missing, or not a user of this workspace"),
+    )
+)]
+async fn assign_conversation(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<Assign>,
+) -> Result<Json<Conversation>, ApiError> {
+    let [id] = path.0.map(ConversationId);
+    let (scope, input) = (auth.scope(), body.value);
+    Ok(Json(s.services.transaction(async move |work| handoffs::assign(work, scope, id, input).await).await?))
+}
+
+/// Give a conversation back to an agent (`agent_id`, default its agent):
+/// the agent answers the contact's next message. An open handoff ends (an
+/// accepted one completes, a waiting one is canceled) and the assignee is
+/// cleared. Emits `conversation.updated` and the handoff's event.
+#[utoipa::path(
+    post, path = "/api/v1/conversations/{conversation_id}/give-back", tag = "Handoffs",
+    params(("conversation_id" = i64, Path)),
+    request_body = GiveBack,
+    responses(
+        (status = 200, body = Conversation),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The conversation is closed, or the agent is archived"),
+        (status = 422, body = ValidationErrorBody, description = "No agent named and none on the conversation, or no such agent"),
+    )
+)]
+async fn give_back(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<GiveBack>,
+) -> Result<Json<Conversation>, ApiError> {
+    let [id] = path.0.map(ConversationId);
+    let (scope, input) = (auth.scope(), body.value);
+    Ok(Json(s.services.transaction(async move |work| handoffs::give_back(work, scope, id, input).await).await?))
 }

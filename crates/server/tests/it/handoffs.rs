@@ -84,7 +84,9 @@ both_backends! {
         assert_eq!(s.agent_reply().await, 409);
         let mine = app.bearer(Method::POST, "/api/v1/messages", &s.token, Some(json!({"conversation_id": s.conv, "text": "Ana here"}))).await;
         assert_eq!((mine.status, mine.body["author"].clone()), (202, json!({"type": "user", "id": s.user})));
-        assert_eq!(app.bearer(Method::POST, &format!("/api/v1/handoffs/{h}/accept"), &s.token, Some(json!({}))).await.status, 409);
+        // Accepting it again says who holds it.
+        let again = app.bearer(Method::POST, &format!("/api/v1/handoffs/{h}/accept"), &s.token, Some(json!({}))).await;
+        assert_eq!((again.status, again.body["detail"].clone()), (409, json!(format!("Handoff {h} was already accepted by ana@example.com (user {})", s.user))));
 
         let r = app.post(&ws.live, &format!("/api/v1/handoffs/{h}/complete"), json!({})).await;
         assert_eq!((r.status, r.body["status"].clone()), (200, json!("completed")), "{}", r.text);
@@ -100,6 +102,81 @@ both_backends! {
         let list = app.get(&ws.live, &format!("/api/v1/handoffs?conversation_id={}&status=completed", s.conv)).await.body;
         assert_eq!((list["total"].clone(), list["items"][0]["id"].clone()), (json!(1), json!(h)));
         assert_eq!(app.get(&ws.live, "/api/v1/handoffs?status=requested").await.body["total"], 0);
+    }
+
+    async fn two_people_accepting_one_handoff_one_wins_and_the_other_is_told_who(backend) {
+        let s = setup(backend).await;
+        let app = &s.app;
+        let ben = app.user("ben@example.com", "another long password", s.ws.id, Role::Member).await;
+        let ben_token = app.token("ben@example.com", "another long password").await;
+        for round in 0..3 {
+            let r = s.handoff(json!({"to": "human", "reason": format!("round {round}")})).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            let path = format!("/api/v1/handoffs/{}/accept", r.body["id"]);
+            let (a, b) = tokio::join!(
+                app.bearer(Method::POST, &path, &s.token, Some(json!({}))),
+                app.bearer(Method::POST, &path, &ben_token, Some(json!({}))),
+            );
+            let (winner, loser, who) = match (a.status, b.status) {
+                (200, 409) => (a, b, format!("ana@example.com (user {})", s.user)),
+                (409, 200) => (b, a, format!("ben@example.com (user {ben})")),
+                other => panic!("round {round}: exactly one accept wins, got {other:?}: {} / {}", a.text, b.text),
+            };
+            assert_eq!(loser.body["detail"], json!(format!("Handoff {} was already accepted by {who}", winner.body["id"])));
+            assert_eq!(s.conversation().await["assignee_user_id"], winner.body["user_id"]);
+            let done = app.post(&s.ws.live, &format!("/api/v1/handoffs/{}/complete", winner.body["id"]), json!({})).await;
+            assert_eq!(done.status, 200, "{}", done.text);
+        }
+        assert_eq!(app.events(s.ws.id, Mode::Live, "handoff.accepted").await.len(), 3, "one acceptance each");
+    }
+
+    async fn conversations_are_assigned_to_members_and_given_back_to_agents(backend) {
+        let s = setup(backend).await;
+        let (app, ws) = (&s.app, &s.ws);
+        let (assign_path, give_back_path) = (format!("/api/v1/conversations/{}/assign", s.conv), format!("/api/v1/conversations/{}/give-back", s.conv));
+        let assign = |body: Value| app.post(&ws.live, &assign_path, body);
+        let give_back = |body: Value| app.post(&ws.live, &give_back_path, body);
+
+        // Assignment names the owner and leaves the agent answering.
+        let r = assign(json!({"user_id": s.user})).await;
+        assert_eq!((r.status, r.body["assignee_user_id"].clone(), r.body["handler"].clone()), (200, json!(s.user), json!("agent")), "{}", r.text);
+        assert_eq!(s.agent_reply().await, 202);
+        assert_eq!(assign(json!({"user_id": null})).await.body["assignee_user_id"], Value::Null);
+        let updates = app.events(ws.id, Mode::Live, "conversation.updated").await;
+        assert_eq!(updates[0].data["assignee_user_id"], Value::Null, "each assignment is an event");
+        assert_eq!(updates[1].data["assignee_user_id"], json!(s.user));
+        // Bad input, named at its field; a foreign conversation is missing.
+        assert_eq!(assign(json!({})).await.faults(), [(r#"["body","user_id"]"#.to_owned(), "value_error.missing".to_owned())]);
+        assert_eq!(assign(json!({"user_id": 999_999})).await.status, 422);
+        let other = app.workspace("Other").await;
+        let r = app.post(&other.live, &format!("/api/v1/conversations/{}/assign", s.conv), json!({"user_id": null})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (404, json!(format!("Conversation {} not found", s.conv))));
+
+        // A person took over; giving it back completes the handoff and the agent answers again.
+        let h = s.handoff(json!({"to": "human", "reason": "asked for a person"})).await.body["id"].clone();
+        assert_eq!(app.bearer(Method::POST, &format!("/api/v1/handoffs/{h}/accept"), &s.token, Some(json!({}))).await.status, 200);
+        assert_eq!(s.agent_reply().await, 409);
+        let r = give_back(json!({})).await;
+        assert_eq!((r.status, r.body["handler"].clone(), r.body["assignee_user_id"].clone(), r.body["agent_id"].clone()), (200, json!("agent"), Value::Null, json!(s.agent)), "{}", r.text);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/handoffs/{h}")).await.body["status"], "completed");
+        assert_eq!(s.agent_reply().await, 202);
+
+        // A handoff still waiting is canceled; another agent can be named.
+        let second = app.create_agent(&ws.live, json!({"name": "Billing"})).await["id"].clone();
+        let h = s.handoff(json!({"to": "human", "reason": "again"})).await.body["id"].clone();
+        let r = give_back(json!({"agent_id": second})).await;
+        assert_eq!((r.status, r.body["agent_id"].clone()), (200, second.clone()), "{}", r.text);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/handoffs/{h}")).await.body["status"], "canceled");
+        assert_eq!(app.events(ws.id, Mode::Live, "handoff.canceled").await.len(), 1);
+        let r = give_back(json!({"agent_id": 999_999})).await;
+        assert_eq!(r.faults(), [(r#"["body","agent_id"]"#.to_owned(), "value_error.not_found".to_owned())], "{}", r.text);
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/agents/{second}")).await.status, 204);
+        assert_eq!(give_back(json!({"agent_id": second})).await.status, 409);
+
+        // Closed is final.
+        assert_eq!(app.patch(&ws.live, &format!("/api/v1/conversations/{}", s.conv), json!({"status": "closed"})).await.status, 200);
+        assert_eq!(assign(json!({"user_id": s.user})).await.status, 409);
+        assert_eq!(give_back(json!({})).await.status, 409);
     }
 
     async fn handoffs_cancel_close_and_go_to_agents(backend) {

@@ -123,7 +123,61 @@ async fn streaming_engine(
     .await
 }
 
+/// A chat-completions server that streams `text` only after `delay`.
+async fn slow_engine(text: &'static str, delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    engine_server(move |_| {
+        let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]});
+        let frames = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+        let later = futures::stream::once(async move {
+            tokio::time::sleep(delay).await;
+            Ok::<_, std::convert::Infallible>(frames)
+        });
+        axum::response::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(axum::body::Body::from_stream(later))
+            .unwrap()
+    })
+    .await
+}
+
 both_backends! {
+    async fn a_person_taking_over_while_the_engine_thinks_drops_the_agents_answer(backend) {
+        let (engine_url, requests) = slow_engine("Too late", Duration::from_millis(1500)).await;
+        let app = TestApp::spawn_with(backend, move |s| {
+            s.agents.debounce_ms = 0;
+            s.text_engines.insert("openai".into(), json!({"base_url": engine_url, "api_key": "sk-test", "model": "gpt-test", "max_retries": 0}));
+        }).await;
+        let ws = app.workspace("Acme").await;
+        let ana = app.user("ana@example.com", "correct horse battery", ws.id, parley_domain::user::Role::Member).await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "text_engine": "openai", "tools": []})).await;
+        let r = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await;
+        let conversation = r.body["conversation_id"].as_i64().unwrap();
+        eventually("the engine was asked", || async { (requests.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(()) }).await;
+
+        // While the engine thinks, Ana takes the conversation over.
+        let h = app.post(&ws.live, &format!("/api/v1/conversations/{conversation}/handoff"), json!({"to": "human", "reason": "Ana has it"})).await;
+        assert_eq!(h.status, 201, "{}", h.text);
+        let accepted = app.post(&ws.live, &format!("/api/v1/handoffs/{}/accept", h.body["id"]), json!({"user_id": ana})).await;
+        assert_eq!(accepted.status, 200, "{}", accepted.text);
+
+        // The engine answers after the takeover: the answer is dropped, never sent.
+        let run = eventually("the run ended", || async {
+            let run = app.get(&ws.live, "/api/v1/agent-runs").await.body["items"][0].clone();
+            (run["status"] != "queued" && run["status"] != "running").then_some(run)
+        }).await;
+        assert_eq!(run["status"], "canceled", "{run}");
+        assert!(run["error"].as_str().unwrap().contains("took over"), "{run}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let page = app.get(&ws.live, &format!("/api/v1/conversations/{conversation}/messages")).await.body;
+        let outbound: Vec<&Value> = page["items"].as_array().unwrap().iter().filter(|m| m["direction"] == "outbound").collect();
+        assert!(outbound.is_empty(), "the agent's late answer was written: {outbound:?}");
+        assert!(rx.received().is_empty(), "the provider was sent the late answer");
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     async fn an_agent_answers_a_burst_of_messages_once_on_the_same_channel(backend) {
         let app = TestApp::spawn_with(backend, |s| s.agents.debounce_ms = 400).await;
         let ws = app.workspace("Acme").await;

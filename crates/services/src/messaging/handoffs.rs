@@ -134,6 +134,41 @@ pub fn parse_complete(body: Value) -> Parsed<CompleteHandoff> {
     parse_object(body, loc(&["body"]), |r| Some(CompleteHandoff { close: r.optional("close", boolean()) }))
 }
 
+/// `POST /api/v1/conversations/{id}/assign`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"user_id": 1}))]
+pub struct Assign {
+    /// The member who owns the conversation now; null unassigns it.
+    #[schema(minimum = 1)]
+    pub user_id: Option<i64>,
+}
+
+pub fn parse_assign(body: Value) -> Parsed<Assign> {
+    parse_object(body, loc(&["body"]), |r| {
+        // Required, and null is a value (unassign): look before taking it.
+        if !r.contains("user_id") {
+            r.push_error(FieldError::missing(loc(&["body", "user_id"])));
+        }
+        let user_id = r.nullable("user_id", integer(1, i64::MAX));
+        Some(Assign { user_id: user_id? })
+    })
+}
+
+/// `POST /api/v1/conversations/{id}/give-back`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"agent_id": 1}))]
+pub struct GiveBack {
+    /// The agent that answers from now on; default: the conversation's agent.
+    #[schema(nullable = false, minimum = 1)]
+    pub agent_id: Option<i64>,
+}
+
+pub fn parse_give_back(body: Value) -> Parsed<GiveBack> {
+    parse_object(body, loc(&["body"]), |r| Some(GiveBack { agent_id: r.optional("agent_id", integer(1, i64::MAX)) }))
+}
+
 pub fn parse_filter(q: &mut QueryReader) -> HandoffFilter {
     HandoffFilter {
         status: q.enum_value::<HandoffStatus>("status"),
@@ -258,6 +293,9 @@ pub async fn accept(
 ) -> ServiceResult<Handoff> {
     let id = id.get();
     let handoff = read(tx, scope, id).await?;
+    if handoff.status == HandoffStatus::Accepted {
+        return Err(already_accepted(tx, &handoff).await);
+    }
     if handoff.status != HandoffStatus::Requested {
         return Err(ServiceError::Conflict(format!(
             "Handoff {id} is {}; only a requested handoff can be accepted",
@@ -270,11 +308,29 @@ pub async fn accept(
         .ok_or_else(|| ServiceError::Validation(vec![FieldError::missing(loc(&["body", "user_id"]))]))?;
     let user = member(tx, scope, user, "user_id").await?;
     if !repo::transition(tx, scope, id, &[HandoffStatus::Requested], HandoffStatus::Accepted, Some(user)).await? {
+        // Someone else's accept committed first: say who has it.
+        let now = read(tx, scope, id).await?;
+        if now.status == HandoffStatus::Accepted {
+            return Err(already_accepted(tx, &now).await);
+        }
         return Err(ServiceError::Conflict(format!("Handoff {id} changed meanwhile; read it again")));
     }
     let current = conversation(tx, scope, handoff.conversation_id).await?;
     hand_to(tx, scope, &current, Handler::Human, Some(user), current.agent_id).await?;
     emit(tx, scope, EventType::HandoffAccepted, id).await
+}
+
+/// The 409 for accepting a handoff someone holds: it names them, so the
+/// second person knows whom to talk to.
+async fn already_accepted(tx: &mut Tx, handoff: &Handoff) -> ServiceError {
+    let holder = match handoff.user_id {
+        Some(user) => match parley_store::repo::users::get(tx, user).await {
+            Ok(Some(u)) => format!("{} (user {user})", u.email),
+            _ => format!("user {user}"),
+        },
+        None => "someone".to_owned(),
+    };
+    ServiceError::Conflict(format!("Handoff {} was already accepted by {holder}", handoff.id))
 }
 
 /// The human is done: the agent answers again, or the conversation closes.
@@ -318,6 +374,62 @@ pub async fn cancel(tx: &mut Tx, scope: Scope, id: HandoffId) -> ServiceResult<H
         hand_to(tx, scope, &current, Handler::Agent, None, current.agent_id).await?;
     }
     emit(tx, scope, EventType::HandoffCanceled, id).await
+}
+
+/// Gives conversation `id` to a member (or to nobody): who owns it on the
+/// team. Who answers (`handler`) does not change: a person takes over by
+/// accepting a handoff. Emits `conversation.updated`.
+pub async fn assign(tx: &mut Tx, scope: Scope, id: ConversationId, input: Assign) -> ServiceResult<Conversation> {
+    let current = conversation(tx, scope, id.get()).await?;
+    if current.status == ConversationStatus::Closed {
+        return Err(ServiceError::Conflict(format!("Conversation {} is closed", current.item.id)));
+    }
+    let user = match input.user_id {
+        Some(u) => Some(member(tx, scope, u, "user_id").await?),
+        None => None,
+    };
+    hand_to(tx, scope, &current, current.handler, user, current.agent_id).await?;
+    conversation(tx, scope, current.item.id).await
+}
+
+/// Gives conversation `id` back to an agent: it answers the next message.
+/// An open handoff ends with it (an accepted one completes, a waiting one
+/// is canceled). Emits `conversation.updated` and the handoff's event.
+pub async fn give_back(tx: &mut Tx, scope: Scope, id: ConversationId, input: GiveBack) -> ServiceResult<Conversation> {
+    let current = conversation(tx, scope, id.get()).await?;
+    let id = current.item.id;
+    if current.status == ConversationStatus::Closed {
+        return Err(ServiceError::Conflict(format!("Conversation {id} is closed")));
+    }
+    let Some(agent) = input.agent_id.or(current.agent_id) else {
+        return Err(ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "agent_id"]),
+            "value_error.missing",
+            "field required: the conversation has no agent yet; name one",
+        )]));
+    };
+    match parley_store::repo::agents::get(tx, scope, agent, false).await? {
+        Some(a) if a.status == parley_domain::agent::AgentStatus::Active => {}
+        Some(_) => return Err(ServiceError::Conflict(format!("Agent {agent} is archived; name an active agent"))),
+        None => {
+            return Err(ServiceError::Validation(vec![FieldError::not_found(
+                loc(&["body", "agent_id"]),
+                &format!("Agent {agent}"),
+            )]));
+        }
+    }
+    if let Some(open) = repo::open_for(tx, scope, id).await? {
+        let (to, kind) = match open.status {
+            HandoffStatus::Accepted => (HandoffStatus::Completed, EventType::HandoffCompleted),
+            _ => (HandoffStatus::Canceled, EventType::HandoffCanceled),
+        };
+        if !repo::transition(tx, scope, open.id, &[open.status], to, None).await? {
+            return Err(ServiceError::Conflict(format!("Handoff {} changed meanwhile; read it again", open.id)));
+        }
+        emit(tx, scope, kind, open.id).await?;
+    }
+    hand_to(tx, scope, &current, Handler::Agent, None, Some(agent)).await?;
+    conversation(tx, scope, id).await
 }
 
 pub async fn get(svc: &Services, scope: Scope, id: HandoffId) -> ServiceResult<Handoff> {

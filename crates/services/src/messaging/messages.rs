@@ -354,8 +354,13 @@ pub async fn send(
     }
     let (conversation, channel) = match input.recipient.clone() {
         Recipient::Conversation(id) => {
-            let conversation =
-                repo::get(tx, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
+            // An agent's reply holds the conversation until it commits, so
+            // that a person taking it over meanwhile is seen, never overtaken.
+            let found = match sender {
+                Sender::Agent => repo::get_locked(tx, scope, id).await?,
+                _ => repo::get(tx, scope, id).await?,
+            };
+            let conversation = found.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
             let channel = channel_of(tx, scope, &conversation).await?;
             (conversation, channel)
         }

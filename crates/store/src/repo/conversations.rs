@@ -155,6 +155,19 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Op
     row.map(Conversation::try_from).transpose()
 }
 
+/// Reads conversation `id` and, on PostgreSQL, locks its row until the
+/// transaction ends: a concurrent change of its handler (a person taking
+/// it over) either waits for this transaction or is seen by this read.
+/// SQLite has one writer: nothing changes it meanwhile.
+pub async fn get_locked(tx: &mut crate::Tx, scope: Scope, id: i64) -> StoreResult<Option<Conversation>> {
+    let lock = if tx.is_sole_writer() { "" } else { " FOR UPDATE" };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations WHERE workspace_id = $1 AND livemode = $2 AND id = $3{lock}"
+    ));
+    let row: Option<Row> = fetch_optional!(tx, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
+    row.map(Conversation::try_from).transpose()
+}
+
 pub async fn set_status(c: &mut impl AsHandle, scope: Scope, id: i64, status: ConversationStatus) -> StoreResult<()> {
     execute!(
         c,
