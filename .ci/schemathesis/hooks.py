@@ -13,7 +13,8 @@
 - `phone`: a phone number in any common format (libphonenumber decides);
 - `phone-or-sip`: the same, or a `sip:` URI (call destinations);
 - `search-query`: the search syntax (words, "phrases", -exclusions, prefix*)
-  with at least one term to look for.
+  with at least one term to look for;
+- `event-types`: event types and families (`message.*`), comma-separated.
 """
 
 import atexit
@@ -48,6 +49,14 @@ schemathesis.openapi.format(
     st.one_of(_phone, _word.map(lambda w: f"sip:{w}@example.com")),
 )
 schemathesis.openapi.format("search-query", _query)
+
+# The live stream's `types`: event types and families, comma-separated
+# (a sample of each; the server checks them against its list).
+_event_type = st.sampled_from(
+    ["message.received", "message.sent", "conversation.updated", "handoff.requested", "call.completed",
+     "message.*", "call.*", "handoff.*", "contact.*", "*"]
+)
+schemathesis.openapi.format("event-types", st.lists(_event_type, min_size=1, max_size=4).map(",".join))
 
 # A contact import: a header of known columns, then rows a contact can be
 # made of (a name, a phone number or an email each).

@@ -242,8 +242,8 @@ async fn assign_conversation(
     responses(
         (status = 200, body = Conversation),
         (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "The conversation is closed, or the agent is archived"),
-        (status = 422, body = ValidationErrorBody, description = "No agent named and none on the conversation, or no such agent"),
+        (status = 409, body = ErrorBody, description = "The conversation is closed, has no agent and none was named, or the agent is archived"),
+        (status = 422, body = ValidationErrorBody, description = "No such agent"),
     )
 )]
 async fn give_back(

@@ -55,7 +55,7 @@ struct StreamParams {
     /// Only these event types, comma-separated: types (`message.received`)
     /// or families (`message.*`); at most 20. Default: every type the
     /// caller may see.
-    #[param(min_length = 1, max_length = 1000, example = "conversation.*,message.*,handoff.*")]
+    #[param(format = "event-types", min_length = 1, max_length = 1000, example = "conversation.*,message.*,handoff.*")]
     types: Option<String>,
 }
 

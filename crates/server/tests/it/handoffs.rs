@@ -173,6 +173,14 @@ both_backends! {
         assert_eq!(app.delete(&ws.live, &format!("/api/v1/agents/{second}")).await.status, 204);
         assert_eq!(give_back(json!({"agent_id": second})).await.status, 409);
 
+        // A conversation no agent ever had needs one named.
+        let (ch, secret) = crate::conversations::api_channel(app, &ws.live).await;
+        let lone = inbound(app, ch, &secret, json!({"from": "user-7", "text": "Anyone?", "external_id": "lone-1"})).await.body["conversation_id"].clone();
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{lone}/give-back"), json!({})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Conversation {lone} has no agent yet; name one with agent_id"))));
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{lone}/give-back"), json!({"agent_id": s.agent})).await;
+        assert_eq!((r.status, r.body["agent_id"].clone()), (200, json!(s.agent)), "{}", r.text);
+
         // Closed is final.
         assert_eq!(app.patch(&ws.live, &format!("/api/v1/conversations/{}", s.conv), json!({"status": "closed"})).await.status, 200);
         assert_eq!(assign(json!({"user_id": s.user})).await.status, 409);

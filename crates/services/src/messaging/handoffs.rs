@@ -140,7 +140,7 @@ pub fn parse_complete(body: Value) -> Parsed<CompleteHandoff> {
 #[schema(example = json!({"user_id": 1}))]
 pub struct Assign {
     /// The member who owns the conversation now; null unassigns it.
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, required = true)]
     pub user_id: Option<i64>,
 }
 
@@ -402,11 +402,7 @@ pub async fn give_back(tx: &mut Tx, scope: Scope, id: ConversationId, input: Giv
         return Err(ServiceError::Conflict(format!("Conversation {id} is closed")));
     }
     let Some(agent) = input.agent_id.or(current.agent_id) else {
-        return Err(ServiceError::Validation(vec![FieldError::new(
-            loc(&["body", "agent_id"]),
-            "value_error.missing",
-            "field required: the conversation has no agent yet; name one",
-        )]));
+        return Err(ServiceError::Conflict(format!("Conversation {id} has no agent yet; name one with agent_id")));
     };
     match parley_store::repo::agents::get(tx, scope, agent, false).await? {
         Some(a) if a.status == parley_domain::agent::AgentStatus::Active => {}
