@@ -61,6 +61,20 @@ pub struct Handoff {
     pub updated_at: Timestamp,
 }
 
+/// A private note on a conversation, for the team: never sent on a
+/// channel, never given to an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Note {
+    pub id: i64,
+    pub conversation_id: i64,
+    /// The member who wrote it; null when written with an API key.
+    pub author_user_id: Option<i64>,
+    pub text: String,
+    /// The members it @mentions (user ids), in the order first mentioned.
+    pub mentions: Vec<i64>,
+    pub created_at: Timestamp,
+}
+
 /// A conversation as listed: exactly the documented fields.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConversationItem {

@@ -36,6 +36,7 @@ string_enum!(
         HandoffAccepted = "handoff.accepted",
         HandoffCompleted = "handoff.completed",
         HandoffCanceled = "handoff.canceled",
+        NoteCreated = "note.created",
         BalanceLow = "balance.low",
         WebhookTest = "webhook.test",
     }
@@ -75,6 +76,7 @@ impl EventType {
             HandoffAccepted => "Someone took a handoff.",
             HandoffCompleted => "A handoff was finished.",
             HandoffCanceled => "A handoff was withdrawn before anyone took it.",
+            NoteCreated => "A private note was added to a conversation (its `mentions` name the members to tell).",
             BalanceLow => "A balance fell below its low-balance threshold.",
             WebhookTest => "A test delivery asked for from the API or the dashboard.",
         }

@@ -14,7 +14,7 @@ use parley_domain::ids::{
 use parley_domain::validation::{FieldError, Page, loc};
 use parley_services::agents::runs;
 use parley_services::crm::contacts;
-use parley_services::messaging::{channels, conversations, handoffs, messages};
+use parley_services::messaging::{channels, conversations, handoffs, messages, notes};
 use parley_services::tenancy::auth::Principal;
 use parley_services::{Answer, Idempotent, ServiceError, ServiceResult, Services, agents, billing, calls};
 use parley_services::{agents::prompt_blocks, knowledge};
@@ -364,6 +364,20 @@ operations! {
         c.finish()?;
         let input = parsed(input)?;
         to_value(svc.transaction(async move |work| handoffs::give_back(work, scope, id, input).await).await?)
+    }
+    list_notes(svc, who, scope, c) {
+        let id = ConversationId(c.id("conversation_id"));
+        let page = Page::read(&mut c.query);
+        c.finish()?;
+        items(notes::list(svc, scope, id, page).await?, page)
+    }
+    reply_as_note(svc, who, scope, c) {
+        let id = ConversationId(c.id("conversation_id"));
+        let input = c.body(notes::parse_create);
+        c.finish()?;
+        let input = parsed(input)?;
+        let author = who.user_id();
+        to_value(svc.transaction(async move |work| notes::create(work, scope, id, author, input).await).await?)
     }
     list_contacts(svc, who, scope, c) {
         let page = Page::read(&mut c.query);
@@ -766,6 +780,20 @@ pub static TOOLS: &[ToolSpec] = &[
         "post",
         "/api/v1/conversations/{conversation_id}/assign",
         assign_conversation,
+    ),
+    tool(
+        "list_notes",
+        "List a conversation's private notes",
+        "get",
+        "/api/v1/conversations/{conversation_id}/notes",
+        list_notes,
+    ),
+    tool(
+        "reply_as_note",
+        "Add a private note to a conversation (never sent to the contact)",
+        "post",
+        "/api/v1/conversations/{conversation_id}/notes",
+        reply_as_note,
     ),
     tool(
         "give_back_conversation",

@@ -18,6 +18,7 @@ pub mod health;
 pub mod knowledge;
 pub mod members;
 pub mod messages;
+pub mod notes;
 pub mod oauth;
 mod oauth_pages;
 pub mod overview;
@@ -55,6 +56,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(conversations::router())
         .merge(messages::router())
         .merge(handoffs::router())
+        .merge(notes::router())
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())

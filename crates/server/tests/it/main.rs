@@ -27,6 +27,7 @@ mod knowledge;
 mod mcp;
 mod members;
 mod messages;
+mod notes;
 mod oauth;
 mod operations;
 mod overview;

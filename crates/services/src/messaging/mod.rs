@@ -7,5 +7,6 @@ pub mod conversations;
 pub mod courier;
 pub mod handoffs;
 pub mod messages;
+pub mod notes;
 pub mod polling;
 pub mod webchat;
