@@ -29,19 +29,25 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::signals::Signal;
 use crate::tenancy::auth::Principal;
-use crate::{ServiceResult, Services};
+use crate::{ServiceError, ServiceResult, Services};
 
 /// How far back a reconnecting client may resume.
 pub const REPLAY_WINDOW: Duration = Duration::from_secs(3600);
-/// At most this many events are replayed; more means "reload".
+/// A replay reads at most this many events (counted from
+/// [`REPLAY_OVERLAP`] before the last one seen); more means "reload".
 pub const REPLAY_MAX: i64 = 1000;
 /// A replay starts this long before the last event seen, for events that
-/// committed after it but were stamped before it.
-pub const REPLAY_OVERLAP: Duration = Duration::from_secs(5);
+/// committed after it but were stamped before it (a transaction stamps its
+/// events as it commits: the gap is its last statements, but an import
+/// writes its events as it goes).
+pub const REPLAY_OVERLAP: Duration = Duration::from_secs(10);
 /// How often a hub reads the log's recent ids, in case a signal was lost.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// How far back a sweep looks (longer than any write transaction lasts).
 const SWEEP_WINDOW: Duration = Duration::from_secs(30);
+/// How far before its start a new hub's sweeps look (its first clients
+/// joined then).
+const HUB_START_MARGIN: Duration = Duration::from_secs(2);
 /// How long a hub remembers what it sent (longer than a sweep looks back).
 const SEEN_FOR: Duration = Duration::from_secs(90);
 /// Events a slow client may fall behind by before it is caught up from the log.
@@ -80,6 +86,11 @@ impl StreamFilter {
     /// see [`valid_pattern`]).
     pub fn new(caller: &Principal, patterns: Vec<String>) -> StreamFilter {
         StreamFilter { patterns, member: caller.role() == Some(Role::Member) }
+    }
+
+    /// The same filter for the caller as it is now (a role may have changed).
+    pub fn for_caller(&self, caller: &Principal) -> StreamFilter {
+        StreamFilter::new(caller, self.patterns.clone())
     }
 
     pub fn admits(&self, kind: EventType) -> bool {
@@ -129,10 +140,16 @@ pub fn parse_types(q: &mut QueryReader) -> Vec<String> {
     types
 }
 
+/// At most this many streams open at once per credential (an API key, a
+/// user) on one instance.
+pub const MAX_STREAMS_PER_CALLER: usize = 20;
+
 /// This instance's hubs, one per scope with clients.
 #[derive(Default)]
 pub struct Hubs {
     hubs: Mutex<HashMap<Scope, Weak<Hub>>>,
+    /// Streams open per credential.
+    open: Arc<Mutex<HashMap<String, usize>>>,
     /// Set once the task handing signals to the hubs runs.
     dispatching: std::sync::OnceLock<()>,
 }
@@ -140,7 +157,23 @@ pub struct Hubs {
 struct Hub {
     sender: broadcast::Sender<Arc<LiveEvent>>,
     /// Event ids to read and send; an empty list asks for a sweep.
-    wake: mpsc::UnboundedSender<Vec<String>>,
+    wake: mpsc::Sender<Vec<String>>,
+    /// Set when a wake-up did not fit: the next one sweeps.
+    overflowed: std::sync::atomic::AtomicBool,
+}
+
+/// Wake-ups a hub holds while it reads (each a commit's ids); past this,
+/// it sweeps instead.
+const WAKE_BUFFER: usize = 1024;
+
+impl Hub {
+    fn wake(&self, ids: Vec<String>) {
+        if self.wake.try_send(ids).is_err() {
+            self.overflowed.store(true, std::sync::atomic::Ordering::Relaxed);
+            // An empty list (a sweep) still fits, or one is queued already.
+            let _ = self.wake.try_send(Vec::new());
+        }
+    }
 }
 
 /// A client's place in its scope's hub. Dropping it leaves (the hub stops
@@ -181,13 +214,47 @@ impl ResetReason {
     }
 }
 
+/// One open stream of a credential, counted until dropped.
+pub struct StreamSlot {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.caller);
+            }
+        }
+    }
+}
+
 impl Services {
+    /// Counts a new stream of `caller` (a credential's name), or refuses it
+    /// past [`MAX_STREAMS_PER_CALLER`] on this instance.
+    pub fn open_stream(&self, caller: String) -> ServiceResult<StreamSlot> {
+        let open = Arc::clone(&self.live.open);
+        let mut counts = open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = counts.entry(caller.clone()).or_default();
+        if *n >= MAX_STREAMS_PER_CALLER {
+            return Err(ServiceError::TooManyRequests(format!(
+                "This credential has {MAX_STREAMS_PER_CALLER} streams open already; close one first"
+            )));
+        }
+        *n += 1;
+        drop(counts);
+        Ok(StreamSlot { open, caller })
+    }
+
     /// Joins `scope`'s live stream. Join before replaying, so that nothing
     /// written in between is missed.
     pub fn watch(&self, scope: Scope) -> Subscription {
         let live = &self.live;
         live.dispatching.get_or_init(|| {
-            tokio::spawn(dispatch(Arc::downgrade(live), self.signals.subscribe()));
+            tokio::spawn(dispatch(Arc::downgrade(live), self.signals.subscribe_events()));
         });
         let mut hubs = live.hubs.lock().unwrap_or_else(|p| p.into_inner());
         hubs.retain(|_, hub| hub.strong_count() > 0);
@@ -196,8 +263,8 @@ impl Services {
             return Subscription { _hub: hub, events };
         }
         let (sender, events) = broadcast::channel(CLIENT_BUFFER);
-        let (wake, woken) = mpsc::unbounded_channel();
-        let hub = Arc::new(Hub { sender, wake });
+        let (wake, woken) = mpsc::channel(WAKE_BUFFER);
+        let hub = Arc::new(Hub { sender, wake, overflowed: Default::default() });
         hubs.insert(scope, Arc::downgrade(&hub));
         tokio::spawn(run_hub(self.clone(), scope, Arc::downgrade(&hub), woken));
         Subscription { _hub: hub, events }
@@ -215,11 +282,12 @@ impl Services {
             return Ok(Replay::Reset(ResetReason::TooOld));
         }
         let from = last.created_at.minus_duration(REPLAY_OVERLAP);
-        let mut found = events::since(&mut c, scope, from, REPLAY_MAX + 1).await?;
-        found.retain(|e| e.id != last.id);
-        if found.len() as i64 > REPLAY_MAX {
+        let mut found = events::since(&mut c, scope, from, REPLAY_MAX).await?;
+        // A full page may have been cut short: more followed than a replay sends.
+        if found.len() as i64 >= REPLAY_MAX {
             return Ok(Replay::Reset(ResetReason::TooMany));
         }
+        found.retain(|e| e.id != last.id);
         Ok(Replay::Events(found))
     }
 }
@@ -234,13 +302,13 @@ async fn dispatch(hubs: Weak<Hubs>, mut signals: broadcast::Receiver<Signal>) {
             Ok(Signal::EventsWritten { workspace_id, livemode, ids }) => {
                 let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
                 if let Some(hub) = live.get(&scope).and_then(Weak::upgrade) {
-                    let _ = hub.wake.send(ids);
+                    hub.wake(ids);
                 }
             }
             // Signals were lost here: every hub sweeps.
             Ok(Signal::Missed) | Err(broadcast::error::RecvError::Lagged(_)) => {
                 for hub in live.values().filter_map(Weak::upgrade) {
-                    let _ = hub.wake.send(Vec::new());
+                    hub.wake(Vec::new());
                 }
             }
             Ok(_) => {}
@@ -251,7 +319,10 @@ async fn dispatch(hubs: Weak<Hubs>, mut signals: broadcast::Receiver<Signal>) {
 
 /// Reads the events a hub is woken for (or finds by sweeping) and sends
 /// each to its clients once, until its last client leaves.
-async fn run_hub(svc: Services, scope: Scope, hub: Weak<Hub>, mut woken: mpsc::UnboundedReceiver<Vec<String>>) {
+async fn run_hub(svc: Services, scope: Scope, hub: Weak<Hub>, mut woken: mpsc::Receiver<Vec<String>>) {
+    // What committed before the hub started is not news to its clients (a
+    // reconnecting one is replayed it): sweeps look no further back.
+    let started = Timestamp::now().minus_duration(HUB_START_MARGIN);
     let mut seen = Seen::default();
     let mut sweep = tokio::time::interval(SWEEP_EVERY);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -261,14 +332,17 @@ async fn run_hub(svc: Services, scope: Scope, hub: Weak<Hub>, mut woken: mpsc::U
             ids = woken.recv() => match ids { Some(ids) => ids, None => return },
             _ = sweep.tick() => Vec::new(),
         };
-        let Some(sender) = hub.upgrade().map(|h| h.sender.clone()) else { return };
+        let Some(hub) = hub.upgrade() else { return };
         // Everything waiting, in one read.
-        let mut must_sweep = ids.is_empty();
+        let mut must_sweep = ids.is_empty() || hub.overflowed.swap(false, std::sync::atomic::Ordering::Relaxed);
         while let Ok(more) = woken.try_recv() {
             must_sweep |= more.is_empty();
             ids.extend(more);
         }
-        if let Err(e) = deliver(&svc, scope, &mut seen, &sender, ids, must_sweep).await {
+        let sender = hub.sender.clone();
+        drop(hub);
+        let since = Timestamp::now().minus_duration(SWEEP_WINDOW).max(started);
+        if let Err(e) = deliver(&svc, scope, &mut seen, &sender, ids, must_sweep.then_some(since)).await {
             // The next wake-up or sweep tries again.
             tracing::warn!(error = %e, "the live stream could not read new events");
         }
@@ -281,11 +355,10 @@ async fn deliver(
     seen: &mut Seen,
     sender: &broadcast::Sender<Arc<LiveEvent>>,
     mut ids: Vec<String>,
-    sweep: bool,
+    sweep_since: Option<Timestamp>,
 ) -> ServiceResult<()> {
     let mut c = svc.db.read().await?;
-    if sweep {
-        let since = Timestamp::now().minus_duration(SWEEP_WINDOW);
+    if let Some(since) = sweep_since {
         ids.extend(events::ids_since(&mut c, scope, since, 10 * REPLAY_MAX).await?);
     }
     seen.forget_old();

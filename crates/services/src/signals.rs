@@ -49,6 +49,10 @@ pub struct Signals {
     /// Only PostgreSQL has other instances to tell.
     shared: bool,
     local: broadcast::Sender<Signal>,
+    /// The live stream's signals (`EventsWritten`, and `Missed`), apart
+    /// from the rest: one per committed write, they must not crowd out a
+    /// hang-up.
+    events: broadcast::Sender<Signal>,
     /// Payloads for NOTIFY, sent one after another by `relay` (one
     /// connection, however many signals a burst of traffic raises).
     outbox: tokio::sync::mpsc::Sender<String>,
@@ -62,6 +66,7 @@ impl Signals {
             instance: ulid::Ulid::new().to_string(),
             shared: backend == parley_store::Backend::Postgres,
             local: broadcast::channel(1024).0,
+            events: broadcast::channel(8192).0,
             outbox,
             outbox_rx: std::sync::Mutex::new(Some(outbox_rx)),
         }
@@ -69,17 +74,40 @@ impl Signals {
 }
 
 impl Signals {
-    /// Signals from every instance, this one included.
+    /// Signals from every instance, this one included (all but the live
+    /// stream's: see [`Signals::subscribe_events`]).
     pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
         self.local.subscribe()
+    }
+
+    /// The live stream's signals from every instance: `EventsWritten`, and
+    /// `Missed` when some may have been lost.
+    pub fn subscribe_events(&self) -> broadcast::Receiver<Signal> {
+        self.events.subscribe()
+    }
+
+    /// Hands a signal to this instance's subscribers of its kind.
+    fn deliver_here(&self, signal: Signal) {
+        // No receiver is not an error: nobody here is watching.
+        match signal {
+            Signal::EventsWritten { .. } => {
+                let _ = self.events.send(signal);
+            }
+            Signal::Missed => {
+                let _ = self.events.send(Signal::Missed);
+                let _ = self.local.send(Signal::Missed);
+            }
+            _ => {
+                let _ = self.local.send(signal);
+            }
+        }
     }
 
     /// Sends `signal` to every instance (after the change it announces has
     /// been committed). Best effort: live views also poll, and calls end on
     /// their own, so a lost signal delays but never loses anything.
     pub fn send(&self, signal: Signal) {
-        // No receiver is not an error: nobody here is watching.
-        let _ = self.local.send(signal.clone());
+        self.deliver_here(signal.clone());
         if self.shared {
             let payload =
                 serde_json::to_string(&Envelope { from: self.instance.clone(), signal }).expect("signals serialise");
@@ -132,18 +160,37 @@ pub async fn relay(svc: Services, stop: tokio::sync::watch::Receiver<bool>) {
     tokio::join!(send(svc.clone(), outbox, stop.clone()), receive(svc, stop));
 }
 
-/// Sends queued signals with NOTIFY, one at a time.
+/// A NOTIFY payload must stay under 8,000 bytes: signals waiting together
+/// are sent as one JSON array up to this size.
+const BATCH_BYTES: usize = 7000;
+
+/// Sends queued signals with NOTIFY: those waiting together in one (a
+/// burst of commits makes a few notifications, not one each).
 async fn send(
     svc: Services,
     mut outbox: tokio::sync::mpsc::Receiver<String>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let mut carried: Option<String> = None;
     loop {
-        let payload = tokio::select! {
-            p = outbox.recv() => match p { Some(p) => p, None => return },
-            _ = stop.wait_for(|s| *s) => return,
+        let first = match carried.take() {
+            Some(p) => p,
+            None => tokio::select! {
+                p = outbox.recv() => match p { Some(p) => p, None => return },
+                _ = stop.wait_for(|s| *s) => return,
+            },
         };
-        if let Err(e) = parley_store::notify::notify(&svc.db, CHANNEL, &payload).await {
+        let mut batch = format!("[{first}");
+        while let Ok(next) = outbox.try_recv() {
+            if batch.len() + next.len() + 2 > BATCH_BYTES {
+                carried = Some(next);
+                break;
+            }
+            batch.push(',');
+            batch.push_str(&next);
+        }
+        batch.push(']');
+        if let Err(e) = parley_store::notify::notify(&svc.db, CHANNEL, &batch).await {
             if svc.db.is_closed() {
                 return;
             }
@@ -158,7 +205,7 @@ async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
         match parley_store::notify::listen(&svc.db, CHANNEL).await {
             Ok(Some(listener)) => {
                 // Whatever was sent before this listener started is caught up on.
-                let _ = svc.signals.local.send(Signal::Missed);
+                svc.signals.deliver_here(Signal::Missed);
                 break listener;
             }
             Ok(None) => return,
@@ -179,13 +226,17 @@ async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
         match payload {
             Ok(None) => {
                 tracing::warn!("the signal listener lost its connection; reconnecting");
-                let _ = svc.signals.local.send(Signal::Missed);
+                svc.signals.deliver_here(Signal::Missed);
             }
-            Ok(Some(payload)) => match serde_json::from_str::<Envelope>(&payload) {
-                Ok(envelope) if envelope.from != svc.signals.instance => {
-                    let _ = svc.signals.local.send(envelope.signal);
+            // An array (a batch); a lone object from an older instance.
+            Ok(Some(payload)) => match serde_json::from_str::<Vec<Envelope>>(&payload)
+                .or_else(|_| serde_json::from_str::<Envelope>(&payload).map(|e| vec![e]))
+            {
+                Ok(envelopes) => {
+                    for envelope in envelopes.into_iter().filter(|e| e.from != svc.signals.instance) {
+                        svc.signals.deliver_here(envelope.signal);
+                    }
                 }
-                Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "an unreadable signal was ignored"),
             },
             // The listener holds a pool connection: give it back when the
@@ -194,7 +245,7 @@ async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
             Err(e) => {
                 tracing::warn!(error = %e, "listening for signals failed; reconnecting");
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                let _ = svc.signals.local.send(Signal::Missed);
+                svc.signals.deliver_here(Signal::Missed);
             }
         }
     }

@@ -462,7 +462,15 @@ impl Tx {
     }
 
     async fn flush_events(&mut self) -> StoreResult<()> {
-        let events = std::mem::take(&mut self.events);
+        let mut events = std::mem::take(&mut self.events);
+        // Stamped as they are written, just before the commit: an event's
+        // time is then close to when readers can see it (the live stream's
+        // replay relies on the gap being short); a microsecond apart, so
+        // they keep the order they were appended in.
+        let now = parley_domain::Timestamp::now();
+        for (i, (_, event)) in events.iter_mut().enumerate() {
+            event.created_at = now.plus_duration(Duration::from_micros(i as u64));
+        }
         crate::repo::events::insert_all(self, &events).await?;
         for (scope, event) in &events {
             crate::repo::webhooks::fan_out(self, *scope, &event.id, event.kind, event.created_at).await?;

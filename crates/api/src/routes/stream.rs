@@ -13,7 +13,7 @@ use parley_domain::Scope;
 use parley_domain::event::Event;
 use parley_domain::validation::QueryReader;
 use parley_services::Services;
-use parley_services::live::{self, LiveEvent, Replay, ResetReason, StreamFilter, Subscription};
+use parley_services::live::{self, LiveEvent, Replay, ResetReason, StreamFilter, StreamSlot, Subscription};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use utoipa::IntoParams;
@@ -69,9 +69,12 @@ struct StreamParams {
 ///
 /// Send `Accept: text/event-stream`. A client that reconnects sends
 /// `Last-Event-ID` and is first sent what it missed, if that is within
-/// the last hour and at most 1,000 events; otherwise it gets one `reset`
+/// the last hour and at most 1,000 events (counted from 10 s before the
+/// one it names); otherwise it gets one `reset`
 /// event (`{"reason": "unknown_event" | "too_old" | "too_many"}`) and
-/// should reload what it shows. After a reconnect an event may come twice:
+/// should reload what it shows (also for a `Last-Event-ID` that cannot be
+/// an id). At most 20 streams per credential are open on one server at
+/// once (429 past that). After a reconnect an event may come twice:
 /// the id tells. A `ready` event (`{"replayed": N}`) says the stream is
 /// live. The stream ends with an `error` event (`{"status", "detail"}`)
 /// when its credential stops being valid (a session's access token expires
@@ -88,6 +91,7 @@ struct StreamParams {
          description = "The event stream (`id`, `event`, `data` per change)"),
         (status = 406, body = ErrorBody, description = "The request did not accept text/event-stream"),
         (status = 422, body = ValidationErrorBody),
+        (status = 429, body = ErrorBody, description = "This credential has 20 streams open on this server already"),
     )
 )]
 async fn stream(
@@ -104,19 +108,23 @@ async fn stream(
             "This is a Server-Sent Events stream: send Accept: text/event-stream".into(),
         ));
     }
+    // A Last-Event-ID that cannot be an event id resumes nothing: the
+    // client is told to reload, as for an unknown one.
     let last_event_id = headers
         .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && v.len() <= 255)
-        .map(str::to_owned);
+        .map(|v| v.to_str().ok().map(str::trim).filter(|v| !v.is_empty() && v.len() <= 255).map(str::to_owned));
     let scope = auth.scope();
+    let slot = s.services.open_stream(caller_name(&auth.0))?;
     let filter = StreamFilter::new(&auth.0, q.types);
     // Joined before the replay is read: nothing committed in between is missed.
     let subscription = s.services.watch(scope);
-    let mut client = Client::new(s.clone(), headers, scope, filter, subscription);
+    let mut client = Client::new(s.clone(), headers, scope, filter, subscription, slot);
     let replayed = match last_event_id {
-        Some(id) => client.catch_up(&id).await?,
+        Some(Some(id)) => client.catch_up(&id).await?,
+        Some(None) => {
+            client.reset(ResetReason::UnknownEvent);
+            0
+        }
         None => 0,
     };
     client.pending.push_back(Frame::default().event("ready").data(json!({ "replayed": replayed }).to_string()));
@@ -130,6 +138,16 @@ async fn stream(
     // Proxies (nginx, HAProxy with buffering) pass each event on at once.
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// The credential a stream is counted against.
+fn caller_name(p: &parley_services::tenancy::auth::Principal) -> String {
+    use parley_services::tenancy::auth::Credential;
+    match p.credential {
+        Credential::ApiKey { key_id, .. } => format!("key:{key_id}"),
+        Credential::User { user_id, .. } => format!("user:{user_id}"),
+        Credential::OAuth { grant_id, .. } => format!("grant:{grant_id}"),
+    }
 }
 
 /// One connected client.
@@ -147,6 +165,7 @@ struct Client {
     last_id: Option<String>,
     recheck: tokio::time::Interval,
     ended: bool,
+    _slot: StreamSlot,
 }
 
 impl Client {
@@ -156,6 +175,7 @@ impl Client {
         scope: Scope,
         filter: StreamFilter,
         subscription: Subscription,
+        slot: StreamSlot,
     ) -> Self {
         let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK_EVERY, RECHECK_EVERY);
         recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -171,6 +191,7 @@ impl Client {
             last_id: None,
             recheck,
             ended: false,
+            _slot: slot,
         }
     }
 
@@ -257,7 +278,8 @@ impl Client {
 
     async fn recheck_credential(&mut self) {
         match identify(&self.state, &self.headers, false).await {
-            Ok(Identity::Authenticated(p)) if p.scope == self.scope => {}
+            // Its role may have changed: so may what it is sent.
+            Ok(Identity::Authenticated(p)) if p.scope == self.scope => self.filter = self.filter.for_caller(&p),
             Ok(Identity::Refused(why)) => self.end_with(401, why),
             Ok(_) => self.end_with(401, "The credential no longer admits this stream"),
             // A database hiccup: check again next time.

@@ -158,11 +158,23 @@ both_backends! {
         assert!(replayed.iter().all(|e| text_of(e) != Some("Elsewhere")));
         // And it is live again.
         inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Fourth", "external_id": "s-4"})).await;
-        resumed.until("message.received", Duration::from_secs(5), |d| d["data"]["text"] == "Fourth").await;
+        let fourth = resumed.until("message.received", Duration::from_secs(5), |d| d["data"]["text"] == "Fourth").await;
+        drop(resumed);
+
+        // More than a replay sends followed (an import's 1,000 events): reload, never a cut-short replay.
+        let scope = parley_domain::Scope::new(ws.id, parley_domain::Mode::Live);
+        let mut tx = app.db.begin().await.unwrap();
+        let many = (0..1000).map(|n| json!({"n": n})).collect();
+        parley_store::repo::events::append_many(&mut tx, scope, parley_domain::event::EventType::ContactUpdated, many).await.unwrap();
+        tx.commit().await.unwrap();
+        let (first, _) = SseReader::open(&app, "", key(&ws.live), fourth.last().unwrap().id.as_deref()).await;
+        assert_eq!(first.len(), 1, "{:?}", first.iter().map(|e| &e.event).collect::<Vec<_>>());
+        assert_eq!((first[0].event.as_str(), &first[0].data), ("reset", &json!({"reason": "too_many"})));
 
         // An id it cannot resume from (unknown, or another workspace's) says to reload, identically.
         let foreign_id = app.events(other.id, parley_domain::Mode::Live, "message.received").await[0].id.clone();
-        for id in ["evt_01JUNKJUNKJUNKJUNKJUNKJUNK", foreign_id.as_str()] {
+        let too_long = format!("evt_{}", "X".repeat(300));
+        for id in ["evt_01JUNKJUNKJUNKJUNKJUNKJUNK", foreign_id.as_str(), too_long.as_str()] {
             let (first, _) = SseReader::open(&app, "", key(&ws.live), Some(id)).await;
             assert_eq!(first.len(), 1, "{first:?}");
             assert_eq!((first[0].event.as_str(), &first[0].data, first[0].id.is_none()), ("reset", &json!({"reason": "unknown_event"}), true));
@@ -181,6 +193,24 @@ both_backends! {
         assert!(r.faults().iter().all(|(loc, _)| loc == r#"["query","types"]"#), "{}", r.text);
         let r = app.send(reqwest::Method::GET, "/api/v1/stream", None, None, &accept).await;
         assert_eq!((r.status, r.body["detail"].clone()), (401, json!("Missing API key")));
+        // At most 20 open streams per credential; closing one frees its place.
+        let mut open = Vec::new();
+        for _ in 0..20 {
+            open.push(SseReader::open(&app, "", key(&ws.test), None).await.1);
+        }
+        let r = app.send(reqwest::Method::GET, "/api/v1/stream", Some(&ws.test), None, &accept).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (429, json!("This credential has 20 streams open already; close one first")));
+        open.pop();
+        let closed = Instant::now();
+        loop {
+            let r = app.client.get(app.url("/api/v1/stream")).header("accept", "text/event-stream").header("x-api-key", &ws.test).send().await.unwrap();
+            if r.status() == 200 {
+                break;
+            }
+            assert!(closed.elapsed() < Duration::from_secs(20), "the closed stream's place was never freed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        drop(open);
 
         // A member and an admin, each signed in; the admin tests a webhook.
         app.user("admin@stream.test", "a long admin password", ws.id, Role::Admin).await;

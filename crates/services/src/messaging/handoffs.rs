@@ -184,6 +184,14 @@ async fn conversation(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Conve
     conversation_repo::get(tx, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))
 }
 
+/// Reads conversation `id`, locking it (PostgreSQL) for the rest of the
+/// transaction. Every change of who handles a conversation locks it first,
+/// before any handoff row, as an agent's reply does: one order, so two of
+/// them cannot deadlock, and none writes back what another changed.
+async fn conversation_locked(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<Conversation> {
+    conversation_repo::get_locked(tx, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))
+}
+
 /// A user of the workspace, or a 422 at `field`.
 async fn member(tx: &mut Tx, scope: Scope, user_id: i64, field: &str) -> ServiceResult<i64> {
     match parley_store::repo::users::role_in(tx, user_id, scope.workspace_id).await? {
@@ -230,7 +238,7 @@ pub async fn request(
     input: CreateHandoff,
 ) -> ServiceResult<Handoff> {
     let conversation_id = conversation_id.get();
-    let current = conversation(tx, scope, conversation_id).await?;
+    let current = conversation_locked(tx, scope, conversation_id).await?;
     if current.status == ConversationStatus::Closed {
         return Err(ServiceError::Conflict(format!("Conversation {conversation_id} is closed")));
     }
@@ -307,6 +315,7 @@ pub async fn accept(
         .or(signed_in_user)
         .ok_or_else(|| ServiceError::Validation(vec![FieldError::missing(loc(&["body", "user_id"]))]))?;
     let user = member(tx, scope, user, "user_id").await?;
+    let current = conversation_locked(tx, scope, handoff.conversation_id).await?;
     if !repo::transition(tx, scope, id, &[HandoffStatus::Requested], HandoffStatus::Accepted, Some(user)).await? {
         // Someone else's accept committed first: say who has it.
         let now = read(tx, scope, id).await?;
@@ -315,7 +324,6 @@ pub async fn accept(
         }
         return Err(ServiceError::Conflict(format!("Handoff {id} changed meanwhile; read it again")));
     }
-    let current = conversation(tx, scope, handoff.conversation_id).await?;
     hand_to(tx, scope, &current, Handler::Human, Some(user), current.agent_id).await?;
     emit(tx, scope, EventType::HandoffAccepted, id).await
 }
@@ -344,10 +352,10 @@ pub async fn complete(tx: &mut Tx, scope: Scope, id: HandoffId, input: CompleteH
             if handoff.status == HandoffStatus::Requested { " (cancel it instead)" } else { "" }
         )));
     }
+    let current = conversation_locked(tx, scope, handoff.conversation_id).await?;
     if !repo::transition(tx, scope, id, &[HandoffStatus::Accepted], HandoffStatus::Completed, None).await? {
         return Err(ServiceError::Conflict(format!("Handoff {id} changed meanwhile; read it again")));
     }
-    let current = conversation(tx, scope, handoff.conversation_id).await?;
     if input.close.unwrap_or(false) {
         conversation_repo::set_status(tx, scope, current.item.id, ConversationStatus::Closed).await?;
         hand_to(tx, scope, &current, Handler::None, None, current.agent_id).await?;
@@ -361,6 +369,7 @@ pub async fn complete(tx: &mut Tx, scope: Scope, id: HandoffId, input: CompleteH
 pub async fn cancel(tx: &mut Tx, scope: Scope, id: HandoffId) -> ServiceResult<Handoff> {
     let id = id.get();
     let handoff = read(tx, scope, id).await?;
+    let current = conversation_locked(tx, scope, handoff.conversation_id).await?;
     let open = [HandoffStatus::Requested, HandoffStatus::Accepted];
     if !open.contains(&handoff.status) || !repo::transition(tx, scope, id, &open, HandoffStatus::Canceled, None).await?
     {
@@ -369,7 +378,6 @@ pub async fn cancel(tx: &mut Tx, scope: Scope, id: HandoffId) -> ServiceResult<H
             handoff.status.as_str()
         )));
     }
-    let current = conversation(tx, scope, handoff.conversation_id).await?;
     if current.status != ConversationStatus::Closed {
         hand_to(tx, scope, &current, Handler::Agent, None, current.agent_id).await?;
     }
@@ -380,7 +388,7 @@ pub async fn cancel(tx: &mut Tx, scope: Scope, id: HandoffId) -> ServiceResult<H
 /// team. Who answers (`handler`) does not change: a person takes over by
 /// accepting a handoff. Emits `conversation.updated`.
 pub async fn assign(tx: &mut Tx, scope: Scope, id: ConversationId, input: Assign) -> ServiceResult<Conversation> {
-    let current = conversation(tx, scope, id.get()).await?;
+    let current = conversation_locked(tx, scope, id.get()).await?;
     if current.status == ConversationStatus::Closed {
         return Err(ServiceError::Conflict(format!("Conversation {} is closed", current.item.id)));
     }
@@ -396,7 +404,7 @@ pub async fn assign(tx: &mut Tx, scope: Scope, id: ConversationId, input: Assign
 /// An open handoff ends with it (an accepted one completes, a waiting one
 /// is canceled). Emits `conversation.updated` and the handoff's event.
 pub async fn give_back(tx: &mut Tx, scope: Scope, id: ConversationId, input: GiveBack) -> ServiceResult<Conversation> {
-    let current = conversation(tx, scope, id.get()).await?;
+    let current = conversation_locked(tx, scope, id.get()).await?;
     let id = current.item.id;
     if current.status == ConversationStatus::Closed {
         return Err(ServiceError::Conflict(format!("Conversation {id} is closed")));
@@ -405,8 +413,11 @@ pub async fn give_back(tx: &mut Tx, scope: Scope, id: ConversationId, input: Giv
         return Err(ServiceError::Conflict(format!("Conversation {id} has no agent yet; name one with agent_id")));
     };
     match parley_store::repo::agents::get(tx, scope, agent, false).await? {
+        Some(a) if a.is_template => {
+            return Err(ServiceError::Conflict(format!("Agent {agent} is a template; name an agent that answers")));
+        }
         Some(a) if a.status == parley_domain::agent::AgentStatus::Active => {}
-        Some(_) => return Err(ServiceError::Conflict(format!("Agent {agent} is archived; name an active agent"))),
+        Some(_) => return Err(ServiceError::Conflict(format!("Agent {agent} is not active; name an active agent"))),
         None => {
             return Err(ServiceError::Validation(vec![FieldError::not_found(
                 loc(&["body", "agent_id"]),

@@ -49,7 +49,7 @@ export function useResource(load, deps) {
 /**
  * Calls `reload` when the live stream brings an event `wanted` accepts, or
  * says to reload everything (a `reset` after a long disconnection). A
- * burst of events makes one reload.
+ * burst of events makes one reload, and reloads come at most once a second.
  * @param {() => void} reload
  * @param {(e: import("./api.js").ServerEvent) => boolean} wanted
  */
@@ -59,12 +59,18 @@ export function useLiveReload(reload, wanted) {
   useEffect(() => {
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     let timer;
+    let last = 0;
     const stop = onLive((e) => {
       if (e.event !== "reset" && !(e.id && want.current(e))) return;
-      timer ??= setTimeout(() => {
-        timer = undefined;
-        reload();
-      }, 150);
+      // Soon after the first event, then at most once a second.
+      timer ??= setTimeout(
+        () => {
+          timer = undefined;
+          last = Date.now();
+          reload();
+        },
+        Math.max(150, last + 1000 - Date.now()),
+      );
     });
     return () => {
       clearTimeout(timer);

@@ -40,19 +40,30 @@ function dispatch(e) {
     lastId = e.id;
   }
   if (e.event === "ready") setStatus("live");
+  // Too long away to resume: views reload, and the next reconnect starts afresh.
+  if (e.event === "reset") lastId = null;
   for (const l of [...listeners]) l(e);
 }
 
 /** Set when the server ended the stream because the credential expired. */
 let endedUnauthorized = false;
 
+/** Refusals in a row after which the stream stops trying (the session
+ * is over, or this member was removed: the page's own calls sign out). */
+const MAX_REFUSALS = 3;
+
+/** @param {number} ms */
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /** Keeps one connection open while anyone listens. */
 async function run() {
   const controller = new AbortController();
   connection = controller;
   let wait = 1000;
+  let refusals = 0;
   while (!controller.signal.aborted) {
     let refused = false;
+    const sentWith = authHeaders().Authorization;
     try {
       /** @type {Record<string, string>} */
       const headers = { Accept: "text/event-stream", ...authHeaders() };
@@ -60,8 +71,12 @@ async function run() {
       const response = await fetch("/api/v1/stream", { headers, signal: controller.signal, credentials: "same-origin" });
       if (response.status === 401) {
         refused = true;
+      } else if (response.status === 429) {
+        // Too many streams open for this user (other tabs): wait longer.
+        wait = Math.max(wait, 15000);
       } else if (response.ok && response.body) {
         wait = 1000;
+        refusals = 0;
         await readEventsFrom(response.body);
       }
     } catch {
@@ -71,13 +86,15 @@ async function run() {
     setStatus("reconnecting");
     if (refused || endedUnauthorized) {
       endedUnauthorized = false;
-      // The session's token expired: renew it. If the session is over,
-      // signing out stops this loop; if the server is unreachable, wait.
-      if (await renewAccess()) continue;
+      if (++refusals > MAX_REFUSALS) break;
+      // Renew the token only if the one refused is still current (the
+      // session may have renewed it meanwhile).
+      if (authHeaders().Authorization === sentWith) await renewAccess();
     }
-    await new Promise((resolve) => setTimeout(resolve, wait));
+    await sleep(wait);
     wait = Math.min(wait * 2, 30000);
   }
+  if (connection === controller) connection = null;
 }
 
 /** @param {NonNullable<Response["body"]>} body */
