@@ -23,7 +23,14 @@ const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
 let cdp;
 let firstLoad = "";
 
+const { trackRequests } = await import(
+  new URL("../crates/server/tests/browser/dashboard/harness.mjs", import.meta.url).href
+);
+/** @type {(quietMs?: number) => Promise<void>} */
+let settled = async () => {};
 const browser = await signedInBrowser(base, email, password, async (page) => {
+  // "networkidle" never comes: the live stream stays open; count the rest.
+  settled = trackRequests(page);
   await page.addInitScript(() => {
     /** @type {any} */ (window).__long = [];
     new PerformanceObserver((l) => {
@@ -49,7 +56,7 @@ let ok = false;
 try {
   const { page } = browser;
   await page.getByRole("region", { name: "Calls" }).getByText(/today ·/).waitFor();
-  await page.waitForLoadState("networkidle");
+  await settled();
   console.log(firstLoad);
   console.log(
     `through a signed-in Home: ${kb(bytes.assets)} of assets + ${kb(bytes.api)} of API answers in ${bytes.requests} requests`,
@@ -67,7 +74,7 @@ try {
       await page.goto(base + path);
       await ready(page).waitFor();
       const shown = await page.evaluate(() => performance.now());
-      await page.waitForLoadState("networkidle");
+      await settled();
       const tti = await page.evaluate(
         (shown) =>
           new Promise((resolve) => {

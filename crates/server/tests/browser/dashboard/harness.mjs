@@ -107,3 +107,29 @@ export async function noSecretsInStorage(page) {
   const cookies = await page.evaluate(() => document.cookie);
   check(!cookies.includes("parley_refresh"), `the refresh cookie is readable by scripts: ${cookies}`);
 }
+
+/**
+ * Follows `page`'s requests from now on; the function it returns waits
+ * until none has been in flight for `quietMs`. Playwright's "networkidle"
+ * never comes on the dashboard: its live stream (/api/v1/stream) stays
+ * open by design, so it is left out of the count.
+ */
+export function trackRequests(page) {
+  const inflight = new Set();
+  page.on("request", (r) => {
+    if (!r.url().includes("/api/v1/stream")) inflight.add(r);
+  });
+  const done = (r) => inflight.delete(r);
+  page.on("requestfinished", done);
+  page.on("requestfailed", done);
+  return async function settled(quietMs = 500, timeout = 30000) {
+    const deadline = Date.now() + timeout;
+    let quietSince = Date.now();
+    while (Date.now() < deadline) {
+      if (inflight.size) quietSince = Date.now();
+      else if (Date.now() - quietSince >= quietMs) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`requests still in flight: ${[...inflight].map((r) => r.url()).join(", ")}`);
+  };
+}

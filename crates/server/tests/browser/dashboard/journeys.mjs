@@ -9,7 +9,7 @@
 // any failure. Screenshots go to config.screenshots.
 
 import { readFileSync } from "node:fs";
-import { api, axe, check, journey, launch, noSecretsInStorage, open, signIn, signedIn } from "./harness.mjs";
+import { api, axe, check, journey, launch, noSecretsInStorage, open, signIn, signedIn, trackRequests } from "./harness.mjs";
 
 const [configPath, ...only] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -851,12 +851,13 @@ const journeys = {
   async phone(browser) {
     const viewport = { width: 390, height: 844 };
     const { page } = await signedIn(browser, base, owner, { viewport });
+    const settled = trackRequests(page);
     const paths = ["/", "/agents", "/calls", `/calls/${config.calls.a}`, "/contacts", "/knowledge", "/channels", "/billing", "/runs", "/developers/api-keys", "/settings/members", "/developers/webhooks"];
     for (const path of paths) {
       await page.goto(path);
       const heading = page.getByRole("heading", { level: 1 });
       await heading.waitFor();
-      await page.waitForLoadState("networkidle");
+      await settled();
       const wide = await page.evaluate(() => document.documentElement.scrollWidth);
       check(wide <= viewport.width, `${path} is ${wide}px wide on a ${viewport.width}px screen`);
       // The page starts at the top: the navigation is folded away.
