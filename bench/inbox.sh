@@ -9,7 +9,7 @@
 # its `message.received` event. Reports p50/p99/max over all deliveries,
 # deliveries missing (must be 0) and duplicated (must be 0), the inbound
 # rate reached, and the server's resident memory per connected client
-# (measured with IDLE idle clients, default 500, connected after the run).
+# (measured first, with IDLE idle clients, default 400).
 # Target (issue 34): p50 <= 150 ms, p99 <= 500 ms at 500 inbound/s.
 #
 # Usage: bench/inbox.sh [clients] [rate] [duration]
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 CLIENTS="${1:-50}"
 RATE="${2:-500}"
 DURATION="${3:-20}"
-IDLE="${IDLE:-500}"
+IDLE="${IDLE:-400}"
 PORT="${PORT:-18590}"
 source bench/lib.sh
 bench_prepare
@@ -29,6 +29,14 @@ CHANNEL_JSON=$(curl -sf -X POST "$BASE/api/v1/channels" -H "X-API-Key: $KEY" -H 
   -d '{"type": "api", "name": "Bench"}')
 CHANNEL=$(echo "$CHANNEL_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 SECRET=$(echo "$CHANNEL_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
+# A server holds at most 20 streams per credential: one key per stream
+# client (each stands for a person's dashboard), and one per 20 idle ones.
+KEYS=$(( CLIENTS + (IDLE + 19) / 20 ))
+echo "creating $KEYS API keys…" >&2
+: > keys.txt
+for i in $(seq 1 "$KEYS"); do
+  parley key create --workspace 1 --name "Bench $i" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])' >> keys.txt
+done
 
 python3 - "$BASE" "$KEY" "$CHANNEL" "$SECRET" "$CLIENTS" "$RATE" "$DURATION" "$IDLE" "$SERVER" <<'PY'
 import base64, collections, hashlib, hmac, http.client, json, queue, socket, subprocess, sys, threading, time
@@ -43,19 +51,36 @@ def rss_kib():
     with open(f"/proc/{pid}/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 
+# Memory per connected client, first, on the fresh server: idle streams,
+# connected and then let go.
+before = rss_kib()
+keys = open("keys.txt").read().split()[clients:]
+held = []
+for n in range(idle):
+    s = socket.create_connection((host, port))
+    s.sendall(f"GET /api/v1/stream HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {keys[n // 20]}\r\nAccept: text/event-stream\r\n\r\n".encode())
+    held.append(s)
+time.sleep(2)
+after = rss_kib()
+for s in held:
+    s.close()
+
+
 # The stream clients: one Node process (an event loop reads 50 streams at
 # 500 events/s each without becoming the bottleneck a Python thread pool
 # would be); it prints "ready" once every client is live and writes one
 # line per delivery, "client external_id epoch_ms", until it is stopped.
 watcher = subprocess.Popen(["node", "-e", r"""
-const [base, key, clients] = [process.argv[1], process.argv[2], Number(process.argv[3])];
+const [base, clients] = [process.argv[1], Number(process.argv[3])];
 const fs = require("fs");
+const keys = fs.readFileSync("keys.txt", "utf8").trim().split("\n");
 const out = fs.createWriteStream("deliveries.txt");
 let ready = 0;
 const now = () => performance.timeOrigin + performance.now();
 for (let n = 0; n < clients; n++) {
   (async () => {
-    const r = await fetch(base + "/api/v1/stream?types=message.received", { headers: { "X-API-Key": key, Accept: "text/event-stream" } });
+    const r = await fetch(base + "/api/v1/stream?types=message.received", { headers: { "X-API-Key": keys[n], Accept: "text/event-stream" } });
+    if (r.status !== 200) throw new Error(`stream ${n}: ${r.status} ${await r.text()}`);
     const reader = r.body.getReader();
     const dec = new TextDecoder();
     let buf = "";
@@ -142,18 +167,6 @@ for ext, at in accepted.items():
 lat.sort()
 whole.sort()
 pct = lambda xs, p: xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
-
-# Memory per connected client: idle streams, connected and then let go.
-before = rss_kib()
-held = []
-for _ in range(idle):
-    s = socket.create_connection((host, port))
-    s.sendall(f"GET /api/v1/stream HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\nAccept: text/event-stream\r\n\r\n".encode())
-    held.append(s)
-time.sleep(2)
-after = rss_kib()
-for s in held:
-    s.close()
 
 print()
 print(f"{clients} stream clients; inbound {len(accepted)} of {total} accepted in {sent_for:.1f} s "
