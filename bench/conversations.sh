@@ -22,10 +22,7 @@ source bench/lib.sh
 need_wrk
 bench_prepare
 start_server
-CHANNEL_JSON=$(curl -sf -X POST "$BASE/api/v1/channels" -H "X-API-Key: $KEY" -H "Content-Type: application/json" \
-  -d '{"type": "api", "name": "Bench"}')
-CHANNEL=$(echo "$CHANNEL_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-SECRET=$(echo "$CHANNEL_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
+api_channel
 
 # Pre-signed requests, one per line: webhook-id, timestamp, signature, body.
 REQUESTS=$(( DURATION * 12000 + 20000 ))

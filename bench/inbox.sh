@@ -25,10 +25,7 @@ PORT="${PORT:-18590}"
 source bench/lib.sh
 bench_prepare
 start_server
-CHANNEL_JSON=$(curl -sf -X POST "$BASE/api/v1/channels" -H "X-API-Key: $KEY" -H "Content-Type: application/json" \
-  -d '{"type": "api", "name": "Bench"}')
-CHANNEL=$(echo "$CHANNEL_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-SECRET=$(echo "$CHANNEL_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
+api_channel
 # A server holds at most 20 streams per credential: one key per stream
 # client (each stands for a person's dashboard), and one per 20 idle ones.
 KEYS=$(( CLIENTS + (IDLE + 19) / 20 ))

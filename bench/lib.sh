@@ -14,6 +14,8 @@
 #                              SERVER (its pid), KEY (the live key from the
 #                              first banner) and BASE
 #   parley …                   runs the release binary (CLI commands)
+#   api_channel                creates an api channel (with $KEY); sets
+#                              CHANNEL (its id) and SECRET (its signing secret)
 #   DATABASE=postgres          start_server uses a fresh PostgreSQL database
 #                              (parley_bench_<pid> at $PG_URL, default
 #                              postgres://postgres@127.0.0.1:5432), dropped on
@@ -79,4 +81,13 @@ start_server() {
 
 parley() {
   "$BIN" "$@"
+}
+
+# Creates an api channel with the live key; sets CHANNEL and SECRET.
+api_channel() {
+  local created
+  created=$(curl -sf -X POST "$BASE/api/v1/channels" -H "X-API-Key: $KEY" -H "Content-Type: application/json" \
+    -d '{"type": "api", "name": "Bench"}')
+  CHANNEL=$(echo "$created" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  SECRET=$(echo "$created" | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
 }
