@@ -21,6 +21,16 @@ string_enum!(
     /// Who answers the conversation now.
     Handler { Agent = "agent", Human = "human", None = "none" }
 );
+string_enum!(
+    /// An inbox view: everything, the caller's, nobody's (and no agent's),
+    /// or those whose handoff to a person waits.
+    InboxViewName { All = "all", Mine = "mine", Unassigned = "unassigned", Handoffs = "handoffs" }
+);
+string_enum!(
+    /// The inbox's order: `recent` (last activity first) or `waiting` (who
+    /// has waited longest first).
+    InboxSortName { Recent = "recent", Waiting = "waiting" }
+);
 string_enum!(ConversationKind { Direct = "direct", Group = "group", Call = "call" });
 string_enum!(Direction { Inbound = "inbound", Outbound = "outbound" });
 string_enum!(AuthorType { Contact = "contact", Agent = "agent", User = "user", System = "system" });
@@ -75,6 +85,19 @@ pub struct Note {
     pub created_at: Timestamp,
 }
 
+/// A label a team puts on conversations (`/api/v1/labels`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Label {
+    pub id: i64,
+    /// Unique in the workspace and mode whatever its case.
+    pub name: String,
+    /// `#rrggbb`.
+    pub color: String,
+    pub description: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
 /// A conversation as listed: exactly the documented fields.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConversationItem {
@@ -113,6 +136,8 @@ pub struct Conversation {
     /// authenticate: kept apart from the proven address's conversations and
     /// contact (the `From` may be forged).
     pub unverified_sender: bool,
+    /// The names of its labels, sorted.
+    pub labels: Vec<String>,
 }
 
 /// Who wrote a message.

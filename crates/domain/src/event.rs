@@ -37,6 +37,9 @@ string_enum!(
         HandoffCompleted = "handoff.completed",
         HandoffCanceled = "handoff.canceled",
         NoteCreated = "note.created",
+        LabelCreated = "label.created",
+        LabelUpdated = "label.updated",
+        LabelDeleted = "label.deleted",
         BalanceLow = "balance.low",
         WebhookTest = "webhook.test",
     }
@@ -77,6 +80,9 @@ impl EventType {
             HandoffCompleted => "A handoff was finished.",
             HandoffCanceled => "A handoff was withdrawn before anyone took it.",
             NoteCreated => "A private note was added to a conversation (its `mentions` name the members to tell).",
+            LabelCreated => "A conversation label was created.",
+            LabelUpdated => "A label was renamed or recoloured (a rename also updates each conversation it is on).",
+            LabelDeleted => "A label was deleted (and taken off every conversation).",
             BalanceLow => "A balance fell below its low-balance threshold.",
             WebhookTest => "A test delivery asked for from the API or the dashboard.",
         }

@@ -33,6 +33,10 @@ typed_id!(
     ConversationId,
     /// A handoff's id.
     HandoffId,
+    /// A conversation label's id.
+    LabelId,
+    /// A canned response's id.
+    CannedResponseId,
     /// A webhook endpoint's id.
     EndpointId,
     /// A webhook delivery attempt's id.

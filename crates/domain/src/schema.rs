@@ -156,6 +156,15 @@ pub fn variable_names() -> Array {
         .build()
 }
 
+/// Conversation label names (`PUT /conversations/{id}/labels`).
+pub fn label_names() -> Array {
+    ArrayBuilder::new()
+        .items(string(1, 50).pattern(Some("^[A-Za-z0-9_-]+$")))
+        .max_items(Some(20))
+        .unique_items(true)
+        .build()
+}
+
 /// The event types a webhook endpoint subscribes to.
 pub fn webhook_events() -> Array {
     let mut permitted = vec!["*"];

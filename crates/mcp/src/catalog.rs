@@ -250,8 +250,8 @@ impl Listed {
         let read_only = spec.method == "get" || spec.reads_only;
         let annotations = ToolAnnotations::new()
             .read_only(read_only)
-            .destructive(matches!(spec.method, "delete" | "patch") || spec.irreversible)
-            .idempotent(read_only || matches!(spec.method, "delete" | "patch"))
+            .destructive(matches!(spec.method, "delete" | "patch" | "put") || spec.irreversible)
+            .idempotent(read_only || matches!(spec.method, "delete" | "patch" | "put"))
             .open_world(spec.open_world);
         let description = describe(op);
         let mut with_workspace = input.clone();

@@ -14,7 +14,7 @@ use parley_domain::ids::{
 use parley_domain::validation::{FieldError, Page, loc};
 use parley_services::agents::runs;
 use parley_services::crm::contacts;
-use parley_services::messaging::{channels, conversations, handoffs, messages, notes};
+use parley_services::messaging::{channels, conversations, handoffs, labels, messages, notes};
 use parley_services::tenancy::auth::Principal;
 use parley_services::{Answer, Idempotent, ServiceError, ServiceResult, Services, agents, billing, calls};
 use parley_services::{agents::prompt_blocks, knowledge};
@@ -378,6 +378,18 @@ operations! {
         let input = parsed(input)?;
         let author = who.user_id();
         to_value(svc.transaction(async move |work| notes::create(work, scope, id, author, input).await).await?)
+    }
+    list_labels(svc, who, scope, c) {
+        let page = Page::read(&mut c.query);
+        c.finish()?;
+        items(labels::list(svc, scope, page).await?, page)
+    }
+    label_conversation(svc, who, scope, c) {
+        let id = ConversationId(c.id("conversation_id"));
+        let input = c.body(labels::parse_set);
+        c.finish()?;
+        let input = parsed(input)?;
+        to_value(svc.transaction(async move |work| labels::set_on_conversation(work, scope, id, input).await).await?)
     }
     list_contacts(svc, who, scope, c) {
         let page = Page::read(&mut c.query);
@@ -794,6 +806,14 @@ pub static TOOLS: &[ToolSpec] = &[
         "post",
         "/api/v1/conversations/{conversation_id}/notes",
         reply_as_note,
+    ),
+    tool("list_labels", "List conversation labels", "get", "/api/v1/labels", list_labels),
+    tool(
+        "label_conversation",
+        "Set a conversation's labels (replacing those it had)",
+        "put",
+        "/api/v1/conversations/{conversation_id}/labels",
+        label_conversation,
     ),
     tool(
         "give_back_conversation",

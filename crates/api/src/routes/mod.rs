@@ -15,7 +15,9 @@ pub mod email;
 pub mod files;
 pub mod handoffs;
 pub mod health;
+pub mod inbox;
 pub mod knowledge;
+pub mod labels;
 pub mod members;
 pub mod messages;
 pub mod notes;
@@ -57,6 +59,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(handoffs::router())
         .merge(notes::router())
+        .merge(labels::router())
+        .merge(inbox::router())
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())

@@ -24,6 +24,7 @@ mod identity;
 mod imap;
 mod isolation;
 mod knowledge;
+mod labels;
 mod mcp;
 mod members;
 mod messages;

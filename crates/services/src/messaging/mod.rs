@@ -6,6 +6,8 @@ pub mod channels;
 pub mod conversations;
 pub mod courier;
 pub mod handoffs;
+pub mod inbox;
+pub mod labels;
 pub mod messages;
 pub mod notes;
 pub mod polling;

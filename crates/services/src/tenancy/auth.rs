@@ -112,6 +112,16 @@ impl Principal {
         }
     }
 
+    /// For what a team's owners and admins set up and members only use
+    /// (labels, canned responses): a member's session gets 403; API keys
+    /// and MCP grants act for the workspace and may.
+    pub fn refuse_member(&self, what: &str) -> Result<(), ServiceError> {
+        match self.role() {
+            Some(Role::Member) => Err(ServiceError::Forbidden(format!("Only owners and admins can {what}"))),
+            _ => Ok(()),
+        }
+    }
+
     /// The signed-in user, for operations that need a dashboard session.
     pub fn require_user(&self) -> Result<(i64, Role), ServiceError> {
         match self.credential {

@@ -18,7 +18,7 @@ pub const VERSION_KEY: &str = "conversations";
 
 const COLUMNS: &str = "id, title, channel, kind, channel_ref, last_message_ts, last_message_preview, unread_count, \
     created_at, status, channel_id, contact_id, agent_id, handler, assignee_user_id, waiting_since, snoozed_until, updated_at, \
-    unverified_sender";
+    unverified_sender, labels";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -41,6 +41,7 @@ struct Row {
     snoozed_until: Option<Timestamp>,
     updated_at: Timestamp,
     unverified_sender: bool,
+    labels: Json<Vec<String>>,
 }
 
 impl TryFrom<Row> for Conversation {
@@ -69,6 +70,7 @@ impl TryFrom<Row> for Conversation {
             snoozed_until: r.snoozed_until,
             updated_at: r.updated_at,
             unverified_sender: r.unverified_sender,
+            labels: r.labels.0,
         })
     }
 }
@@ -227,6 +229,150 @@ pub async fn list(
     let (rows, total): (Vec<Row>, i64) = super::newest_page(c, "conversations c", COLUMNS, &w, page).await?;
     let items = rows.into_iter().map(|r| Conversation::try_from(r).map(|c| c.item)).collect::<Result<_, _>>()?;
     Ok((items, total))
+}
+
+/// Which conversations an inbox view shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxView {
+    All,
+    /// Assigned to this member.
+    Mine(i64),
+    /// Nobody's, and no agent answers them.
+    Unassigned,
+    /// A handoff to a person waits to be accepted.
+    Handoffs,
+}
+
+/// The inbox's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxSort {
+    /// Last activity first.
+    Recent,
+    /// Who has waited longest first (then those not waiting).
+    Waiting,
+}
+
+/// The inbox's view, filters and order.
+#[derive(Debug, Clone)]
+pub struct InboxFilter {
+    pub view: InboxView,
+    pub status: Option<ConversationStatus>,
+    pub channel: Option<String>,
+    pub handler: Option<Handler>,
+    pub agent_id: Option<i64>,
+    pub assignee_user_id: Option<i64>,
+    pub contact_id: Option<i64>,
+    /// A label's name (any case).
+    pub label: Option<String>,
+    pub sort: InboxSort,
+}
+
+fn inbox_where(scope: Scope, view: InboxView) -> Where {
+    let mut w = Where::scoped(scope, "c");
+    match view {
+        InboxView::All => {}
+        InboxView::Mine(user_id) => {
+            w.and("c.assignee_user_id = ?", [Arg::I64(user_id)]);
+        }
+        InboxView::Unassigned => {
+            w.and("c.assignee_user_id IS NULL AND c.handler <> 'agent'", []);
+        }
+        InboxView::Handoffs => {
+            w.and(
+                "EXISTS (SELECT 1 FROM handoffs h WHERE h.conversation_id = c.id AND h.status = 'requested' AND h.target = 'human')",
+                [],
+            );
+        }
+    }
+    w
+}
+
+/// A page of the inbox: full conversations in the view's order, and how
+/// many match.
+pub async fn inbox(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    filter: &InboxFilter,
+    page: Page,
+) -> StoreResult<(Vec<Conversation>, i64)> {
+    let mut w = inbox_where(scope, filter.view);
+    if let Some(st) = filter.status {
+        w.and("c.status = ?", [Arg::Text(st.as_str().to_owned())]);
+    }
+    if let Some(ch) = &filter.channel {
+        w.and("c.channel = ?", [Arg::Text(ch.clone())]);
+    }
+    if let Some(h) = filter.handler {
+        w.and("c.handler = ?", [Arg::Text(h.as_str().to_owned())]);
+    }
+    if let Some(id) = filter.agent_id {
+        w.and("c.agent_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(id) = filter.assignee_user_id {
+        w.and("c.assignee_user_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(id) = filter.contact_id {
+        w.and("c.contact_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(name) = &filter.label {
+        w.and(
+            "EXISTS (SELECT 1 FROM conversation_labels cl JOIN labels l ON l.id = cl.label_id
+               WHERE cl.conversation_id = c.id AND l.workspace_id = c.workspace_id AND l.livemode = c.livemode
+                 AND lower(l.name) = lower(?))",
+            [Arg::Text(name.clone())],
+        );
+    }
+    let order = match filter.sort {
+        InboxSort::Recent => "c.last_message_ts DESC NULLS LAST, c.id DESC",
+        InboxSort::Waiting => "c.waiting_since ASC NULLS LAST, c.id ASC",
+    };
+    let n = w.next_placeholder();
+    let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM conversations c{}", w.sql()));
+    let page_sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM conversations c{} ORDER BY {order} LIMIT ${n} OFFSET ${}",
+        w.sql(),
+        n + 1
+    ));
+    let (total,): (i64,) = fetch_one!(c, bind_args!(sqlx::query_as(count_sql), w.args.clone()))?;
+    let rows: Vec<Row> =
+        fetch_all!(c, bind_args!(sqlx::query_as(page_sql), w.args.clone()).bind(page.limit).bind(page.offset))?;
+    let items = rows.into_iter().map(Conversation::try_from).collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
+
+/// How many open conversations each inbox view holds (`user_id`'s for
+/// Mine), and the unread messages in the member's own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InboxCounts {
+    pub all: i64,
+    pub mine: i64,
+    pub unassigned: i64,
+    pub handoffs: i64,
+    pub unread_mine: i64,
+}
+
+pub async fn inbox_counts(c: &mut impl AsHandle, scope: Scope, user_id: Option<i64>) -> StoreResult<InboxCounts> {
+    let mut counts = InboxCounts::default();
+    let views =
+        [InboxView::All, InboxView::Unassigned, InboxView::Handoffs].into_iter().chain(user_id.map(InboxView::Mine));
+    for view in views {
+        let mut w = inbox_where(scope, view);
+        if view != InboxView::Handoffs {
+            w.and("c.status = 'open'", []);
+        }
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(c.unread_count), 0) AS BIGINT) FROM conversations c{}",
+            w.sql()
+        ));
+        let (n, unread): (i64, i64) = fetch_one!(c, bind_args!(sqlx::query_as(sql), w.args))?;
+        match view {
+            InboxView::All => counts.all = n,
+            InboxView::Mine(_) => (counts.mine, counts.unread_mine) = (n, unread),
+            InboxView::Unassigned => counts.unassigned = n,
+            InboxView::Handoffs => counts.handoffs = n,
+        }
+    }
+    Ok(counts)
 }
 
 /// The fields a user may change.

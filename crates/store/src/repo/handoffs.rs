@@ -106,6 +106,20 @@ pub async fn open_for(c: &mut impl AsHandle, scope: Scope, conversation_id: i64)
     row.map(Handoff::try_from).transpose()
 }
 
+/// The open handoffs of the conversations `conversation_ids` (a page's worth).
+pub async fn open_for_many(c: &mut impl AsHandle, scope: Scope, conversation_ids: &[i64]) -> StoreResult<Vec<Handoff>> {
+    if conversation_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut w = super::Where::scoped(scope, "h");
+    w.and("h.status IN ('requested', 'accepted')", []);
+    let list = w.list(conversation_ids.iter().map(|id| super::Arg::I64(*id)));
+    let sql =
+        sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM handoffs h{} AND h.conversation_id IN ({list})", w.sql()));
+    let rows: Vec<Row> = crate::fetch_all!(c, super::bind_args!(sqlx::query_as(sql), w.args))?;
+    rows.into_iter().map(Handoff::try_from).collect()
+}
+
 /// Moves a handoff from one of `from` to `to`, stamping `<to>_at`; false
 /// when it was not in one of `from` (a concurrent change won).
 pub async fn transition(

@@ -14,6 +14,7 @@ pub mod idempotency;
 pub mod invitations;
 pub mod jobs;
 pub mod knowledge;
+pub mod labels;
 pub mod notes;
 pub mod oauth;
 pub mod overview;

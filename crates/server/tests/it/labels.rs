@@ -1,0 +1,154 @@
+//! Labels on conversations, and the inbox's views, filters and order.
+
+use parley_domain::Mode;
+use parley_domain::user::Role;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::conversations::inbound;
+use crate::messages::sending_channel;
+use crate::receiver::Receiver;
+use crate::support::*;
+
+const PW: &str = "correct horse battery";
+
+fn ids(page: &Value) -> Vec<i64> {
+    page["items"].as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect()
+}
+
+both_backends! {
+    async fn labels_are_named_once_put_on_conversations_and_follow_renames(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        app.user("mia@example.com", PW, ws.id, Role::Member).await;
+        let member = app.token("mia@example.com", PW).await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let conv = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Refund?", "external_id": "l-1"})).await.body["conversation_id"].as_i64().unwrap();
+
+        let r = app.post(&ws.live, "/api/v1/labels", json!({"name": "billing", "color": "#1D4ED8", "description": "Invoices"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!((r.body["name"].clone(), r.body["color"].clone()), (json!("billing"), json!("#1d4ed8")));
+        let billing = r.body["id"].as_i64().unwrap();
+        // Without a colour one is chosen; names are unique whatever their case.
+        let vip = app.post(&ws.live, "/api/v1/labels", json!({"name": "VIP"})).await;
+        assert_eq!(vip.status, 201);
+        assert!(vip.body["color"].as_str().unwrap().starts_with('#'));
+        let r = app.post(&ws.live, "/api/v1/labels", json!({"name": "Billing"})).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!("A label named \"Billing\" already exists (names are unique whatever their case)")));
+        // Bad names and colours are named at their field.
+        let r = app.post(&ws.live, "/api/v1/labels", json!({"name": "two words", "color": "blue"})).await;
+        let mut faults = r.faults();
+        faults.sort();
+        assert_eq!(faults, [(r#"["body","color"]"#.to_owned(), "value_error.color".to_owned()), (r#"["body","name"]"#.to_owned(), "value_error.label_name".to_owned())]);
+        // Members use labels; only owners, admins and keys make them.
+        let r = app.bearer(Method::POST, "/api/v1/labels", &member, Some(json!({"name": "mine"}))).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (403, json!("Only owners and admins can create, change or delete labels")));
+        assert_eq!(app.bearer(Method::DELETE, &format!("/api/v1/labels/{billing}"), &member, None).await.status, 403);
+
+        // Put on a conversation (any member may), sorted by name, with an event.
+        let path = format!("/api/v1/conversations/{conv}/labels");
+        let r = app.bearer(Method::PUT, &path, &member, Some(json!({"labels": ["vip", "billing"]}))).await;
+        assert_eq!((r.status, r.body["labels"].clone()), (200, json!(["billing", "VIP"])), "{}", r.text);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"], json!(["billing", "VIP"]));
+        let updated = app.events(ws.id, Mode::Live, "conversation.updated").await;
+        assert_eq!(updated[0].data["labels"], json!(["billing", "VIP"]), "newest first");
+        // Unknown names are named at their place; a name twice is refused; nothing changed.
+        let r = app.send(Method::PUT, &path, Some(&ws.live), Some(json!({"labels": ["billing", "nope"]})), &[]).await;
+        assert_eq!(r.faults(), [(r#"["body","labels",1]"#.to_owned(), "value_error.label.unknown".to_owned())], "{}", r.text);
+        let r = app.send(Method::PUT, &path, Some(&ws.live), Some(json!({"labels": ["vip", "VIP"]})), &[]).await;
+        assert_eq!(r.faults(), [(r#"["body","labels"]"#.to_owned(), "value_error.list.unique_items".to_owned())]);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"], json!(["billing", "VIP"]));
+
+        // A rename shows on the conversation; a deletion takes the label off.
+        let r = app.patch(&ws.live, &format!("/api/v1/labels/{billing}"), json!({"name": "refunds"})).await;
+        assert_eq!((r.status, r.body["name"].clone(), r.body["description"].clone()), (200, json!("refunds"), json!("Invoices")));
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"], json!(["refunds", "VIP"]));
+        let r = app.patch(&ws.live, &format!("/api/v1/labels/{billing}"), json!({"name": "vip"})).await;
+        assert_eq!(r.status, 409, "{}", r.text);
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/labels/{}", vip.body["id"])).await.status, 204);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"], json!(["refunds"]));
+        let list = app.get(&ws.live, "/api/v1/labels").await.body;
+        assert_eq!((list["total"].clone(), list["items"][0]["name"].clone()), (json!(1), json!("refunds")));
+        let mut counts = Vec::new();
+        for kind in ["label.created", "label.updated", "label.deleted"] {
+            counts.push(app.events(ws.id, Mode::Live, kind).await.len());
+        }
+        assert_eq!(counts, [2, 1, 1], "the refused rename wrote nothing");
+
+        // Other scopes see no such label or conversation.
+        let other = app.workspace("Other").await;
+        for key in [&other.live, &ws.test] {
+            assert_eq!(app.get(key, &format!("/api/v1/labels/{billing}")).await.status, 404);
+            assert_eq!(app.patch(key, &format!("/api/v1/labels/{billing}"), json!({"color": "#000000"})).await.status, 404);
+            assert_eq!(app.delete(key, &format!("/api/v1/labels/{billing}")).await.status, 404);
+            let r = app.send(Method::PUT, &path, Some(key), Some(json!({"labels": []})), &[]).await;
+            assert_eq!(r.status, 404);
+        }
+    }
+
+    async fn the_inbox_shows_each_view_filtered_and_sorted(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let ana = app.user("ana@example.com", PW, ws.id, Role::Member).await;
+        let token = app.token("ana@example.com", PW).await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        let mut convs = Vec::new();
+        for (i, who) in ["user-1", "user-2", "user-3"].iter().enumerate() {
+            let r = inbound(&app, ch, &secret, json!({"from": who, "text": format!("Hello {i}"), "external_id": format!("i-{i}")})).await;
+            convs.push(r.body["conversation_id"].as_i64().unwrap());
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let [first, second, third] = convs[..] else { unreachable!() };
+        // The second waits for a person; the third is Ana's; the first stays with its agent.
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{second}/handoff"), json!({"to": "human", "reason": "Asked for a person"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let handoff = r.body["id"].clone();
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{third}/assign"), json!({"user_id": ana})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        app.post(&ws.live, "/api/v1/labels", json!({"name": "vip"})).await;
+        app.send(Method::PUT, &format!("/api/v1/conversations/{first}/labels"), Some(&ws.live), Some(json!({"labels": ["vip"]})), &[]).await;
+
+        let inbox = |query: &str| {
+            let path = format!("/api/v1/inbox/conversations{query}");
+            let (app, token) = (&app, &token);
+            async move { app.bearer(Method::GET, &path, token, None).await }
+        };
+        // All, last activity first, each with its open handoff.
+        let all = inbox("").await;
+        assert_eq!(all.status, 200, "{}", all.text);
+        assert_eq!(ids(&all.body), [third, second, first]);
+        assert_eq!(all.body["items"][1]["handoff"]["id"], handoff);
+        assert_eq!(all.body["items"][1]["handoff"]["status"], "requested");
+        assert_eq!(all.body["items"][0]["handoff"], Value::Null);
+        assert_eq!(all.body["items"][0]["assignee_user_id"], json!(ana));
+        // Who has waited longest first.
+        assert_eq!(ids(&inbox("?sort=waiting").await.body), [first, second, third]);
+        assert_eq!(ids(&inbox("?view=mine").await.body), [third]);
+        assert_eq!(ids(&inbox("?view=handoffs").await.body), [second]);
+        assert_eq!(ids(&inbox("?label=VIP").await.body), [first]);
+        assert_eq!(ids(&inbox("?label=nobody").await.body), Vec::<i64>::new());
+        // Accepting moves it out of the handoffs view and into Ana's.
+        let r = app.bearer(Method::POST, &format!("/api/v1/handoffs/{handoff}/accept"), &token, Some(json!({}))).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert!(ids(&inbox("?view=handoffs").await.body).is_empty());
+        let mine = inbox("?view=mine").await.body;
+        assert_eq!(ids(&mine), [third, second]);
+        assert_eq!(mine["items"][1]["handoff"]["status"], "accepted");
+        assert_eq!(ids(&inbox("?handler=human&status=open").await.body), [second]);
+
+        let summary = app.bearer(Method::GET, "/api/v1/inbox/summary", &token, None).await;
+        assert_eq!(summary.status, 200);
+        assert_eq!((summary.body["all"].clone(), summary.body["mine"].clone(), summary.body["handoffs"].clone()), (json!(3), json!(2), json!(0)));
+        assert_eq!(summary.body["unread_mine"], json!(2), "{}", summary.text);
+        // An API key is nobody: no Mine.
+        let r = app.get(&ws.live, "/api/v1/inbox/conversations?view=mine").await;
+        assert_eq!(r.faults(), [(r#"["query","view"]"#.to_owned(), "value_error.view".to_owned())]);
+        assert_eq!(app.get(&ws.live, "/api/v1/inbox/summary").await.body["mine"], Value::Null);
+        let r = app.get(&ws.live, "/api/v1/inbox/conversations?view=everything&sort=oldest").await;
+        assert_eq!(r.status, 422);
+        // Another mode's inbox is empty.
+        assert_eq!(app.get(&ws.test, "/api/v1/inbox/conversations").await.body["total"], 0);
+    }
+}
