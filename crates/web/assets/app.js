@@ -8,6 +8,7 @@ import { Shell } from "./components/shell.js";
 import { EmptyState } from "./components/ui.js";
 import { SignIn } from "./pages/sign-in.js";
 import { Home } from "./pages/home.js";
+import { Inbox } from "./pages/inbox.js";
 import { CallPage, Calls } from "./pages/calls.js";
 import { AgentPage, Agents } from "./pages/agents.js";
 import { CollectionPage, Knowledge } from "./pages/knowledge.js";
@@ -23,6 +24,8 @@ import { AcceptInvitation, ResetPassword } from "./pages/links.js";
 /** @type {[string, (params: Record<string, string>) => any][]} */
 const ROUTES = [
   ["/", () => html`<${Home} />`],
+  ["/inbox", () => html`<${Inbox} />`],
+  ["/inbox/:id", (p) => html`<${Inbox} id=${p.id} />`],
   ["/agents", () => html`<${Agents} />`],
   ["/agents/:id", (p) => html`<${AgentPage} id=${p.id} view="settings" />`],
   ["/agents/:id/playground", (p) => html`<${AgentPage} id=${p.id} view="playground" />`],

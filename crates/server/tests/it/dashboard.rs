@@ -130,9 +130,20 @@ both_backends! {
         let b_call = crate::calls::place(&app, &b.test, json!({"agent_id": b_agent, "to": "+14155550122"})).await;
         assert_eq!(b_call.status, 201, "{}", b_call.text);
 
+        // The inbox: a conversation whose contact asked for a person, on a
+        // channel whose replies reach `receiver`; a label to put on it.
+        let receiver = crate::receiver::Receiver::start().await;
+        let (inbox_channel, inbox_secret) = crate::messages::sending_channel(&app, &a.live, &receiver.url).await;
+        let lia = json!({"from": "lia-1", "text": "Can I talk to a person?", "external_id": "inbox-1", "contact": {"display_name": "Lia Moreau"}});
+        let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, lia).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let lia_conversation = r.body["conversation_id"].as_i64().unwrap();
+        let r = app.post(&a.live, &format!("/api/v1/conversations/{lia_conversation}/handoff"), json!({"to": "human", "reason": "Asked for a person"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!(app.post(&a.live, "/api/v1/labels", json!({"name": "vip"})).await.status, 201);
+
         // A Twilio-format server (its wire format from Twilio's documentation).
         let (twilio, _sent) = crate::sms::messages_server().await;
-        let receiver = crate::receiver::Receiver::start().await;
         let lines = journeys(&app, json!({
             "receiver_url": receiver.url,
             "access_token_ttl": ACCESS_TOKEN_TTL,
@@ -147,6 +158,7 @@ both_backends! {
             "knowledge_agent": "Kai",
             "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
+            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose()},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
@@ -157,7 +169,7 @@ both_backends! {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -169,12 +181,17 @@ both_backends! {
             "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
-            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error"] {
+            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
+            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
-        // The test event and its resend reached the receiver, signed.
+        // The inbox's reply reached the channel; its private note never did.
         let got = receiver.received();
-        assert!(got.len() >= 2, "{} deliveries", got.len());
+        let bodies: Vec<String> = got.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+        assert!(bodies.iter().any(|b| b.contains("Let me check")), "the reply was not sent: {bodies:?}");
+        assert!(!bodies.iter().any(|b| b.contains("please approve")), "a private note was sent: {bodies:?}");
+        // The test event and its resend reached the receiver, signed.
+        assert!(got.len() >= 3, "{} deliveries", got.len());
         assert!(got.iter().all(|r| r.header("webhook-signature").starts_with("v1,")), "unsigned delivery");
         // The revoked key stays revoked in the database, not only in the page.
         let token = app.token("ana@example.com", PW).await;

@@ -16,6 +16,7 @@ export const SECTIONS = [
     icon: icons.home,
     links: [
       { href: "/", label: "Home" },
+      { href: "/inbox", label: "Inbox" },
       { href: "/agents", label: "Agents" },
       { href: "/runs", label: "Agent runs" },
       { href: "/calls", label: "Calls" },

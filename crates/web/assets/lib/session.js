@@ -96,7 +96,13 @@ export function refresh() {
   refreshing ??= (async () => {
     try {
       const run = async () => {
-        const r = await fetch("/api/v1/auth/refresh", { method: "POST", credentials: "same-origin" });
+        // A server that never answers must not hold the page (or the other
+        // tabs waiting for the lock) forever.
+        const r = await fetch("/api/v1/auth/refresh", {
+          method: "POST",
+          credentials: "same-origin",
+          signal: AbortSignal.timeout(REFRESH_TIMEOUT_MS),
+        });
         if (!r.ok) return null;
         return /** @type {Tokens} */ (await r.json());
       };
@@ -119,9 +125,22 @@ export function refresh() {
 
 onUnauthorized(refresh);
 
-/** Restores the session on page load (the cookie survives a reload). */
-export function restore() {
-  return refresh();
+const REFRESH_TIMEOUT_MS = 15000;
+
+/**
+ * Restores the session on page load (the cookie survives a reload). An
+ * unreachable server is tried a few times, then the sign-in page says so
+ * rather than the page loading forever.
+ */
+export async function restore() {
+  for (let attempt = 1; ; attempt++) {
+    if ((await refresh()) || state.status !== "loading") return;
+    if (attempt === 3) {
+      end("Parley could not be reached. Check the connection and sign in again.");
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, attempt * 1000));
+  }
 }
 
 /**

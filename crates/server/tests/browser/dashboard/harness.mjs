@@ -3,6 +3,7 @@
 // refusal, sign-in as a person does it, and axe-core on each page state.
 
 import { AsyncLocalStorage } from "node:async_hooks";
+import { createHmac, randomUUID } from "node:crypto";
 import { chromium } from "playwright-core";
 import AxeBuilder from "@axe-core/playwright";
 
@@ -43,7 +44,19 @@ export async function open(browser, base, { permissions = [], viewport = { width
     problems.push(`a script opened a ${d.type()} dialog: ${d.message()}`);
     d.dismiss().catch(() => {});
   });
-  const opened = { context, page, problems };
+  // What the page was waiting for, for the report of a journey that fails.
+  const inflight = new Map();
+  page.on("request", (r) => inflight.set(r, Date.now()));
+  page.on("requestfinished", (r) => inflight.delete(r));
+  page.on("requestfailed", (r) => inflight.delete(r));
+  const describe = async () => {
+    const text = await page
+      .evaluate(() => document.body?.innerText ?? "")
+      .catch((e) => `(unreadable: ${e.message})`);
+    const waiting = [...inflight].map(([r, at]) => `${r.method()} ${r.url()} (${Math.round((Date.now() - at) / 1000)} s)`);
+    return `at ${page.url()}; page text: ${JSON.stringify(text.slice(0, 300))}; requests in flight: ${waiting.join(", ") || "none"}`;
+  };
+  const opened = { context, page, problems, describe };
   journey.getStore()?.push(opened);
   return opened;
 }
@@ -98,6 +111,24 @@ export async function api(base, method, path, { key, token, body, cookie, header
     json = null;
   }
   return { status: r.status, body: json, text };
+}
+
+/**
+ * A message from a contact on an API channel, signed as the channel's
+ * backend signs it (Standard Webhooks: HMAC-SHA256 of id.timestamp.body).
+ */
+export async function inbound(base, channelId, secret, body) {
+  const bytes = JSON.stringify(body);
+  const id = `msg_${randomUUID()}`;
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  const signature = createHmac("sha256", key).update(`${id}.${timestamp}.${bytes}`).digest("base64");
+  const r = await fetch(`${base}/api/v1/channels/${channelId}/inbound`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": `v1,${signature}` },
+    body: bytes,
+  });
+  check(r.status === 201, `inbound message: ${r.status} ${await r.text()}`);
 }
 
 /** Storage a script could read must hold no token or key. */

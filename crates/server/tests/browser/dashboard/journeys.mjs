@@ -9,7 +9,7 @@
 // any failure. Screenshots go to config.screenshots.
 
 import { readFileSync } from "node:fs";
-import { api, axe, check, journey, launch, noSecretsInStorage, open, signIn, signedIn, trackRequests } from "./harness.mjs";
+import { api, axe, check, inbound, journey, launch, noSecretsInStorage, open, signIn, signedIn, trackRequests } from "./harness.mjs";
 
 const [configPath, ...only] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -900,6 +900,61 @@ const journeys = {
     await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
   },
 
+  // The inbox: a contact asked for a person. The owner finds the handoff,
+  // accepts it, replies (text stays text), leaves a private note, labels
+  // the conversation, sees the contact's next message arrive live, and
+  // gives the conversation back to the agent.
+  async inbox(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Inbox" }).click();
+    await page.getByRole("heading", { name: "Inbox", level: 1 }).waitFor();
+    await page.getByRole("heading", { name: "Nothing assigned to you" }).waitFor();
+    await axe(page, "inbox, nothing mine", axeStates);
+    await page.getByRole("navigation", { name: "Inbox views" }).getByRole("link", { name: /^Handoffs waiting/ }).click();
+    const list = page.getByRole("list", { name: "Conversations" });
+    await list.getByRole("link", { name: /Lia Moreau/ }).click();
+    await page.getByRole("heading", { name: "Lia Moreau", level: 2 }).waitFor();
+    await page.getByRole("status").filter({ hasText: "Asked for a person" }).waitFor();
+    check(/^\(\d+\) Inbox/.test(await page.title()), `the tab's title counts nothing waiting: ${await page.title()}`);
+    await axe(page, "inbox, handoff waiting", axeStates);
+
+    await page.getByRole("button", { name: "Accept handoff" }).click();
+    await page.getByText("Handled by You").waitFor();
+    const thread = page.getByRole("list", { name: "Messages and notes" });
+    const reply = "Hi Lia, <b>Ana</b> here. Let me check.";
+    await page.getByRole("textbox", { name: "Reply" }).fill(reply);
+    await page.getByRole("button", { name: "Send" }).click();
+    await thread.getByText(reply, { exact: true }).waitFor();
+    check(!(await thread.locator("b").count()), "a reply's markup was rendered");
+    await page.getByRole("radio", { name: "Private note" }).check();
+    await page.getByRole("textbox", { name: "Private note" }).fill("Refund over $100: @mia@example.com please approve");
+    await page.getByRole("button", { name: "Add note" }).click();
+    await thread.getByText(/^Private note · You/).waitFor();
+    // An empty note is refused next to the box.
+    await page.getByRole("button", { name: "Add note" }).click();
+    await page.getByRole("alert").filter({ hasText: "Write the note first." }).waitFor();
+    await page.getByRole("checkbox", { name: "vip" }).check();
+    await page.getByRole("navigation", { name: "Inbox views" }).getByRole("link", { name: /^Mine/ }).click();
+    await list.getByRole("link", { name: /Lia Moreau/ }).filter({ hasText: "vip" }).waitFor();
+    await list.getByRole("link", { name: /Lia Moreau/ }).click();
+    // The contact writes again: it shows in the thread without a reload.
+    await inbound(base, config.inbox.channel_id, config.inbox.secret, { from: "lia-1", text: "Thanks! It is order 1234.", external_id: "inbox-2" });
+    await thread.getByText("Thanks! It is order 1234.").waitFor({ timeout: 10000 });
+    await axe(page, "inbox, taken over", axeStates);
+    await page.screenshot({ path: `${screenshots}/inbox.png` });
+
+    await page.getByRole("button", { name: "Give back to agent" }).click();
+    await page.getByText(/Answered by agent/).waitFor();
+    await axe(page, "inbox, given back", axeStates);
+    // Keyboard: r goes to the reply box; e resolves.
+    await page.getByRole("heading", { name: "Lia Moreau", level: 2 }).click();
+    await page.keyboard.press("r");
+    check(await page.getByRole("textbox", { name: "Reply" }).evaluate((e) => e === document.activeElement), "r does not focus the reply");
+    await page.getByRole("heading", { name: "Lia Moreau", level: 2 }).click();
+    await page.keyboard.press("e");
+    await page.getByRole("button", { name: "Reopen" }).waitFor();
+  },
+
   // Everything by keyboard: sign in, skip to content, open a dialog, close
   // it with Escape and land back on the button that opened it.
   async keyboard(browser) {
@@ -975,6 +1030,7 @@ async function worker() {
     } catch (e) {
       failed = true;
       console.log(`FAIL ${name}: ${String(e.stack || e).replaceAll("\n", " | ")}`);
+      for (const o of opened) console.log(`  page ${(await o.describe().catch(() => "gone")).replaceAll("\n", " | ")}`);
       for (const [i, o] of opened.entries()) {
         await o.page.screenshot({ path: `${screenshots}/failed-${name}-${i}.png` }).catch(() => {});
       }

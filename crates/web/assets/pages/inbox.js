@@ -1,0 +1,573 @@
+// The inbox: where people work conversations beside the agents. Three
+// panes (Chatwoot's layout): the conversation list by view and filters,
+// the thread with its private notes and the composer, and the contact and
+// labels beside it. Everything follows the live stream; every action is
+// the same REST call an integration would make.
+
+import { html, useEffect, useRef, useState } from "../lib/html.js";
+import { api, ApiError } from "../lib/api.js";
+import { useLiveReload, useResource } from "../lib/data.js";
+import { current } from "../lib/session.js";
+import { navigate, setQuery, useLocation } from "../lib/router.js";
+import { formatDate, humanize } from "../lib/format.js";
+import { EmptyState, LoadError, NotHere, Skeleton, When } from "../components/ui.js";
+
+/**
+ * @typedef {object} Handoff
+ * @property {number} id
+ * @property {"human" | "agent"} to
+ * @property {"requested" | "accepted" | "completed" | "canceled"} status
+ * @property {string} reason
+ * @property {string | null} [note]
+ * @property {number | null} [user_id]
+ * @property {string} created_at
+ */
+/**
+ * @typedef {object} Conversation
+ * @property {number} id
+ * @property {string} title
+ * @property {string} channel
+ * @property {string} status
+ * @property {"agent" | "human" | "none"} handler
+ * @property {number | null} [agent_id]
+ * @property {number | null} [contact_id]
+ * @property {number | null} [assignee_user_id]
+ * @property {string | null} [waiting_since]
+ * @property {string | null} [last_message_ts]
+ * @property {string | null} [last_message_preview]
+ * @property {number} unread_count
+ * @property {string[]} labels
+ * @property {Handoff | null} [handoff]
+ */
+/**
+ * @typedef {object} Message
+ * @property {number} id
+ * @property {"inbound" | "outbound"} direction
+ * @property {{type: "contact" | "agent" | "user" | "system", id?: number | null}} author
+ * @property {string} text
+ * @property {{filename: string, content_type: string, size: number, url?: string | null}[]} attachments
+ * @property {string} status
+ * @property {string | null} [error]
+ * @property {string} created_at
+ * @property {{encoding: string, count: number} | null} [segments]
+ * @property {{subject: string} | null} [email]
+ */
+/** @typedef {{id: number, author_user_id: number | null, text: string, mentions: number[], created_at: string}} Note */
+/** @typedef {{user_id: number, email: string, role: string}} Member */
+/** @typedef {{id: number, name: string, status: string}} AgentRef */
+/** @typedef {{id: number, name: string, color: string}} Label */
+
+const VIEWS = [
+  ["mine", "Mine"],
+  ["unassigned", "Unassigned"],
+  ["handoffs", "Handoffs waiting"],
+  ["all", "All"],
+];
+const STATUSES = ["open", "pending", "snoozed", "resolved", "closed"];
+const CHANNELS = ["webchat", "sms", "whatsapp", "email", "telegram", "voice", "api"];
+const PAGE = 50;
+
+/** Events after which the list, the thread or the counts may have changed. */
+const INBOX_EVENT = /^(conversation|message|handoff|note)\./;
+
+/** The members, agents and labels of the scope, for names and pickers. */
+function useDirectory() {
+  const members = useResource(
+    (signal) => api("GET", "/api/v1/members", { query: { limit: 200 }, signal }).then((r) => /** @type {Member[]} */ (r.items)),
+    [],
+  );
+  const agents = useResource(
+    (signal) => api("GET", "/api/v1/agents", { query: { limit: 200 }, signal }).then((r) => /** @type {AgentRef[]} */ (r.agents)),
+    [],
+  );
+  const labels = useResource(
+    (signal) => api("GET", "/api/v1/labels", { query: { limit: 200 }, signal }).then((r) => /** @type {Label[]} */ (r.items)),
+    [],
+  );
+  return { members: members.data ?? [], agents: agents.data ?? [], labels: labels.data ?? [] };
+}
+
+/** @typedef {ReturnType<typeof useDirectory>} Directory */
+
+/** @param {{id: number | null | undefined, dir: Directory}} p */
+function MemberName({ id, dir }) {
+  const me = current().me?.user.id;
+  if (id == null) return html`<span>Nobody</span>`;
+  if (id === me) return html`<span>You</span>`;
+  return html`<span>${dir.members.find((m) => m.user_id === id)?.email ?? `Member #${id}`}</span>`;
+}
+
+/** @param {{id?: string}} p */
+export function Inbox({ id }) {
+  const { query } = useLocation();
+  const view = query.get("view") ?? "mine";
+  const filters = {
+    status: query.get("status") ?? "open",
+    channel: query.get("channel") ?? "",
+    label: query.get("label") ?? "",
+    sort: query.get("sort") ?? "recent",
+  };
+  const key = JSON.stringify({ view, ...filters });
+  const dir = useDirectory();
+  const list = useResource(
+    (signal) =>
+      api("GET", "/api/v1/inbox/conversations", {
+        query: { view, status: filters.status === "any" ? "" : filters.status, channel: filters.channel, label: filters.label, sort: filters.sort, limit: PAGE },
+        signal,
+      }),
+    [key],
+  );
+  const summary = useResource((signal) => api("GET", "/api/v1/inbox/summary", { signal }), []);
+  useLiveReload(list.reload, (e) => INBOX_EVENT.test(e.event));
+  useLiveReload(summary.reload, (e) => INBOX_EVENT.test(e.event));
+
+  // The tab's title counts what waits for this person.
+  const waiting = (summary.data?.handoffs ?? 0) + (summary.data?.unread_mine ?? 0);
+  useEffect(() => {
+    document.title = `${waiting ? `(${waiting}) ` : ""}Inbox · Parley`;
+  }, [waiting]);
+
+  /** @type {Conversation[]} */
+  const items = list.data?.items ?? [];
+  const selected = id ? Number(id) : null;
+  const search = location.search;
+  /** @param {number} to */
+  const open = (to) => navigate(`/inbox/${to}${search}`);
+
+  // j/k move through the list; r replies; e resolves; a assigns to me.
+  useEffect(() => {
+    /** @param {KeyboardEvent} e */
+    const onKey = (e) => {
+      const t = /** @type {HTMLElement | null} */ (e.target instanceof HTMLElement ? e.target : null);
+      if (e.ctrlKey || e.metaKey || e.altKey || (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)))) return;
+      if (document.querySelector("dialog[open]")) return;
+      const at = items.findIndex((c) => c.id === selected);
+      if (e.key === "j" || e.key === "k") {
+        const next = items[e.key === "j" ? Math.min(items.length - 1, at + 1) : Math.max(0, at - 1)];
+        if (next) {
+          e.preventDefault();
+          open(next.id);
+        }
+      } else if (e.key === "r" && selected) {
+        e.preventDefault();
+        /** @type {HTMLTextAreaElement | null} */ (document.getElementById("composer-text"))?.focus();
+      } else if ((e.key === "e" || e.key === "a") && selected) {
+        e.preventDefault();
+        document.dispatchEvent(new CustomEvent("inbox-shortcut", { detail: e.key }));
+      }
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [items, selected, search]);
+
+  const counts = summary.data ?? {};
+  return html`<div class="inbox">
+    <section class="inbox-list" aria-labelledby="inbox-heading">
+      <h1 id="inbox-heading" tabindex="-1">Inbox</h1>
+      <nav aria-label="Inbox views">
+        <ul class="views">
+          ${VIEWS.map(
+            ([v, label]) => html`<li>
+              <a href=${`/inbox?view=${v}`} aria-current=${v === view ? "page" : undefined}
+                >${label}${counts[v] != null && html` <span class="count">${counts[v]}</span>`}</a
+              >
+            </li>`,
+          )}
+        </ul>
+      </nav>
+      <form class="filters compact" role="search" aria-label="Filter conversations" onSubmit=${(/** @type {Event} */ e) => e.preventDefault()}>
+        <label
+          >Status
+          <select value=${filters.status} onChange=${(/** @type {any} */ e) => setQuery({ status: e.currentTarget.value })}>
+            ${STATUSES.map((s) => html`<option value=${s}>${humanize(s)}</option>`)}
+            <option value="any">Any</option>
+          </select>
+        </label>
+        <label
+          >Channel
+          <select value=${filters.channel} onChange=${(/** @type {any} */ e) => setQuery({ channel: e.currentTarget.value })}>
+            <option value="">Any</option>
+            ${CHANNELS.map((c) => html`<option value=${c}>${humanize(c)}</option>`)}
+          </select>
+        </label>
+        <label
+          >Label
+          <select value=${filters.label} onChange=${(/** @type {any} */ e) => setQuery({ label: e.currentTarget.value })}>
+            <option value="">Any</option>
+            ${dir.labels.map((l) => html`<option value=${l.name}>${l.name}</option>`)}
+          </select>
+        </label>
+        <label
+          >Sort
+          <select value=${filters.sort} onChange=${(/** @type {any} */ e) => setQuery({ sort: e.currentTarget.value })}>
+            <option value="recent">Latest activity</option>
+            <option value="waiting">Waiting longest</option>
+          </select>
+        </label>
+      </form>
+      ${list.loading && !list.data && !list.error && html`<${Skeleton} />`}
+      ${list.error && html`<${LoadError} error=${list.error} retry=${list.reload} />`}
+      ${list.data && !items.length && html`<${EmptyState} title=${emptyTitle(view)}>${emptyHint(view)}<//>`}
+      ${items.length > 0 &&
+      html`<ul class="conversation-list" aria-label="Conversations">
+        ${items.map((c) => html`<${ConversationRow} c=${c} dir=${dir} selected=${c.id === selected} href=${`/inbox/${c.id}${search}`} />`)}
+      </ul>`}
+      ${(list.data?.total ?? 0) > items.length && html`<p class="muted">Showing ${items.length} of ${list.data.total}. Narrow the filters to see the rest.</p>`}
+    </section>
+    ${selected
+      ? html`<${Thread} key=${selected} id=${selected} dir=${dir} onChanged=${() => (list.reload(), summary.reload())} />`
+      : html`<section class="inbox-thread empty-pane" aria-label="Conversation">
+          <${EmptyState} title="Pick a conversation">Choose one on the left, or press j and k to move through the list.<//>
+        </section>`}
+  </div>`;
+}
+
+/** @param {string} view */
+function emptyTitle(view) {
+  return view === "mine" ? "Nothing assigned to you" : view === "handoffs" ? "No handoffs waiting" : "No conversations here";
+}
+
+/** @param {string} view */
+function emptyHint(view) {
+  return view === "mine"
+    ? "Conversations you accept or are assigned show here. See Handoffs waiting for people asking for a person."
+    : view === "handoffs"
+      ? "When an agent hands a conversation to a person, it waits here until someone accepts it."
+      : "Conversations arrive from your channels; change the filters to see closed or resolved ones.";
+}
+
+/** @param {{c: Conversation, dir: Directory, selected: boolean, href: string}} p */
+function ConversationRow({ c, dir, selected, href }) {
+  const requested = c.handoff?.status === "requested";
+  return html`<li class=${selected ? "conversation-row selected" : "conversation-row"}>
+    <a href=${href} aria-current=${selected ? "true" : undefined}>
+      <span class="row-top">
+        <strong class="title">${c.title}</strong>
+        ${c.unread_count > 0 && html`<span class="badge unread">${c.unread_count}<span class="visually-hidden"> unread</span></span>`}
+      </span>
+      <span class="preview">${c.last_message_preview ?? ""}</span>
+      <span class="row-meta">
+        <span>${humanize(c.channel)}</span>
+        ${requested
+          ? html`<span class="badge warn">Wants a person</span>`
+          : c.handler === "agent"
+            ? html`<span class="badge">Agent</span>`
+            : html`<span class="badge ok"><${MemberName} id=${c.assignee_user_id} dir=${dir} /></span>`}
+        ${c.waiting_since && html`<span class="waiting">Waiting <${When} value=${c.waiting_since} /></span>`}
+        ${c.labels.map((l) => html`<${LabelChip} name=${l} dir=${dir} />`)}
+      </span>
+    </a>
+  </li>`;
+}
+
+/** @param {{name: string, dir: Directory}} p */
+function LabelChip({ name, dir }) {
+  const color = dir.labels.find((l) => l.name === name)?.color ?? "#4b5563";
+  return html`<span class="label-chip"><span class="dot" style=${{ background: color }} aria-hidden="true"></span>${name}</span>`;
+}
+
+/** Who wrote a message, in words. @param {{m: Message, dir: Directory}} p */
+function AuthorName({ m, dir }) {
+  const a = m.author;
+  if (a.type === "contact") return html`<span>Contact</span>`;
+  if (a.type === "system") return html`<span>System</span>`;
+  if (a.type === "agent") return html`<span>Agent ${dir.agents.find((x) => x.id === a.id)?.name ?? ""}</span>`;
+  return html`<${MemberName} id=${a.id} dir=${dir} />`;
+}
+
+/** Delivery status as an icon and words (colour is never the only sign). @param {{m: Message}} p */
+function DeliveryStatus({ m }) {
+  if (m.direction === "inbound") return null;
+  const marks = { queued: "○", sent: "✓", delivered: "✓✓", read: "✓✓", failed: "!" };
+  return html`<span class=${`delivery ${m.status}`} title=${m.error ?? ""}
+    ><span aria-hidden="true">${marks[/** @type {keyof typeof marks} */ (m.status)] ?? ""}</span> ${humanize(m.status)}</span
+  >`;
+}
+
+/**
+ * One conversation: its header and actions, messages and notes in time
+ * order, the composer, and the contact and labels beside it.
+ * @param {{id: number, dir: Directory, onChanged: () => void}} p
+ */
+function Thread({ id, dir, onChanged }) {
+  const conversation = useResource((signal) => api("GET", `/api/v1/conversations/${id}`, { signal }), [id]);
+  const handoff = useResource(
+    (signal) =>
+      api("GET", "/api/v1/handoffs", { query: { conversation_id: id, limit: 1 }, signal }).then(
+        (r) => /** @type {Handoff | undefined} */ (r.items.find((/** @type {Handoff} */ h) => h.status === "requested" || h.status === "accepted")),
+      ),
+    [id],
+  );
+  const messages = useResource(
+    (signal) => api("GET", `/api/v1/conversations/${id}/messages`, { query: { order: "desc", limit: 200 }, signal }),
+    [id],
+  );
+  const notes = useResource((signal) => api("GET", `/api/v1/conversations/${id}/notes`, { query: { limit: 200 }, signal }), [id]);
+  /** @param {import("../lib/api.js").ServerEvent} e */
+  const mine = (e) => {
+    // The frame carries the event; its `data` is the changed resource.
+    const changed = e.data?.data;
+    return INBOX_EVENT.test(e.event) && (changed?.conversation_id === id || (e.event.startsWith("conversation.") && changed?.id === id));
+  };
+  useLiveReload(conversation.reload, mine);
+  useLiveReload(handoff.reload, mine);
+  useLiveReload(messages.reload, mine);
+  useLiveReload(notes.reload, mine);
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+
+  /** @type {Conversation | undefined} */
+  const c = conversation.data;
+  const me = current().me?.user.id;
+
+  // Reading the thread marks it read (the contact's unread count goes to 0).
+  useEffect(() => {
+    if (c && c.unread_count > 0) api("POST", `/api/v1/conversations/${id}/read`).then(onChanged, () => {});
+  }, [c?.unread_count]);
+
+  /** @param {() => Promise<unknown>} act */
+  const run = async (act) => {
+    setBusy(true);
+    setError("");
+    try {
+      await act();
+      conversation.reload();
+      handoff.reload();
+      onChanged();
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const h = handoff.data;
+  const accept = () => run(() => api("POST", `/api/v1/handoffs/${h?.id}/accept`, { body: {} }));
+  const assignMe = () => run(() => api("POST", `/api/v1/conversations/${id}/assign`, { body: { user_id: me } }));
+  const setStatus = (/** @type {string} */ status) => run(() => api("PATCH", `/api/v1/conversations/${id}`, { body: { status } }));
+
+  // e resolves, a assigns to me (from the list's keyboard handler).
+  const shortcut = useRef(/** @type {(key: string) => void} */ (() => {}));
+  shortcut.current = (key) => {
+    if (!c || busy) return;
+    if (key === "e" && c.status !== "resolved" && c.status !== "closed") setStatus("resolved");
+    if (key === "a" && c.assignee_user_id !== me) (h?.status === "requested" ? accept : assignMe)();
+  };
+  useEffect(() => {
+    /** @param {Event} e */
+    const on = (e) => shortcut.current(/** @type {CustomEvent} */ (e).detail);
+    document.addEventListener("inbox-shortcut", on);
+    return () => document.removeEventListener("inbox-shortcut", on);
+  }, []);
+
+  if (conversation.error) {
+    return html`<section class="inbox-thread" aria-label="Conversation">
+      <${NotHere} error=${conversation.error} what="conversation" back="/inbox" backLabel="Back to the inbox" retry=${conversation.reload} />
+    </section>`;
+  }
+  if (!c) return html`<section class="inbox-thread" aria-label="Conversation"><${Skeleton} rows=${5} /></section>`;
+
+  /** @type {Message[]} */
+  const thread = [...(messages.data?.items ?? [])].reverse();
+  /** @type {Note[]} */
+  const teamNotes = notes.data?.items ?? [];
+  const entries = [
+    ...thread.map((m) => ({ at: m.created_at, key: `m${m.id}`, m, n: /** @type {Note | null} */ (null) })),
+    ...teamNotes.map((n) => ({ at: n.created_at, key: `n${n.id}`, m: /** @type {Message | null} */ (null), n })),
+  ].sort((a, b) => a.at.localeCompare(b.at));
+  const closed = c.status === "closed";
+  const agentName = dir.agents.find((a) => a.id === c.agent_id)?.name;
+
+  return html`<section class="inbox-thread" aria-labelledby="thread-heading">
+      <header class="thread-header">
+        <div>
+          <h2 id="thread-heading">${c.title}</h2>
+          <p class="muted">
+            ${humanize(c.channel)} · ${humanize(c.status)} · ${c.handler === "agent"
+              ? html`Answered by ${agentName ? `agent ${agentName}` : "an agent"}`
+              : c.handler === "human"
+                ? html`Handled by <${MemberName} id=${c.assignee_user_id} dir=${dir} />`
+                : "Nobody answers"}
+          </p>
+        </div>
+        <div class="actions">
+          ${h?.status === "requested" &&
+          html`<button type="button" class="primary" disabled=${busy} onClick=${accept}>Accept handoff</button>`}
+          ${c.assignee_user_id !== me && h?.status !== "requested" && !closed &&
+          html`<button type="button" disabled=${busy} onClick=${assignMe}>Assign to me</button>`}
+          ${c.handler !== "agent" && !closed && html`<${GiveBack} c=${c} dir=${dir} busy=${busy} run=${run} />`}
+          ${c.status === "resolved" || closed
+            ? !closed && html`<button type="button" disabled=${busy} onClick=${() => setStatus("open")}>Reopen</button>`
+            : html`<button type="button" disabled=${busy} onClick=${() => setStatus("resolved")}>Resolve</button>`}
+        </div>
+      </header>
+      ${h?.status === "requested" &&
+      html`<p class="notice warn" role="status">
+        Waiting for a person since <${When} value=${h.created_at} />: ${h.reason}${h.note ? ` (${h.note})` : ""}
+      </p>`}
+      ${error && html`<p class="notice error" role="alert">${error}</p>`}
+      <ol class="thread" aria-label="Messages and notes">
+        ${entries.map((e) =>
+          e.m
+            ? html`<li key=${e.key} class=${`bubble ${e.m.direction} ${e.m.author.type}`}>
+                <p class="who"><${AuthorName} m=${e.m} dir=${dir} /> · <${When} value=${e.m.created_at} /></p>
+                ${e.m.email?.subject && html`<p class="subject">${e.m.email.subject}</p>`}
+                <${MessageText} text=${e.m.text} />
+                ${e.m.attachments.map((a) =>
+                  a.url && a.content_type.startsWith("image/")
+                    ? html`<img class="attachment" src=${a.url} alt=${a.filename} loading="lazy" />`
+                    : html`<a class="attachment" href=${a.url ?? undefined} download=${a.filename}>${a.filename}</a>`,
+                )}
+                <p class="meta">
+                  <${DeliveryStatus} m=${e.m} />
+                  ${e.m.segments && html`<span> · ${e.m.segments.count} SMS segment${e.m.segments.count === 1 ? "" : "s"}</span>`}
+                </p>
+              </li>`
+            : e.n &&
+              html`<li key=${e.key} class="bubble note">
+                <p class="who">Private note · <${MemberName} id=${e.n.author_user_id} dir=${dir} /> · <${When} value=${e.n.created_at} /></p>
+                <p class="text">${e.n.text}</p>
+              </li>`,
+        )}
+      </ol>
+      ${!closed && html`<${Composer} c=${c} onSent=${() => (messages.reload(), notes.reload(), onChanged())} />`}
+    </section>
+    <${ContactPanel} c=${c} dir=${dir} onChanged=${() => (conversation.reload(), onChanged())} />`;
+}
+
+/**
+ * A message's text: email quoting (lines from "On … wrote:" or starting
+ * with ">") folds behind a disclosure. Always text, never markup.
+ * @param {{text: string}} p
+ */
+function MessageText({ text }) {
+  const lines = text.split("\n");
+  const at = lines.findIndex((l, i) => /^>/.test(l) || (/^On .+ wrote:$/.test(l.trim()) && i > 0));
+  if (at <= 0) return html`<p class="text">${text}</p>`;
+  return html`<p class="text">${lines.slice(0, at).join("\n")}</p>
+    <details class="quoted"><summary>Quoted text</summary><p class="text">${lines.slice(at).join("\n")}</p></details>`;
+}
+
+/** @param {{c: Conversation, dir: Directory, busy: boolean, run: (act: () => Promise<unknown>) => void}} p */
+function GiveBack({ c, dir, busy, run }) {
+  const usable = dir.agents.filter((a) => a.status === "active");
+  const [agent, setAgent] = useState(String(c.agent_id ?? usable[0]?.id ?? ""));
+  if (!usable.length) return null;
+  return html`<span class="give-back">
+    <label
+      ><span class="visually-hidden">Agent to give it back to</span>
+      <select value=${agent} onChange=${(/** @type {any} */ e) => setAgent(e.currentTarget.value)}>
+        ${usable.map((a) => html`<option value=${String(a.id)}>${a.name}</option>`)}
+      </select></label
+    >
+    <button type="button" disabled=${busy || !agent}
+      onClick=${() => run(() => api("POST", `/api/v1/conversations/${c.id}/give-back`, { body: { agent_id: Number(agent) } }))}>
+      Give back to agent
+    </button>
+  </span>`;
+}
+
+/**
+ * Reply on the conversation's channel, or write a private note for the
+ * team (never sent; @email mentions notify).
+ * @param {{c: Conversation, onSent: () => void}} p
+ */
+function Composer({ c, onSent }) {
+  const [note, setNote] = useState(false);
+  const [text, setText] = useState("");
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  const send = async () => {
+    if (!text.trim()) {
+      setError(note ? "Write the note first." : "Write a reply first.");
+      return;
+    }
+    setBusy(true);
+    setError("");
+    try {
+      if (note) await api("POST", `/api/v1/conversations/${c.id}/notes`, { body: { text } });
+      else await api("POST", "/api/v1/messages", { body: { conversation_id: c.id, text } });
+      setText("");
+      onSent();
+    } catch (e) {
+      setError(e instanceof ApiError ? (Object.values(e.fields())[0] ?? e.message) : String(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<form class=${note ? "composer note" : "composer"} aria-label="Reply"
+    onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
+    <div class="composer-modes" role="radiogroup" aria-label="Write">
+      <label><input type="radio" name="composer-mode" checked=${!note} onChange=${() => setNote(false)} /> Reply</label>
+      <label><input type="radio" name="composer-mode" checked=${note} onChange=${() => setNote(true)} /> Private note</label>
+    </div>
+    <label for="composer-text" class="visually-hidden">${note ? "Private note" : "Reply"}</label>
+    <textarea id="composer-text" rows="3" value=${text} aria-invalid=${error ? "true" : undefined} aria-describedby="composer-hint composer-error"
+      placeholder=${note ? "Only your team sees notes. @name@example.com mentions a member." : `Reply by ${humanize(c.channel)}…`}
+      onInput=${(/** @type {any} */ e) => setText(e.currentTarget.value)}
+      onKeyDown=${(/** @type {KeyboardEvent} */ e) => {
+        if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
+          e.preventDefault();
+          send();
+        }
+      }}></textarea>
+    <p id="composer-error" class="error" role=${error ? "alert" : undefined}>${error}</p>
+    <div class="composer-actions">
+      <span id="composer-hint" class="muted">${note ? "Never sent to the contact." : c.handler === "agent" ? "The agent answers this conversation; your reply is sent as you." : ""}</span>
+      <button type="submit" class="primary" disabled=${busy}>${note ? "Add note" : "Send"}</button>
+    </div>
+  </form>`;
+}
+
+/**
+ * The contact beside the thread, and the conversation's labels.
+ * @param {{c: Conversation, dir: Directory, onChanged: () => void}} p
+ */
+function ContactPanel({ c, dir, onChanged }) {
+  const contact = useResource(
+    (signal) => (c.contact_id ? api("GET", `/api/v1/contacts/${c.contact_id}`, { signal }) : Promise.resolve(null)),
+    [c.contact_id],
+  );
+  const [error, setError] = useState("");
+  /** @param {string[]} labels */
+  const setLabels = async (labels) => {
+    setError("");
+    try {
+      await api("PUT", `/api/v1/conversations/${c.id}/labels`, { body: { labels } });
+      onChanged();
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+  };
+  const p = contact.data;
+  return html`<aside class="inbox-contact" aria-label="Contact and labels">
+    <h2>Contact</h2>
+    ${!c.contact_id && html`<p class="muted">No contact is linked to this conversation.</p>`}
+    ${contact.error && html`<${LoadError} error=${contact.error} retry=${contact.reload} />`}
+    ${p &&
+    html`<p><a href=${`/contacts/${p.id}`}>${p.display_name}</a></p>
+      <dl class="facts">
+        ${(p.identities ?? []).map(
+          (/** @type {{channel: string, address: string}} */ i) => html`<div><dt>${humanize(i.channel)}</dt><dd>${i.address}</dd></div>`,
+        )}
+        ${p.created_at && html`<div><dt>Since</dt><dd>${formatDate(p.created_at)}</dd></div>`}
+      </dl>`}
+    <h2>Labels</h2>
+    ${!dir.labels.length && html`<p class="muted">No labels yet. Owners and admins create them in Settings › Labels.</p>`}
+    <fieldset class="label-picker">
+      <legend class="visually-hidden">Labels on this conversation</legend>
+      ${dir.labels.map(
+        (l) => html`<label
+          ><input type="checkbox" checked=${c.labels.some((n) => n.toLowerCase() === l.name.toLowerCase())}
+            onChange=${(/** @type {any} */ e) =>
+              setLabels(
+                e.currentTarget.checked
+                  ? [...c.labels, l.name]
+                  : c.labels.filter((n) => n.toLowerCase() !== l.name.toLowerCase()),
+              )} />
+          <${LabelChip} name=${l.name} dir=${dir}
+        /></label>`,
+      )}
+    </fieldset>
+    ${error && html`<p class="error" role="alert">${error}</p>`}
+  </aside>`;
+}
