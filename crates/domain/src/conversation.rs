@@ -98,6 +98,21 @@ pub struct Label {
     pub updated_at: Timestamp,
 }
 
+/// A saved reply the team picks in the composer by its short code
+/// (`/api/v1/canned-responses`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct CannedResponse {
+    pub id: i64,
+    /// Unique in the workspace and mode whatever its case; typed after `/`.
+    pub short_code: String,
+    /// The reply; `{{contact.name}}`, `{{contact.first_name}}`,
+    /// `{{contact.email}}` and `{{contact.phone}}` are filled from the
+    /// conversation's contact when it is picked.
+    pub content: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
 /// A conversation as listed: exactly the documented fields.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConversationItem {

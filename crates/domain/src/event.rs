@@ -40,6 +40,9 @@ string_enum!(
         LabelCreated = "label.created",
         LabelUpdated = "label.updated",
         LabelDeleted = "label.deleted",
+        CannedResponseCreated = "canned_response.created",
+        CannedResponseUpdated = "canned_response.updated",
+        CannedResponseDeleted = "canned_response.deleted",
         BalanceLow = "balance.low",
         WebhookTest = "webhook.test",
     }
@@ -83,6 +86,9 @@ impl EventType {
             LabelCreated => "A conversation label was created.",
             LabelUpdated => "A label was renamed or recoloured (a rename also updates each conversation it is on).",
             LabelDeleted => "A label was deleted (and taken off every conversation).",
+            CannedResponseCreated => "A canned response was saved.",
+            CannedResponseUpdated => "A canned response's short code or content changed.",
+            CannedResponseDeleted => "A canned response was deleted.",
             BalanceLow => "A balance fell below its low-balance threshold.",
             WebhookTest => "A test delivery asked for from the API or the dashboard.",
         }

@@ -6,6 +6,7 @@ pub mod api_keys;
 pub mod auth;
 pub mod billing;
 pub mod calls;
+pub mod canned_responses;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
@@ -60,6 +61,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(handoffs::router())
         .merge(notes::router())
         .merge(labels::router())
+        .merge(canned_responses::router())
         .merge(inbox::router())
         .merge(webchat::router())
         .merge(files::router())

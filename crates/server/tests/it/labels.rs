@@ -1,4 +1,5 @@
-//! Labels on conversations, and the inbox's views, filters and order.
+//! Labels on conversations, canned responses, and the inbox's views,
+//! filters and order.
 
 use parley_domain::Mode;
 use parley_domain::user::Role;
@@ -40,7 +41,7 @@ both_backends! {
         let r = app.post(&ws.live, "/api/v1/labels", json!({"name": "two words", "color": "blue"})).await;
         let mut faults = r.faults();
         faults.sort();
-        assert_eq!(faults, [(r#"["body","color"]"#.to_owned(), "value_error.color".to_owned()), (r#"["body","name"]"#.to_owned(), "value_error.label_name".to_owned())]);
+        assert_eq!(faults, [(r#"["body","color"]"#.to_owned(), "value_error.color".to_owned()), (r#"["body","name"]"#.to_owned(), "value_error.word".to_owned())]);
         // Members use labels; only owners, admins and keys make them.
         let r = app.bearer(Method::POST, "/api/v1/labels", &member, Some(json!({"name": "mine"}))).await;
         assert_eq!((r.status, r.body["detail"].clone()), (403, json!("Only owners and admins can create, change or delete labels")));
@@ -150,5 +151,53 @@ both_backends! {
         assert_eq!(r.status, 422);
         // Another mode's inbox is empty.
         assert_eq!(app.get(&ws.test, "/api/v1/inbox/conversations").await.body["total"], 0);
+    }
+
+    async fn canned_responses_are_found_by_short_code_and_kept_by_admins(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        app.user("mia@example.com", PW, ws.id, Role::Member).await;
+        let member = app.token("mia@example.com", PW).await;
+        let content = "Hi {{contact.first_name}}, your refund is on its way.";
+        let r = app.post(&ws.live, "/api/v1/canned-responses", json!({"short_code": "refund", "content": content})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let id = r.body["id"].as_i64().unwrap();
+        assert_eq!((r.body["short_code"].clone(), r.body["content"].clone()), (json!("refund"), json!(content)));
+        app.post(&ws.live, "/api/v1/canned-responses", json!({"short_code": "hello", "content": "Hello! How can I help?"})).await;
+        let r = app.post(&ws.live, "/api/v1/canned-responses", json!({"short_code": "REFUND", "content": "x"})).await;
+        assert_eq!(r.status, 409, "{}", r.text);
+        let r = app.post(&ws.live, "/api/v1/canned-responses", json!({"short_code": "/refund", "content": ""})).await;
+        let mut faults = r.faults();
+        faults.sort();
+        assert_eq!(faults, [(r#"["body","content"]"#.to_owned(), "value_error.string.too_short".to_owned()), (r#"["body","short_code"]"#.to_owned(), "value_error.word".to_owned())]);
+
+        // Members read and use them; only owners, admins and keys keep them.
+        let list = app.bearer(Method::GET, "/api/v1/canned-responses", &member, None).await;
+        assert_eq!(list.status, 200);
+        let codes: Vec<&str> = list.body["items"].as_array().unwrap().iter().map(|c| c["short_code"].as_str().unwrap()).collect();
+        assert_eq!(codes, ["hello", "refund"]);
+        let found = app.get(&ws.live, "/api/v1/canned-responses?q=REF").await.body;
+        assert_eq!((found["total"].clone(), found["items"][0]["id"].clone()), (json!(1), json!(id)));
+        let r = app.bearer(Method::PATCH, &format!("/api/v1/canned-responses/{id}"), &member, Some(json!({"content": "mine now"}))).await;
+        assert_eq!(r.status, 403);
+        let r = app.patch(&ws.live, &format!("/api/v1/canned-responses/{id}"), json!({"short_code": "hello"})).await;
+        assert_eq!(r.status, 409, "{}", r.text);
+        let r = app.patch(&ws.live, &format!("/api/v1/canned-responses/{id}"), json!({"content": "The refund is on its way."})).await;
+        assert_eq!((r.status, r.body["short_code"].clone(), r.body["content"].clone()), (200, json!("refund"), json!("The refund is on its way.")));
+        let mut counts = Vec::new();
+        for kind in ["canned_response.created", "canned_response.updated", "canned_response.deleted"] {
+            counts.push(app.events(ws.id, Mode::Live, kind).await.len());
+        }
+        assert_eq!(counts, [2, 1, 0]);
+
+        // Other scopes see none of it.
+        let other = app.workspace("Other").await;
+        for key in [&other.live, &ws.test] {
+            assert_eq!(app.get(key, &format!("/api/v1/canned-responses/{id}")).await.status, 404);
+            assert_eq!(app.delete(key, &format!("/api/v1/canned-responses/{id}")).await.status, 404);
+            assert_eq!(app.get(key, "/api/v1/canned-responses").await.body["total"], 0);
+        }
+        assert_eq!(app.delete(&ws.live, &format!("/api/v1/canned-responses/{id}")).await.status, 204);
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/canned-responses/{id}")).await.status, 404);
     }
 }

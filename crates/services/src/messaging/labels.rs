@@ -70,19 +70,21 @@ pub struct SetLabels {
     pub labels: Vec<String>,
 }
 
-fn name() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
-    |v, l| {
-        let s = string(1, NAME_MAX)(v, l)?;
+/// One word of 1–`max` letters, digits, `-` or `_` (a label's name, a
+/// canned response's short code): typed in filters and after `/`.
+pub(crate) fn word(max: usize) -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    move |v, l| {
+        let s = string(1, max)(v, l)?;
         if s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
             Ok(s)
         } else {
-            Err(vec![FieldError::new(
-                l.to_vec(),
-                "value_error.label_name",
-                "use letters, digits, - and _ only (no spaces)",
-            )])
+            Err(vec![FieldError::new(l.to_vec(), "value_error.word", "use letters, digits, - and _ only (no spaces)")])
         }
     }
+}
+
+fn name() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
+    word(NAME_MAX)
 }
 
 fn color() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {

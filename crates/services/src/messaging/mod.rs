@@ -2,6 +2,7 @@
 //! traffic, conversations and messages, the courier that sends them,
 //! handoffs between agents and people, and the webchat widget.
 
+pub mod canned_responses;
 pub mod channels;
 pub mod conversations;
 pub mod courier;

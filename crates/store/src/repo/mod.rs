@@ -5,6 +5,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod billing;
 pub mod calls;
+pub mod canned_responses;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
