@@ -9,6 +9,7 @@ import { EmptyState } from "./components/ui.js";
 import { SignIn } from "./pages/sign-in.js";
 import { Home } from "./pages/home.js";
 import { Inbox } from "./pages/inbox.js";
+import { InboxSettings } from "./pages/inbox-settings.js";
 import { CallPage, Calls } from "./pages/calls.js";
 import { AgentPage, Agents } from "./pages/agents.js";
 import { CollectionPage, Knowledge } from "./pages/knowledge.js";
@@ -49,6 +50,7 @@ const ROUTES = [
   ["/developers/connected-apps", () => html`<${ConnectedApps} />`],
   ["/settings", () => html`<${Redirect} to="/settings/members" />`],
   ["/settings/members", () => html`<${Members} />`],
+  ["/settings/inbox", () => html`<${InboxSettings} />`],
 ];
 
 /** Pages a one-time link opens, signed in or not. */

@@ -39,6 +39,7 @@ export const SECTIONS = [
     icon: icons.users,
     links: [
       { href: "/settings/members", label: "Members" },
+      { href: "/settings/inbox", label: "Inbox settings" },
       { href: "/billing", label: "Billing" },
     ],
   },

@@ -56,6 +56,16 @@ import { EmptyState, LoadError, NotHere, Skeleton, When } from "../components/ui
 /** @typedef {{user_id: number, email: string, role: string}} Member */
 /** @typedef {{id: number, name: string, status: string}} AgentRef */
 /** @typedef {{id: number, name: string, color: string}} Label */
+/** @typedef {{id: number, short_code: string, content: string}} Canned */
+/**
+ * @typedef {object} Contact
+ * @property {number} id
+ * @property {string} display_name
+ * @property {string | null} [normalized_email]
+ * @property {string | null} [normalized_phone]
+ * @property {{channel: string, address: string}[]} [identities]
+ * @property {string} [created_at]
+ */
 
 const VIEWS = [
   ["mine", "Mine"],
@@ -303,6 +313,11 @@ function Thread({ id, dir, onChanged }) {
     [id],
   );
   const notes = useResource((signal) => api("GET", `/api/v1/conversations/${id}/notes`, { query: { limit: 200 }, signal }), [id]);
+  const contactId = conversation.data?.contact_id;
+  const contact = useResource(
+    (signal) => (contactId ? api("GET", `/api/v1/contacts/${contactId}`, { signal }) : Promise.resolve(null)),
+    [contactId],
+  );
   /** @param {import("../lib/api.js").ServerEvent} e */
   const mine = (e) => {
     // The frame carries the event; its `data` is the changed resource.
@@ -429,9 +444,9 @@ function Thread({ id, dir, onChanged }) {
               </li>`,
         )}
       </ol>
-      ${!closed && html`<${Composer} c=${c} onSent=${() => (messages.reload(), notes.reload(), onChanged())} />`}
+      ${!closed && html`<${Composer} c=${c} contact=${contact.data} onSent=${() => (messages.reload(), notes.reload(), onChanged())} />`}
     </section>
-    <${ContactPanel} c=${c} dir=${dir} onChanged=${() => (conversation.reload(), onChanged())} />`;
+    <${ContactPanel} c=${c} contact=${contact} dir=${dir} onChanged=${() => (conversation.reload(), onChanged())} />`;
 }
 
 /**
@@ -467,15 +482,51 @@ function GiveBack({ c, dir, busy, run }) {
 }
 
 /**
- * Reply on the conversation's channel, or write a private note for the
- * team (never sent; @email mentions notify).
- * @param {{c: Conversation, onSent: () => void}} p
+ * A canned response's text for this contact: `{{contact.*}}` filled in,
+ * an unknown or empty one left blank.
+ * @param {string} content
+ * @param {Contact | null | undefined} contact
  */
-function Composer({ c, onSent }) {
+export function fillCanned(content, contact) {
+  const name = contact?.display_name ?? "";
+  /** @type {Record<string, string>} */
+  const values = {
+    "contact.name": name,
+    "contact.first_name": name.split(/\s+/)[0] ?? "",
+    "contact.email": contact?.normalized_email ?? "",
+    "contact.phone": contact?.normalized_phone ?? "",
+  };
+  return content.replace(/\{\{\s*([\w.]+)\s*\}\}/g, (_, key) => values[key] ?? "");
+}
+
+/**
+ * Reply on the conversation's channel, or write a private note for the
+ * team (never sent; @email mentions notify). Typing `/` and a short code
+ * offers the canned responses that match.
+ * @param {{c: Conversation, contact: Contact | null | undefined, onSent: () => void}} p
+ */
+function Composer({ c, contact, onSent }) {
   const [note, setNote] = useState(false);
   const [text, setText] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
+  const box = useRef(/** @type {HTMLTextAreaElement | null} */ (null));
+  const slash = /^\/([\w-]*)$/.exec(text);
+  const code = slash ? slash[1] : null;
+  const canned = useResource(
+    (signal) =>
+      code === null
+        ? Promise.resolve(null)
+        : api("GET", "/api/v1/canned-responses", { query: { q: code || undefined, limit: 8 }, signal }),
+    [code],
+  );
+  /** @type {Canned[]} */
+  const offers = code === null ? [] : (canned.data?.items ?? []);
+  /** @param {Canned} r */
+  const pick = (r) => {
+    setText(fillCanned(r.content, contact));
+    box.current?.focus();
+  };
   const send = async () => {
     if (!text.trim()) {
       setError(note ? "Write the note first." : "Write a reply first.");
@@ -501,15 +552,43 @@ function Composer({ c, onSent }) {
       <label><input type="radio" name="composer-mode" checked=${note} onChange=${() => setNote(true)} /> Private note</label>
     </div>
     <label for="composer-text" class="visually-hidden">${note ? "Private note" : "Reply"}</label>
-    <textarea id="composer-text" rows="3" value=${text} aria-invalid=${error ? "true" : undefined} aria-describedby="composer-hint composer-error"
-      placeholder=${note ? "Only your team sees notes. @name@example.com mentions a member." : `Reply by ${humanize(c.channel)}…`}
+    <textarea id="composer-text" ref=${box} rows="3" value=${text} aria-invalid=${error ? "true" : undefined} aria-describedby="composer-hint composer-error"
+      placeholder=${note ? "Only your team sees notes. @name@example.com mentions a member." : `Reply by ${humanize(c.channel)}… (/ for canned responses)`}
       onInput=${(/** @type {any} */ e) => setText(e.currentTarget.value)}
       onKeyDown=${(/** @type {KeyboardEvent} */ e) => {
         if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
           e.preventDefault();
           send();
+        } else if (e.key === "ArrowDown" && offers.length) {
+          e.preventDefault();
+          /** @type {HTMLButtonElement | null} */ (document.querySelector(".canned-offers button"))?.focus();
         }
       }}></textarea>
+    ${code !== null &&
+    html`<div class="canned-offers">
+      ${canned.data && !offers.length && html`<p class="muted">No canned response matches “/${code}”.</p>`}
+      ${offers.length > 0 &&
+      html`<ul aria-label="Canned responses">
+        ${offers.map(
+          (r) => html`<li>
+            <button type="button" class="subtle" onClick=${() => pick(r)}
+              onKeyDown=${(/** @type {KeyboardEvent} */ e) => {
+                const t = /** @type {HTMLElement} */ (e.currentTarget).closest("li");
+                const to = e.key === "ArrowDown" ? t?.nextElementSibling : e.key === "ArrowUp" ? t?.previousElementSibling : null;
+                if (e.key === "ArrowUp" && !t?.previousElementSibling) {
+                  e.preventDefault();
+                  box.current?.focus();
+                } else if (to) {
+                  e.preventDefault();
+                  /** @type {HTMLButtonElement | null} */ (to.querySelector("button"))?.focus();
+                }
+              }}>
+              <strong>/${r.short_code}</strong> <span class="muted">${r.content.slice(0, 80)}</span>
+            </button>
+          </li>`,
+        )}
+      </ul>`}
+    </div>`}
     <p id="composer-error" class="error" role=${error ? "alert" : undefined}>${error}</p>
     <div class="composer-actions">
       <span id="composer-hint" class="muted">${note ? "Never sent to the contact." : c.handler === "agent" ? "The agent answers this conversation; your reply is sent as you." : ""}</span>
@@ -520,13 +599,9 @@ function Composer({ c, onSent }) {
 
 /**
  * The contact beside the thread, and the conversation's labels.
- * @param {{c: Conversation, dir: Directory, onChanged: () => void}} p
+ * @param {{c: Conversation, contact: import("../lib/data.js").Resource<Contact | null>, dir: Directory, onChanged: () => void}} p
  */
-function ContactPanel({ c, dir, onChanged }) {
-  const contact = useResource(
-    (signal) => (c.contact_id ? api("GET", `/api/v1/contacts/${c.contact_id}`, { signal }) : Promise.resolve(null)),
-    [c.contact_id],
-  );
+function ContactPanel({ c, contact, dir, onChanged }) {
   const [error, setError] = useState("");
   /** @param {string[]} labels */
   const setLabels = async (labels) => {
@@ -552,7 +627,7 @@ function ContactPanel({ c, dir, onChanged }) {
         ${p.created_at && html`<div><dt>Since</dt><dd>${formatDate(p.created_at)}</dd></div>`}
       </dl>`}
     <h2>Labels</h2>
-    ${!dir.labels.length && html`<p class="muted">No labels yet. Owners and admins create them in Settings › Labels.</p>`}
+    ${!dir.labels.length && html`<p class="muted">No labels yet. Owners and admins create them under <a href="/settings/inbox">Settings › Inbox</a>.</p>`}
     <fieldset class="label-picker">
       <legend class="visually-hidden">Labels on this conversation</legend>
       ${dir.labels.map(

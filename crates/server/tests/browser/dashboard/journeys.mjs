@@ -906,7 +906,27 @@ const journeys = {
   // gives the conversation back to the agent.
   async inbox(browser) {
     const { page } = await signedIn(browser, base, owner);
-    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Inbox" }).click();
+    // Settings › Inbox: a canned response, refused first for its short code.
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Inbox settings" }).click();
+    await page.getByRole("heading", { name: "Inbox settings", level: 1 }).waitFor();
+    await page.getByRole("heading", { name: "No canned responses yet" }).waitFor();
+    await axe(page, "inbox settings", axeStates);
+    const cannedForm = page.getByRole("form", { name: "New canned response" });
+    await cannedForm.getByLabel("Short code").fill("two words");
+    await cannedForm.getByLabel("Reply").fill("Thanks {{contact.first_name}}, we are on it.");
+    await cannedForm.getByRole("button", { name: "Save response" }).click();
+    await cannedForm.getByText("use letters, digits, - and _ only (no spaces)").waitFor();
+    check(
+      await cannedForm.getByLabel("Short code").evaluate((e) => e.getAttribute("aria-invalid") === "true"),
+      "the short code's error is not tied to its field",
+    );
+    await axe(page, "inbox settings with an error", axeStates);
+    await cannedForm.getByLabel("Short code").fill("thanks");
+    await cannedForm.getByRole("button", { name: "Save response" }).click();
+    await page.getByRole("button", { name: "Delete /thanks" }).waitFor();
+    await page.screenshot({ path: `${screenshots}/inbox-settings.png` });
+
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Inbox", exact: true }).click();
     await page.getByRole("heading", { name: "Inbox", level: 1 }).waitFor();
     await page.getByRole("heading", { name: "Nothing assigned to you" }).waitFor();
     await axe(page, "inbox, nothing mine", axeStates);
@@ -921,6 +941,11 @@ const journeys = {
     await page.getByRole("button", { name: "Accept handoff" }).click();
     await page.getByText("Handled by You").waitFor();
     const thread = page.getByRole("list", { name: "Messages and notes" });
+    // "/" offers the canned responses; one picked is filled for this contact.
+    const box = page.getByRole("textbox", { name: "Reply" });
+    await box.fill("/tha");
+    await page.getByRole("list", { name: "Canned responses" }).getByRole("button", { name: /^\/thanks/ }).click();
+    check((await box.inputValue()) === "Thanks Lia, we are on it.", `the canned response reads ${await box.inputValue()}`);
     const reply = "Hi Lia, <b>Ana</b> here. Let me check.";
     await page.getByRole("textbox", { name: "Reply" }).fill(reply);
     await page.getByRole("button", { name: "Send" }).click();
