@@ -61,3 +61,23 @@ pub struct Invitation {
     /// The link stops working at this time.
     pub expires_at: Timestamp,
 }
+
+string_enum!(
+    /// A member's availability: `online` or `away` while their dashboard's
+    /// heartbeat beats, `offline` once it stops.
+    Availability { Online = "online", Away = "away", Offline = "offline" }
+);
+string_enum!(
+    /// What a member is doing on a conversation, for the others to see.
+    Activity { Viewing = "viewing", Typing = "typing" }
+);
+
+/// A member's availability in the workspace (`GET /api/v1/presence`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct MemberPresence {
+    pub user_id: i64,
+    pub email: String,
+    pub status: Availability,
+    /// The last heartbeat; null if there never was one.
+    pub last_seen_at: Option<Timestamp>,
+}

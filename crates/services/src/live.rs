@@ -53,18 +53,23 @@ const SEEN_FOR: Duration = Duration::from_secs(90);
 /// Events a slow client may fall behind by before it is caught up from the log.
 const CLIENT_BUFFER: usize = 1024;
 
-/// One event as the stream sends it.
+/// What the stream sends: an event of the log (with its id, resumable), or
+/// a passing fact about who is viewing or typing (no id: never replayed).
 #[derive(Debug)]
-pub struct LiveEvent {
-    pub id: String,
-    pub kind: EventType,
-    /// The event as `GET /api/v1/events/{id}` shows it.
-    pub json: String,
+pub enum LiveEvent {
+    Logged {
+        id: String,
+        kind: EventType,
+        /// The event as `GET /api/v1/events/{id}` shows it.
+        json: String,
+    },
+    /// A member's presence (`event: presence`).
+    Presence { json: String },
 }
 
 impl LiveEvent {
     fn of(event: &Event) -> LiveEvent {
-        LiveEvent {
+        LiveEvent::Logged {
             id: event.id.clone(),
             kind: event.kind,
             json: serde_json::to_string(event).expect("events serialise"),
@@ -93,6 +98,12 @@ impl StreamFilter {
         StreamFilter::new(caller, self.patterns.clone())
     }
 
+    /// Presence frames go to every client that did not narrow its types,
+    /// and to those that named `presence`.
+    pub fn admits_presence(&self) -> bool {
+        self.patterns.is_empty() || self.patterns.iter().any(|p| p == PRESENCE || p == "*")
+    }
+
     pub fn admits(&self, kind: EventType) -> bool {
         // Webhook endpoints are owners' and admins' (their test deliveries too).
         if self.member && kind == EventType::WebhookTest {
@@ -107,8 +118,15 @@ impl StreamFilter {
     }
 }
 
-/// Whether `pattern` names an event type or a family of them (`call.*`, `*`).
+/// The type name of presence frames in `types`.
+pub const PRESENCE: &str = "presence";
+
+/// Whether `pattern` names an event type or a family of them (`call.*`,
+/// `*`), or `presence`.
 pub fn valid_pattern(pattern: &str) -> bool {
+    if pattern == PRESENCE {
+        return true;
+    }
     match pattern.strip_suffix('*') {
         Some("") => true,
         Some(family) => family.ends_with('.') && EventType::ALL.iter().any(|t| t.starts_with(family)),
@@ -303,6 +321,12 @@ async fn dispatch(hubs: Weak<Hubs>, mut signals: broadcast::Receiver<Signal>) {
                 let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
                 if let Some(hub) = live.get(&scope).and_then(Weak::upgrade) {
                     hub.wake(ids);
+                }
+            }
+            Ok(Signal::Presence { workspace_id, livemode, frame }) => {
+                let scope = Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode));
+                if let Some(hub) = live.get(&scope).and_then(Weak::upgrade) {
+                    let _ = hub.sender.send(Arc::new(LiveEvent::Presence { json: frame }));
                 }
             }
             // Signals were lost here: every hub sweeps.

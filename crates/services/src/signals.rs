@@ -25,6 +25,8 @@ pub enum Signal {
     /// Signals may have been missed here (the relay reconnected): live
     /// views catch up from the database.
     Missed,
+    /// A member's presence for the scope's live streams (the frame's JSON).
+    Presence { workspace_id: i64, livemode: bool, frame: String },
 }
 
 /// At most this many event ids in one signal (a NOTIFY payload is at most
@@ -90,7 +92,7 @@ impl Signals {
     fn deliver_here(&self, signal: Signal) {
         // No receiver is not an error: nobody here is watching.
         match signal {
-            Signal::EventsWritten { .. } => {
+            Signal::EventsWritten { .. } | Signal::Presence { .. } => {
                 let _ = self.events.send(signal);
             }
             Signal::Missed => {

@@ -16,7 +16,10 @@ async fn next_ids(sub: &mut parley_services::live::Subscription, n: usize, wait:
     let _ = tokio::time::timeout(wait, async {
         while ids.len() < n {
             match sub.events.recv().await {
-                Ok(e) => ids.push(e.id.clone()),
+                Ok(e) => match &*e {
+                    parley_services::live::LiveEvent::Logged { id, .. } => ids.push(id.clone()),
+                    parley_services::live::LiveEvent::Presence { .. } => {}
+                },
                 Err(e) => panic!("the watcher fell behind: {e}"),
             }
         }

@@ -25,6 +25,7 @@ pub mod notes;
 pub mod oauth;
 mod oauth_pages;
 pub mod overview;
+pub mod presence;
 pub mod prompt_blocks;
 pub mod search;
 pub mod speech_engines;
@@ -63,6 +64,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(labels::router())
         .merge(canned_responses::router())
         .merge(inbox::router())
+        .merge(presence::router())
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())

@@ -269,11 +269,18 @@ impl Client {
 
     /// The frame for a live event, unless the client may not see it or already has it.
     fn live(&mut self, event: &Arc<LiveEvent>) -> Option<Frame> {
-        if !self.filter.admits(event.kind) || self.replayed.remove(&event.id) {
-            return None;
+        match &**event {
+            LiveEvent::Logged { id, kind, json } => {
+                if !self.filter.admits(*kind) || self.replayed.remove(id) {
+                    return None;
+                }
+                self.last_id = Some(id.clone());
+                Some(Frame::default().id(id.as_str()).event(kind.as_str()).data(json.as_str()))
+            }
+            LiveEvent::Presence { json } => {
+                self.filter.admits_presence().then(|| Frame::default().event(live::PRESENCE).data(json.as_str()))
+            }
         }
-        self.last_id = Some(event.id.clone());
-        Some(Frame::default().id(event.id.as_str()).event(event.kind.as_str()).data(event.json.as_str()))
     }
 
     async fn recheck_credential(&mut self) {

@@ -32,6 +32,7 @@ mod notes;
 mod oauth;
 mod operations;
 mod overview;
+mod presence;
 mod prompt_blocks;
 mod runtime;
 mod scale_out;

@@ -6,5 +6,6 @@ pub mod auth;
 pub mod identity;
 pub mod members;
 pub mod oauth;
+pub mod presence;
 pub mod reach;
 pub mod workspaces;

@@ -19,6 +19,7 @@ pub mod labels;
 pub mod notes;
 pub mod oauth;
 pub mod overview;
+pub mod presence;
 pub mod prompt_blocks;
 pub mod search;
 pub mod sessions;

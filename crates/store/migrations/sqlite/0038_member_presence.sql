@@ -1,0 +1,9 @@
+-- Members' availability in a workspace, from the dashboard's heartbeat:
+-- online or away while it beats, offline once it stops.
+CREATE TABLE member_presence (
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+    user_id      INTEGER NOT NULL,
+    status       TEXT    NOT NULL,
+    last_seen_at INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, user_id)
+);
