@@ -38,7 +38,7 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// The dashboard's sections: `/{section}` and everything under it answer
 /// `index.html`, whose modules route (so every page has a URL).
 pub const SECTIONS: &[&str] =
-    &["developers", "agents", "calls", "contacts", "knowledge", "channels", "billing", "runs", "settings"];
+    &["developers", "inbox", "agents", "calls", "contacts", "knowledge", "channels", "billing", "runs", "settings"];
 
 /// Pages for people who are not signed in: signing in, and the one-time
 /// links (their token is in the fragment, which never reaches the server).
@@ -205,6 +205,8 @@ mod tests {
             "/developers",
             "/developers/api-keys",
             "/calls/17",
+            "/inbox",
+            "/inbox/3",
         ] {
             let r = get(path, &[]).await;
             assert_eq!(r.status(), 200, "{path}");

@@ -141,6 +141,9 @@ both_backends! {
         let r = app.post(&a.live, &format!("/api/v1/conversations/{lia_conversation}/handoff"), json!({"to": "human", "reason": "Asked for a person"})).await;
         assert_eq!(r.status, 201, "{}", r.text);
         assert_eq!(app.post(&a.live, "/api/v1/labels", json!({"name": "vip"})).await.status, 201);
+        let noah = json!({"from": "noah-1", "text": "Is my order shipped?", "external_id": "inbox-3", "contact": {"display_name": "Noah Park"}});
+        let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, noah).await;
+        let noah_conversation = r.body["conversation_id"].as_i64().unwrap();
 
         // A Twilio-format server (its wire format from Twilio's documentation).
         let (twilio, _sent) = crate::sms::messages_server().await;
@@ -158,7 +161,7 @@ both_backends! {
             "knowledge_agent": "Kai",
             "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
-            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose()},
+            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
@@ -169,7 +172,7 @@ both_backends! {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -182,7 +185,7 @@ both_backends! {
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
             "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
-            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox settings", "inbox settings with an error"] {
+            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox settings", "inbox settings with an error", "inbox, two members"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The inbox's reply reached the channel; its private note never did.

@@ -4,6 +4,7 @@
 
 import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
 import { onLive, onLiveStatus } from "../lib/live.js";
+import { startHeartbeat } from "../lib/presence.js";
 import { current, signOut, switchTo } from "../lib/session.js";
 import { icons } from "./ui.js";
 
@@ -52,6 +53,8 @@ export function Shell({ path, children }) {
   // the screen above every page); following a link folds it again.
   const [menu, setMenu] = useState(false);
   useEffect(() => setMenu(false), [path]);
+  // Members see who else is online, viewing and typing (lib/presence.js).
+  useEffect(() => startHeartbeat(), []);
   if (!me) return null;
   const test = me.mode === "test";
   return html`<div class=${test ? "app test-mode" : "app"}>

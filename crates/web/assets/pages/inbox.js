@@ -11,6 +11,7 @@ import { current } from "../lib/session.js";
 import { navigate, setQuery, useLocation } from "../lib/router.js";
 import { formatDate, humanize } from "../lib/format.js";
 import { EmptyState, LoadError, NotHere, Skeleton, When } from "../components/ui.js";
+import { typing, useOthersOn, viewing } from "../lib/presence.js";
 
 /**
  * @typedef {object} Handoff
@@ -330,6 +331,12 @@ function Thread({ id, dir, onChanged }) {
   useLiveReload(notes.reload, mine);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
+  // The others see this member here; this member sees them.
+  useEffect(() => {
+    viewing(id);
+    return () => viewing(null);
+  }, [id]);
+  const others = useOthersOn(id);
 
   /** @type {Conversation | undefined} */
   const c = conversation.data;
@@ -420,6 +427,9 @@ function Thread({ id, dir, onChanged }) {
         Waiting for a person since <${When} value=${h.created_at} />: ${h.reason}${h.note ? ` (${h.note})` : ""}
       </p>`}
       ${error && html`<p class="notice error" role="alert">${error}</p>`}
+      <p class="presence muted" role="status">
+        ${others.map((o, i) => html`${i ? "; " : ""}${o.email} is ${o.activity === "typing" ? "typing…" : "viewing"}`)}
+      </p>
       <ol class="thread" aria-label="Messages and notes">
         ${entries.map((e) =>
           e.m
@@ -444,7 +454,7 @@ function Thread({ id, dir, onChanged }) {
               </li>`,
         )}
       </ol>
-      ${!closed && html`<${Composer} c=${c} contact=${contact.data} onSent=${() => (messages.reload(), notes.reload(), onChanged())} />`}
+      ${!closed && html`<${Composer} c=${c} contact=${contact.data} others=${others} onSent=${() => (messages.reload(), notes.reload(), onChanged())} />`}
     </section>
     <${ContactPanel} c=${c} contact=${contact} dir=${dir} onChanged=${() => (conversation.reload(), onChanged())} />`;
 }
@@ -503,13 +513,17 @@ export function fillCanned(content, contact) {
  * Reply on the conversation's channel, or write a private note for the
  * team (never sent; @email mentions notify). Typing `/` and a short code
  * offers the canned responses that match.
- * @param {{c: Conversation, contact: Contact | null | undefined, onSent: () => void}} p
+ * Before a reply goes out while another member is typing one, it asks
+ * once more (two answers crossing confuse a customer).
+ * @param {{c: Conversation, contact: Contact | null | undefined, others: import("../lib/presence.js").Other[], onSent: () => void}} p
  */
-function Composer({ c, contact, onSent }) {
+function Composer({ c, contact, others, onSent }) {
   const [note, setNote] = useState(false);
   const [text, setText] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
+  const [warned, setWarned] = useState(false);
+  const rival = note ? undefined : others.find((o) => o.activity === "typing");
   const box = useRef(/** @type {HTMLTextAreaElement | null} */ (null));
   const slash = /^\/([\w-]*)$/.exec(text);
   const code = slash ? slash[1] : null;
@@ -532,8 +546,13 @@ function Composer({ c, contact, onSent }) {
       setError(note ? "Write the note first." : "Write a reply first.");
       return;
     }
+    if (rival && !warned) {
+      setWarned(true);
+      return;
+    }
     setBusy(true);
     setError("");
+    setWarned(false);
     try {
       if (note) await api("POST", `/api/v1/conversations/${c.id}/notes`, { body: { text } });
       else await api("POST", "/api/v1/messages", { body: { conversation_id: c.id, text } });
@@ -554,7 +573,10 @@ function Composer({ c, contact, onSent }) {
     <label for="composer-text" class="visually-hidden">${note ? "Private note" : "Reply"}</label>
     <textarea id="composer-text" ref=${box} rows="3" value=${text} aria-invalid=${error ? "true" : undefined} aria-describedby="composer-hint composer-error"
       placeholder=${note ? "Only your team sees notes. @name@example.com mentions a member." : `Reply by ${humanize(c.channel)}… (/ for canned responses)`}
-      onInput=${(/** @type {any} */ e) => setText(e.currentTarget.value)}
+      onInput=${(/** @type {any} */ e) => {
+        setText(e.currentTarget.value);
+        typing();
+      }}
       onKeyDown=${(/** @type {KeyboardEvent} */ e) => {
         if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
           e.preventDefault();
@@ -590,9 +612,10 @@ function Composer({ c, contact, onSent }) {
       </ul>`}
     </div>`}
     <p id="composer-error" class="error" role=${error ? "alert" : undefined}>${error}</p>
+    ${rival && warned && html`<p class="notice warn" role="alert">${rival.email} is typing a reply too. Send yours anyway?</p>`}
     <div class="composer-actions">
       <span id="composer-hint" class="muted">${note ? "Never sent to the contact." : c.handler === "agent" ? "The agent answers this conversation; your reply is sent as you." : ""}</span>
-      <button type="submit" class="primary" disabled=${busy}>${note ? "Add note" : "Send"}</button>
+      <button type="submit" class="primary" disabled=${busy}>${note ? "Add note" : rival && warned ? "Send anyway" : "Send"}</button>
     </div>
   </form>`;
 }

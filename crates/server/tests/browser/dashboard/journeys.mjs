@@ -980,6 +980,32 @@ const journeys = {
     await page.getByRole("button", { name: "Reopen" }).waitFor();
   },
 
+  // Two members on one conversation: each sees the other viewing, then
+  // typing; a reply sent while the other types asks once more.
+  async "inbox-together"(browser) {
+    const path = `/inbox/${config.inbox.noah}?view=all`;
+    const ana = (await signedIn(browser, base, owner)).page;
+    await ana.goto(path);
+    await ana.getByRole("heading", { name: "Noah Park", level: 2 }).waitFor();
+    const mia = (await signedIn(browser, base, member)).page;
+    await mia.goto(path);
+    await mia.getByRole("heading", { name: "Noah Park", level: 2 }).waitFor();
+    const anaSees = ana.getByRole("status").filter({ hasText: "mia@example.com is" });
+    await anaSees.filter({ hasText: "mia@example.com is viewing" }).waitFor({ timeout: 10000 });
+    await mia.getByRole("status").filter({ hasText: "ana@example.com is viewing" }).waitFor({ timeout: 10000 });
+    await mia.getByRole("textbox", { name: "Reply" }).pressSequentially("Hi Noah, checking");
+    await anaSees.filter({ hasText: "mia@example.com is typing…" }).waitFor({ timeout: 10000 });
+    await ana.getByRole("textbox", { name: "Reply" }).fill("It shipped yesterday.");
+    await ana.getByRole("button", { name: "Send" }).click();
+    await ana.getByRole("alert").filter({ hasText: "mia@example.com is typing a reply too. Send yours anyway?" }).waitFor();
+    await axe(ana, "inbox, two members", axeStates);
+    await ana.screenshot({ path: `${screenshots}/inbox-together.png` });
+    await ana.getByRole("button", { name: "Send anyway" }).click();
+    await ana.getByRole("list", { name: "Messages and notes" }).getByText("It shipped yesterday.").waitFor();
+    // Mia's thread shows Ana's reply live.
+    await mia.getByRole("list", { name: "Messages and notes" }).getByText("It shipped yesterday.").waitFor({ timeout: 10000 });
+  },
+
   // Everything by keyboard: sign in, skip to content, open a dialog, close
   // it with Escape and land back on the button that opened it.
   async keyboard(browser) {
