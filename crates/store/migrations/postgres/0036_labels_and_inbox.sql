@@ -28,7 +28,8 @@ ALTER TABLE conversations ADD COLUMN labels JSONB NOT NULL DEFAULT '[]';
 
 -- The inbox sorts by last activity or by how long the contact has waited.
 CREATE INDEX conversations_recent ON conversations (workspace_id, livemode, last_message_ts DESC NULLS LAST, id DESC);
-CREATE INDEX conversations_waiting ON conversations (workspace_id, livemode, waiting_since, id) WHERE waiting_since IS NOT NULL;
+-- Waiting longest first, those not waiting last.
+CREATE INDEX conversations_waiting ON conversations (workspace_id, livemode, waiting_since ASC NULLS LAST, id);
 CREATE INDEX conversations_assignee ON conversations (workspace_id, livemode, assignee_user_id, last_message_ts DESC NULLS LAST)
     WHERE assignee_user_id IS NOT NULL;
 -- The handoffs waiting for a person.

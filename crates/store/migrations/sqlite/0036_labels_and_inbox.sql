@@ -28,7 +28,9 @@ ALTER TABLE conversations ADD COLUMN labels TEXT NOT NULL DEFAULT '[]';
 
 -- The inbox sorts by last activity or by how long the contact has waited.
 CREATE INDEX conversations_recent ON conversations (workspace_id, livemode, last_message_ts DESC, id DESC);
-CREATE INDEX conversations_waiting ON conversations (workspace_id, livemode, waiting_since, id) WHERE waiting_since IS NOT NULL;
+-- Waiting longest first, those not waiting last: SQLite sorts NULL first,
+-- so the order (and this index) puts them at the largest integer.
+CREATE INDEX conversations_waiting ON conversations (workspace_id, livemode, COALESCE(waiting_since, 9223372036854775807), id);
 CREATE INDEX conversations_assignee ON conversations (workspace_id, livemode, assignee_user_id, last_message_ts DESC)
     WHERE assignee_user_id IS NOT NULL;
 -- The handoffs waiting for a person.

@@ -322,9 +322,11 @@ pub async fn inbox(
             [Arg::Text(name.clone())],
         );
     }
-    let order = match filter.sort {
-        InboxSort::Recent => "c.last_message_ts DESC NULLS LAST, c.id DESC",
-        InboxSort::Waiting => "c.waiting_since ASC NULLS LAST, c.id ASC",
+    // Each order as its backend's index on it (migration 0036) reads it.
+    let order = match (filter.sort, matches!(c.handle(), Handle::Sqlite(_))) {
+        (InboxSort::Recent, _) => "c.last_message_ts DESC NULLS LAST, c.id DESC",
+        (InboxSort::Waiting, true) => "COALESCE(c.waiting_since, 9223372036854775807), c.id",
+        (InboxSort::Waiting, false) => "c.waiting_since ASC NULLS LAST, c.id ASC",
     };
     let n = w.next_placeholder();
     let count_sql = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM conversations c{}", w.sql()));
