@@ -81,3 +81,23 @@ pub struct MemberPresence {
     /// The last heartbeat; null if there never was one.
     pub last_seen_at: Option<Timestamp>,
 }
+
+string_enum!(
+    /// Why a member is told: a handoff waits for a person, a note mentions
+    /// them, a conversation was assigned to them.
+    NotificationKind { Handoff = "handoff", Mention = "mention", Assignment = "assignment" }
+);
+
+/// Something a member is told (`GET /api/v1/notifications`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Notification {
+    pub id: i64,
+    pub kind: NotificationKind,
+    pub conversation_id: i64,
+    /// The member whose action it was; null for an agent or an API key.
+    pub actor_user_id: Option<i64>,
+    /// What happened, in a sentence.
+    pub text: String,
+    pub read_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}

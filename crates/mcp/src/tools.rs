@@ -356,7 +356,8 @@ operations! {
         let input = c.body(handoffs::parse_assign);
         c.finish()?;
         let input = parsed(input)?;
-        to_value(svc.transaction(async move |work| handoffs::assign(work, scope, id, input).await).await?)
+        let actor = who.user_id();
+        to_value(svc.transaction(async move |work| handoffs::assign(work, scope, id, actor, input).await).await?)
     }
     give_back_conversation(svc, who, scope, c) {
         let id = ConversationId(c.id("conversation_id"));

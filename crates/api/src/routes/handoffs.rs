@@ -208,7 +208,8 @@ async fn cancel_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> 
 ///
 /// Assignment says who on the team owns the conversation; it does not
 /// change who answers (`handler`): a person takes over from an agent by
-/// accepting a handoff. Emits `conversation.updated`.
+/// accepting a handoff. Emits `conversation.updated`; the member assigned
+/// is notified (unless they assigned themselves).
 #[utoipa::path(
     post, path = "/api/v1/conversations/{conversation_id}/assign", tag = "Conversations",
     params(("conversation_id" = i64, Path)),
@@ -227,8 +228,8 @@ async fn assign_conversation(
     body: JsonBody<Assign>,
 ) -> Result<Json<Conversation>, ApiError> {
     let [id] = path.0.map(ConversationId);
-    let (scope, input) = (auth.scope(), body.value);
-    Ok(Json(s.services.transaction(async move |work| handoffs::assign(work, scope, id, input).await).await?))
+    let (scope, actor, input) = (auth.scope(), auth.0.user_id(), body.value);
+    Ok(Json(s.services.transaction(async move |work| handoffs::assign(work, scope, id, actor, input).await).await?))
 }
 
 /// Give a conversation back to an agent (`agent_id`, default its agent):

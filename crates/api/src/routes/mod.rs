@@ -22,6 +22,7 @@ pub mod labels;
 pub mod members;
 pub mod messages;
 pub mod notes;
+pub mod notifications;
 pub mod oauth;
 mod oauth_pages;
 pub mod overview;
@@ -65,6 +66,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(canned_responses::router())
         .merge(inbox::router())
         .merge(presence::router())
+        .merge(notifications::router())
         .merge(webchat::router())
         .merge(files::router())
         .merge(calls::router())

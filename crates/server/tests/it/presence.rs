@@ -1,5 +1,6 @@
-//! Presence: members' availability from their heartbeat, and who is
-//! viewing or typing on a conversation, told to the scope's live streams.
+//! Presence (members' availability from their heartbeat, and who is
+//! viewing or typing on a conversation, told to the scope's live streams)
+//! and notifications (handoffs, mentions, assignments).
 
 use std::time::Duration;
 
@@ -61,5 +62,61 @@ both_backends! {
         let mut faults = r.faults();
         faults.sort();
         assert_eq!(faults, [(r#"["body","activity"]"#.to_owned(), "value_error.enum".to_owned()), (r#"["body","status"]"#.to_owned(), "value_error.enum".to_owned())], "{}", r.text);
+    }
+
+    async fn members_are_told_of_handoffs_mentions_and_assignments(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let ana = app.user("ana@example.com", PW, ws.id, Role::Member).await;
+        let ben = app.user("ben@example.com", PW, ws.id, Role::Admin).await;
+        let ana_token = app.token("ana@example.com", PW).await;
+        let ben_token = app.token("ben@example.com", PW).await;
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        let body = json!({"from": "u-1", "text": "Hi", "external_id": "n-1", "contact": {"display_name": "Lia"}});
+        let conv = inbound(&app, ch, &secret, body).await.body["conversation_id"].as_i64().unwrap();
+
+        // A handoff to a person (from a key) tells every member.
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{conv}/handoff"), json!({"to": "human", "reason": "Wants a refund"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        // Ben assigns it to Ana (she is told), then Ana mentions Ben in a note.
+        let r = app.bearer(Method::POST, &format!("/api/v1/conversations/{conv}/assign"), &ben_token, Some(json!({"user_id": ana}))).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let r = app.bearer(Method::POST, &format!("/api/v1/conversations/{conv}/notes"), &ana_token, Some(json!({"text": "@ben@example.com can you approve?"}))).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        // Ana assigning it to herself again tells nobody.
+        app.bearer(Method::POST, &format!("/api/v1/conversations/{conv}/assign"), &ana_token, Some(json!({"user_id": ana}))).await;
+
+        let mine = |token: String, query: &'static str| {
+            let app = &app;
+            async move { app.bearer(Method::GET, &format!("/api/v1/notifications{query}"), &token, None).await }
+        };
+        let a = mine(ana_token.clone(), "").await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        let kinds = |v: &Value| v["items"].as_array().unwrap().iter().map(|n| n["kind"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        assert_eq!(kinds(&a.body), ["assignment", "handoff"], "newest first");
+        assert_eq!((a.body["unread"].clone(), a.body["items"][0]["actor_user_id"].clone()), (json!(2), json!(ben)));
+        assert_eq!(a.body["items"][0]["text"], "Lia was assigned to you");
+        assert_eq!(a.body["items"][1]["text"], "Lia is waiting for a person: Wants a refund");
+        let b = mine(ben_token.clone(), "").await;
+        assert_eq!(kinds(&b.body), ["mention", "handoff"]);
+        assert_eq!(b.body["items"][0]["text"], "You were mentioned in a note on Lia: “@ben@example.com can you approve?”");
+
+        // Read one, then all; another member's notification is not found.
+        let first = a.body["items"][0]["id"].as_i64().unwrap();
+        assert_eq!(app.bearer(Method::POST, &format!("/api/v1/notifications/{first}/read"), &ana_token, None).await.status, 204);
+        let unread = mine(ana_token.clone(), "?unread=true").await;
+        assert_eq!((kinds(&unread.body), unread.body["unread"].clone(), unread.body["total"].clone()), (vec!["handoff".to_owned()], json!(1), json!(1)));
+        let bens = b.body["items"][0]["id"].as_i64().unwrap();
+        assert_eq!(app.bearer(Method::POST, &format!("/api/v1/notifications/{bens}/read"), &ana_token, None).await.status, 404);
+        assert_eq!(app.bearer(Method::POST, "/api/v1/notifications/read-all", &ana_token, None).await.status, 204);
+        assert_eq!(mine(ana_token.clone(), "").await.body["unread"], 0);
+        assert_eq!(mine(ben_token.clone(), "").await.body["unread"], 2, "Ben's stay unread");
+        // A key is nobody: no notifications.
+        assert_eq!(app.get(&ws.live, "/api/v1/notifications").await.status, 403);
+        // The test mode has its own.
+        let switched = app.bearer(Method::POST, "/api/v1/auth/workspace", &ana_token, Some(json!({"workspace_id": ws.id, "mode": "test"}))).await;
+        assert_eq!(switched.status, 200, "{}", switched.text);
+        let test_token = switched.body["access_token"].as_str().unwrap().to_owned();
+        assert_eq!(mine(test_token, "").await.body["total"], 0);
     }
 }

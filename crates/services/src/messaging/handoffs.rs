@@ -11,10 +11,11 @@
 
 use parley_domain::Scope;
 use parley_domain::conversation::{
-    Author, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
+    Author, AuthorType, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
 };
 use parley_domain::event::EventType;
 use parley_domain::ids::{ConversationId, HandoffId};
+use parley_domain::user::NotificationKind;
 use parley_domain::validation::{
     FieldError, Page, Parsed, QueryReader, boolean, integer, loc, one_of, parse_object, string,
 };
@@ -26,6 +27,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::notifications;
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// The filters lists take.
@@ -280,6 +282,14 @@ pub async fn request(
         HandoffTarget::Human => {
             // Until someone accepts, nobody answers: not the agent either.
             hand_to(tx, scope, &current, Handler::None, user_id, current.agent_id).await?;
+            let tell = match user_id {
+                Some(u) => vec![u],
+                None => notifications::everyone(tx, scope).await?,
+            };
+            let actor = if requested_by.kind == AuthorType::User { requested_by.id } else { None };
+            let what = notifications::about(&current.item.title, ConversationId(conversation_id));
+            let text = format!("{what} is waiting for a person: {}", input.reason);
+            notifications::notify(tx, scope, &tell, NotificationKind::Handoff, conversation_id, actor, &text).await?;
             read(tx, scope, created.id).await
         }
         HandoffTarget::Agent => {
@@ -387,7 +397,15 @@ pub async fn cancel(tx: &mut Tx, scope: Scope, id: HandoffId) -> ServiceResult<H
 /// Gives conversation `id` to a member (or to nobody): who owns it on the
 /// team. Who answers (`handler`) does not change: a person takes over by
 /// accepting a handoff. Emits `conversation.updated`.
-pub async fn assign(tx: &mut Tx, scope: Scope, id: ConversationId, input: Assign) -> ServiceResult<Conversation> {
+/// `actor` is the signed-in member who assigns (none for an API key): the
+/// assignee is notified unless they assigned themselves.
+pub async fn assign(
+    tx: &mut Tx,
+    scope: Scope,
+    id: ConversationId,
+    actor: Option<i64>,
+    input: Assign,
+) -> ServiceResult<Conversation> {
     let current = conversation_locked(tx, scope, id.get()).await?;
     if current.status == ConversationStatus::Closed {
         return Err(ServiceError::Conflict(format!("Conversation {} is closed", current.item.id)));
@@ -397,6 +415,10 @@ pub async fn assign(tx: &mut Tx, scope: Scope, id: ConversationId, input: Assign
         None => None,
     };
     hand_to(tx, scope, &current, current.handler, user, current.agent_id).await?;
+    if let Some(user) = user.filter(|u| current.assignee_user_id != Some(*u)) {
+        let text = format!("{} was assigned to you", notifications::about(&current.item.title, id));
+        notifications::notify(tx, scope, &[user], NotificationKind::Assignment, current.item.id, actor, &text).await?;
+    }
     conversation(tx, scope, current.item.id).await
 }
 

@@ -11,5 +11,6 @@ pub mod inbox;
 pub mod labels;
 pub mod messages;
 pub mod notes;
+pub mod notifications;
 pub mod polling;
 pub mod webchat;

@@ -8,6 +8,7 @@ use parley_domain::Scope;
 use parley_domain::conversation::Note;
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
+use parley_domain::user::NotificationKind;
 use parley_domain::validation::{Page, Parsed, loc, parse_object, string};
 use parley_store::Tx;
 use parley_store::repo::{conversations as conversation_repo, events, notes as repo, users};
@@ -15,6 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::notifications;
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// At most this many characters in a note.
@@ -78,6 +80,13 @@ pub async fn create(
             .collect()
     };
     let note = repo::insert(tx, scope, conversation.item.id, author, &input.text, &mentions).await?;
+    if !mentions.is_empty() {
+        let what = notifications::about(&conversation.item.title, id);
+        let excerpt: String = input.text.chars().take(80).collect();
+        let text = format!("You were mentioned in a note on {what}: “{excerpt}”");
+        notifications::notify(tx, scope, &mentions, NotificationKind::Mention, conversation.item.id, author, &text)
+            .await?;
+    }
     events::append(tx, scope, EventType::NoteCreated, event_data(&note)?).await?;
     Ok(note)
 }

@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod labels;
 pub mod notes;
+pub mod notifications;
 pub mod oauth;
 pub mod overview;
 pub mod presence;
