@@ -7,6 +7,7 @@ import { onLive, onLiveStatus } from "../lib/live.js";
 import { startHeartbeat } from "../lib/presence.js";
 import { current, signOut, switchTo } from "../lib/session.js";
 import { icons } from "./ui.js";
+import { NotificationBell } from "./notifications.js";
 
 /** @typedef {import("../lib/session.js").Me} Me */
 
@@ -72,6 +73,7 @@ export function Shell({ path, children }) {
       <${ModeSwitch} me=${me} />
       <div class="spacer"></div>
       <${LiveIndicator} />
+      <${NotificationBell} />
       <${UserMenu} email=${me.user.email} role=${membership?.role ?? "member"} />
     </header>
     <nav id="main-nav" class=${menu ? "sidebar open" : "sidebar"} aria-label="Main">

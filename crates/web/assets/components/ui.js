@@ -351,6 +351,7 @@ const icon = (shapes) => html`<svg viewBox="0 0 24 24" aria-hidden="true" focusa
 
 /** Inline SVG icons (no icon font: the CSP allows our own files only). */
 export const icons = {
+  bell: icon(html`<path d="M6 16V11a6 6 0 0 1 12 0v5l2 2H4l2-2M10 20a2 2 0 0 0 4 0" />`),
   close: icon(html`<path d="M6 6l12 12M18 6L6 18" />`),
   copy: icon(html`<rect x="9" y="9" width="11" height="11" rx="2" /><path d="M5 15V5a2 2 0 0 1 2-2h8" />`),
   home: icon(html`<path d="M3 11l9-7 9 7M5 9.5V20h5v-6h4v6h5V9.5" />`),

@@ -1004,6 +1004,21 @@ const journeys = {
     await ana.getByRole("list", { name: "Messages and notes" }).getByText("It shipped yesterday.").waitFor();
     // Mia's thread shows Ana's reply live.
     await mia.getByRole("list", { name: "Messages and notes" }).getByText("It shipped yesterday.").waitFor({ timeout: 10000 });
+    // Mia mentions Ana in a note: Ana's bell says so, and leads to the conversation.
+    await mia.getByRole("radio", { name: "Private note" }).check();
+    await mia.getByRole("textbox", { name: "Private note" }).fill("@ana@example.com is this the order from Tuesday?");
+    await mia.getByRole("button", { name: "Add note" }).click();
+    const bell = ana.getByRole("button", { name: /^Notifications/ });
+    await ana.getByRole("list", { name: "Messages and notes" }).getByText("is this the order from Tuesday?").waitFor({ timeout: 10000 });
+    await bell.click();
+    const told = ana.getByRole("list", { name: "Notifications" }).getByRole("link", { name: /^Unread: You were mentioned in a note on Noah Park/ });
+    await told.waitFor({ timeout: 10000 });
+    await axe(ana, "notifications", axeStates);
+    await ana.goto("/inbox?view=all");
+    await ana.getByRole("button", { name: /^Notifications/ }).click();
+    await ana.getByRole("list", { name: "Notifications" }).getByRole("link", { name: /You were mentioned in a note on Noah Park/ }).click();
+    await ana.getByRole("heading", { name: "Noah Park", level: 2 }).waitFor();
+    check(new URL(ana.url()).pathname === `/inbox/${config.inbox.noah}`, `the notification led to ${ana.url()}`);
   },
 
   // Everything by keyboard: sign in, skip to content, open a dialog, close
