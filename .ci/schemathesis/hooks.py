@@ -136,6 +136,8 @@ ALLOWED_422_AT = [
     # A channel's settings depend on its type, which a PATCH body does not
     # carry: the document offers every type's settings there.
     ("PATCH", "/api/v1/channels/{channel_id}", ["body", "config"], "value_error.extra"),
+    # The inbox's Mine view is the signed-in member's: an API key is nobody.
+    ("GET", "/api/v1/inbox/conversations", ["query", "view"], "value_error.view"),
 ]
 
 

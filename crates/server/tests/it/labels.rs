@@ -56,7 +56,7 @@ both_backends! {
         assert_eq!(updated[0].data["labels"], json!(["billing", "VIP"]), "newest first");
         // Unknown names are named at their place; a name twice is refused; nothing changed.
         let r = app.send(Method::PUT, &path, Some(&ws.live), Some(json!({"labels": ["billing", "nope"]})), &[]).await;
-        assert_eq!(r.faults(), [(r#"["body","labels",1]"#.to_owned(), "value_error.label.unknown".to_owned())], "{}", r.text);
+        assert_eq!(r.faults(), [(r#"["body","labels",1]"#.to_owned(), "value_error.not_found".to_owned())], "{}", r.text);
         let r = app.send(Method::PUT, &path, Some(&ws.live), Some(json!({"labels": ["vip", "VIP"]})), &[]).await;
         assert_eq!(r.faults(), [(r#"["body","labels"]"#.to_owned(), "value_error.list.unique_items".to_owned())]);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"], json!(["billing", "VIP"]));

@@ -36,8 +36,8 @@ pub struct CreateLabel {
     /// whatever its case.
     #[schema(min_length = 1, max_length = 50, pattern = r"^[A-Za-z0-9_-]+$")]
     pub name: String,
-    /// `#rrggbb`; one of a palette in turn when left out.
-    #[schema(pattern = r"^#[0-9A-Fa-f]{6}$")]
+    /// `#rrggbb`; one of a palette in turn when left out or null.
+    #[schema(nullable, pattern = r"^#[0-9A-Fa-f]{6}$")]
     pub color: Option<String>,
     /// Up to 200 characters, or null.
     #[schema(max_length = 200, nullable)]
@@ -101,7 +101,7 @@ fn color() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
 pub fn parse_create(body: Value) -> Parsed<CreateLabel> {
     parse_object(body, loc(&["body"]), |r| {
         let name = r.required("name", name());
-        let color = r.optional("color", color());
+        let color = r.nullable("color", color()).flatten();
         let description = r.nullable("description", string(0, DESCRIPTION_MAX)).flatten();
         Some(CreateLabel { name: name?, color, description })
     })
@@ -245,10 +245,9 @@ pub async fn set_on_conversation(
     for (i, name) in input.labels.iter().enumerate() {
         match repo::by_name(tx, scope, name).await? {
             Some(label) => ids.push(label.id),
-            None => unknown.push(FieldError::new(
+            None => unknown.push(FieldError::not_found(
                 loc(&["body", "labels"]).into_iter().chain([LocPart::Index(i)]).collect(),
-                "value_error.label.unknown",
-                format!("no label named {name:?}; create it with POST /api/v1/labels"),
+                &format!("Label {name:?}"),
             )),
         }
     }
