@@ -2,11 +2,11 @@
 // assignment), read again whenever the live stream says something that
 // may have made one, shown as browser notifications when allowed.
 
-import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
+import { html, useEffect, useState } from "../lib/html.js";
 import { api } from "../lib/api.js";
 import { useLiveReload, useResource } from "../lib/data.js";
 import { navigate } from "../lib/router.js";
-import { When, icons } from "./ui.js";
+import { When, icons, usePopover } from "./ui.js";
 
 /** @typedef {{id: number, kind: string, conversation_id: number, text: string, read_at: string | null, created_at: string}} Note */
 
@@ -38,35 +38,14 @@ function tellBrowser(items) {
 export function NotificationBell() {
   const list = useResource((signal) => api("GET", "/api/v1/notifications", { query: { limit: 20 }, signal }), []);
   useLiveReload(list.reload, (e) => CAUSES.has(e.event));
-  const [open, setOpen] = useState(false);
+  const { open, setOpen, id, root } = usePopover();
   const [asked, setAsked] = useState(typeof Notification === "function" ? Notification.permission : "denied");
-  const id = useId();
-  const root = useRef(/** @type {HTMLDivElement | null} */ (null));
   /** @type {Note[]} */
   const items = list.data?.items ?? [];
   const unread = list.data?.unread ?? 0;
   useEffect(() => {
     if (list.data) tellBrowser(items);
   }, [list.data]);
-  useEffect(() => {
-    if (!open) return;
-    /** @param {KeyboardEvent} e */
-    const key = (e) => {
-      if (e.key !== "Escape") return;
-      setOpen(false);
-      root.current?.querySelector("button")?.focus();
-    };
-    /** @param {MouseEvent} e */
-    const click = (e) => {
-      if (e.target instanceof Node && !root.current?.contains(e.target)) setOpen(false);
-    };
-    document.addEventListener("keydown", key);
-    document.addEventListener("click", click);
-    return () => {
-      document.removeEventListener("keydown", key);
-      document.removeEventListener("click", click);
-    };
-  }, [open]);
 
   /** @param {Note} n */
   const follow = async (n) => {

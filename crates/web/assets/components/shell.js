@@ -2,11 +2,11 @@
 // switcher, the live/test switch with its banner (Stripe's pattern: in test
 // mode an orange band says so on every page), and the user menu.
 
-import { html, useEffect, useId, useRef, useState } from "../lib/html.js";
+import { html, useEffect, useState } from "../lib/html.js";
 import { onLive, onLiveStatus } from "../lib/live.js";
 import { startHeartbeat } from "../lib/presence.js";
 import { current, signOut, switchTo } from "../lib/session.js";
-import { icons } from "./ui.js";
+import { icons, usePopover } from "./ui.js";
 import { NotificationBell } from "./notifications.js";
 
 /** @typedef {import("../lib/session.js").Me} Me */
@@ -176,29 +176,7 @@ function ModeSwitch({ me }) {
 
 /** @param {{email: string, role: string}} p */
 function UserMenu({ email, role }) {
-  const [open, setOpen] = useState(false);
-  const id = useId();
-  const root = useRef(/** @type {HTMLDivElement | null} */ (null));
-  // Closes on Escape (back to its button) and on a click elsewhere.
-  useEffect(() => {
-    if (!open) return;
-    /** @param {KeyboardEvent} e */
-    const key = (e) => {
-      if (e.key !== "Escape") return;
-      setOpen(false);
-      root.current?.querySelector("button")?.focus();
-    };
-    /** @param {MouseEvent} e */
-    const click = (e) => {
-      if (e.target instanceof Node && !root.current?.contains(e.target)) setOpen(false);
-    };
-    document.addEventListener("keydown", key);
-    document.addEventListener("click", click);
-    return () => {
-      document.removeEventListener("keydown", key);
-      document.removeEventListener("click", click);
-    };
-  }, [open]);
+  const { open, setOpen, id, root } = usePopover();
   return html`<div class="user-menu" ref=${root}>
     <button type="button" class="subtle" aria-expanded=${open ? "true" : "false"} aria-controls=${id} onClick=${() => setOpen(!open)}>
       <span class="visually-hidden">Account: </span>${email}

@@ -362,6 +362,37 @@ export const icons = {
 };
 
 /**
+ * A menu that opens under its button: closes on Escape (focus back on the
+ * button) and on a click elsewhere. Put `root` on the element holding
+ * both, `id` on the menu.
+ */
+export function usePopover() {
+  const [open, setOpen] = useState(false);
+  const id = useId();
+  const root = useRef(/** @type {HTMLDivElement | null} */ (null));
+  useEffect(() => {
+    if (!open) return;
+    /** @param {KeyboardEvent} e */
+    const key = (e) => {
+      if (e.key !== "Escape") return;
+      setOpen(false);
+      root.current?.querySelector("button")?.focus();
+    };
+    /** @param {MouseEvent} e */
+    const click = (e) => {
+      if (e.target instanceof Node && !root.current?.contains(e.target)) setOpen(false);
+    };
+    document.addEventListener("keydown", key);
+    document.addEventListener("click", click);
+    return () => {
+      document.removeEventListener("keydown", key);
+      document.removeEventListener("click", click);
+    };
+  }, [open]);
+  return { open, setOpen, id, root };
+}
+
+/**
  * Previous and Next through a list paged by `offset` in the URL.
  * @param {{offset: number, total: number, shown: number, size: number}} p
  */

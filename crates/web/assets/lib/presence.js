@@ -31,16 +31,22 @@ function beat() {
   }).catch(() => {});
 }
 
-let lastAnnounce = 0;
+let announcing = false;
 
 /**
- * Beats now (at most every 3 s) so that a member who just opened this
- * member's conversation sees them at once, not at the next beat.
+ * Beats now, and twice more within six seconds, so that a member who just
+ * opened this member's conversation sees them at once rather than at the
+ * next beat, even while their own stream is still connecting.
  */
 function announce() {
-  if (Date.now() - lastAnnounce < TYPING_BEAT_MS) return;
-  lastAnnounce = Date.now();
+  if (announcing) return;
+  announcing = true;
   beat();
+  setTimeout(beat, 2000);
+  setTimeout(() => {
+    announcing = false;
+    beat();
+  }, 6000);
 }
 
 /** Beats while signed in; returns the function that stops it. */
