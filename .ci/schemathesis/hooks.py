@@ -136,6 +136,9 @@ ALLOWED_422_AT = [
     # A channel's settings depend on its type, which a PATCH body does not
     # carry: the document offers every type's settings there.
     ("PATCH", "/api/v1/channels/{channel_id}", ["body", "config"], "value_error.extra"),
+    # Label names are one whatever their case ("vip" and "VIP" are the same
+    # label), which JSON Schema's uniqueItems cannot say.
+    ("PUT", "/api/v1/conversations/{conversation_id}/labels", ["body", "labels"], "value_error.list.unique_items"),
     # The inbox's Mine view is the signed-in member's: an API key is nobody.
     ("GET", "/api/v1/inbox/conversations", ["query", "view"], "value_error.view"),
 ]

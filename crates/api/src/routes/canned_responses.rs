@@ -79,7 +79,7 @@ async fn list_canned(
     responses(
         (status = 201, body = CannedResponse),
         (status = 403, body = ErrorBody, description = "A member"),
-        (status = 409, body = ErrorBody, description = "The short code is taken (in any case), or the workspace has 1,000"),
+        (status = 409, body = ErrorBody, description = "The short code is taken (in any case), or the workspace has 200"),
         (status = 422, body = ValidationErrorBody),
     )
 )]

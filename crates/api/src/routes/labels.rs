@@ -65,7 +65,7 @@ async fn list_labels(
     responses(
         (status = 201, body = Label),
         (status = 403, body = ErrorBody, description = "A member"),
-        (status = 409, body = ErrorBody, description = "The name is taken (in any case), or the workspace has 500 labels"),
+        (status = 409, body = ErrorBody, description = "The name is taken (in any case), or the workspace has 200 labels"),
         (status = 422, body = ValidationErrorBody),
     )
 )]

@@ -61,6 +61,32 @@ both_backends! {
         assert_eq!(r.faults(), [(r#"["body","labels"]"#.to_owned(), "value_error.list.unique_items".to_owned())]);
         assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"], json!(["billing", "VIP"]));
 
+        // Members labelling at once, with a rename in the middle: every
+        // request answers, and the names kept with the conversation are
+        // exactly the labels filtering finds on it.
+        let puts = (0..8).map(|i| {
+            let (app, path, key) = (&app, &path, &ws.live);
+            let set = if i % 2 == 0 { json!(["billing"]) } else { json!(["billing", "vip"]) };
+            async move { app.send(Method::PUT, path, Some(key), Some(json!({"labels": set})), &[]).await.status }
+        });
+        // (A change of case only, so that every request still names it.)
+        let vip_path = format!("/api/v1/labels/{}", vip.body["id"]);
+        let rename = app.patch(&ws.live, &vip_path, json!({"name": "Vip"}));
+        let (statuses, renamed) = tokio::join!(futures::future::join_all(puts), rename);
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+        assert_eq!(renamed.status, 200, "{}", renamed.text);
+        let kept = app.get(&ws.live, &format!("/api/v1/conversations/{conv}")).await.body["labels"].clone();
+        let mut found = Vec::new();
+        for name in ["billing", "Vip"] {
+            let hit = app.get(&ws.live, &format!("/api/v1/inbox/conversations?label={name}")).await.body["total"].clone();
+            if hit == json!(1) {
+                found.push(name);
+            }
+        }
+        assert_eq!(kept, json!(found), "the kept names and the filter disagree");
+        app.patch(&ws.live, &format!("/api/v1/labels/{}", vip.body["id"]), json!({"name": "VIP"})).await;
+        app.send(Method::PUT, &path, Some(&ws.live), Some(json!({"labels": ["billing", "vip"]})), &[]).await;
+
         // A rename shows on the conversation; a deletion takes the label off.
         let r = app.patch(&ws.live, &format!("/api/v1/labels/{billing}"), json!({"name": "refunds"})).await;
         assert_eq!((r.status, r.body["name"].clone(), r.body["description"].clone()), (200, json!("refunds"), json!("Invoices")));
@@ -75,7 +101,7 @@ both_backends! {
         for kind in ["label.created", "label.updated", "label.deleted"] {
             counts.push(app.events(ws.id, Mode::Live, kind).await.len());
         }
-        assert_eq!(counts, [2, 1, 1], "the refused rename wrote nothing");
+        assert_eq!(counts, [2, 3, 1], "the refused rename wrote nothing");
 
         // Other scopes see no such label or conversation.
         let other = app.workspace("Other").await;

@@ -18,7 +18,7 @@ use super::labels::word;
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// At most this many per workspace and mode.
-pub const MAX_RESPONSES: i64 = 1000;
+pub const MAX_RESPONSES: i64 = 200;
 pub const SHORT_CODE_MAX: usize = 50;
 pub const CONTENT_MAX: usize = 10_000;
 

@@ -51,8 +51,8 @@ pub struct InboxConversation {
     pub handoff: Option<Handoff>,
 }
 
-/// How many open conversations each view holds (handoffs: those waiting),
-/// and the unread messages in the caller's own.
+/// How many open conversations each view holds (handoffs: those whose
+/// handoff waits), and the unread messages in the caller's own.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct InboxSummary {
     pub all: i64,

@@ -18,7 +18,7 @@ use utoipa::ToSchema;
 use crate::{ServiceError, ServiceResult, Services, event_data};
 
 /// At most this many labels in a workspace and mode.
-pub const MAX_LABELS: i64 = 500;
+pub const MAX_LABELS: i64 = 200;
 /// At most this many labels on one conversation.
 pub const MAX_PER_CONVERSATION: usize = 20;
 pub const NAME_MAX: usize = 50;
@@ -173,7 +173,8 @@ pub async fn create(tx: &mut Tx, scope: Scope, input: CreateLabel) -> ServiceRes
 
 pub async fn update(tx: &mut Tx, scope: Scope, id: LabelId, input: UpdateLabel) -> ServiceResult<Label> {
     let id = id.get();
-    let current = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    // Locked: a conversation being labelled meanwhile waits, then shows the new name.
+    let current = repo::get_locked(tx, scope, id, false).await?.ok_or_else(|| not_found(id))?;
     let renamed = input.name.as_ref().is_some_and(|n| *n != current.name);
     if let Some(name) = input.name.as_ref().filter(|_| renamed)
         && repo::by_name(tx, scope, name).await?.is_some_and(|other| other.id != id)
@@ -200,7 +201,7 @@ pub async fn update(tx: &mut Tx, scope: Scope, id: LabelId, input: UpdateLabel) 
 /// Deletes a label and takes it off every conversation.
 pub async fn delete(tx: &mut Tx, scope: Scope, id: LabelId) -> ServiceResult<()> {
     let id = id.get();
-    let label = repo::get(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    let label = repo::get_locked(tx, scope, id, false).await?.ok_or_else(|| not_found(id))?;
     let on = repo::conversation_ids(tx, scope, id).await?;
     repo::delete(tx, scope, id).await?;
     for conversation_id in on {
@@ -238,12 +239,21 @@ pub async fn set_on_conversation(
     input: SetLabels,
 ) -> ServiceResult<Conversation> {
     let id = id.get();
-    let current =
-        conversation_repo::get(tx, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
+    if conversation_repo::get(tx, scope, id).await?.is_none() {
+        return Err(ServiceError::not_found("Conversation", id));
+    }
+    // On PostgreSQL the labels used are held against a rename or deletion
+    // until this commits, and then the conversation is locked: one labelling
+    // of it at a time. Labels first, as a rename takes its label and then the
+    // conversations it is on: one lock order, no deadlock.
     let mut ids = Vec::with_capacity(input.labels.len());
     let mut unknown = Vec::new();
     for (i, name) in input.labels.iter().enumerate() {
-        match repo::by_name(tx, scope, name).await? {
+        let found = match repo::by_name(tx, scope, name).await? {
+            Some(label) => repo::get_locked(tx, scope, label.id, true).await?,
+            None => None,
+        };
+        match found {
             Some(label) => ids.push(label.id),
             None => unknown.push(FieldError::not_found(
                 loc(&["body", "labels"]).into_iter().chain([LocPart::Index(i)]).collect(),
@@ -254,6 +264,9 @@ pub async fn set_on_conversation(
     if !unknown.is_empty() {
         return Err(ServiceError::Validation(unknown));
     }
+    let current = conversation_repo::get_locked(tx, scope, id)
+        .await?
+        .ok_or_else(|| ServiceError::not_found("Conversation", id))?;
     let mut names: Vec<String> = input.labels.iter().map(|n| n.to_lowercase()).collect();
     names.sort();
     let mut had: Vec<String> = current.labels.iter().map(|n| n.to_lowercase()).collect();

@@ -358,10 +358,10 @@ pub async fn inbox_counts(c: &mut impl AsHandle, scope: Scope, user_id: Option<i
     let views =
         [InboxView::All, InboxView::Unassigned, InboxView::Handoffs].into_iter().chain(user_id.map(InboxView::Mine));
     for view in views {
+        // Open ones, as the dashboard lists them (a resolved conversation's
+        // waiting handoff is not counted where it is not shown).
         let mut w = inbox_where(scope, view);
-        if view != InboxView::Handoffs {
-            w.and("c.status = 'open'", []);
-        }
+        w.and("c.status = 'open'", []);
         let sql = sqlx::AssertSqlSafe(format!(
             "SELECT COUNT(*), CAST(COALESCE(SUM(c.unread_count), 0) AS BIGINT) FROM conversations c{}",
             w.sql()

@@ -89,6 +89,22 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Op
     Ok(row.map(Label::from))
 }
 
+/// Label `id`, locked against a concurrent rename, deletion or use until
+/// the transaction ends (PostgreSQL; SQLite has one writer). `share` lets
+/// others that only use it hold it too.
+pub async fn get_locked(tx: &mut crate::Tx, scope: Scope, id: i64, share: bool) -> StoreResult<Option<Label>> {
+    let lock = match (tx.is_sole_writer(), share) {
+        (true, _) => "",
+        (false, true) => " FOR SHARE",
+        (false, false) => " FOR UPDATE",
+    };
+    let sql = sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM labels WHERE workspace_id = $1 AND livemode = $2 AND id = $3{lock}"
+    ));
+    let row: Option<Row> = fetch_optional!(tx, sqlx::query_as(sql).bind_scope(scope).bind(id))?;
+    Ok(row.map(Label::from))
+}
+
 /// The label named `name` in any case.
 pub async fn by_name(c: &mut impl AsHandle, scope: Scope, name: &str) -> StoreResult<Option<Label>> {
     let sql = sqlx::AssertSqlSafe(format!(

@@ -6,7 +6,7 @@ import { html, useEffect, useState } from "../lib/html.js";
 import { api } from "../lib/api.js";
 import { useResource } from "../lib/data.js";
 import { canAdminister } from "../lib/session.js";
-import { ConfirmDialog, EmptyState, FormError, LoadError, PageHeader, Skeleton, TextField, useForm } from "../components/ui.js";
+import { ConfirmDialog, EmptyState, Field, FormError, LoadError, PageHeader, Skeleton, TextField, useForm } from "../components/ui.js";
 
 /** @typedef {{id: number, name: string, color: string, description?: string | null}} Label */
 /** @typedef {{id: number, short_code: string, content: string}} Canned */
@@ -104,7 +104,10 @@ function CannedResponses() {
     ${admin &&
     html`<form class="inline-form" aria-label="New canned response" onSubmit=${create}>
       <${TextField} form=${form} name="short_code" label="Short code" hint="Typed after /: letters, digits, - and _." maxlength=${50} />
-      <${TextField} form=${form} name="content" label="Reply" hint="{{contact.first_name}}, {{contact.name}}, {{contact.email}} and {{contact.phone}} are filled in." />
+      <${Field} label="Reply" hint="{{contact.first_name}}, {{contact.name}}, {{contact.email}} and {{contact.phone}} are filled in." error=${form.errors.content}>
+        ${(/** @type {any} */ a) => html`<textarea ...${a} name="content" rows="3" maxlength="10000" value=${form.values.content}
+          onInput=${(/** @type {any} */ e) => form.set("content", e.currentTarget.value)}></textarea>`}
+      <//>
       <${FormError} form=${form} fields=${["short_code", "content"]} />
       <button type="submit" class="primary" disabled=${form.busy}>Save response</button>
     </form>`}

@@ -95,6 +95,7 @@ function useDirectory() {
     (signal) => api("GET", "/api/v1/labels", { query: { limit: 200 }, signal }).then((r) => /** @type {Label[]} */ (r.items)),
     [],
   );
+  useLiveReload(labels.reload, (e) => e.event.startsWith("label."));
   return { members: members.data ?? [], agents: agents.data ?? [], labels: labels.data ?? [] };
 }
 
@@ -141,6 +142,9 @@ export function Inbox({ id }) {
   /** @type {Conversation[]} */
   const items = list.data?.items ?? [];
   const selected = id ? Number(id) : null;
+  // Single-key shortcuts can be turned off (WCAG 2.1.4): remembered in
+  // this browser (a preference, nothing secret).
+  const [shortcutsOn, setShortcutsOn] = useState(localStorage.getItem("parley-inbox-keys") !== "off");
   const search = location.search;
   /** @param {number} to */
   const open = (to) => navigate(`/inbox/${to}${search}`);
@@ -150,7 +154,9 @@ export function Inbox({ id }) {
     /** @param {KeyboardEvent} e */
     const onKey = (e) => {
       const t = /** @type {HTMLElement | null} */ (e.target instanceof HTMLElement ? e.target : null);
-      if (e.ctrlKey || e.metaKey || e.altKey || (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)))) return;
+      if (!shortcutsOn || e.ctrlKey || e.metaKey || e.altKey) return;
+      // Not while writing, nor from a form's or a menu's own buttons.
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName) || t.closest("form, .menu, dialog"))) return;
       if (document.querySelector("dialog[open]")) return;
       const at = items.findIndex((c) => c.id === selected);
       if (e.key === "j" || e.key === "k") {
@@ -169,7 +175,7 @@ export function Inbox({ id }) {
     };
     document.addEventListener("keydown", onKey);
     return () => document.removeEventListener("keydown", onKey);
-  }, [items, selected, search]);
+  }, [items, selected, search, shortcutsOn]);
 
   const counts = summary.data ?? {};
   return html`<div class="inbox">
@@ -224,6 +230,14 @@ export function Inbox({ id }) {
         ${items.map((c) => html`<${ConversationRow} c=${c} dir=${dir} selected=${c.id === selected} href=${`/inbox/${c.id}${search}`} />`)}
       </ul>`}
       ${(list.data?.total ?? 0) > items.length && html`<p class="muted">Showing ${items.length} of ${list.data.total}. Narrow the filters to see the rest.</p>`}
+      <label class="keys-toggle"
+        ><input type="checkbox" checked=${shortcutsOn} onChange=${(/** @type {any} */ e) => {
+          const on = e.currentTarget.checked;
+          localStorage.setItem("parley-inbox-keys", on ? "on" : "off");
+          setShortcutsOn(on);
+        }} />
+        Keyboard shortcuts: j and k move, r replies, e resolves, a assigns to me</label
+      >
     </section>
     ${selected
       ? html`<${Thread} key=${selected} id=${selected} dir=${dir} onChanged=${() => (list.reload(), summary.reload())} />`
@@ -356,6 +370,8 @@ function Thread({ id, dir, onChanged }) {
       conversation.reload();
       handoff.reload();
       onChanged();
+      // The button pressed may be gone now: keep focus in the conversation.
+      heading.current?.focus({ preventScroll: true });
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
     } finally {
@@ -363,6 +379,16 @@ function Thread({ id, dir, onChanged }) {
     }
   };
   const h = handoff.data;
+  const heading = useRef(/** @type {HTMLHeadingElement | null} */ (null));
+  // An opened conversation takes focus (a screen reader announces it),
+  // unless the member is already somewhere in it.
+  const loaded = Boolean(c);
+  useEffect(() => {
+    const at = document.activeElement;
+    if (loaded && (!at || at === document.body || at.tagName === "H1" || at.closest(".inbox-list"))) {
+      heading.current?.focus({ preventScroll: true });
+    }
+  }, [id, loaded]);
   const accept = () => run(() => api("POST", `/api/v1/handoffs/${h?.id}/accept`, { body: {} }));
   const assignMe = () => run(() => api("POST", `/api/v1/conversations/${id}/assign`, { body: { user_id: me } }));
   const setStatus = (/** @type {string} */ status) => run(() => api("PATCH", `/api/v1/conversations/${id}`, { body: { status } }));
@@ -381,7 +407,7 @@ function Thread({ id, dir, onChanged }) {
     return () => document.removeEventListener("inbox-shortcut", on);
   }, []);
 
-  if (conversation.error) {
+  if (conversation.error && !conversation.data) {
     return html`<section class="inbox-thread" aria-label="Conversation">
       <${NotHere} error=${conversation.error} what="conversation" back="/inbox" backLabel="Back to the inbox" retry=${conversation.reload} />
     </section>`;
@@ -402,7 +428,7 @@ function Thread({ id, dir, onChanged }) {
   return html`<section class="inbox-thread" aria-labelledby="thread-heading">
       <header class="thread-header">
         <div>
-          <h2 id="thread-heading">${c.title}</h2>
+          <h2 id="thread-heading" tabindex="-1" ref=${heading}>${c.title}</h2>
           <p class="muted">
             ${humanize(c.channel)} · ${humanize(c.status)} · ${c.handler === "agent"
               ? html`Answered by ${agentName ? `agent ${agentName}` : "an agent"}`
@@ -475,7 +501,10 @@ function MessageText({ text }) {
 /** @param {{c: Conversation, dir: Directory, busy: boolean, run: (act: () => Promise<unknown>) => void}} p */
 function GiveBack({ c, dir, busy, run }) {
   const usable = dir.agents.filter((a) => a.status === "active");
-  const [agent, setAgent] = useState(String(c.agent_id ?? usable[0]?.id ?? ""));
+  const [chosen, setAgent] = useState("");
+  // The conversation's own agent if it may answer, else the first that may.
+  const fallback = usable.find((a) => a.id === c.agent_id) ?? usable[0];
+  const agent = usable.some((a) => String(a.id) === chosen) ? chosen : String(fallback?.id ?? "");
   if (!usable.length) return null;
   return html`<span class="give-back">
     <label
@@ -506,7 +535,7 @@ export function fillCanned(content, contact) {
     "contact.email": contact?.normalized_email ?? "",
     "contact.phone": contact?.normalized_phone ?? "",
   };
-  return content.replace(/\{\{\s*([\w.]+)\s*\}\}/g, (_, key) => values[key] ?? "");
+  return content.replace(/\{\{\s*([\w.]+)\s*\}\}/g, (_, key) => (Object.hasOwn(values, key) ? values[key] : ""));
 }
 
 /**
@@ -525,7 +554,8 @@ function Composer({ c, contact, others, onSent }) {
   const [warned, setWarned] = useState(false);
   const rival = note ? undefined : others.find((o) => o.activity === "typing");
   const box = useRef(/** @type {HTMLTextAreaElement | null} */ (null));
-  const slash = /^\/([\w-]*)$/.exec(text);
+  const [dismissed, setDismissed] = useState(false);
+  const slash = dismissed ? null : /^\/([\w-]*)$/.exec(text);
   const code = slash ? slash[1] : null;
   const canned = useResource(
     (signal) =>
@@ -535,13 +565,14 @@ function Composer({ c, contact, others, onSent }) {
     [code],
   );
   /** @type {Canned[]} */
-  const offers = code === null ? [] : (canned.data?.items ?? []);
+  const offers = code === null || canned.loading ? [] : (canned.data?.items ?? []);
   /** @param {Canned} r */
   const pick = (r) => {
     setText(fillCanned(r.content, contact));
     box.current?.focus();
   };
   const send = async () => {
+    if (busy) return;
     if (!text.trim()) {
       setError(note ? "Write the note first." : "Write a reply first.");
       return;
@@ -573,22 +604,29 @@ function Composer({ c, contact, others, onSent }) {
     <label for="composer-text" class="visually-hidden">${note ? "Private note" : "Reply"}</label>
     <textarea id="composer-text" ref=${box} rows="3" value=${text} aria-invalid=${error ? "true" : undefined} aria-describedby="composer-hint composer-error"
       placeholder=${note ? "Only your team sees notes. @name@example.com mentions a member." : `Reply by ${humanize(c.channel)}… (/ for canned responses)`}
+      aria-controls="canned-offers" aria-autocomplete="list"
       onInput=${(/** @type {any} */ e) => {
         setText(e.currentTarget.value);
+        setDismissed(false);
         typing();
       }}
       onKeyDown=${(/** @type {KeyboardEvent} */ e) => {
         if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
           e.preventDefault();
           send();
+        } else if (e.key === "Escape" && code !== null) {
+          e.preventDefault();
+          setDismissed(true);
         } else if (e.key === "ArrowDown" && offers.length) {
           e.preventDefault();
           /** @type {HTMLButtonElement | null} */ (document.querySelector(".canned-offers button"))?.focus();
         }
       }}></textarea>
-    ${code !== null &&
-    html`<div class="canned-offers">
-      ${canned.data && !offers.length && html`<p class="muted">No canned response matches “/${code}”.</p>`}
+    <div class="canned-offers" id="canned-offers">
+      <p class="visually-hidden" role="status">
+        ${code !== null && !canned.loading ? `${offers.length} canned response${offers.length === 1 ? "" : "s"} match` : ""}
+      </p>
+      ${code !== null && !canned.loading && !offers.length && html`<p class="muted">No canned response matches “/${code}”.</p>`}
       ${offers.length > 0 &&
       html`<ul aria-label="Canned responses">
         ${offers.map(
@@ -610,7 +648,7 @@ function Composer({ c, contact, others, onSent }) {
           </li>`,
         )}
       </ul>`}
-    </div>`}
+    </div>
     <p id="composer-error" class="error" role=${error ? "alert" : undefined}>${error}</p>
     ${rival && warned && html`<p class="notice warn" role="alert">${rival.email} is typing a reply too. Send yours anyway?</p>`}
     <div class="composer-actions">
@@ -626,13 +664,19 @@ function Composer({ c, contact, others, onSent }) {
  */
 function ContactPanel({ c, contact, dir, onChanged }) {
   const [error, setError] = useState("");
-  /** @param {string[]} labels */
-  const setLabels = async (labels) => {
+  // The labels as this member last set them: two quick ticks build on
+  // each other, not on a conversation that has not reloaded yet.
+  const [labels, setLocal] = useState(c.labels);
+  useEffect(() => setLocal(c.labels), [c.labels.join("\n")]);
+  /** @param {string[]} next */
+  const setLabels = async (next) => {
     setError("");
+    setLocal(next);
     try {
-      await api("PUT", `/api/v1/conversations/${c.id}/labels`, { body: { labels } });
+      await api("PUT", `/api/v1/conversations/${c.id}/labels`, { body: { labels: next } });
       onChanged();
     } catch (e) {
+      setLocal(c.labels);
       setError(e instanceof Error ? e.message : String(e));
     }
   };
@@ -655,12 +699,12 @@ function ContactPanel({ c, contact, dir, onChanged }) {
       <legend class="visually-hidden">Labels on this conversation</legend>
       ${dir.labels.map(
         (l) => html`<label
-          ><input type="checkbox" checked=${c.labels.some((n) => n.toLowerCase() === l.name.toLowerCase())}
+          ><input type="checkbox" checked=${labels.some((n) => n.toLowerCase() === l.name.toLowerCase())}
             onChange=${(/** @type {any} */ e) =>
               setLabels(
                 e.currentTarget.checked
-                  ? [...c.labels, l.name]
-                  : c.labels.filter((n) => n.toLowerCase() !== l.name.toLowerCase()),
+                  ? [...labels, l.name]
+                  : labels.filter((n) => n.toLowerCase() !== l.name.toLowerCase()),
               )} />
           <${LabelChip} name=${l.name} dir=${dir}
         /></label>`,
