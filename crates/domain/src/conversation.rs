@@ -69,6 +69,15 @@ pub struct Handoff {
     pub completed_at: Option<Timestamp>,
     pub canceled_at: Option<Timestamp>,
     pub updated_at: Timestamp,
+    /// To a person: the member it was last offered to (the named `user_id`,
+    /// else an available member in turn); null when offered to everyone
+    /// because nobody was online.
+    pub offered_user_id: Option<i64>,
+    /// When it was last offered; offered again to the next member while
+    /// nobody accepts (`inbox.reoffer_seconds`).
+    pub offered_at: Option<Timestamp>,
+    /// How many times it has been offered.
+    pub offers: i64,
 }
 
 /// A private note on a conversation, for the team: never sent on a

@@ -33,6 +33,7 @@ string_enum!(
         CallRecordingReady = "call.recording.ready",
         CallTranscriptReady = "call.transcript.ready",
         HandoffRequested = "handoff.requested",
+        HandoffOffered = "handoff.offered",
         HandoffAccepted = "handoff.accepted",
         HandoffCompleted = "handoff.completed",
         HandoffCanceled = "handoff.canceled",
@@ -79,6 +80,9 @@ impl EventType {
             CallRecordingReady => "A call's recording can be downloaded.",
             CallTranscriptReady => "A call's full transcript is stored.",
             HandoffRequested => "A conversation was handed to a human (or an agent) and waits.",
+            HandoffOffered => {
+                "A handoff waiting for a person was offered to a member (`offered_user_id`; null: to everyone), or again because nobody took it."
+            }
             HandoffAccepted => "Someone took a handoff.",
             HandoffCompleted => "A handoff was finished.",
             HandoffCanceled => "A handoff was withdrawn before anyone took it.",

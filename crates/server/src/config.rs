@@ -28,6 +28,7 @@ pub struct Settings {
     pub billing: BillingSettings,
     pub contacts: ContactSettings,
     pub knowledge: KnowledgeSettings,
+    pub inbox: InboxSettings,
     pub messages: MessageSettings,
     pub agents: AgentSettings,
     pub storage: StorageSettings,
@@ -66,6 +67,7 @@ impl Default for Settings {
             billing: BillingSettings::default(),
             contacts: ContactSettings::default(),
             knowledge: KnowledgeSettings::default(),
+            inbox: InboxSettings::default(),
             messages: MessageSettings::default(),
             agents: AgentSettings::default(),
             storage: StorageSettings::default(),
@@ -620,6 +622,21 @@ impl Default for ContactSettings {
     }
 }
 
+/// The team's inbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InboxSettings {
+    /// A handoff to a person nobody has accepted is offered again (to the
+    /// next available member) after this many seconds; 0: never.
+    pub reoffer_seconds: u64,
+}
+
+impl Default for InboxSettings {
+    fn default() -> Self {
+        Self { reoffer_seconds: 120 }
+    }
+}
+
 /// How knowledge documents are read: each in a child process of this
 /// binary (`parley extract-document`), with these limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -877,6 +894,7 @@ impl Settings {
             },
             idempotency_lease_s: self.idempotency.lease_seconds,
             knowledge: self.knowledge.config(),
+            handoff_reoffer: parley_services::messaging::offers::reoffer_after(self.inbox.reoffer_seconds),
             calls: parley_services::calls::CallsConfig {
                 max_concurrent_calls: self.voice.max_concurrent_calls.max(1),
                 ring_timeout: std::time::Duration::from_secs(self.voice.ring_timeout_seconds.max(1)),

@@ -6,12 +6,14 @@ use crate::messaging::courier;
 use crate::{Services, calls};
 
 /// The worker for `message.send` (the courier), `call.watch` (the call
-/// watchdog) and `knowledge.document` (documents split into passages).
+/// watchdog), `knowledge.document` (documents split into passages) and
+/// `handoff.offer` (a waiting handoff offered again).
 pub fn worker(svc: &Services) -> parley_jobs::Worker {
     parley_jobs::Worker::new(svc.db.clone(), courier::worker_config(&svc.config.courier))
         .handle(Arc::new(courier::Courier::new(svc.clone())))
         .handle(Arc::new(calls::Watchdog::new(svc.clone())))
         .handle(Arc::new(crate::knowledge::DocumentProcessor::new(svc.clone())))
+        .handle(Arc::new(crate::messaging::offers::Reoffer::new(svc.clone())))
 }
 
 /// The worker for `agent.run` (the agent runtime's handler, if services
@@ -58,6 +60,7 @@ mod tests {
     use crate::calls::Watch;
     use crate::knowledge::DocumentJob;
     use crate::messaging::courier::Send;
+    use crate::messaging::offers::OfferJob;
     use crate::messaging::polling::{PollJob, Register};
 
     /// Each kind's name and payload as an earlier version stored them: a
@@ -90,5 +93,6 @@ mod tests {
         );
         golden(PollJob { channel_id: 2, cursor: None }, "channel.poll", json!({"channel_id": 2, "cursor": null}));
         golden(DrainJob { endpoint_id: 11 }, "webhook.endpoint", json!({"endpoint_id": 11}));
+        golden(OfferJob { handoff_id: 4 }, "handoff.offer", json!({"handoff_id": 4}));
     }
 }

@@ -59,6 +59,9 @@ pub struct ServicesConfig {
     pub calls: calls::CallsConfig,
     pub runtime: agents::runs::RuntimeConfig,
     pub knowledge: knowledge::KnowledgeConfig,
+    /// A handoff nobody has accepted is offered again after this long
+    /// (`None`: never; see `messaging::offers`).
+    pub handoff_reoffer: Option<std::time::Duration>,
     /// How long an unfinished idempotency claim blocks retries if its
     /// process dies (a finished one is replayed instead).
     pub idempotency_lease_s: i64,
@@ -87,6 +90,7 @@ impl Default for ServicesConfig {
             calls: calls::CallsConfig::default(),
             runtime: agents::runs::RuntimeConfig::default(),
             knowledge: knowledge::KnowledgeConfig::default(),
+            handoff_reoffer: Some(std::time::Duration::from_secs(120)),
             idempotency_lease_s: 60,
         }
     }

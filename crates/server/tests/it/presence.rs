@@ -119,4 +119,106 @@ both_backends! {
         let test_token = switched.body["access_token"].as_str().unwrap().to_owned();
         assert_eq!(mine(test_token, "").await.body["total"], 0);
     }
+
+    async fn handoffs_are_offered_to_available_members_in_turn_and_again_while_nobody_accepts(backend) {
+        let app = TestApp::spawn_with(backend, |s| s.inbox.reoffer_seconds = 1).await;
+        let ws = app.workspace("Acme").await;
+        let ana = app.user("ana@example.com", PW, ws.id, Role::Member).await;
+        let ben = app.user("ben@example.com", PW, ws.id, Role::Member).await;
+        let cy = app.user("cy@example.com", PW, ws.id, Role::Member).await;
+        let tokens = [app.token("ana@example.com", PW).await, app.token("ben@example.com", PW).await, app.token("cy@example.com", PW).await];
+        let beat = |who: usize, status: &'static str| {
+            let (app, token) = (&app, tokens[who].clone());
+            async move { assert_eq!(app.bearer(Method::POST, "/api/v1/presence", &token, Some(json!({"status": status}))).await.status, 200) }
+        };
+        beat(0, "online").await;
+        beat(1, "online").await;
+        beat(2, "away").await; // away is not available
+        let (ch, secret) = api_channel(&app, &ws.live).await;
+        let mut convs = Vec::new();
+        for i in 0..4 {
+            let body = json!({"from": format!("u-{i}"), "text": "Hi", "external_id": format!("o-{i}"), "contact": {"display_name": format!("C{i}")}});
+            convs.push(inbound(&app, ch, &secret, body).await.body["conversation_id"].as_i64().unwrap());
+        }
+        let hand = |conv: i64, body: Value| {
+            let app = &app;
+            let key = ws.live.clone();
+            async move {
+                let r = app.post(&key, &format!("/api/v1/conversations/{conv}/handoff"), body).await;
+                assert_eq!(r.status, 201, "{}", r.text);
+                r.body
+            }
+        };
+        // Who holds a handoff notification about `conv`, and how many each.
+        let told = |conv: i64| {
+            let (app, tokens) = (&app, tokens.clone());
+            async move {
+                let mut counts = Vec::new();
+                for token in tokens {
+                    let r = app.bearer(Method::GET, "/api/v1/notifications?limit=200", &token, None).await;
+                    counts.push(r.body["items"].as_array().unwrap().iter().filter(|n| n["kind"] == "handoff" && n["conversation_id"] == json!(conv)).count());
+                }
+                counts
+            }
+        };
+
+        // Ana and Ben are online, neither offered anything yet: Ana (first by id), then Ben.
+        let first = hand(convs[0], json!({"to": "human", "reason": "Refund"})).await;
+        assert_eq!((first["offered_user_id"].clone(), first["offers"].clone()), (json!(ana), json!(1)), "{first}");
+        let second = hand(convs[1], json!({"to": "human", "reason": "Refund"})).await;
+        assert_eq!(second["offered_user_id"], json!(ben));
+        assert_eq!((told(convs[0]).await, told(convs[1]).await), (vec![1, 0, 0], vec![0, 1, 0]), "only the member offered is told");
+        // A handoff naming Cy is offered to her, though she is away.
+        let named = hand(convs[2], json!({"to": "human", "user_id": cy, "reason": "Her customer"})).await;
+        assert_eq!(named["offered_user_id"], json!(cy));
+        let offered = app.events(ws.id, parley_domain::Mode::Live, "handoff.offered").await;
+        assert_eq!(offered.len(), 3, "one handoff.offered per offer");
+
+        // Nobody accepts within the second: each is offered again, to the other member.
+        let h0 = first["id"].as_i64().unwrap();
+        let reread = |id: i64| {
+            let (app, key) = (&app, ws.live.clone());
+            async move { app.get(&key, &format!("/api/v1/handoffs/{id}")).await.body }
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while reread(h0).await["offers"] != json!(2) {
+            assert!(std::time::Instant::now() < deadline, "handoff {h0} was not offered again");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let again = reread(h0).await;
+        assert_eq!(again["offered_user_id"], json!(ben), "the next member in turn: {again}");
+        let ben_notes = app.bearer(Method::GET, "/api/v1/notifications", &tokens[1], None).await;
+        assert!(ben_notes.body["items"].as_array().unwrap().iter().any(|n| n["text"] == "C0 is still waiting for a person: Refund"), "{}", ben_notes.text);
+        let h2 = named["id"].as_i64().unwrap();
+        while reread(h2).await["offers"] != json!(2) {
+            assert!(std::time::Instant::now() < deadline, "the named member was not told again");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(told(convs[2]).await, vec![0, 0, 2]);
+
+        // Accepted: never offered again.
+        let r = app.bearer(Method::POST, &format!("/api/v1/handoffs/{h0}/accept"), &tokens[1], Some(json!({}))).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let offers = reread(h0).await["offers"].clone();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(reread(h0).await["offers"], offers, "an accepted handoff was offered again");
+
+        // Nobody online: everyone is told once, not every second after.
+        beat(0, "offline").await;
+        beat(1, "offline").await;
+        let nobody = hand(convs[3], json!({"to": "human", "reason": "Late"})).await;
+        assert_eq!((nobody["offered_user_id"].clone(), nobody["offers"].clone()), (Value::Null, json!(1)));
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(told(convs[3]).await, vec![1, 1, 1]);
+        assert_eq!(reread(nobody["id"].as_i64().unwrap()).await["offers"], json!(1));
+        // Ana comes back: the waiting handoff is offered to her.
+        beat(0, "online").await;
+        let h3 = nobody["id"].as_i64().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while reread(h3).await["offered_user_id"] != json!(ana) {
+            assert!(std::time::Instant::now() < deadline, "a member coming online was not offered the waiting handoff");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(told(convs[3]).await, vec![2, 1, 1]);
+    }
 }

@@ -11,7 +11,7 @@
 
 use parley_domain::Scope;
 use parley_domain::conversation::{
-    Author, AuthorType, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
+    Author, Conversation, ConversationStatus, Handler, Handoff, HandoffStatus, HandoffTarget,
 };
 use parley_domain::event::EventType;
 use parley_domain::ids::{ConversationId, HandoffId};
@@ -282,14 +282,7 @@ pub async fn request(
         HandoffTarget::Human => {
             // Until someone accepts, nobody answers: not the agent either.
             hand_to(tx, scope, &current, Handler::None, user_id, current.agent_id).await?;
-            let tell = match user_id {
-                Some(u) => vec![u],
-                None => notifications::everyone(tx, scope).await?,
-            };
-            let actor = if requested_by.kind == AuthorType::User { requested_by.id } else { None };
-            let what = notifications::about(&current.item.title, ConversationId(conversation_id));
-            let text = format!("{what} is waiting for a person: {}", input.reason);
-            notifications::notify(tx, scope, &tell, NotificationKind::Handoff, conversation_id, actor, &text).await?;
+            super::offers::offer(tx, scope, &created, &current.item.title).await?;
             read(tx, scope, created.id).await
         }
         HandoffTarget::Agent => {

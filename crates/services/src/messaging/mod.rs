@@ -12,5 +12,6 @@ pub mod labels;
 pub mod messages;
 pub mod notes;
 pub mod notifications;
+pub mod offers;
 pub mod polling;
 pub mod webchat;

@@ -9,7 +9,7 @@ use crate::repo::BindScope;
 use crate::{AsHandle, StoreResult, execute, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, conversation_id, target, agent_id, user_id, reason, note, status, requested_by, \
-    requested_by_id, created_at, accepted_at, completed_at, canceled_at, updated_at";
+    requested_by_id, created_at, accepted_at, completed_at, canceled_at, updated_at, offered_user_id, offered_at, offers";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -28,6 +28,9 @@ struct Row {
     completed_at: Option<Timestamp>,
     canceled_at: Option<Timestamp>,
     updated_at: Timestamp,
+    offered_user_id: Option<i64>,
+    offered_at: Option<Timestamp>,
+    offers: i32,
 }
 
 impl TryFrom<Row> for Handoff {
@@ -49,6 +52,9 @@ impl TryFrom<Row> for Handoff {
             completed_at: r.completed_at,
             canceled_at: r.canceled_at,
             updated_at: r.updated_at,
+            offered_user_id: r.offered_user_id,
+            offered_at: r.offered_at,
+            offers: i64::from(r.offers),
         })
     }
 }
@@ -122,6 +128,24 @@ pub async fn open_for_many(c: &mut impl AsHandle, scope: Scope, conversation_ids
 
 /// Moves a handoff from one of `from` to `to`, stamping `<to>_at`; false
 /// when it was not in one of `from` (a concurrent change won).
+/// Records that requested handoff `id` was offered (again) at `at`, to
+/// `user_id`, or to every member when none is available (`None`). False
+/// when it is no longer requested.
+pub async fn offered(c: &mut impl AsHandle, scope: Scope, id: i64, user_id: Option<i64>, at: Timestamp) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE handoffs SET offered_user_id = $4, offered_at = $5, offers = offers + 1
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status = 'requested'"
+        )
+        .bind_scope(scope)
+        .bind(id)
+        .bind(user_id)
+        .bind(at)
+    )?;
+    Ok(n > 0)
+}
+
 pub async fn transition(
     c: &mut impl AsHandle,
     scope: Scope,

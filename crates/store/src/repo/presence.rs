@@ -3,7 +3,7 @@
 use parley_domain::Timestamp;
 use parley_domain::user::Availability;
 
-use crate::{AsHandle, StoreResult, execute, fetch_all};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_optional};
 
 /// Records member `user_id`'s heartbeat in the workspace.
 pub async fn beat(
@@ -35,4 +35,41 @@ pub async fn all(c: &mut impl AsHandle, workspace_id: i64) -> StoreResult<Vec<(i
             .bind(workspace_id)
     )
     .map_err(Into::into)
+}
+
+/// The available member (online since `fresh_since`, still a member) who
+/// was offered a handoff longest ago, or never: round-robin. `skip` (the
+/// member offered last time) is passed over while anyone else is available.
+pub async fn next_available(
+    c: &mut impl AsHandle,
+    workspace_id: i64,
+    fresh_since: Timestamp,
+    skip: Option<i64>,
+) -> StoreResult<Option<i64>> {
+    let row: Option<(i64,)> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT p.user_id FROM member_presence p
+               JOIN memberships m ON m.workspace_id = p.workspace_id AND m.user_id = p.user_id
+             WHERE p.workspace_id = $1 AND p.status = 'online' AND p.last_seen_at >= $2
+             ORDER BY CASE WHEN p.user_id = $3 THEN 1 ELSE 0 END, p.last_offered_at ASC NULLS FIRST, p.user_id
+             LIMIT 1"
+        )
+        .bind(workspace_id)
+        .bind(fresh_since)
+        .bind(skip.unwrap_or(0))
+    )?;
+    Ok(row.map(|(u,)| u))
+}
+
+/// Member `user_id` was just offered a handoff: last in the turn.
+pub async fn offered(c: &mut impl AsHandle, workspace_id: i64, user_id: i64, at: Timestamp) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query("UPDATE member_presence SET last_offered_at = $3 WHERE workspace_id = $1 AND user_id = $2")
+            .bind(workspace_id)
+            .bind(user_id)
+            .bind(at)
+    )?;
+    Ok(())
 }
