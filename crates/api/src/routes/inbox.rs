@@ -2,19 +2,26 @@
 
 use axum::Json;
 use axum::extract::State;
-use parley_domain::validation::QueryReader;
-use parley_services::messaging::inbox::{self, InboxConversation, InboxQuery, InboxSummary};
+use parley_domain::validation::{Parsed, QueryReader};
+use parley_services::messaging::inbox::{self, BulkUpdate, BulkUpdated, InboxConversation, InboxQuery, InboxSummary};
+use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{Items, PageParams};
-use crate::error::{ApiError, ValidationErrorBody};
-use crate::extract::{Auth, FromQuery, ListQuery};
+use crate::error::{ApiError, ErrorBody, ValidationErrorBody};
+use crate::extract::{Auth, FromBody, FromQuery, JsonBody, ListQuery};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_inbox)).routes(routes!(inbox_summary))
+    OpenApiRouter::new().routes(routes!(list_inbox)).routes(routes!(inbox_summary)).routes(routes!(bulk_update))
+}
+
+impl FromBody for BulkUpdate {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        inbox::parse_bulk(body)
+    }
 }
 
 impl FromQuery for InboxQuery {
@@ -79,4 +86,30 @@ async fn list_inbox(
 )]
 async fn inbox_summary(auth: Auth, State(s): State<AppState>) -> Result<Json<InboxSummary>, ApiError> {
     Ok(Json(inbox::summary(&s.services, auth.scope(), auth.0.user_id()).await?))
+}
+
+/// Change many conversations at once: a status (as `PATCH
+/// /conversations/{id}`), an assignee (as `POST /conversations/{id}/assign`),
+/// or both, for 1–100 conversations.
+///
+/// All or none: an unknown id is a 422 naming its place in
+/// `conversation_ids`, a closed conversation the 409 its own change would
+/// give, and then nothing changed. Each conversation emits what its single
+/// change emits (`conversation.updated`; an assignment notifies the member).
+#[utoipa::path(
+    post, path = "/api/v1/conversations/bulk", tag = "Conversations",
+    request_body = BulkUpdate,
+    responses(
+        (status = 200, body = BulkUpdated),
+        (status = 409, body = ErrorBody, description = "A conversation is closed"),
+        (status = 422, body = ValidationErrorBody, description = "No change given, an unknown conversation or member, or `snoozed_until` missing"),
+    )
+)]
+async fn bulk_update(
+    auth: Auth,
+    State(s): State<AppState>,
+    body: JsonBody<BulkUpdate>,
+) -> Result<Json<BulkUpdated>, ApiError> {
+    let (scope, actor, input) = (auth.scope(), auth.0.user_id(), body.value);
+    Ok(Json(s.services.transaction(async move |work| inbox::bulk(work, scope, actor, input).await).await?))
 }

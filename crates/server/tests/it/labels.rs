@@ -179,6 +179,73 @@ both_backends! {
         assert_eq!(app.get(&ws.test, "/api/v1/inbox/conversations").await.body["total"], 0);
     }
 
+    async fn many_conversations_change_at_once_or_not_at_all(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let ana = app.user("ana@example.com", PW, ws.id, Role::Member).await;
+        app.user("ben@example.com", PW, ws.id, Role::Admin).await;
+        let ben = app.token("ben@example.com", PW).await;
+        let ana_token = app.token("ana@example.com", PW).await;
+        let (ch, secret) = crate::conversations::api_channel(&app, &ws.live).await;
+        let mut convs = Vec::new();
+        for i in 0..4 {
+            let r = inbound(&app, ch, &secret, json!({"from": format!("b-{i}"), "text": "Hi", "external_id": format!("b-{i}")})).await;
+            convs.push(r.body["conversation_id"].as_i64().unwrap());
+        }
+        let bulk = |body: Value| {
+            let (app, ben) = (&app, ben.clone());
+            async move { app.bearer(Method::POST, "/api/v1/conversations/bulk", &ben, Some(body)).await }
+        };
+        let status_of = |id: i64| {
+            let (app, key) = (&app, ws.live.clone());
+            async move { app.get(&key, &format!("/api/v1/conversations/{id}")).await.body }
+        };
+        let before = app.events(ws.id, Mode::Live, "conversation.updated").await.len();
+
+        // Resolve two (a repeat counts once), in the order asked.
+        let r = bulk(json!({"conversation_ids": [convs[1], convs[0], convs[1]], "status": "resolved"})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let got: Vec<(Value, Value)> = r.body["items"].as_array().unwrap().iter().map(|c| (c["id"].clone(), c["status"].clone())).collect();
+        assert_eq!(got, [(json!(convs[1]), json!("resolved")), (json!(convs[0]), json!("resolved"))]);
+        assert_eq!(app.events(ws.id, Mode::Live, "conversation.updated").await.len(), before + 2, "one event per conversation, as PATCH");
+        // Assign two to Ana: she is told of each, as with one assignment.
+        let r = bulk(json!({"conversation_ids": [convs[2], convs[3]], "assignee_user_id": ana})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert!(r.body["items"].as_array().unwrap().iter().all(|c| c["assignee_user_id"] == json!(ana)));
+        let told = app.bearer(Method::GET, "/api/v1/notifications", &ana_token, None).await;
+        assert_eq!(told.body["items"].as_array().unwrap().iter().filter(|n| n["kind"] == "assignment").count(), 2, "{}", told.text);
+
+        // All or none: an unknown (or another workspace's) id is named by its place, and nothing changed.
+        let other = app.workspace("Other").await;
+        let (och, osecret) = crate::conversations::api_channel(&app, &other.live).await;
+        let foreign = inbound(&app, och, &osecret, json!({"from": "x", "text": "Hi", "external_id": "x"})).await.body["conversation_id"].as_i64().unwrap();
+        let r = bulk(json!({"conversation_ids": [convs[2], foreign, 999_999], "status": "snoozed", "snoozed_until": "2030-01-01T00:00:00Z"})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+        let mut faults = r.faults();
+        faults.sort();
+        assert_eq!(faults, [(r#"["body","conversation_ids",1]"#.to_owned(), "value_error.not_found".to_owned()), (r#"["body","conversation_ids",2]"#.to_owned(), "value_error.not_found".to_owned())]);
+        assert_eq!(status_of(convs[2]).await["status"], "open");
+        // A closed one: the 409 its own change gives, and the others stay as they were.
+        app.patch(&ws.live, &format!("/api/v1/conversations/{}", convs[3]), json!({"status": "closed"})).await;
+        let r = bulk(json!({"conversation_ids": [convs[2], convs[3]], "status": "resolved"})).await;
+        assert_eq!(r.status, 409, "{}", r.text);
+        assert_eq!(status_of(convs[2]).await["status"], "open", "a failed bulk change changed a conversation");
+        // Snoozing needs its time, as PATCH does.
+        let r = bulk(json!({"conversation_ids": [convs[2]], "status": "snoozed"})).await;
+        assert_eq!((r.status, r.faults()), (422, vec![(r#"["body","snoozed_until"]"#.to_owned(), "value_error.missing".to_owned())]), "{}", r.text);
+
+        // Bad shapes.
+        for (body, loc, kind) in [
+            (json!({"conversation_ids": [], "status": "resolved"}), r#"["body","conversation_ids"]"#, "value_error.list.min_items"),
+            (json!({"conversation_ids": (1..=101).collect::<Vec<i64>>(), "status": "resolved"}), r#"["body","conversation_ids"]"#, "value_error.list.max_items"),
+            (json!({"conversation_ids": [convs[2]]}), r#"["body"]"#, "value_error.bulk.empty"),
+            (json!({"conversation_ids": [convs[2]], "assignee_user_id": 999_999}), r#"["body","assignee_user_id"]"#, "value_error.not_found"),
+        ] {
+            let r = bulk(body.clone()).await;
+            assert_eq!((r.status, r.faults().first().cloned()), (422, Some((loc.to_owned(), kind.to_owned()))), "{body}: {}", r.text);
+        }
+    }
+
     async fn canned_responses_are_found_by_short_code_and_kept_by_admins(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("Acme").await;

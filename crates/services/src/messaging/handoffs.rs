@@ -195,7 +195,7 @@ async fn conversation_locked(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResul
 }
 
 /// A user of the workspace, or a 422 at `field`.
-async fn member(tx: &mut Tx, scope: Scope, user_id: i64, field: &str) -> ServiceResult<i64> {
+pub(super) async fn member(tx: &mut Tx, scope: Scope, user_id: i64, field: &str) -> ServiceResult<i64> {
     match parley_store::repo::users::role_in(tx, user_id, scope.workspace_id).await? {
         Some(_) => Ok(user_id),
         None => Err(ServiceError::Validation(vec![FieldError::not_found(
