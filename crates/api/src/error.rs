@@ -94,6 +94,7 @@ impl IntoResponse for ApiError {
                     | ServiceError::BadRequest(d)
                     | ServiceError::PaymentRequired(d)
                     | ServiceError::Unavailable(d)
+                    | ServiceError::BadGateway(d)
                     | ServiceError::TooManyRequests(d) => detail(status, d),
                     ServiceError::KeyInUse => ApiError::InProgress.into_response(),
                     ServiceError::Store(e) => ApiError::Internal(e.to_string()).into_response(),

@@ -65,8 +65,8 @@ impl Connector for ApiConnector {
     fn public_prefix(&self) -> &'static str {
         "api"
     }
-    fn outbound_url_setting(&self) -> Option<&'static str> {
-        Some("url")
+    fn outbound_url_settings(&self) -> &'static [&'static str] {
+        &["url"]
     }
     fn cannot_send(&self, config: &serde_json::Map<String, Value>) -> Option<String> {
         (!config.contains_key("url")).then(|| "it has no `url` to send to (set config.url)".to_owned())

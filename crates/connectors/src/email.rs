@@ -683,6 +683,9 @@ impl Connector for EmailConnector {
     fn takes_subject(&self) -> bool {
         true
     }
+    fn formatted(&self, text: &str) -> Option<String> {
+        Some(crate::markup::html(text))
+    }
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
         Box::pin(send(d))
     }

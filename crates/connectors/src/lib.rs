@@ -27,7 +27,7 @@ mod webchat;
 
 use futures::future::BoxFuture;
 use parley_domain::channel::{Channel, ChannelType};
-use parley_domain::conversation::{Message, MessageDetails};
+use parley_domain::conversation::{ApprovedTemplate, Message, MessageDetails};
 use parley_domain::validation::{FieldError, LocPart, Parsed};
 use parley_events::signing::WebhookSecret;
 use serde_json::{Map, Value};
@@ -68,9 +68,9 @@ pub trait Connector: Send + Sync {
     fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
-    /// A setting that is a URL Parley will call (checked against SSRF).
-    fn outbound_url_setting(&self) -> Option<&'static str> {
-        None
+    /// The settings that are URLs Parley will call (checked against SSRF).
+    fn outbound_url_settings(&self) -> &'static [&'static str] {
+        &[]
     }
     /// The channel's address from its settings (a voice channel's
     /// number); its public id when `None`.
@@ -128,6 +128,18 @@ pub trait Connector: Send + Sync {
     /// Whether the channel sends approved templates (`template` on a send).
     fn takes_templates(&self) -> bool {
         false
+    }
+    /// The approved templates the provider keeps for the channel (WhatsApp
+    /// through Twilio's Content API), or why they cannot be had. Only
+    /// channels that [`Connector::takes_templates`] are asked.
+    fn templates<'a>(&'a self, _c: Check<'a>) -> BoxFuture<'a, Result<Vec<ApprovedTemplate>, String>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// How a channel that shows formatting renders the message's markup
+    /// (its HTML), as [`Connector::deliver`] sends it; `None`: it is sent,
+    /// and shown, as the text it is.
+    fn formatted(&self, _text: &str) -> Option<String> {
+        None
     }
     /// Sends one outbound message.
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered>;

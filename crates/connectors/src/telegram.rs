@@ -185,8 +185,11 @@ impl Connector for TelegramConnector {
     fn public_prefix(&self) -> &'static str {
         "tg"
     }
-    fn outbound_url_setting(&self) -> Option<&'static str> {
-        Some("base_url")
+    fn outbound_url_settings(&self) -> &'static [&'static str] {
+        &["base_url"]
+    }
+    fn formatted(&self, text: &str) -> Option<String> {
+        Some(crate::markup::telegram_html(text))
     }
     fn cannot_send(&self, config: &Map<String, Value>) -> Option<String> {
         // The token is secret (not in `config`): the courier reports its absence.

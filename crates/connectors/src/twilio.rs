@@ -15,7 +15,7 @@
 
 use futures::future::BoxFuture;
 use parley_domain::channel::ChannelType;
-use parley_domain::conversation::MessageStatus;
+use parley_domain::conversation::{ApprovedTemplate, MessageStatus};
 use parley_domain::validation::{FieldError, LocPart, Parsed, header_value, loc, string};
 use serde_json::{Map, Value};
 
@@ -26,6 +26,12 @@ use crate::{
 
 /// Twilio's API root, when a channel names no other.
 pub const TWILIO_API: &str = "https://api.twilio.com";
+/// Twilio's Content API root (the WhatsApp templates), when a channel names no other.
+pub const TWILIO_CONTENT_API: &str = "https://content.twilio.com";
+/// Pages of templates read at most (100 each).
+const TEMPLATE_PAGES: usize = 10;
+/// Bytes of one page of templates read.
+const TEMPLATE_PAGE_LIMIT: usize = 1024 * 1024;
 /// The longest `Body` Twilio's Messages API takes.
 const MAX_BODY_CHARS: usize = 1600;
 /// Most media a message carries (Twilio's limit).
@@ -133,7 +139,7 @@ impl Connector for TwilioConnector {
                 .and_then(pattern(at, WHATSAPP_FROM, "a WhatsApp sender number in E.164 form (+14155550100)"))
                 .map(|v| Value::String(v.as_str().unwrap_or_default().trim_start_matches("whatsapp:").to_owned())),
             "from" => string(1, 16)(value, at).and_then(pattern(at, E164, "a number in E.164 form (+14155550100)")),
-            "base_url" => string(1, 2048)(value, at).and_then(|u| {
+            "base_url" | "content_base_url" => string(1, 2048)(value, at).and_then(|u| {
                 parley_events::ssrf::parse_target(&u)
                     .map(|u| Value::String(u.as_str().trim_end_matches('/').to_owned()))
                     .map_err(|e| vec![FieldError::new(at.to_vec(), "value_error.url", e.to_string())])
@@ -173,6 +179,11 @@ impl Connector for TwilioConnector {
                 parley_domain::schema::nullable_url().into(),
                 "The API's root for a Twilio-compatible provider; https://api.twilio.com without it.",
             ),
+            (
+                "content_base_url",
+                parley_domain::schema::nullable_url().into(),
+                "The Content API's root (WhatsApp templates); https://content.twilio.com without it.",
+            ),
         ])
     }
     fn signs_traffic(&self) -> bool {
@@ -190,8 +201,8 @@ impl Connector for TwilioConnector {
             ("Status callback URL", "/hooks/twilio/{public_id}/status"),
         ]
     }
-    fn outbound_url_setting(&self) -> Option<&'static str> {
-        Some("base_url")
+    fn outbound_url_settings(&self) -> &'static [&'static str] {
+        &["base_url", "content_base_url"]
     }
     fn address(&self, config: &Map<String, Value>) -> Option<String> {
         config.get("from").and_then(Value::as_str).map(str::to_owned)
@@ -227,6 +238,45 @@ impl Connector for TwilioConnector {
     }
     fn takes_templates(&self) -> bool {
         self.kind == ChannelType::Whatsapp
+    }
+    /// `GET {content_base_url}/v1/ContentAndApprovals` (following
+    /// `meta.next_page_url`), keeping those WhatsApp approved.
+    fn templates<'a>(&'a self, c: Check<'a>) -> BoxFuture<'a, Result<Vec<ApprovedTemplate>, String>> {
+        Box::pin(async move {
+            let config = &c.channel.config;
+            let account = config.get("account_sid").and_then(Value::as_str);
+            let token = c.secrets.get("auth_token").and_then(Value::as_str);
+            let (Some(account), Some(token)) = (account, token) else {
+                return Err("the channel has no account_sid or auth_token".to_owned());
+            };
+            let base = config.get("content_base_url").and_then(Value::as_str).unwrap_or(TWILIO_CONTENT_API);
+            let mut url = format!("{base}/v1/ContentAndApprovals?PageSize=100");
+            let mut found = Vec::new();
+            for _ in 0..TEMPLATE_PAGES {
+                let reply = parley_events::post::get_with_basic_auth(
+                    c.client,
+                    c.timeout,
+                    &url,
+                    (account, token),
+                    c.allow_private,
+                    TEMPLATE_PAGE_LIMIT,
+                )
+                .await?;
+                let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+                if !(200..=299).contains(&reply.status) {
+                    return Err(twilio_error(&reply, &body));
+                }
+                let contents = body.get("contents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                found.extend(contents.iter().filter_map(approved_template));
+                // The next page, only on the same Content API (never where a reply points).
+                match body.pointer("/meta/next_page_url").and_then(Value::as_str) {
+                    Some(next) if next.starts_with(base) => url = next.to_owned(),
+                    Some(next) if next.starts_with('/') => url = format!("{base}{next}"),
+                    _ => break,
+                }
+            }
+            Ok(found)
+        })
     }
     fn deliver<'a>(&'a self, d: Delivery<'a>) -> BoxFuture<'a, Delivered> {
         Box::pin(self.send(d))
@@ -497,6 +547,37 @@ impl TwilioConnector {
         found.sort();
         Some(Ok(found.into_iter().map(|(_, sid)| sid).collect()))
     }
+}
+
+/// A Content API item WhatsApp approved, as Parley shows it: its
+/// `approval_requests` (or `approval_requests.whatsapp`) says `approved`;
+/// its body is its `twilio/text` type's, else the first type with one.
+fn approved_template(item: &Value) -> Option<ApprovedTemplate> {
+    let approval = item.get("approval_requests")?;
+    let status = approval.get("status").or_else(|| approval.pointer("/whatsapp/status")).and_then(Value::as_str)?;
+    if !status.eq_ignore_ascii_case("approved") {
+        return None;
+    }
+    let sid = item.get("sid").and_then(Value::as_str).filter(|s| s.len() == 34 && s.starts_with("HX"))?;
+    let types = item.get("types").and_then(Value::as_object);
+    let body = types
+        .and_then(|t| t.get("twilio/text").or_else(|| t.values().find(|v| v.get("body").is_some())))
+        .and_then(|t| t.get("body"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let variables = item
+        .get("variables")
+        .and_then(Value::as_object)
+        .map(|v| v.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+        .unwrap_or_default();
+    let text = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    Some(ApprovedTemplate {
+        content_sid: sid.to_owned(),
+        name: text("friendly_name"),
+        language: text("language"),
+        body: body.to_owned(),
+        variables,
+    })
 }
 
 /// A refusal in words: the status, then Twilio's error document

@@ -266,6 +266,23 @@ pub struct Template {
     pub variables: std::collections::BTreeMap<String, String>,
 }
 
+/// A message template the provider approved (WhatsApp, through Twilio's
+/// Content API): what may be sent outside the customer-service window.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ApprovedTemplate {
+    /// Its content SID (`HX` and 32 hex digits): `template.content_sid` on a send.
+    pub content_sid: String,
+    /// Its name in the provider's console.
+    pub name: String,
+    /// Its language (`en`, `pt_BR`…).
+    pub language: String,
+    /// Its text, with `{{1}}`-style placeholders (empty for a template of
+    /// rich content without a body).
+    pub body: String,
+    /// Its placeholders and the sample values registered with it.
+    pub variables: std::collections::BTreeMap<String, String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

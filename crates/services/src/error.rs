@@ -27,6 +27,9 @@ pub enum ServiceError {
     /// A backend the request needs (object storage) cannot serve it now.
     #[error("{0}")]
     Unavailable(String),
+    /// A provider Parley asked on the caller's behalf failed or refused.
+    #[error("{0}")]
+    BadGateway(String),
     /// A request with this idempotency key is still running.
     #[error("a request with this idempotency key is still in progress")]
     KeyInUse,
@@ -73,6 +76,7 @@ impl ServiceError {
             ServiceError::PaymentRequired(_) => 402,
             ServiceError::TooManyRequests(_) => 429,
             ServiceError::Unavailable(_) => 503,
+            ServiceError::BadGateway(_) => 502,
             ServiceError::Store(_) | ServiceError::Internal(_) => 500,
         }
     }

@@ -30,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(receive_inbound))
         .routes(routes!(receive_status))
         .routes(routes!(check_channel))
+        .routes(routes!(list_templates))
 }
 
 /// The Standard Webhooks headers of a signed request to a channel.
@@ -165,6 +166,31 @@ async fn check_channel(
 ) -> Result<Json<parley_services::messaging::channels::CheckResult>, ApiError> {
     let [id] = path.0;
     Ok(Json(channels::check(&s.services, auth.scope(), ChannelId(id)).await?))
+}
+
+/// The message templates the provider approved for a WhatsApp channel,
+/// asked of it now (Twilio's Content API, `GET /v1/ContentAndApprovals` at
+/// the channel's `content_base_url`): what may be sent outside WhatsApp's
+/// 24-hour window, as `template: {content_sid, variables}` on a send.
+#[utoipa::path(
+    get, path = "/api/v1/channels/{channel_id}/templates", tag = "Channels",
+    params(("channel_id" = i64, Path), PageParams),
+    responses(
+        (status = 200, body = Items<parley_domain::conversation::ApprovedTemplate>),
+        (status = 404, body = ErrorBody, example = json!({"detail": "Channel 42 not found"})),
+        (status = 409, body = ErrorBody, description = "Not a WhatsApp channel: only WhatsApp channels have templates"),
+        (status = 422, body = ValidationErrorBody),
+        (status = 502, body = ErrorBody, description = "The provider could not be reached, or refused the request"),
+    )
+)]
+async fn list_templates(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    q: ListQuery<NoFilter>,
+) -> Result<Json<Items<parley_domain::conversation::ApprovedTemplate>>, ApiError> {
+    let [id] = path.0;
+    Ok(Json(Items::paged(channels::templates(&s.services, auth.scope(), ChannelId(id)).await?, q.page)))
 }
 
 /// Rename, disable or re-enable a channel, or change its settings (a

@@ -8,6 +8,7 @@ use parley_domain::conversation::{Conversation, ConversationItem, Message};
 use parley_domain::ids::ConversationId;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::messaging::conversations;
+use parley_services::messaging::messages::{self, PreviewReply, ReplyPreview};
 use parley_services::messaging::conversations::UpdateConversation;
 use parley_services::messaging::conversations::{ConversationFilter, VERSION_KEY};
 use serde_json::Value;
@@ -25,12 +26,19 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_conversations))
         .routes(routes!(get_conversation, update_conversation))
         .routes(routes!(mark_read))
+        .routes(routes!(reply_preview))
         .routes(routes!(list_messages))
 }
 
 impl FromQuery for ConversationFilter {
     fn from_query(q: &mut QueryReader) -> Self {
         conversations::parse_filter(q)
+    }
+}
+
+impl FromBody for PreviewReply {
+    fn from_body(body: Value, _: &AppState) -> Parsed<Self> {
+        messages::parse_preview(body)
     }
 }
 
@@ -151,6 +159,33 @@ async fn mark_read(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Resul
     let [id] = path.0.map(ConversationId);
     let scope = auth.scope();
     Ok(Json(s.services.transaction(async move |work| conversations::mark_read(work, scope, id).await).await?))
+}
+
+/// How a reply would go out on the conversation's channel now, as the
+/// send would work it out: SMS segments and encoding, the email subject
+/// and threading, the formatting a channel renders (email, Telegram),
+/// whether the channel would refuse the text's length, and whether only a
+/// template may be sent (WhatsApp outside its 24-hour window). Nothing is
+/// stored or sent; the dashboard's composer asks as a member types.
+#[utoipa::path(
+    post, path = "/api/v1/conversations/{conversation_id}/reply-preview", tag = "Conversations",
+    params(("conversation_id" = i64, Path)),
+    request_body = PreviewReply,
+    responses(
+        (status = 200, body = ReplyPreview),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The conversation's channel is of a type this version cannot send on"),
+        (status = 422, body = ValidationErrorBody),
+    )
+)]
+async fn reply_preview(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+    body: JsonBody<PreviewReply>,
+) -> Result<Json<ReplyPreview>, ApiError> {
+    let [id] = path.0.map(ConversationId);
+    Ok(Json(messages::preview(&s.services, auth.scope(), id, body.value).await?))
 }
 
 /// A conversation's messages, oldest first unless `order=desc`.

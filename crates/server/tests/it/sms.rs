@@ -16,6 +16,9 @@ use crate::twilio_voice::official_signature;
 
 pub(crate) const ACCOUNT: &str = "AC00112233445566778899aabbccddeeff";
 pub(crate) const TOKEN: &str = "sms-auth-token-for-tests";
+/// The approved templates the Content API fake lists.
+const TEMPLATE_1: &str = "HX0123456789abcdef0123456789abcdef";
+const TEMPLATE_2: &str = "HXfedcba9876543210fedcba9876543210";
 
 /// A message create request Parley sent.
 #[derive(Debug, Clone)]
@@ -107,8 +110,40 @@ pub(crate) async fn messages_server() -> (String, Log) {
         STORAGE_AUTH.lock().unwrap().push(headers.get("authorization").map(|v| v.to_str().unwrap().to_owned()));
         ([("content-type", "image/jpeg")], media_bytes(&sid)).into_response()
     }
+    /// The Content API's templates with their approval (two pages), as
+    /// `GET /v1/ContentAndApprovals` lists them.
+    async fn contents(
+        headers: HeaderMap,
+        axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+    ) -> (axum::http::StatusCode, axum::Json<Value>) {
+        if !authenticated(&headers) {
+            return refused();
+        }
+        let host = headers.get("host").unwrap().to_str().unwrap();
+        let item = |sid: &str, name: &str, body: &str, approval: Value| {
+            json!({"sid": sid, "account_sid": ACCOUNT, "friendly_name": name, "language": "en",
+                "variables": {"1": "Ana", "2": "1234"}, "types": {"twilio/text": {"body": body}},
+                "approval_requests": approval, "date_created": "2026-01-02T10:00:00Z", "date_updated": "2026-01-02T10:00:00Z"})
+        };
+        let page = if q.get("PageToken").map(String::as_str) == Some("PT2") {
+            json!({"contents": [item(TEMPLATE_2, "follow_up", "Hi {{1}}, anything else about order {{2}}?",
+                    json!({"whatsapp": {"name": "follow_up", "category": "UTILITY", "status": "approved"}}))],
+                "meta": {"page": 1, "page_size": 100, "next_page_url": null, "key": "contents"}})
+        } else {
+            json!({"contents": [
+                    item(TEMPLATE_1, "order_shipped", "Hi {{1}}, your order {{2}} has shipped.",
+                        json!({"name": "order_shipped", "category": "UTILITY", "content_type": "twilio/text", "status": "approved", "rejection_reason": ""})),
+                    item("HX99999999999999999999999999999999", "not_yet", "Pending {{1}}",
+                        json!({"name": "not_yet", "category": "MARKETING", "status": "pending"})),
+                ],
+                "meta": {"page": 0, "page_size": 100, "key": "contents",
+                    "next_page_url": format!("http://{host}/v1/ContentAndApprovals?PageSize=100&Page=1&PageToken=PT2")}})
+        };
+        (axum::http::StatusCode::OK, axum::Json(page))
+    }
     let log: Log = Arc::default();
     let app = axum::Router::new()
+        .route("/v1/ContentAndApprovals", axum::routing::get(contents))
         .route("/2010-04-01/Accounts/{account}/Messages.json", axum::routing::post(create))
         .route("/2010-04-01/Accounts/{account}", axum::routing::get(account))
         .route(
@@ -328,6 +363,66 @@ both_backends! {
         replies(&app, &ws.live, full["id"].as_i64().unwrap(), std::time::Duration::from_millis(200)).await;
         let request = eventually("the reply reached the provider", || async { sent.lock().unwrap().first().cloned() }).await;
         assert_eq!((request.get("To"), request.get("From")), (Some("whatsapp:+14155550123"), Some("whatsapp:+14155550100")));
+    }
+
+    async fn whatsapp_templates_are_listed_and_a_reply_is_previewed_as_its_channel_sends_it(backend) {
+        let (twilio, _sent) = messages_server().await;
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Shop").await;
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "whatsapp", "name": "WhatsApp", "config": {
+            "account_sid": ACCOUNT, "auth_token": TOKEN, "from": "+14155550100", "base_url": twilio, "content_base_url": twilio}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let wa = r.body["id"].as_i64().unwrap();
+
+        // The approved ones, from both pages; the pending one is left out.
+        let r = app.get(&ws.live, &format!("/api/v1/channels/{wa}/templates")).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let names: Vec<&str> = r.body["items"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!((names, r.body["total"].clone()), (vec!["order_shipped", "follow_up"], json!(2)));
+        assert_eq!(r.body["items"][0], json!({"content_sid": TEMPLATE_1, "name": "order_shipped", "language": "en",
+            "body": "Hi {{1}}, your order {{2}} has shipped.", "variables": {"1": "Ana", "2": "1234"}}));
+        // Another workspace's channel is not found; an SMS channel has none; refused credentials are the provider's 502.
+        let other = app.workspace("Other").await;
+        assert_eq!(app.get(&other.live, &format!("/api/v1/channels/{wa}/templates")).await.status, 404);
+        let sms = app.post(&ws.live, "/api/v1/channels", json!({"type": "sms", "name": "SMS", "config": {
+            "account_sid": ACCOUNT, "auth_token": TOKEN, "from": "+14155550101", "base_url": twilio}})).await.body["id"].as_i64().unwrap();
+        let r = app.get(&ws.live, &format!("/api/v1/channels/{sms}/templates")).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Channel {sms} is sms: only WhatsApp channels have templates"))));
+        app.patch(&ws.live, &format!("/api/v1/channels/{wa}"), json!({"config": {"auth_token": "wrong"}})).await;
+        let r = app.get(&ws.live, &format!("/api/v1/channels/{wa}/templates")).await;
+        assert_eq!(r.status, 502, "{}", r.text);
+        assert!(r.body["detail"].as_str().unwrap().contains("20003"), "{}", r.text);
+        app.patch(&ws.live, &format!("/api/v1/channels/{wa}"), json!({"config": {"auth_token": TOKEN}})).await;
+
+        // A WhatsApp conversation nobody wrote in: only a template may go.
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": wa, "to": "+14155550123", "text": "Hi Ana, your order 1234 has shipped.",
+            "template": {"content_sid": TEMPLATE_1, "variables": {"1": "Ana", "2": "1234"}}})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        let conversation = r.body["conversation_id"].as_i64().unwrap();
+        let preview = |id: i64, text: &str| {
+            let (app, key, text) = (&app, ws.live.clone(), text.to_owned());
+            async move { app.post(&key, &format!("/api/v1/conversations/{id}/reply-preview"), json!({"text": text})).await }
+        };
+        let p = preview(conversation, "Any news?").await;
+        assert_eq!(p.status, 200, "{}", p.text);
+        assert_eq!((p.body["channel"].clone(), p.body["template_required"].clone(), p.body["free_text_until"].clone()), (json!("whatsapp"), json!(true), Value::Null));
+
+        // SMS: segments and encoding as the send counts them; too long is said, not sent.
+        let r = app.post(&ws.live, "/api/v1/messages", json!({"channel_id": sms, "to": "+14155550124", "text": "Hello"})).await;
+        let texting = r.body["conversation_id"].as_i64().unwrap();
+        let p = preview(texting, &"a".repeat(161)).await;
+        assert_eq!((p.body["segments"].clone(), p.body["refused"].clone(), p.body["html"].clone(), p.body["template_required"].clone()),
+            (json!({"encoding": "GSM-7", "count": 2}), Value::Null, Value::Null, json!(false)), "{}", p.text);
+        let p = preview(texting, "Thanks 🙂").await;
+        assert_eq!(p.body["segments"], json!({"encoding": "UCS-2", "count": 1}));
+        let p = preview(texting, &"a".repeat(1601)).await;
+        assert!(p.body["refused"].as_str().is_some_and(|why| why.contains("1600")), "{}", p.text);
+        // Nothing was stored or sent by previewing.
+        assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{texting}/messages")).await.body["total"], 1);
+        // Bad input; another workspace's conversation.
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{texting}/reply-preview"), json!({"text": "a".repeat(10_001)})).await;
+        assert_eq!((r.status, r.faults()), (422, vec![(r#"["body","text"]"#.to_owned(), "value_error.string.too_long".to_owned())]));
+        assert_eq!(app.post(&other.live, &format!("/api/v1/conversations/{texting}/reply-preview"), json!({"text": "x"})).await.status, 404);
     }
 
     async fn refused_credentials_put_the_channel_in_error_until_a_check_finds_them_working(backend) {

@@ -10,6 +10,7 @@ use parley_connectors::{AVAILABLE, Connector, Credentials, Incoming, connector};
 pub use parley_connectors::{Hook, Inbound, InboundContact, InboundRequest, StatusReport};
 use parley_domain::Scope;
 use parley_domain::channel::{Channel, ChannelStatus, ChannelType};
+use parley_domain::conversation::ApprovedTemplate;
 use parley_domain::ids::ChannelId;
 use parley_domain::validation::{FieldError, LocPart, Page, Parsed, QueryReader, loc, one_of, parse_object, string};
 use parley_events::signing::WebhookSecret;
@@ -274,10 +275,10 @@ fn open_json(svc: &Services, sealed: Option<&str>) -> ServiceResult<Map<String, 
 /// Checks outbound URLs against SSRF before any transaction (DNS can be slow).
 pub async fn prepare(svc: &Services, kind: ChannelType, config: Option<&SettingChanges>) -> ServiceResult<()> {
     let (Some(connector), Some(config)) = (connector(kind), config) else { return Ok(()) };
-    if let Some(setting) = connector.outbound_url_setting()
-        && let Some(Value::String(url)) = config.get(setting)
-    {
-        crate::webhooks::check_url(svc, url, &["body", "config", setting]).await?;
+    for setting in connector.outbound_url_settings() {
+        if let Some(Value::String(url)) = config.get(*setting) {
+            crate::webhooks::check_url(svc, url, &["body", "config", setting]).await?;
+        }
     }
     Ok(())
 }
@@ -464,21 +465,9 @@ pub async fn check(svc: &Services, scope: Scope, id: ChannelId) -> ServiceResult
     };
     let kind = connector(row.kind)
         .ok_or_else(|| ServiceError::Conflict(format!("Channel {id} is of a type this version cannot check")))?;
-    let secrets = secret_settings(svc, &row)?;
-    let channel = row.to_api()?;
-    let timeout = svc.config.courier.request_timeout;
-    let client = parley_events::ssrf::http_client(svc.config.webhooks_allow_private, timeout);
-    let checked = kind
-        .check(parley_connectors::Check {
-            client: &client,
-            timeout,
-            allow_private: svc.config.webhooks_allow_private,
-            channel: &channel,
-            secrets: &secrets,
-            public_url: svc.config.public_url(),
-            public_id: &row.public_id,
-        })
-        .await;
+    let asking = Asking::new(svc, &row)?;
+    let channel = asking.channel.clone();
+    let checked = kind.check(asking.check()).await;
     let (ok, detail, status) = match checked {
         parley_connectors::Checked::Works(detail) => (true, detail, Some((ChannelStatus::Active, None))),
         parley_connectors::Checked::NothingToCheck(detail) => (true, detail, None),
@@ -783,4 +772,61 @@ async fn fetch_files(
         }
     }
     Ok((fetched, failures))
+}
+
+/// `GET /api/v1/channels/{id}/templates`: the templates the provider
+/// approved for the channel (WhatsApp), asked now (not kept): what the
+/// inbox offers outside the customer-service window.
+pub async fn templates(svc: &Services, scope: Scope, id: ChannelId) -> ServiceResult<Vec<ApprovedTemplate>> {
+    let id = id.get();
+    let row = {
+        let mut c = svc.db.read().await?;
+        repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?
+    };
+    let kind = connector(row.kind).filter(|k| k.takes_templates()).ok_or_else(|| {
+        ServiceError::Conflict(format!("Channel {id} is {}: only WhatsApp channels have templates", row.kind.as_str()))
+    })?;
+    kind.templates(Asking::new(svc, &row)?.check())
+    .await
+    .map_err(|e| ServiceError::BadGateway(format!("The provider did not list channel {id}'s templates: {e}")))
+}
+
+/// What a request to a channel's provider needs, owned: its settings with
+/// the secrets opened, and an HTTP client that refuses private targets
+/// unless the server allows them.
+struct Asking {
+    client: reqwest::Client,
+    timeout: std::time::Duration,
+    allow_private: bool,
+    secrets: Map<String, Value>,
+    channel: Channel,
+    public_url: String,
+    public_id: String,
+}
+
+impl Asking {
+    fn new(svc: &Services, row: &ChannelRow) -> ServiceResult<Self> {
+        let timeout = svc.config.courier.request_timeout;
+        Ok(Self {
+            client: parley_events::ssrf::http_client(svc.config.webhooks_allow_private, timeout),
+            timeout,
+            allow_private: svc.config.webhooks_allow_private,
+            secrets: secret_settings(svc, row)?,
+            channel: row.to_api()?,
+            public_url: svc.config.public_url().to_owned(),
+            public_id: row.public_id.clone(),
+        })
+    }
+
+    fn check(&self) -> parley_connectors::Check<'_> {
+        parley_connectors::Check {
+            client: &self.client,
+            timeout: self.timeout,
+            allow_private: self.allow_private,
+            channel: &self.channel,
+            secrets: &self.secrets,
+            public_url: &self.public_url,
+            public_id: &self.public_id,
+        }
+    }
 }

@@ -19,6 +19,7 @@ use parley_store::Tx;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
 use parley_store::repo::conversations as repo;
 use parley_store::repo::events;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
@@ -593,8 +594,12 @@ pub async fn send_answered(
     .await
 }
 
-async fn channel_of(tx: &mut Tx, scope: Scope, conversation: &Conversation) -> ServiceResult<ChannelRow> {
-    channel_repo::get(tx, scope, conversation.channel_id).await?.ok_or_else(|| {
+async fn channel_of(
+    c: &mut impl parley_store::AsHandle,
+    scope: Scope,
+    conversation: &Conversation,
+) -> ServiceResult<ChannelRow> {
+    channel_repo::get(c, scope, conversation.channel_id).await?.ok_or_else(|| {
         parley_store::StoreError::Corrupt(format!(
             "conversation {} runs on channel {}, which is gone",
             conversation.item.id, conversation.channel_id
@@ -752,4 +757,82 @@ pub async fn apply_early_reports(
         advance(tx, storage, scope, id, status, None, error.as_deref()).await?;
     }
     Ok(())
+}
+
+/// `POST /api/v1/conversations/{id}/reply-preview`: the composer's text.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"text": "Hi **Ana**, your order shipped."}))]
+pub struct PreviewReply {
+    /// 0–10,000 characters: what the composer holds now.
+    #[schema(max_length = 10000)]
+    pub text: String,
+}
+
+pub fn parse_preview(body: Value) -> Parsed<PreviewReply> {
+    parse_object(body, loc(&["body"]), |r| Some(PreviewReply { text: r.required("text", string(0, 10_000))? }))
+}
+
+/// A reply as the conversation's channel would send it now, worked out by
+/// the same code that sends it: nothing is stored or sent.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReplyPreview {
+    /// The conversation's channel type.
+    #[schema(schema_with = parley_domain::schema::channel)]
+    pub channel: String,
+    /// Why the channel would refuse this text (too long for it); null when it takes it.
+    pub refused: Option<String>,
+    /// SMS: the encoding and how many segments (billed parts) it takes.
+    pub segments: Option<parley_domain::sms::Segments>,
+    /// Email: the subject the reply goes with.
+    pub subject: Option<String>,
+    /// Email: whether the reply continues the thread (answers its last email).
+    pub threaded: Option<bool>,
+    /// Channels that show formatting (email, Telegram): the markup as they
+    /// render it, as HTML (raw HTML in the text escaped; links kept only to
+    /// http(s), mailto and tel).
+    pub html: Option<String>,
+    /// A channel with a customer-service window (WhatsApp): true when the
+    /// contact has not written within it, so only an approved template may
+    /// be sent (`GET /channels/{id}/templates`).
+    pub template_required: bool,
+    /// Until when free text may be sent (the window's end), if it is open.
+    pub free_text_until: Option<parley_domain::Timestamp>,
+}
+
+pub async fn preview(
+    svc: &Services,
+    scope: Scope,
+    id: parley_domain::ids::ConversationId,
+    input: PreviewReply,
+) -> ServiceResult<ReplyPreview> {
+    let id = id.get();
+    let mut c = svc.db.read().await?;
+    let conversation = repo::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
+    let channel = channel_of(&mut c, scope, &conversation).await?;
+    let kind = connector(channel.kind).ok_or_else(|| {
+        ServiceError::Conflict(format!("Channel {} is of a type this version cannot send on", channel.id))
+    })?;
+    let previous = repo::latest_message(&mut c, scope, id).await?.map(|m| m.details);
+    let details = kind.outbound_details(&input.text, &channel.config.0, previous.as_ref(), None, &channel.name);
+    let (template_required, free_text_until) = match kind.service_window() {
+        Some(window) => {
+            let until = repo::last_inbound_at(&mut c, scope, id)
+                .await?
+                .map(|at| at.plus_duration(window))
+                .filter(|until| *until > parley_domain::Timestamp::now());
+            (until.is_none(), until)
+        }
+        None => (false, None),
+    };
+    Ok(ReplyPreview {
+        channel: channel.kind.as_str().to_owned(),
+        refused: kind.refuse_text(&input.text),
+        segments: details.segments,
+        subject: details.email.as_ref().map(|e| e.subject.clone()),
+        threaded: details.email.as_ref().map(|e| e.in_reply_to.is_some()),
+        html: kind.formatted(&input.text),
+        template_required,
+        free_text_until,
+    })
 }
