@@ -204,6 +204,7 @@ pub fn parse_filter(q: &mut QueryReader) -> CallFilter {
         status: q.enum_value::<CallStatus>("status"),
         agent_id: q.integer("agent_id", 1, i64::MAX),
         contact_id: q.integer("contact_id", 1, i64::MAX),
+        conversation_id: q.integer("conversation_id", 1, i64::MAX),
         direction: q.enum_value::<CallDirection>("direction"),
         created_after: q.timestamp("created_after"),
         created_before: q.timestamp("created_before"),

@@ -54,6 +54,9 @@ struct CallListParams {
     /// The calls with one contact.
     #[param(minimum = 1)]
     contact_id: Option<i64>,
+    /// The calls of one conversation (a call's own, or a contact's thread).
+    #[param(minimum = 1)]
+    conversation_id: Option<i64>,
     #[param(inline)]
     direction: Option<parley_domain::call::CallDirection>,
     /// RFC 3339; calls created at or after it.

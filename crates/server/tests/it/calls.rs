@@ -330,6 +330,11 @@ both_backends! {
         let id = place(&app, &ws.live, json!({"agent_id": agent, "to": "+15005550002"})).await.body["id"].as_str().unwrap().to_owned();
         let call = wait_for(&app, &ws.live, &id, ended).await;
         assert_eq!(call["contact_id"], Value::Null);
+        // The inbox finds a conversation's calls (and only in its own scope).
+        let conversation = call["conversation_id"].as_i64().unwrap();
+        let of = app.get(&ws.live, &format!("/api/v1/calls?conversation_id={conversation}")).await.body;
+        assert_eq!((of["total"].clone(), of["items"][0]["id"].clone()), (json!(1), json!(id)));
+        assert_eq!(app.get(&ws.test, &format!("/api/v1/calls?conversation_id={conversation}")).await.body["total"], 0);
 
         let found = app.post(&ws.live, "/api/v1/contacts/discover", json!({"create": false})).await.body;
         let items = found["items"].as_array().unwrap();

@@ -325,6 +325,7 @@ pub struct CallFilter {
     pub status: Option<CallStatus>,
     pub agent_id: Option<i64>,
     pub contact_id: Option<i64>,
+    pub conversation_id: Option<i64>,
     pub direction: Option<CallDirection>,
     pub created_after: Option<Timestamp>,
     pub created_before: Option<Timestamp>,
@@ -341,6 +342,9 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, f: &CallFilter, page: Pag
     }
     if let Some(id) = f.contact_id {
         w.and("c.contact_id = ?", [Arg::I64(id)]);
+    }
+    if let Some(id) = f.conversation_id {
+        w.and("c.conversation_id = ?", [Arg::I64(id)]);
     }
     if let Some(d) = f.direction {
         w.and("c.direction = ?", [Arg::Text(d.as_str().to_owned())]);
