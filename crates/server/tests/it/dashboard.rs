@@ -144,9 +144,24 @@ both_backends! {
         let noah = json!({"from": "noah-1", "text": "Is my order shipped?", "external_id": "inbox-3", "contact": {"display_name": "Noah Park"}});
         let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, noah).await;
         let noah_conversation = r.body["conversation_id"].as_i64().unwrap();
+        // Two more, for changing many at once.
+        for (who, name) in [("ola-1", "Ola Berg"), ("pia-1", "Pia Lund")] {
+            let body = json!({"from": who, "text": "Hello?", "external_id": format!("inbox-{who}"), "contact": {"display_name": name}});
+            assert_eq!(crate::conversations::inbound(&app, inbox_channel, &inbox_secret, body).await.status, 201);
+        }
 
         // A Twilio-format server (its wire format from Twilio's documentation).
-        let (twilio, _sent) = crate::sms::messages_server().await;
+        let (twilio, sent) = crate::sms::messages_server().await;
+        // An SMS conversation waiting for a person, on a channel of that server.
+        let (_, sms_public) = crate::sms::twilio_channel(&app, &a, "sms", "+14155550188", &twilio).await;
+        let sam = [("MessageSid", "SM0000000000000000000000000000dash"), ("AccountSid", crate::sms::ACCOUNT), ("From", "+14155550177"),
+            ("To", "+14155550188"), ("Body", "Where is my refund?"), ("NumMedia", "0")];
+        let r = crate::sms::twilio_posts(&app, &format!("/hooks/twilio/{sms_public}/inbound"), &sam, crate::sms::TOKEN).await;
+        assert_eq!(r.status(), 200);
+        let sms_conversation = app.get(&a.live, "/api/v1/conversations?channel=sms").await.body["items"][0]["id"].as_i64().unwrap();
+        assert_eq!(app.patch(&a.live, &format!("/api/v1/conversations/{sms_conversation}"), json!({"title": "Sam Ortiz"})).await.status, 200);
+        let r = app.post(&a.live, &format!("/api/v1/conversations/{sms_conversation}/handoff"), json!({"to": "human", "reason": "Refund question"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
         let lines = journeys(&app, json!({
             "receiver_url": receiver.url,
             "access_token_ttl": ACCESS_TOKEN_TTL,
@@ -161,7 +176,7 @@ both_backends! {
             "knowledge_agent": "Kai",
             "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
-            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation},
+            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation, "sms": sms_conversation},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
@@ -172,7 +187,7 @@ both_backends! {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together", "inbox-sms"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -185,7 +200,7 @@ both_backends! {
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
             "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
-            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications"] {
+            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The inbox's reply reached the channel; its private note never did.
@@ -193,6 +208,10 @@ both_backends! {
         let bodies: Vec<String> = got.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
         assert!(bodies.iter().any(|b| b.contains("Let me check")), "the reply was not sent: {bodies:?}");
         assert!(!bodies.iter().any(|b| b.contains("please approve")), "a private note was sent: {bodies:?}");
+        // The SMS reply reached the Twilio-format server, to the contact, from the channel's number.
+        let texts = sent.lock().unwrap().clone();
+        let reply = texts.iter().find(|m| m.get("Body").is_some_and(|b| b.starts_with("Hi Sam, your refund"))).expect("the SMS reply was not sent");
+        assert_eq!((reply.get("To"), reply.get("From")), (Some("+14155550177"), Some("+14155550188")));
         // The test event and its resend reached the receiver, signed.
         assert!(got.len() >= 3, "{} deliveries", got.len());
         assert!(got.iter().all(|r| r.header("webhook-signature").starts_with("v1,")), "unsigned delivery");

@@ -30,7 +30,7 @@ pub(crate) struct Sent {
 }
 
 impl Sent {
-    fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 }
@@ -161,7 +161,7 @@ pub(crate) async fn messages_server() -> (String, Log) {
 }
 
 /// Posts `params` to the channel hook at `path`, signed with `token` by the official validator.
-async fn twilio_posts(app: &TestApp, path: &str, params: &[(&str, &str)], token: &str) -> reqwest::Response {
+pub(crate) async fn twilio_posts(app: &TestApp, path: &str, params: &[(&str, &str)], token: &str) -> reqwest::Response {
     let signature = official_signature(token, &app.url(path), params);
     app.client.post(app.url(path)).header("X-Twilio-Signature", signature).form(params).send().await.unwrap()
 }
@@ -176,7 +176,7 @@ async fn message_count(app: &TestApp, key: &str) -> i64 {
 }
 
 /// An sms or whatsapp channel on the fake provider: its id and public id.
-async fn twilio_channel(app: &TestApp, ws: &Ws, kind: &str, from: &str, twilio: &str) -> (i64, String) {
+pub(crate) async fn twilio_channel(app: &TestApp, ws: &Ws, kind: &str, from: &str, twilio: &str) -> (i64, String) {
     let r = app
         .post(
             &ws.live,

@@ -141,7 +141,7 @@ export function Contacts() {
 }
 
 /** @param {{contact?: Contact, onClose: () => void, onSaved: (c: Contact) => void}} p */
-function ContactForm({ contact, onClose, onSaved }) {
+export function ContactForm({ contact, onClose, onSaved }) {
   const form = useForm({
     display_name: contact?.display_name ?? "",
     phone: contact?.normalized_phone ?? "",
@@ -465,7 +465,7 @@ export function ContactPage({ id }) {
  * gains the duplicate's addresses, conversations and calls.
  * @param {{primary: Contact, onClose: () => void, onMerged: () => void}} p
  */
-function Merge({ primary, onClose, onMerged }) {
+export function Merge({ primary, onClose, onMerged }) {
   const [q, setQ] = useState("");
   const [term, setTerm] = useState("");
   const [chosen, setChosen] = useState(/** @type {Contact | null} */ (null));

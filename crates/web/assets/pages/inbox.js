@@ -12,6 +12,7 @@ import { navigate, setQuery, useLocation } from "../lib/router.js";
 import { formatDate, humanize } from "../lib/format.js";
 import { EmptyState, LoadError, NotHere, Skeleton, When } from "../components/ui.js";
 import { typing, useOthersOn, viewing } from "../lib/presence.js";
+import { ContactForm, Merge } from "./contacts.js";
 
 /**
  * @typedef {object} Handoff
@@ -21,6 +22,8 @@ import { typing, useOthersOn, viewing } from "../lib/presence.js";
  * @property {string} reason
  * @property {string | null} [note]
  * @property {number | null} [user_id]
+ * @property {number | null} [offered_user_id]
+ * @property {number} offers
  * @property {string} created_at
  */
 /**
@@ -38,7 +41,15 @@ import { typing, useOthersOn, viewing } from "../lib/presence.js";
  * @property {string | null} [last_message_preview]
  * @property {number} unread_count
  * @property {string[]} labels
+ * @property {number} [channel_id]
  * @property {Handoff | null} [handoff]
+ */
+/**
+ * How the channel would send the composer's text (`reply-preview`).
+ * @typedef {{channel: string, refused: string | null, segments: {encoding: string, count: number} | null,
+ *   subject: string | null, threaded: boolean | null, html: string | null, template_required: boolean,
+ *   free_text_until: string | null}} ReplyPreview
+ * @typedef {{content_sid: string, name: string, language: string, body: string, variables: Record<string, string>}} ApprovedTemplate
  */
 /**
  * @typedef {object} Message
@@ -58,15 +69,7 @@ import { typing, useOthersOn, viewing } from "../lib/presence.js";
 /** @typedef {{id: number, name: string, status: string}} AgentRef */
 /** @typedef {{id: number, name: string, color: string}} Label */
 /** @typedef {{id: number, short_code: string, content: string}} Canned */
-/**
- * @typedef {object} Contact
- * @property {number} id
- * @property {string} display_name
- * @property {string | null} [normalized_email]
- * @property {string | null} [normalized_phone]
- * @property {{channel: string, address: string}[]} [identities]
- * @property {string} [created_at]
- */
+/** @typedef {import("./contacts.js").Contact} Contact */
 
 const VIEWS = [
   ["mine", "Mine"],
@@ -142,6 +145,18 @@ export function Inbox({ id }) {
   /** @type {Conversation[]} */
   const items = list.data?.items ?? [];
   const selected = id ? Number(id) : null;
+  // Conversations ticked for a bulk change (x ticks the open one); a new
+  // view or filter starts over.
+  const [picked, setPicked] = useState(/** @type {Set<number>} */ (new Set()));
+  useEffect(() => setPicked(new Set()), [key]);
+  /** @param {number} cid */
+  const togglePick = (cid) =>
+    setPicked((was) => {
+      const next = new Set(was);
+      if (next.has(cid)) next.delete(cid);
+      else next.add(cid);
+      return next;
+    });
   // Single-key shortcuts can be turned off (WCAG 2.1.4): remembered in
   // this browser (a preference, nothing secret).
   const [shortcutsOn, setShortcutsOn] = useState(localStorage.getItem("parley-inbox-keys") !== "off");
@@ -168,6 +183,9 @@ export function Inbox({ id }) {
       } else if (e.key === "r" && selected) {
         e.preventDefault();
         /** @type {HTMLTextAreaElement | null} */ (document.getElementById("composer-text"))?.focus();
+      } else if (e.key === "x" && selected) {
+        e.preventDefault();
+        togglePick(selected);
       } else if ((e.key === "e" || e.key === "a") && selected) {
         e.preventDefault();
         document.dispatchEvent(new CustomEvent("inbox-shortcut", { detail: e.key }));
@@ -226,9 +244,26 @@ export function Inbox({ id }) {
       ${list.error && html`<${LoadError} error=${list.error} retry=${list.reload} />`}
       ${list.data && !items.length && html`<${EmptyState} title=${emptyTitle(view)}>${emptyHint(view)}<//>`}
       ${items.length > 0 &&
-      html`<ul class="conversation-list" aria-label="Conversations">
-        ${items.map((c) => html`<${ConversationRow} c=${c} dir=${dir} selected=${c.id === selected} href=${`/inbox/${c.id}${search}`} />`)}
-      </ul>`}
+      html`<${BulkBar}
+          items=${items}
+          picked=${picked}
+          setPicked=${setPicked}
+          dir=${dir}
+          onDone=${() => (list.reload(), summary.reload())}
+        />
+        <ul class="conversation-list" aria-label="Conversations">
+          ${items.map(
+            (c) =>
+              html`<${ConversationRow}
+                c=${c}
+                dir=${dir}
+                selected=${c.id === selected}
+                picked=${picked.has(c.id)}
+                onPick=${() => togglePick(c.id)}
+                href=${`/inbox/${c.id}${search}`}
+              />`,
+          )}
+        </ul>`}
       ${(list.data?.total ?? 0) > items.length && html`<p class="muted">Showing ${items.length} of ${list.data.total}. Narrow the filters to see the rest.</p>`}
       <label class="keys-toggle"
         ><input type="checkbox" checked=${shortcutsOn} onChange=${(/** @type {any} */ e) => {
@@ -236,7 +271,7 @@ export function Inbox({ id }) {
           localStorage.setItem("parley-inbox-keys", on ? "on" : "off");
           setShortcutsOn(on);
         }} />
-        Keyboard shortcuts: j and k move, r replies, e resolves, a assigns to me</label
+        Keyboard shortcuts: j and k move, x selects, r replies, e resolves, a assigns to me</label
       >
     </section>
     ${selected
@@ -261,10 +296,73 @@ function emptyHint(view) {
       : "Conversations arrive from your channels; change the filters to see closed or resolved ones.";
 }
 
-/** @param {{c: Conversation, dir: Directory, selected: boolean, href: string}} p */
-function ConversationRow({ c, dir, selected, href }) {
+/**
+ * Resolve or assign the ticked conversations in one call (all or none).
+ * @param {{items: Conversation[], picked: Set<number>, setPicked: (s: Set<number>) => void, dir: Directory, onDone: () => void}} p
+ */
+function BulkBar({ items, picked, setPicked, dir, onDone }) {
+  const me = current().me?.user.id;
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState("");
+  const [done, setDone] = useState("");
+  const [assignee, setAssignee] = useState("");
+  const ids = items.filter((c) => picked.has(c.id)).map((c) => c.id);
+  const all = ids.length === items.length;
+  /** @param {Record<string, unknown>} change @param {string} said */
+  const apply = async (change, said) => {
+    setBusy(true);
+    setError("");
+    try {
+      await api("POST", "/api/v1/conversations/bulk", { body: { conversation_ids: ids, ...change } });
+      setDone(`${ids.length} ${ids.length === 1 ? "conversation" : "conversations"} ${said}.`);
+      setPicked(new Set());
+      onDone();
+    } catch (e) {
+      setError(e instanceof ApiError ? (Object.values(e.fields())[0] ?? e.message) : String(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<div class="bulk-bar" role="group" aria-label="Selected conversations">
+    <label class="select-all"
+      ><input
+        type="checkbox"
+        checked=${all}
+        onChange=${() => setPicked(all ? new Set() : new Set(items.map((c) => c.id)))}
+      />
+      Select all</label
+    >
+    ${ids.length > 0 && html`<span>${ids.length} selected</span>`}
+    ${ids.length > 0 &&
+    html`<button type="button" disabled=${busy} onClick=${() => apply({ status: "resolved" }, "resolved")}>Resolve</button>
+      ${me != null &&
+      html`<button type="button" disabled=${busy} onClick=${() => apply({ assignee_user_id: me }, "assigned to you")}>
+        Assign to me
+      </button>`}
+      <label
+        >Assign to
+        <select value=${assignee} onChange=${(/** @type {any} */ e) => setAssignee(e.currentTarget.value)}>
+          <option value="">Choose a member</option>
+          ${dir.members.map((m) => html`<option value=${String(m.user_id)}>${m.email}</option>`)}
+        </select></label
+      >
+      <button
+        type="button"
+        disabled=${busy || !assignee}
+        onClick=${() => apply({ assignee_user_id: Number(assignee) }, `assigned to ${dir.members.find((m) => String(m.user_id) === assignee)?.email}`)}
+      >
+        Assign
+      </button>`}
+    ${error && html`<p class="field-error" role="alert">${error}</p>`}
+    <p class="visually-hidden" role="status">${done}</p>
+  </div>`;
+}
+
+/** @param {{c: Conversation, dir: Directory, selected: boolean, picked: boolean, onPick: () => void, href: string}} p */
+function ConversationRow({ c, dir, selected, picked, onPick, href }) {
   const requested = c.handoff?.status === "requested";
-  return html`<li class=${selected ? "conversation-row selected" : "conversation-row"}>
+  return html`<li class=${`conversation-row${selected ? " selected" : ""}${picked ? " picked" : ""}`}>
+    <input type="checkbox" class="pick" checked=${picked} onChange=${onPick} aria-label=${`Select ${c.title}`} />
     <a href=${href} aria-current=${selected ? "true" : undefined}>
       <span class="row-top">
         <strong class="title">${c.title}</strong>
@@ -339,6 +437,13 @@ function Thread({ id, dir, onChanged }) {
     const changed = e.data?.data;
     return INBOX_EVENT.test(e.event) && (changed?.conversation_id === id || (e.event.startsWith("conversation.") && changed?.id === id));
   };
+  // Why the agent said what it said (each reply's run), and the calls.
+  const runs = useResource((signal) => api("GET", "/api/v1/agent-runs", { query: { conversation_id: id, limit: 200 }, signal }), [id]);
+  const calls = useResource((signal) => api("GET", "/api/v1/calls", { query: { conversation_id: id, limit: 20 }, signal }), [id]);
+  /** @param {import("../lib/api.js").ServerEvent} e */
+  const about = (e) => e.data?.data?.conversation_id === id;
+  useLiveReload(runs.reload, (e) => e.event.startsWith("agent.run.") && about(e));
+  useLiveReload(calls.reload, (e) => e.event.startsWith("call.") && about(e));
   useLiveReload(conversation.reload, mine);
   useLiveReload(handoff.reload, mine);
   useLiveReload(messages.reload, mine);
@@ -418,9 +523,20 @@ function Thread({ id, dir, onChanged }) {
   const thread = [...(messages.data?.items ?? [])].reverse();
   /** @type {Note[]} */
   const teamNotes = notes.data?.items ?? [];
+  /** @type {Run[]} */
+  const agentRuns = runs.data?.items ?? [];
+  /** @type {Map<number, Run>} */
+  const runOf = new Map(agentRuns.filter((r) => r.reply_message_id != null).map((r) => [/** @type {number} */ (r.reply_message_id), r]));
+  const shown = new Set(thread.map((m) => m.id));
+  /** @type {{at: string, key: string, m?: Message, n?: Note, r?: Run, call?: CallEntry}[]} */
   const entries = [
-    ...thread.map((m) => ({ at: m.created_at, key: `m${m.id}`, m, n: /** @type {Note | null} */ (null) })),
-    ...teamNotes.map((n) => ({ at: n.created_at, key: `n${n.id}`, m: /** @type {Message | null} */ (null), n })),
+    ...thread.map((m) => ({ at: m.created_at, key: `m${m.id}`, m })),
+    ...teamNotes.map((n) => ({ at: n.created_at, key: `n${n.id}`, n })),
+    // Runs that sent nothing shown here (failed, canceled, or silent) stand on their own.
+    ...agentRuns
+      .filter((r) => r.status !== "queued" && r.status !== "running" && !(r.reply_message_id != null && shown.has(r.reply_message_id)))
+      .map((r) => ({ at: r.created_at, key: `r${r.id}`, r })),
+    ...(calls.data?.items ?? []).map((/** @type {CallEntry} */ call) => ({ at: call.created_at, key: `c${call.id}`, call })),
   ].sort((a, b) => a.at.localeCompare(b.at));
   const closed = c.status === "closed";
   const agentName = dir.agents.find((a) => a.id === c.agent_id)?.name;
@@ -450,7 +566,8 @@ function Thread({ id, dir, onChanged }) {
       </header>
       ${h?.status === "requested" &&
       html`<p class="notice warn" role="status">
-        Waiting for a person since <${When} value=${h.created_at} />: ${h.reason}${h.note ? ` (${h.note})` : ""}
+        Waiting for a person since <${When} value=${h.created_at} />: ${h.reason}${h.note ? ` (${h.note})` : ""}.
+        ${h.offers > 0 && (h.offered_user_id != null ? html` Offered to <${MemberName} id=${h.offered_user_id} dir=${dir} />.` : " Offered to everyone.")}
       </p>`}
       ${error && html`<p class="notice error" role="alert">${error}</p>`}
       <p class="presence muted" role="status">
@@ -470,19 +587,83 @@ function Thread({ id, dir, onChanged }) {
                 )}
                 <p class="meta">
                   <${DeliveryStatus} m=${e.m} />
-                  ${e.m.segments && html`<span> · ${e.m.segments.count} SMS segment${e.m.segments.count === 1 ? "" : "s"}</span>`}
+                  ${e.m.segments &&
+                  html`<span>${e.m.direction === "outbound" ? " · " : ""}${e.m.segments.count} SMS segment${e.m.segments.count === 1 ? "" : "s"}</span>`}
                 </p>
+                ${runOf.has(e.m.id) && html`<${RunDetails} run=${/** @type {Run} */ (runOf.get(e.m.id))} />`}
               </li>`
-            : e.n &&
-              html`<li key=${e.key} class="bubble note">
-                <p class="who">Private note · <${MemberName} id=${e.n.author_user_id} dir=${dir} /> · <${When} value=${e.n.created_at} /></p>
-                <p class="text">${e.n.text}</p>
-              </li>`,
+            : e.n
+              ? html`<li key=${e.key} class="bubble note">
+                  <p class="who">Private note · <${MemberName} id=${e.n.author_user_id} dir=${dir} /> · <${When} value=${e.n.created_at} /></p>
+                  <p class="text">${e.n.text}</p>
+                </li>`
+              : e.r
+                ? html`<li key=${e.key} class="thread-event">
+                    <p class="who">
+                      Agent run ${humanize(e.r.status)}${e.r.error ? `: ${e.r.error}` : e.r.status === "completed" ? ": no reply" : ""} ·
+                      <${When} value=${e.r.created_at} />
+                    </p>
+                    <${RunDetails} run=${e.r} />
+                  </li>`
+                : e.call && html`<li key=${e.key} class="thread-event"><${CallCard} call=${e.call} /></li>`,
         )}
       </ol>
       ${!closed && html`<${Composer} c=${c} contact=${contact.data} others=${others} onSent=${() => (messages.reload(), notes.reload(), onChanged())} />`}
     </section>
     <${ContactPanel} c=${c} contact=${contact} dir=${dir} onChanged=${() => (conversation.reload(), onChanged())} />`;
+}
+
+/**
+ * @typedef {{id: number, status: string, reply_message_id: number | null, created_at: string, error: string | null,
+ *   engine: string, model: string, total_ms: number | null, input_tokens: number, output_tokens: number,
+ *   tool_calls: {name: string, arguments: unknown, result: unknown, error: string | null, ms: number}[],
+ *   retrieval: {passage_id: number, score: number}[]}} Run
+ * @typedef {{id: string, status: string, direction: string, from: string | null, to: string, created_at: string,
+ *   duration_ms: number | null, ended_reason: string | null, recording: {status: string}}} CallEntry
+ */
+
+/** What the agent did to answer, folded: its tool calls and what it read. @param {{run: Run}} p */
+function RunDetails({ run }) {
+  const tools = run.tool_calls.length;
+  const read = run.retrieval.length;
+  return html`<details class="run-details">
+    <summary>
+      How the agent answered: ${tools} tool call${tools === 1 ? "" : "s"}, ${read} passage${read === 1 ? "" : "s"} read
+    </summary>
+    ${run.tool_calls.map(
+      (t) => html`<div class="tool-call">
+        <p><strong>${t.name}</strong> <span class="muted">${t.ms} ms</span></p>
+        <pre class="excerpt">${JSON.stringify(t.arguments, null, 2)}</pre>
+        ${t.error ? html`<p class="error">${t.error}</p>` : html`<pre class="excerpt">${JSON.stringify(t.result ?? null, null, 2)}</pre>`}
+      </div>`,
+    )}
+    ${read > 0 &&
+    html`<p>Knowledge: ${run.retrieval.map((h) => `passage ${h.passage_id} (score ${h.score.toFixed(2)})`).join(", ")}</p>`}
+    <p class="muted">
+      ${run.engine} · ${run.model} · ${run.input_tokens} / ${run.output_tokens} tokens${run.total_ms != null ? ` · ${run.total_ms} ms` : ""} ·
+      <a href=${`/runs/${run.id}`}>Run #${run.id}</a>
+    </p>
+  </details>`;
+}
+
+/** A call in the thread: how it went, its recording, a link to its transcript. @param {{call: CallEntry}} p */
+function CallCard({ call }) {
+  const ready = call.recording.status === "available";
+  const recording = useResource(
+    (signal) =>
+      ready ? api("GET", `/api/v1/calls/${encodeURIComponent(call.id)}/recording`, { query: { redirect: true }, signal }) : Promise.resolve(null),
+    [call.id, ready],
+  );
+  const secs = call.duration_ms != null ? Math.round(call.duration_ms / 1000) : null;
+  return html`<div class="call-card">
+    <p class="who">
+      ${call.direction === "outbound" ? `Call to ${call.to}` : `Call from ${call.from ?? "an unknown number"}`} ·
+      ${humanize(call.status)}${secs != null ? ` · ${Math.floor(secs / 60)}:${String(secs % 60).padStart(2, "0")}` : ""} ·
+      <${When} value=${call.created_at} />
+    </p>
+    ${recording.data?.url && html`<audio controls preload="none" src=${recording.data.url} aria-label="Call recording"></audio>`}
+    <p><a href=${`/calls/${encodeURIComponent(call.id)}`}>Transcript and recording</a></p>
+  </div>`;
 }
 
 /**
@@ -571,6 +752,21 @@ function Composer({ c, contact, others, onSent }) {
     setText(fillCanned(r.content, contact));
     box.current?.focus();
   };
+  // How the channel would send it (segments, subject, formatting, the
+  // WhatsApp window), asked as the member pauses typing.
+  const [preview, setPreview] = useState(/** @type {ReplyPreview | null} */ (null));
+  useEffect(() => {
+    if (note) return;
+    const ask = new AbortController();
+    const timer = setTimeout(
+      () =>
+        api("POST", `/api/v1/conversations/${c.id}/reply-preview`, { body: { text }, signal: ask.signal }).then(setPreview, () => {}),
+      text ? 300 : 0,
+    );
+    return () => (clearTimeout(timer), ask.abort());
+  }, [text, note, c.id]);
+  const [subject, setSubject] = useState(/** @type {string | null} */ (null));
+  const [files, setFiles] = useState(/** @type {File[]} */ ([]));
   const send = async () => {
     if (busy) return;
     if (!text.trim()) {
@@ -586,8 +782,16 @@ function Composer({ c, contact, others, onSent }) {
     setWarned(false);
     try {
       if (note) await api("POST", `/api/v1/conversations/${c.id}/notes`, { body: { text } });
-      else await api("POST", "/api/v1/messages", { body: { conversation_id: c.id, text } });
+      else {
+        /** @type {Record<string, unknown>} */
+        const body = { conversation_id: c.id, text };
+        if (files.length) body.attachments = await Promise.all(files.map(asAttachment));
+        if (subject != null && subject !== preview?.subject) body.subject = subject;
+        await api("POST", "/api/v1/messages", { body });
+      }
       setText("");
+      setFiles([]);
+      setSubject(null);
       onSent();
     } catch (e) {
       setError(e instanceof ApiError ? (Object.values(e.fields())[0] ?? e.message) : String(e));
@@ -595,14 +799,30 @@ function Composer({ c, contact, others, onSent }) {
       setBusy(false);
     }
   };
+  const modes = html`<div class="composer-modes" role="radiogroup" aria-label="Write">
+    <label><input type="radio" name="composer-mode" checked=${!note} onChange=${() => setNote(false)} /> Reply</label>
+    <label><input type="radio" name="composer-mode" checked=${note} onChange=${() => setNote(true)} /> Private note</label>
+  </div>`;
+  // WhatsApp outside its 24-hour window: only an approved template may go.
+  if (!note && preview?.template_required && c.channel_id) {
+    return html`<div class="composer">
+      ${modes}
+      <${TemplateComposer} c=${c} contact=${contact} onSent=${onSent} />
+    </div>`;
+  }
+  const refused = !note && preview?.refused;
   return html`<form class=${note ? "composer note" : "composer"} aria-label="Reply"
     onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
-    <div class="composer-modes" role="radiogroup" aria-label="Write">
-      <label><input type="radio" name="composer-mode" checked=${!note} onChange=${() => setNote(false)} /> Reply</label>
-      <label><input type="radio" name="composer-mode" checked=${note} onChange=${() => setNote(true)} /> Private note</label>
-    </div>
+    ${modes}
+    ${!note && preview?.subject != null &&
+    html`<div class="subject-field">
+      <label for="composer-subject">Subject</label>
+      <input id="composer-subject" type="text" maxlength="998" aria-describedby="composer-thread" value=${subject ?? preview.subject}
+        onInput=${(/** @type {any} */ e) => setSubject(e.currentTarget.value)} />
+      <span id="composer-thread" class="hint">${preview.threaded ? "Sent in the contact's email thread." : "Starts a new email thread."}</span>
+    </div>`}
     <label for="composer-text" class="visually-hidden">${note ? "Private note" : "Reply"}</label>
-    <textarea id="composer-text" ref=${box} rows="3" value=${text} aria-invalid=${error ? "true" : undefined} aria-describedby="composer-hint composer-error"
+    <textarea id="composer-text" ref=${box} rows="3" value=${text} aria-invalid=${error || refused ? "true" : undefined} aria-describedby="composer-hint composer-facts composer-error"
       placeholder=${note ? "Only your team sees notes. @name@example.com mentions a member." : `Reply by ${humanize(c.channel)}… (/ for canned responses)`}
       aria-controls="canned-offers" aria-autocomplete="list"
       onInput=${(/** @type {any} */ e) => {
@@ -649,11 +869,165 @@ function Composer({ c, contact, others, onSent }) {
         )}
       </ul>`}
     </div>
-    <p id="composer-error" class="error" role=${error ? "alert" : undefined}>${error}</p>
+    ${!note && html`<${ChannelFacts} preview=${preview} />`}
+    ${!note &&
+    html`<div class="attachments-field">
+      <label class="file-button"
+        >Attach files
+        <input type="file" multiple onChange=${(/** @type {any} */ e) => {
+          setFiles([...files, ...Array.from(/** @type {FileList} */ (e.currentTarget.files))].slice(0, 10));
+          e.currentTarget.value = "";
+        }} /></label
+      >
+      ${files.length > 0 &&
+      html`<ul class="chosen-files" aria-label="Files to send">
+        ${files.map(
+          (f, i) => html`<li>
+            ${f.name} <span class="muted">${Math.ceil(f.size / 1024)} KB</span>
+            <button type="button" class="subtle" onClick=${() => setFiles(files.filter((_, j) => j !== i))}>Remove ${f.name}</button>
+          </li>`,
+        )}
+      </ul>`}
+    </div>`}
+    <p id="composer-error" class="error" role=${error || refused ? "alert" : undefined}>${error || (refused ? `Too long for this channel: ${refused}.` : "")}</p>
     ${rival && warned && html`<p class="notice warn" role="alert">${rival.email} is typing a reply too. Send yours anyway?</p>`}
     <div class="composer-actions">
       <span id="composer-hint" class="muted">${note ? "Never sent to the contact." : c.handler === "agent" ? "The agent answers this conversation; your reply is sent as you." : ""}</span>
-      <button type="submit" class="primary" disabled=${busy}>${note ? "Add note" : rival && warned ? "Send anyway" : "Send"}</button>
+      <button type="submit" class="primary" disabled=${busy || Boolean(refused)}>${note ? "Add note" : rival && warned ? "Send anyway" : "Send"}</button>
+    </div>
+  </form>`;
+}
+
+/** A file as `POST /messages` takes it (base64). @param {File} f */
+async function asAttachment(f) {
+  const bytes = new Uint8Array(await f.arrayBuffer());
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return { filename: f.name, content_type: f.type || "application/octet-stream", data: btoa(binary) };
+}
+
+/** What the channel makes of the reply: segments, the window, how it renders. @param {{preview: ReplyPreview | null}} p */
+function ChannelFacts({ preview }) {
+  if (!preview) return html`<p id="composer-facts" class="composer-facts"></p>`;
+  const seg = preview.segments;
+  return html`<div id="composer-facts" class="composer-facts">
+    ${seg &&
+    seg.count > 0 &&
+    html`<p>
+      ${seg.count} SMS segment${seg.count === 1 ? "" : "s"} · ${seg.encoding}${seg.encoding === "UCS-2"
+        ? " (an emoji or a character outside GSM-7: 70 characters per segment, 67 once split)"
+        : ""}
+    </p>`}
+    ${preview.free_text_until && html`<p>WhatsApp allows free text until <${When} value=${preview.free_text_until} />; after that, templates only.</p>`}
+    ${preview.html != null &&
+    preview.html.trim() !== "" &&
+    html`<details class="rendered-preview">
+      <summary>Preview as ${humanize(preview.channel)} shows it</summary>
+      <${SafeHtml} html=${preview.html} />
+    </details>`}
+  </div>`;
+}
+
+/** Elements (and the one attribute) a rendered preview may keep. */
+const KEPT = new Set(["B", "STRONG", "I", "EM", "S", "DEL", "CODE", "PRE", "A", "BLOCKQUOTE", "P", "BR", "UL", "OL", "LI", "H1", "H2", "H3", "H4", "H5", "H6"]);
+
+/**
+ * The channel's rendering of the markup, rebuilt node by node from what
+ * the server made of it: only formatting elements, links only to web,
+ * mail and phone addresses; anything else becomes its text. Never HTML
+ * put into the page as it came.
+ * @param {{html: string}} p
+ */
+function SafeHtml({ html: source }) {
+  const root = useRef(/** @type {HTMLDivElement | null} */ (null));
+  useEffect(() => {
+    const parsed = new DOMParser().parseFromString(source, "text/html");
+    /** @param {Node} from @param {Node} to */
+    const copy = (from, to) => {
+      for (const n of Array.from(from.childNodes)) {
+        if (n.nodeType === Node.TEXT_NODE) to.appendChild(document.createTextNode(n.textContent ?? ""));
+        else if (n instanceof Element && KEPT.has(n.tagName)) {
+          const el = document.createElement(n.tagName.toLowerCase());
+          const href = n.getAttribute("href") ?? "";
+          if (n.tagName === "A" && /^(https?:|mailto:|tel:)/i.test(href)) {
+            el.setAttribute("href", href);
+            el.setAttribute("rel", "noopener noreferrer");
+            el.setAttribute("target", "_blank");
+          }
+          copy(n, el);
+          to.appendChild(el);
+        } else copy(n, to);
+      }
+    };
+    const out = document.createDocumentFragment();
+    copy(parsed.body, out);
+    root.current?.replaceChildren(out);
+  }, [source]);
+  return html`<div class="rendered" ref=${root}></div>`;
+}
+
+/**
+ * WhatsApp outside its 24-hour window: pick an approved template, fill its
+ * placeholders, see the message, send it.
+ * @param {{c: Conversation, contact: Contact | null | undefined, onSent: () => void}} p
+ */
+function TemplateComposer({ c, contact, onSent }) {
+  const templates = useResource((signal) => api("GET", `/api/v1/channels/${c.channel_id}/templates`, { query: { limit: 200 }, signal }), [c.channel_id]);
+  const [chosen, setChosen] = useState("");
+  const [values, setValues] = useState(/** @type {Record<string, string>} */ ({}));
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  /** @type {ApprovedTemplate[]} */
+  const items = templates.data?.items ?? [];
+  const t = items.find((x) => x.content_sid === chosen);
+  const keys = t ? [...new Set([...t.body.matchAll(/\{\{\s*(\w+)\s*\}\}/g)].map((m) => m[1]))] : [];
+  const filled = t ? t.body.replace(/\{\{\s*(\w+)\s*\}\}/g, (_, k) => values[k] || `{{${k}}}`) : "";
+  const missing = keys.filter((k) => !values[k]?.trim());
+  const send = async () => {
+    if (!t) return setError("Choose a template first.");
+    if (missing.length) return setError(`Fill in ${missing.map((k) => `{{${k}}}`).join(", ")}.`);
+    setBusy(true);
+    setError("");
+    try {
+      const variables = Object.fromEntries(keys.map((k) => [k, values[k]]));
+      await api("POST", "/api/v1/messages", {
+        body: { conversation_id: c.id, text: filled, template: { content_sid: t.content_sid, variables } },
+      });
+      setChosen("");
+      setValues({});
+      onSent();
+    } catch (e) {
+      setError(e instanceof ApiError ? (Object.values(e.fields())[0] ?? e.message) : String(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<form class="template-composer" aria-label="Send a template" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
+    <p class="notice warn">
+      ${contact?.display_name ?? "The contact"} has not written in the last 24 hours: WhatsApp allows only an approved template until they do.
+    </p>
+    ${templates.error && html`<${LoadError} error=${templates.error} retry=${templates.reload} />`}
+    ${templates.data && !items.length && html`<p class="muted">This WhatsApp sender has no approved templates. Create them in Twilio's Content Template Builder and submit them to WhatsApp.</p>`}
+    ${items.length > 0 &&
+    html`<label
+        >Template
+        <select value=${chosen} onChange=${(/** @type {any} */ e) => (setChosen(e.currentTarget.value), setValues({}))}>
+          <option value="">Choose an approved template</option>
+          ${items.map((x) => html`<option value=${x.content_sid}>${x.name} (${x.language})</option>`)}
+        </select></label
+      >
+      ${keys.map(
+        (k) => html`<label
+          >${`{{${k}}}`}
+          <input type="text" maxlength="1024" value=${values[k] ?? ""} placeholder=${t?.variables[k] ? `e.g. ${t.variables[k]}` : ""}
+            onInput=${(/** @type {any} */ e) => setValues({ ...values, [k]: e.currentTarget.value })} /></label
+        >`,
+      )}
+      ${t && html`<p class="template-preview" aria-label="Message preview">${filled}</p>`}`}
+    <p class="error" role=${error ? "alert" : undefined}>${error}</p>
+    <div class="composer-actions">
+      <span></span>
+      <button type="submit" class="primary" disabled=${busy || !items.length}>Send template</button>
     </div>
   </form>`;
 }
@@ -681,6 +1055,22 @@ function ContactPanel({ c, contact, dir, onChanged }) {
     }
   };
   const p = contact.data;
+  const [dialog, setDialog] = useState(/** @type {"" | "edit" | "merge"} */ (""));
+  // The contact's other conversations and their calls, newest first.
+  const others = useResource(
+    (signal) =>
+      c.contact_id ? api("GET", "/api/v1/inbox/conversations", { query: { contact_id: c.contact_id, limit: 10 }, signal }) : Promise.resolve(null),
+    [c.contact_id],
+  );
+  const calls = useResource(
+    (signal) => (c.contact_id ? api("GET", "/api/v1/calls", { query: { contact_id: c.contact_id, limit: 5 }, signal }) : Promise.resolve(null)),
+    [c.contact_id],
+  );
+  /** @type {Conversation[]} */
+  const elsewhere = (others.data?.items ?? []).filter((/** @type {Conversation} */ o) => o.id !== c.id);
+  /** @type {CallEntry[]} */
+  const theirCalls = calls.data?.items ?? [];
+  const changed = () => (contact.reload(), others.reload(), calls.reload(), onChanged());
   return html`<aside class="inbox-contact" aria-label="Contact and labels">
     <h2>Contact</h2>
     ${!c.contact_id && html`<p class="muted">No contact is linked to this conversation.</p>`}
@@ -691,8 +1081,32 @@ function ContactPanel({ c, contact, dir, onChanged }) {
         ${(p.identities ?? []).map(
           (/** @type {{channel: string, address: string}} */ i) => html`<div><dt>${humanize(i.channel)}</dt><dd>${i.address}</dd></div>`,
         )}
+        <div><dt>Tags</dt><dd>${p.tags?.length ? p.tags.join(", ") : "—"}</dd></div>
+        <div><dt>Notes</dt><dd class="notes">${p.notes ?? "—"}</dd></div>
         ${p.created_at && html`<div><dt>Since</dt><dd>${formatDate(p.created_at)}</dd></div>`}
-      </dl>`}
+      </dl>
+      <p class="actions">
+        <button type="button" onClick=${() => setDialog("edit")}>Edit contact</button>
+        <button type="button" onClick=${() => setDialog("merge")}>Merge a duplicate</button>
+      </p>
+      <h3>Other conversations</h3>
+      ${others.data && !elsewhere.length && html`<p class="muted">None.</p>`}
+      ${elsewhere.length > 0 &&
+      html`<ul class="plain">
+        ${elsewhere.map(
+          (o) => html`<li><a href=${`/inbox/${o.id}?view=all`}>${humanize(o.channel)} · ${humanize(o.status)}</a> ${o.last_message_ts && html`<${When} value=${o.last_message_ts} />`}</li>`,
+        )}
+      </ul>`}
+      <h3>Calls</h3>
+      ${calls.data && !theirCalls.length && html`<p class="muted">None.</p>`}
+      ${theirCalls.length > 0 &&
+      html`<ul class="plain">
+        ${theirCalls.map(
+          (k) => html`<li><a href=${`/calls/${encodeURIComponent(k.id)}`}>${k.direction === "outbound" ? "Call to them" : "Call from them"} · ${humanize(k.status)}</a> <${When} value=${k.created_at} /></li>`,
+        )}
+      </ul>`}
+      ${dialog === "edit" && html`<${ContactForm} contact=${p} onClose=${() => setDialog("")} onSaved=${changed} />`}
+      ${dialog === "merge" && html`<${Merge} primary=${p} onClose=${() => setDialog("")} onMerged=${changed} />`}`}
     <h2>Labels</h2>
     ${!dir.labels.length && html`<p class="muted">No labels yet. Owners and admins create them under <a href="/settings/inbox">Settings › Inbox</a>.</p>`}
     <fieldset class="label-picker">

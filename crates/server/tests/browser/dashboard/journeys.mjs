@@ -971,6 +971,12 @@ const journeys = {
     await page.getByRole("button", { name: "Give back to agent" }).click();
     await page.getByText(/Answered by agent/).waitFor();
     await axe(page, "inbox, given back", axeStates);
+    // The agent answers the next message; why it said it folds under its reply.
+    await inbound(base, config.inbox.channel_id, config.inbox.secret, { from: "lia-1", text: "And the invoice?", external_id: "inbox-4" });
+    const why = thread.getByText(/^How the agent answered: \d+ tool calls?, \d+ passages? read/).first();
+    await why.waitFor({ timeout: 15000 });
+    await why.click();
+    await thread.getByRole("link", { name: /^Run #\d+$/ }).first().waitFor();
     // Keyboard: r goes to the reply box; e resolves.
     await page.getByRole("heading", { name: "Lia Moreau", level: 2 }).click();
     await page.keyboard.press("r");
@@ -978,6 +984,16 @@ const journeys = {
     await page.getByRole("heading", { name: "Lia Moreau", level: 2 }).click();
     await page.keyboard.press("e");
     await page.getByRole("button", { name: "Reopen" }).waitFor();
+
+    // Many at once: tick two, resolve them in one go; they leave the open list.
+    await page.goto("/inbox?view=all");
+    for (const name of ["Ola Berg", "Pia Lund"]) await list.getByRole("checkbox", { name: `Select ${name}` }).check();
+    const bulk = page.getByRole("group", { name: "Selected conversations" });
+    await bulk.getByText("2 selected").waitFor();
+    await axe(page, "inbox, two selected", axeStates);
+    await bulk.getByRole("button", { name: "Resolve" }).click();
+    await page.getByRole("status").filter({ hasText: "2 conversations resolved." }).waitFor();
+    for (const name of ["Ola Berg", "Pia Lund"]) await list.getByRole("link", { name: new RegExp(name) }).waitFor({ state: "detached" });
   },
 
   // Two members on one conversation: each sees the other viewing, then
@@ -1019,6 +1035,27 @@ const journeys = {
     await ana.getByRole("list", { name: "Notifications" }).getByRole("link", { name: /You were mentioned in a note on Noah Park/ }).click();
     await ana.getByRole("heading", { name: "Noah Park", level: 2 }).waitFor();
     check(new URL(ana.url()).pathname === `/inbox/${config.inbox.noah}`, `the notification led to ${ana.url()}`);
+  },
+
+  // An SMS conversation: the composer counts the segments as the send
+  // will (an emoji makes it UCS-2); the reply goes out on the channel.
+  async "inbox-sms"(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.goto(`/inbox/${config.inbox.sms}?view=all`);
+    await page.getByRole("heading", { name: "Sam Ortiz", level: 2 }).waitFor();
+    await page.getByRole("button", { name: "Accept handoff" }).click();
+    await page.getByText("Handled by You").waitFor();
+    const box = page.getByRole("textbox", { name: "Reply" });
+    await box.fill("Hi Sam, your refund is on its way.");
+    await page.getByText("1 SMS segment · GSM-7").waitFor();
+    const reply = "Hi Sam, your refund of $25 is on its way and should reach your card within three days 🙂";
+    await box.fill(reply);
+    await page.getByText(/^2 SMS segments · UCS-2/).waitFor();
+    await axe(page, "inbox, sms reply", axeStates);
+    await page.screenshot({ path: `${screenshots}/inbox-sms.png` });
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByRole("list", { name: "Messages and notes" }).getByText(reply).waitFor();
+    check((await box.inputValue()) === "", "the reply box was not emptied after sending");
   },
 
   // Everything by keyboard: sign in, skip to content, open a dialog, close
