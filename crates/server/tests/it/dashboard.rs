@@ -200,7 +200,7 @@ both_backends! {
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
             "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
-            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply"] {
+            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply", "snooze"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The inbox's reply reached the channel; its private note never did.

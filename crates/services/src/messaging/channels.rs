@@ -787,8 +787,8 @@ pub async fn templates(svc: &Services, scope: Scope, id: ChannelId) -> ServiceRe
         ServiceError::Conflict(format!("Channel {id} is {}: only WhatsApp channels have templates", row.kind.as_str()))
     })?;
     kind.templates(Asking::new(svc, &row)?.check())
-    .await
-    .map_err(|e| ServiceError::BadGateway(format!("The provider did not list channel {id}'s templates: {e}")))
+        .await
+        .map_err(|e| ServiceError::BadGateway(format!("The provider did not list channel {id}'s templates: {e}")))
 }
 
 /// What a request to a channel's provider needs, owned: its settings with

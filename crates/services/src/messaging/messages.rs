@@ -808,7 +808,8 @@ pub async fn preview(
 ) -> ServiceResult<ReplyPreview> {
     let id = id.get();
     let mut c = svc.db.read().await?;
-    let conversation = repo::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
+    let conversation =
+        repo::get(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Conversation", id))?;
     let channel = channel_of(&mut c, scope, &conversation).await?;
     let kind = connector(channel.kind).ok_or_else(|| {
         ServiceError::Conflict(format!("Channel {} is of a type this version cannot send on", channel.id))

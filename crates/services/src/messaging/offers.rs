@@ -133,7 +133,8 @@ async fn reoffer(svc: &Services, scope: Scope, id: i64) -> ServiceResult<Outcome
     let Some(h) = repo::get(&mut work, scope, id).await?.filter(|h| h.status == HandoffStatus::Requested) else {
         return Ok(Outcome::Done);
     };
-    let title = conversation_repo::get(&mut work, scope, h.conversation_id).await?.map(|c| c.item.title).unwrap_or_default();
+    let title =
+        conversation_repo::get(&mut work, scope, h.conversation_id).await?.map(|c| c.item.title).unwrap_or_default();
     offer(&mut work, scope, &h, &title).await?;
     svc.commit(work).await?;
     Ok(Outcome::Later(Timestamp::now().plus_duration(every)))

@@ -131,7 +131,13 @@ pub async fn open_for_many(c: &mut impl AsHandle, scope: Scope, conversation_ids
 /// Records that requested handoff `id` was offered (again) at `at`, to
 /// `user_id`, or to every member when none is available (`None`). False
 /// when it is no longer requested.
-pub async fn offered(c: &mut impl AsHandle, scope: Scope, id: i64, user_id: Option<i64>, at: Timestamp) -> StoreResult<bool> {
+pub async fn offered(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    user_id: Option<i64>,
+    at: Timestamp,
+) -> StoreResult<bool> {
     let n = execute!(
         c,
         sqlx::query(

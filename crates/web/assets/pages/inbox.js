@@ -10,7 +10,7 @@ import { useLiveReload, useResource } from "../lib/data.js";
 import { current } from "../lib/session.js";
 import { navigate, setQuery, useLocation } from "../lib/router.js";
 import { formatDate, humanize } from "../lib/format.js";
-import { EmptyState, LoadError, NotHere, Skeleton, When } from "../components/ui.js";
+import { ConfirmDialog, Dialog, EmptyState, Field, LoadError, NotHere, Skeleton, When } from "../components/ui.js";
 import { typing, useOthersOn, viewing } from "../lib/presence.js";
 import { ContactForm, Merge } from "./contacts.js";
 
@@ -37,6 +37,7 @@ import { ContactForm, Merge } from "./contacts.js";
  * @property {number | null} [contact_id]
  * @property {number | null} [assignee_user_id]
  * @property {string | null} [waiting_since]
+ * @property {string | null} [snoozed_until]
  * @property {string | null} [last_message_ts]
  * @property {string | null} [last_message_preview]
  * @property {number} unread_count
@@ -494,6 +495,7 @@ function Thread({ id, dir, onChanged }) {
       heading.current?.focus({ preventScroll: true });
     }
   }, [id, loaded]);
+  const [dialog, setDialog] = useState(/** @type {"" | "snooze" | "close"} */ (""));
   const accept = () => run(() => api("POST", `/api/v1/handoffs/${h?.id}/accept`, { body: {} }));
   const assignMe = () => run(() => api("POST", `/api/v1/conversations/${id}/assign`, { body: { user_id: me } }));
   const setStatus = (/** @type {string} */ status) => run(() => api("PATCH", `/api/v1/conversations/${id}`, { body: { status } }));
@@ -559,11 +561,35 @@ function Thread({ id, dir, onChanged }) {
           ${c.assignee_user_id !== me && h?.status !== "requested" && !closed &&
           html`<button type="button" disabled=${busy} onClick=${assignMe}>Assign to me</button>`}
           ${c.handler !== "agent" && !closed && html`<${GiveBack} c=${c} dir=${dir} busy=${busy} run=${run} />`}
-          ${c.status === "resolved" || closed
-            ? !closed && html`<button type="button" disabled=${busy} onClick=${() => setStatus("open")}>Reopen</button>`
+          ${c.status === "resolved" || c.status === "snoozed" || closed
+            ? !closed &&
+              html`<button type="button" disabled=${busy} onClick=${() => setStatus("open")}>${c.status === "snoozed" ? "Wake now" : "Reopen"}</button>`
             : html`<button type="button" disabled=${busy} onClick=${() => setStatus("resolved")}>Resolve</button>`}
+          ${!closed && c.status !== "snoozed" && html`<button type="button" disabled=${busy} onClick=${() => setDialog("snooze")}>Snooze…</button>`}
+          ${!closed && html`<button type="button" class="danger subtle" disabled=${busy} onClick=${() => setDialog("close")}>Close</button>`}
         </div>
       </header>
+      ${c.status === "snoozed" && c.snoozed_until &&
+      html`<p class="notice" role="status">Snoozed until ${formatDate(c.snoozed_until)}: it reopens then, or when the contact writes.</p>`}
+      ${dialog === "snooze" &&
+      html`<${SnoozeDialog}
+        onClose=${() => setDialog("")}
+        onSnooze=${(/** @type {string} */ until) => run(() => api("PATCH", `/api/v1/conversations/${id}`, { body: { status: "snoozed", snoozed_until: until } }))}
+      />`}
+      ${dialog === "close" &&
+      html`<${ConfirmDialog}
+        title="Close this conversation?"
+        confirm="Close conversation"
+        onClose=${() => setDialog("")}
+        onConfirm=${async () => {
+          await api("PATCH", `/api/v1/conversations/${id}`, { body: { status: "closed" } });
+          conversation.reload();
+          onChanged();
+        }}
+      >
+        A closed conversation never reopens: the contact's next message starts a new one. To set it aside for now, resolve or
+        snooze it instead.
+      <//>`}
       ${h?.status === "requested" &&
       html`<p class="notice warn" role="status">
         Waiting for a person since <${When} value=${h.created_at} />: ${h.reason}${h.note ? ` (${h.note})` : ""}.
@@ -677,6 +703,64 @@ function MessageText({ text }) {
   if (at <= 0) return html`<p class="text">${text}</p>`;
   return html`<p class="text">${lines.slice(0, at).join("\n")}</p>
     <details class="quoted"><summary>Quoted text</summary><p class="text">${lines.slice(at).join("\n")}</p></details>`;
+}
+
+/**
+ * When a snoozed conversation comes back: in an hour, tomorrow morning,
+ * next Monday morning, or a time the member picks (their own clock).
+ * @param {{onClose: () => void, onSnooze: (until: string) => void}} p
+ */
+function SnoozeDialog({ onClose, onSnooze }) {
+  const at = (/** @type {number} */ days, /** @type {number} */ hour) => {
+    const d = new Date();
+    d.setDate(d.getDate() + days);
+    d.setHours(hour, 0, 0, 0);
+    return d;
+  };
+  const monday = (8 - new Date().getDay()) % 7 || 7;
+  const choices = [
+    ["hour", "In an hour", new Date(Date.now() + 3600_000)],
+    ["tomorrow", "Tomorrow at 9:00", at(1, 9)],
+    ["monday", "Next Monday at 9:00", at(monday, 9)],
+  ];
+  const [choice, setChoice] = useState("hour");
+  const [custom, setCustom] = useState("");
+  const [error, setError] = useState("");
+  const submit = () => {
+    const picked = choice === "custom" ? (custom ? new Date(custom) : null) : /** @type {Date} */ (choices.find((c) => c[0] === choice)?.[2]);
+    if (!picked || Number.isNaN(picked.getTime())) return setError("Pick a date and time.");
+    if (picked.getTime() <= Date.now()) return setError("Pick a time in the future.");
+    onClose();
+    onSnooze(picked.toISOString());
+  };
+  return html`<${Dialog} title="Snooze until" onClose=${onClose}>
+    <form novalidate onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), submit())}>
+      <div class="dialog-body">
+        <fieldset class="choices">
+          <legend class="visually-hidden">When it comes back</legend>
+          ${choices.map(
+            ([key, label, when]) => html`<label class="check">
+              <input type="radio" name="snooze" checked=${choice === key} onChange=${() => setChoice(/** @type {string} */ (key))} />
+              <span>${label}<span class="hint">${formatDate(/** @type {Date} */ (when).toISOString())}</span></span>
+            </label>`,
+          )}
+          <label class="check">
+            <input type="radio" name="snooze" checked=${choice === "custom"} onChange=${() => setChoice("custom")} />
+            <span>At a time I pick</span>
+          </label>
+        </fieldset>
+        ${choice === "custom" &&
+        html`<${Field} label="Date and time" error=${error}>
+          ${(/** @type {any} */ a) => html`<input ...${a} type="datetime-local" value=${custom} onInput=${(/** @type {any} */ e) => setCustom(e.currentTarget.value)} />`}
+        <//>`}
+        ${error && choice !== "custom" && html`<p class="error" role="alert">${error}</p>`}
+      </div>
+      <footer>
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="primary">Snooze</button>
+      </footer>
+    </form>
+  <//>`;
 }
 
 /** @param {{c: Conversation, dir: Directory, busy: boolean, run: (act: () => Promise<unknown>) => void}} p */

@@ -1056,6 +1056,19 @@ const journeys = {
     await page.getByRole("button", { name: "Send" }).click();
     await page.getByRole("list", { name: "Messages and notes" }).getByText(reply).waitFor();
     check((await box.inputValue()) === "", "the reply box was not emptied after sending");
+    // Snooze it until tomorrow morning, wake it, then close it for good.
+    await page.getByRole("button", { name: "Snooze…" }).click();
+    const snooze = page.getByRole("dialog", { name: "Snooze until" });
+    await snooze.getByRole("radio", { name: /^Tomorrow at 9:00/ }).check();
+    await axe(page, "snooze", axeStates);
+    await snooze.getByRole("button", { name: "Snooze" }).click();
+    await page.getByRole("status").filter({ hasText: /^Snoozed until/ }).waitFor();
+    await page.getByRole("button", { name: "Wake now" }).click();
+    await page.getByRole("button", { name: "Resolve" }).waitFor();
+    await page.getByRole("button", { name: "Close", exact: true }).click();
+    await page.getByRole("dialog", { name: "Close this conversation?" }).getByRole("button", { name: "Close conversation" }).click();
+    await page.getByText("Sms · Closed").waitFor();
+    check(!(await page.getByRole("textbox", { name: "Reply" }).count()), "a closed conversation still offers a reply");
   },
 
   // Everything by keyboard: sign in, skip to content, open a dialog, close
