@@ -76,6 +76,14 @@ pub fn unique_ids(max: usize) -> Array {
         .build()
 }
 
+/// 1–100 positive ids, a repeat allowed (a bulk change's conversations).
+pub fn bulk_ids() -> Array {
+    let mut ids = unique_ids(100);
+    ids.unique_items = false;
+    ids.min_items = Some(1);
+    ids
+}
+
 /// `unique_ids(50)`, for `schema_with`.
 pub fn unique_ids_50() -> Array {
     unique_ids(50)

@@ -102,7 +102,7 @@ async fn inbox_summary(auth: Auth, State(s): State<AppState>) -> Result<Json<Inb
     responses(
         (status = 200, body = BulkUpdated),
         (status = 409, body = ErrorBody, description = "A conversation is closed"),
-        (status = 422, body = ValidationErrorBody, description = "No change given, an unknown conversation or member, or `snoozed_until` missing"),
+        (status = 422, body = ValidationErrorBody, description = "An unknown conversation or member, or `snoozed_until` missing"),
     )
 )]
 async fn bulk_update(

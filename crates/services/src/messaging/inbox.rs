@@ -136,13 +136,14 @@ pub async fn summary(svc: &Services, scope: Scope, user_id: Option<i64>) -> Serv
 /// The most conversations one bulk change takes (the inbox's page is 50).
 pub const BULK_MAX: usize = 100;
 
-/// `POST /api/v1/conversations/bulk`: one change to many conversations.
+/// `POST /api/v1/conversations/bulk`: one change to many conversations
+/// (neither field: none, as `PATCH` with an empty body).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"conversation_ids": [1], "status": "resolved"}))]
 pub struct BulkUpdate {
     /// 1–100 conversations of this workspace and mode (a repeat counts once).
-    #[schema(min_items = 1, max_items = 100, inline)]
+    #[schema(schema_with = parley_domain::schema::bulk_ids)]
     pub conversation_ids: Vec<i64>,
     /// The status each gets, under `PATCH /conversations/{id}`'s rules.
     #[schema(nullable = false)]
@@ -160,14 +161,6 @@ pub fn parse_bulk(body: Value) -> Parsed<BulkUpdate> {
         let ids = r.required("conversation_ids", list_of(BULK_MAX, |v, l| integer(1, i64::MAX)(v, l)));
         if ids.as_ref().is_some_and(Vec::is_empty) {
             r.push_error(FieldError::list_too_short(loc(&["body", "conversation_ids"]), 1));
-        }
-        // Look before reading: reading takes the field.
-        if !r.contains("status") && !r.contains("assignee_user_id") {
-            r.push_error(FieldError::new(
-                loc(&["body"]),
-                "value_error.bulk.empty",
-                "give a status, an assignee_user_id, or both",
-            ));
         }
         let status = r.optional("status", enum_value::<ConversationStatus>());
         let snoozed_until = r.optional("snoozed_until", timestamp());
