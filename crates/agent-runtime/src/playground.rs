@@ -137,7 +137,7 @@ pub async fn chat(
     let started = Instant::now();
     let (agent, context) = context::for_playground(svc, scope, agent_id, request.conversation_id).await?;
     let agent_id = agent_id.get();
-    let context::AnswerContext { conversation, history, contact, workspace_name, blocks } = context;
+    let context::AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes } = context;
     if agent.status == AgentStatus::Archived {
         return Err(ServiceError::Conflict(format!("Agent {agent_id} is archived; restore it to try it")));
     }
@@ -175,7 +175,7 @@ pub async fn chat(
     let knowledge =
         parley_services::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, question.as_deref()).await?;
     let mut messages = Vec::new();
-    let system = prompt::with_passages(system.prompt, &knowledge.passages);
+    let system = prompt::with_team_notes(prompt::with_passages(system.prompt, &knowledge.passages), &team_notes);
     if !system.is_empty() {
         messages.push(ChatMessage::System(system));
     }

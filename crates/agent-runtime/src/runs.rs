@@ -135,7 +135,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let Some((run, agent, context)) = context::for_run(svc, scope, &due).await? else {
         return Ok(Outcome::Fail("the run or its conversation is gone".into()));
     };
-    let context::AnswerContext { conversation, history, contact, workspace_name, blocks } = context;
+    let context::AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes } = context;
     let Some(conversation) = conversation else { return Ok(Outcome::Fail("the run's conversation is gone".into())) };
     if !matches!(run.status, RunStatus::Queued | RunStatus::Running) {
         // Recorded by an earlier holder that died before completing the job.
@@ -180,7 +180,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let question = history.iter().rev().find(|m| m.direction == Direction::Inbound).map(|m| m.text.as_str());
     let knowledge = parley_services::knowledge::retrieve(svc, scope, &agent.knowledge_collection_ids, question).await?;
     let mut messages = Vec::new();
-    let system = prompt::with_passages(system.prompt, &knowledge.passages);
+    let system = prompt::with_team_notes(prompt::with_passages(system.prompt, &knowledge.passages), &team_notes);
     if !system.is_empty() {
         messages.push(ChatMessage::System(system));
     }

@@ -81,7 +81,7 @@ pub struct Handoff {
 }
 
 /// A private note on a conversation, for the team: never sent on a
-/// channel, never given to an agent.
+/// channel, and given to an agent only when shared with it (`for_agent`).
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Note {
     pub id: i64,
@@ -91,6 +91,9 @@ pub struct Note {
     pub text: String,
     /// The members it @mentions (user ids), in the order first mentioned.
     pub mentions: Vec<i64>,
+    /// Shared with the conversation's agent: its answers read it as the
+    /// team's guidance. Other notes no agent reads.
+    pub for_agent: bool,
     pub created_at: Timestamp,
 }
 

@@ -304,6 +304,40 @@ both_backends! {
 }
 
 both_backends! {
+    async fn a_note_reaches_the_agent_only_when_shared_with_it(backend) {
+        let engine = ScriptedEngine::start(vec![Say::Text("Hello! How can I help?"), Say::Text("Here is 10% off: SAVE10.")]).await;
+        let app = app_with(backend, &engine).await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "text_engine": "openai", "system_prompt": "You are Ava."})).await;
+        let c = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "n-1"})).await.body["conversation_id"].as_i64().unwrap();
+        replies(&app, &ws.live, c, Duration::from_millis(100)).await;
+
+        // One note for the team only, one shared with the agent.
+        let private = app.post(&ws.live, &format!("/api/v1/conversations/{c}/notes"), json!({"text": "He was rude last time."})).await;
+        assert_eq!((private.status, private.body["for_agent"].clone()), (201, json!(false)), "{}", private.text);
+        let shared = app.post(&ws.live, &format!("/api/v1/conversations/{c}/notes"), json!({"text": "Offer code SAVE10 if he asks for a discount.", "for_agent": true})).await;
+        assert_eq!((shared.status, shared.body["for_agent"].clone()), (201, json!(true)), "{}", shared.text);
+        let r = app.post(&ws.live, &format!("/api/v1/conversations/{c}/notes"), json!({"text": "x", "for_agent": "yes"})).await;
+        assert_eq!((r.status, r.faults()), (422, vec![(r#"["body","for_agent"]"#.to_owned(), "type_error.bool".to_owned())]), "{}", r.text);
+
+        inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Any discount?", "external_id": "n-2"})).await;
+        eventually("the agent answered again", || async { (engine.requests().len() >= 2).then_some(()) }).await;
+        let requests = engine.requests();
+        let system = |n: usize| by_role(&requests[n], "system").iter().map(|m| m["content"].as_str().unwrap().to_owned()).collect::<String>();
+        assert!(!system(0).contains("SAVE10"), "a note reached the agent before it was written: {}", system(0));
+        assert!(system(1).contains("Notes from your team") && system(1).contains("Offer code SAVE10"), "the shared note did not reach the agent: {}", system(1));
+        for request in &requests {
+            assert!(!request.to_string().contains("rude last time"), "a private note reached the agent: {request}");
+        }
+        // Neither is ever a message on the channel.
+        let sent: Vec<String> = rx.received().iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+        assert!(sent.iter().all(|b| !b.contains("SAVE10 if he asks") && !b.contains("rude")), "{sent:?}");
+    }
+}
+
+both_backends! {
 async fn http_tools_on_private_addresses_are_refused_unless_allowed(backend) {
     let app = TestApp::spawn_with(backend, |s| {
         s.webhooks.allow_private_targets = false;

@@ -6,18 +6,21 @@
 use parley_domain::Scope;
 use parley_domain::agent::{Agent, AgentRun};
 use parley_domain::contact::Contact;
-use parley_domain::conversation::{Conversation, Message};
+use parley_domain::conversation::{Conversation, Message, Note};
 use parley_domain::ids::AgentId;
 use parley_domain::prompt::PromptBlock;
 use parley_domain::validation::{FieldError, loc};
 use parley_store::Conn;
-use parley_store::repo::{agent_runs, agents, contacts, conversations, prompt_blocks, workspaces};
+use parley_store::repo::{agent_runs, agents, contacts, conversations, notes, prompt_blocks, workspaces};
 
 use super::runs::RunJob;
 use crate::{ServiceError, ServiceResult, Services};
 
 /// Messages of memory read (the prompt keeps what fits its token budget).
 const HISTORY: i64 = 100;
+
+/// The most shared notes an answer reads (the latest).
+const TEAM_NOTES: i64 = 20;
 
 /// What an answer is built from.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +32,8 @@ pub struct AnswerContext {
     pub workspace_name: String,
     /// The agent's prompt blocks, in its order.
     pub blocks: Vec<PromptBlock>,
+    /// The notes members shared with the agent (the latest, oldest first).
+    pub team_notes: Vec<Note>,
 }
 
 /// A queued run, its agent (if it still exists) and what it answers from;
@@ -91,5 +96,9 @@ async fn read(
         Some(agent) => prompt_blocks::get_many(c, scope, &agent.prompt_block_ids).await?,
         None => Vec::new(),
     };
-    Ok(AnswerContext { conversation, history, contact, workspace_name, blocks })
+    let team_notes = match &conversation {
+        Some(conversation) => notes::for_agent(c, scope, conversation.item.id, TEAM_NOTES).await?,
+        None => Vec::new(),
+    };
+    Ok(AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes })
 }

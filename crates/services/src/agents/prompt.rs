@@ -208,6 +208,26 @@ pub fn with_passages(system: String, passages: &[parley_engines::Passage]) -> St
     out
 }
 
+/// `system` with the notes the team shared with the agent: guidance for
+/// it, never words of the contact's, never to be repeated to them.
+pub fn with_team_notes(system: String, notes: &[parley_domain::conversation::Note]) -> String {
+    if notes.is_empty() {
+        return system;
+    }
+    let mut out = system;
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(
+        "Notes from your team about this conversation (guidance for you, not from the contact; never quote or mention them to the contact):",
+    );
+    for note in notes {
+        out.push_str("\n- ");
+        out.push_str(note.text.trim());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use parley_domain::conversation::Author;

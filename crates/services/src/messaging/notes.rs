@@ -1,15 +1,16 @@
 //! Private notes on a conversation: what members write for each other
 //! beside the thread. A note is its own resource, never a message: no
-//! channel sends it and no agent's prompt includes it (the runtime reads
-//! messages only). `@ana@example.com` in the text mentions that member;
-//! the `note.created` event names them, for whoever notifies.
+//! channel sends it, and no agent's prompt includes it unless a member
+//! shares it with the agent (`for_agent`: guidance its next answers read).
+//! `@ana@example.com` in the text mentions that member; the `note.created`
+//! event names them, for whoever notifies.
 
 use parley_domain::Scope;
 use parley_domain::conversation::Note;
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
 use parley_domain::user::NotificationKind;
-use parley_domain::validation::{Page, Parsed, loc, parse_object, string};
+use parley_domain::validation::{Page, Parsed, boolean, loc, parse_object, string};
 use parley_store::Tx;
 use parley_store::repo::{conversations as conversation_repo, events, notes as repo, users};
 use serde::Deserialize;
@@ -31,10 +32,18 @@ pub struct CreateNote {
     /// address mentions them.
     #[schema(min_length = 1, max_length = 10000)]
     pub text: String,
+    /// Share it with the conversation's agent (default false): its answers
+    /// then read it as the team's guidance, never quoting it to the contact.
+    #[serde(default)]
+    pub for_agent: bool,
 }
 
 pub fn parse_create(body: Value) -> Parsed<CreateNote> {
-    parse_object(body, loc(&["body"]), |r| Some(CreateNote { text: r.required("text", string(1, MAX_TEXT))? }))
+    parse_object(body, loc(&["body"]), |r| {
+        let text = r.required("text", string(1, MAX_TEXT));
+        let for_agent = r.optional("for_agent", boolean()).unwrap_or(false);
+        Some(CreateNote { text: text?, for_agent })
+    })
 }
 
 /// The email addresses `text` @mentions, lowercased, in order, each once:
@@ -79,7 +88,7 @@ pub async fn create(
             .filter_map(|a| members.iter().find(|m| m.email.eq_ignore_ascii_case(a)).map(|m| m.user_id))
             .collect()
     };
-    let note = repo::insert(tx, scope, conversation.item.id, author, &input.text, &mentions).await?;
+    let note = repo::insert(tx, scope, conversation.item.id, author, &input.text, &mentions, input.for_agent).await?;
     if !mentions.is_empty() {
         let what = notifications::about(&conversation.item.title, id);
         let excerpt: String = input.text.chars().take(80).collect();
