@@ -106,7 +106,7 @@ export function refresh() {
         if (!r.ok) return null;
         return /** @type {Tokens} */ (await r.json());
       };
-      const tokens = navigator.locks ? await navigator.locks.request("parley-refresh", run) : await run();
+      const tokens = await oneTabAtATime(run);
       if (!tokens) {
         end(state.status === "signed-in" ? "Your session ended. Sign in again to continue." : null);
         return false;
@@ -126,6 +126,32 @@ export function refresh() {
 onUnauthorized(refresh);
 
 const REFRESH_TIMEOUT_MS = 15000;
+/** How long a refresh waits for another tab's to finish before going on alone. */
+const LOCK_WAIT_MS = 5000;
+
+/**
+ * Runs `refresh` holding the tabs' refresh lock, so that two tabs never
+ * spend one refresh cookie at once. A lock held longer than a refresh can
+ * take belongs to a page that is gone or frozen (a blank page stuck at
+ * "loading" in the journeys, now and then): after LOCK_WAIT_MS this tab
+ * goes on without it rather than wait forever.
+ * @template T
+ * @param {() => Promise<T>} refresh
+ * @returns {Promise<T>}
+ */
+async function oneTabAtATime(refresh) {
+  if (!navigator.locks) return refresh();
+  let started = false;
+  try {
+    return await navigator.locks.request("parley-refresh", { signal: AbortSignal.timeout(LOCK_WAIT_MS) }, () => {
+      started = true;
+      return refresh();
+    });
+  } catch (e) {
+    if (started) throw e;
+    return refresh();
+  }
+}
 
 /**
  * Restores the session on page load (the cookie survives a reload). An

@@ -7,6 +7,7 @@
 import { html, useEffect, useRef, useState } from "../lib/html.js";
 import { api, ApiError } from "../lib/api.js";
 import { useLiveReload, useResource } from "../lib/data.js";
+import { onLive } from "../lib/live.js";
 import { current } from "../lib/session.js";
 import { navigate, setQuery, useLocation } from "../lib/router.js";
 import { formatDate, humanize } from "../lib/format.js";
@@ -55,6 +56,7 @@ import { ContactForm, Merge } from "./contacts.js";
 /**
  * @typedef {object} Message
  * @property {number} id
+ * @property {number} conversation_id
  * @property {"inbound" | "outbound"} direction
  * @property {{type: "contact" | "agent" | "user" | "system", id?: number | null}} author
  * @property {string} text
@@ -65,7 +67,7 @@ import { ContactForm, Merge } from "./contacts.js";
  * @property {{encoding: string, count: number} | null} [segments]
  * @property {{subject: string} | null} [email]
  */
-/** @typedef {{id: number, author_user_id: number | null, text: string, mentions: number[], created_at: string}} Note */
+/** @typedef {{id: number, author_user_id: number | null, text: string, mentions: number[], for_agent: boolean, created_at: string}} Note */
 /** @typedef {{user_id: number, email: string, role: string}} Member */
 /** @typedef {{id: number, name: string, status: string}} AgentRef */
 /** @typedef {{id: number, name: string, color: string}} Label */
@@ -448,6 +450,24 @@ function Thread({ id, dir, onChanged }) {
   useLiveReload(conversation.reload, mine);
   useLiveReload(handoff.reload, mine);
   useLiveReload(messages.reload, mine);
+  // Messages as the stream tells of them, before the next reload brings
+  // them (at most once a second): a new one shows at once, a delivery
+  // status moves at once.
+  const [fresh, setFresh] = useState(/** @type {Map<number, Message>} */ (new Map()));
+  useEffect(
+    () =>
+      onLive((e) => {
+        const m = /** @type {Message | undefined} */ (e.data?.data);
+        if (!e.event.startsWith("message.") || !m || m.conversation_id !== id || typeof m.id !== "number") return;
+        setFresh((was) => new Map(was).set(m.id, m));
+      }),
+    [id],
+  );
+  // What a reload brought is no longer news.
+  useEffect(() => {
+    const loaded = new Set((messages.data?.items ?? []).map((/** @type {Message} */ m) => m.id));
+    setFresh((was) => (was.size ? new Map([...was].filter(([mid]) => !loaded.has(mid))) : was));
+  }, [messages.data]);
   useLiveReload(notes.reload, mine);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -522,7 +542,8 @@ function Thread({ id, dir, onChanged }) {
   if (!c) return html`<section class="inbox-thread" aria-label="Conversation"><${Skeleton} rows=${5} /></section>`;
 
   /** @type {Message[]} */
-  const thread = [...(messages.data?.items ?? [])].reverse();
+  const thread = [...(messages.data?.items ?? [])].reverse().map((m) => fresh.get(m.id) ?? m);
+  for (const m of fresh.values()) if (!thread.some((t) => t.id === m.id)) thread.push(m);
   /** @type {Note[]} */
   const teamNotes = notes.data?.items ?? [];
   /** @type {Run[]} */
@@ -620,7 +641,10 @@ function Thread({ id, dir, onChanged }) {
               </li>`
             : e.n
               ? html`<li key=${e.key} class="bubble note">
-                  <p class="who">Private note · <${MemberName} id=${e.n.author_user_id} dir=${dir} /> · <${When} value=${e.n.created_at} /></p>
+                  <p class="who">
+                    Private note${e.n.for_agent ? ", shared with the agent" : ""} · <${MemberName} id=${e.n.author_user_id} dir=${dir} /> ·
+                    <${When} value=${e.n.created_at} />
+                  </p>
                   <p class="text">${e.n.text}</p>
                 </li>`
               : e.r
@@ -850,6 +874,7 @@ function Composer({ c, contact, others, onSent }) {
     return () => (clearTimeout(timer), ask.abort());
   }, [text, note, c.id]);
   const [subject, setSubject] = useState(/** @type {string | null} */ (null));
+  const [forAgent, setForAgent] = useState(false);
   const [files, setFiles] = useState(/** @type {File[]} */ ([]));
   const send = async () => {
     if (busy) return;
@@ -865,7 +890,7 @@ function Composer({ c, contact, others, onSent }) {
     setError("");
     setWarned(false);
     try {
-      if (note) await api("POST", `/api/v1/conversations/${c.id}/notes`, { body: { text } });
+      if (note) await api("POST", `/api/v1/conversations/${c.id}/notes`, { body: { text, for_agent: forAgent } });
       else {
         /** @type {Record<string, unknown>} */
         const body = { conversation_id: c.id, text };
@@ -876,6 +901,7 @@ function Composer({ c, contact, others, onSent }) {
       setText("");
       setFiles([]);
       setSubject(null);
+      setForAgent(false);
       onSent();
     } catch (e) {
       setError(e instanceof ApiError ? (Object.values(e.fields())[0] ?? e.message) : String(e));
@@ -953,6 +979,11 @@ function Composer({ c, contact, others, onSent }) {
         )}
       </ul>`}
     </div>
+    ${note &&
+    html`<label class="check share-note"
+      ><input type="checkbox" checked=${forAgent} onChange=${(/** @type {any} */ e) => setForAgent(e.currentTarget.checked)} />
+      Share with the agent: its next answers read this note as guidance (the contact never sees it)</label
+    >`}
     ${!note && html`<${ChannelFacts} preview=${preview} />`}
     ${!note &&
     html`<div class="attachments-field">
