@@ -87,7 +87,12 @@ pub async fn page(
 }
 
 /// The latest `limit` notes shared with the conversation's agent, oldest first.
-pub async fn for_agent(c: &mut impl AsHandle, scope: Scope, conversation_id: i64, limit: i64) -> StoreResult<Vec<Note>> {
+pub async fn for_agent(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    conversation_id: i64,
+    limit: i64,
+) -> StoreResult<Vec<Note>> {
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM (SELECT {COLUMNS} FROM conversation_notes
            WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3 AND for_agent
