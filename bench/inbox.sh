@@ -9,12 +9,15 @@
 # its `message.received` event. Reports p50/p99/max over all deliveries,
 # deliveries missing (must be 0) and duplicated (must be 0), the inbound
 # rate reached, and the server's resident memory per connected client
-# (measured first, with IDLE idle clients, default 400).
+# (measured first, with IDLE idle clients, default 400). One more client is
+# a dashboard in Chromium (bench/inbox_dom.mjs) with one conversation open:
+# every 25th message goes to it, timed from its 201 to its text in the DOM.
 # Target (issue 34): p50 <= 150 ms, p99 <= 500 ms at 500 inbound/s.
 #
 # Usage: bench/inbox.sh [clients] [rate] [duration]
 #        DATABASE=postgres bench/inbox.sh   on a fresh PostgreSQL database
-# Needs python3 and node.
+# Needs python3, node, Debian's chromium and playwright-core
+# (npm ci --prefix crates/server/tests/browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS="${1:-50}"
@@ -35,11 +38,14 @@ for i in $(seq 1 "$KEYS"); do
   parley key create --workspace 1 --name "Bench $i" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])' >> keys.txt
 done
 
-python3 - "$BASE" "$KEY" "$CHANNEL" "$SECRET" "$CLIENTS" "$RATE" "$DURATION" "$IDLE" "$SERVER" <<'PY'
+# The member whose dashboard Chromium opens.
+printf 'bench-password-1234\n' | parley user create --email bench@example.com --password-stdin --workspace 1 --role owner >/dev/null
+
+python3 - "$BASE" "$KEY" "$CHANNEL" "$SECRET" "$CLIENTS" "$RATE" "$DURATION" "$IDLE" "$SERVER" "$ROOT" <<'PY'
 import base64, collections, hashlib, hmac, http.client, json, queue, socket, subprocess, sys, threading, time
 from urllib.parse import urlparse
 
-base, key, channel, secret, clients, rate, duration, idle, pid = sys.argv[1:10]
+base, key, channel, secret, clients, rate, duration, idle, pid, root = sys.argv[1:11]
 clients, rate, duration, idle, pid = int(clients), int(rate), int(duration), int(idle), int(pid)
 host, port = urlparse(base).hostname, urlparse(base).port
 secret = base64.b64decode(secret.removeprefix("whsec_"))
@@ -101,6 +107,24 @@ process.on("SIGTERM", () => out.end(() => process.exit(0)));
 """, base, key, str(clients)], stdout=subprocess.PIPE, text=True)
 assert watcher.stdout.readline().strip() == "ready", "the stream clients did not all connect"
 
+def signed(body):
+    mid, ts = f"msg_{hashlib.sha1(body.encode()).hexdigest()}", str(int(time.time()))
+    sig = base64.b64encode(hmac.new(secret, f"{mid}.{ts}.{body}".encode(), hashlib.sha256).digest()).decode()
+    return {"content-type": "application/json", "webhook-id": mid, "webhook-timestamp": ts, "webhook-signature": f"v1,{sig}"}
+
+# Every WATCH_EVERY-th message goes to one conversation, open in a dashboard
+# in Chromium: from its 201 to its text in that page's DOM.
+WATCH_EVERY = 25
+watched_from = "user-watched"
+c = http.client.HTTPConnection(host, port, timeout=30)
+body = json.dumps({"from": watched_from, "text": "Message -1: the watched conversation", "external_id": "in-watched"})
+c.request("POST", f"/api/v1/channels/{channel}/inbound", body=body, headers=signed(body))
+r = c.getresponse()
+watched = json.loads(r.read())["conversation_id"]
+dom = subprocess.Popen(["node", f"{root}/bench/inbox_dom.mjs", base, "bench@example.com", "bench-password-1234", str(watched)],
+                       stdout=subprocess.PIPE, text=True)
+assert dom.stdout.readline().strip() == "ready", "the dashboard in Chromium did not open"
+
 total = rate * duration
 accepted, sent_at = {}, {}
 failed = collections.Counter()
@@ -119,10 +143,9 @@ def send():
         wait = due - time.time()
         if wait > 0:
             time.sleep(wait)
-        body = json.dumps({"from": f"user-{i}", "text": f"Message {i}: is my order on its way?", "external_id": f"in-{i}"})
-        mid, ts = f"msg_{i}", str(int(time.time()))
-        sig = base64.b64encode(hmac.new(secret, f"{mid}.{ts}.{body}".encode(), hashlib.sha256).digest()).decode()
-        headers = {"content-type": "application/json", "webhook-id": mid, "webhook-timestamp": ts, "webhook-signature": f"v1,{sig}"}
+        sender = watched_from if i % WATCH_EVERY == 0 else f"user-{i}"
+        body = json.dumps({"from": sender, "text": f"Message {i}: is my order on its way?", "external_id": f"in-{i}"})
+        headers = signed(body)
         try:
             sent_at[f"in-{i}"] = time.time()
             c.request("POST", f"/api/v1/channels/{channel}/inbound", body=body, headers=headers)
@@ -146,6 +169,13 @@ sent_for = time.time() - start
 time.sleep(3)  # the last events' delivery
 watcher.terminate()
 watcher.wait()
+dom.terminate()
+dom.wait()
+shown = {}
+with open("dom.txt") as f:
+    for line in f:
+        ext, at = line.split()
+        shown[ext] = float(at) / 1000
 received = collections.defaultdict(list)  # external_id -> [(client, epoch s)]
 with open("deliveries.txt") as f:
     for line in f:
@@ -170,6 +200,13 @@ print(f"{clients} stream clients; inbound {len(accepted)} of {total} accepted in
       f"({len(accepted) / sent_for:.0f}/s, asked {rate}/s){'; refused: ' + str(dict(failed)) if failed else ''}")
 print(f"accepted (201) → read by a stream client: p50 {pct(lat, 0.50):.1f} ms, p99 {pct(lat, 0.99):.1f} ms, "
       f"max {pct(lat, 1.0):.1f} ms over {len(lat)} deliveries; missing {missing}, duplicated {dup}")
+# Only the watched conversation's messages (others also show, as list previews).
+watched_ids = {ext for ext in accepted if int(ext.removeprefix("in-")) % WATCH_EVERY == 0}
+in_dom = sorted(max(0.0, shown[ext] - accepted[ext]) * 1000 for ext in watched_ids if ext in shown)
+watched_total = len(watched_ids)
+print(f"accepted (201) → in the DOM of a dashboard in Chromium (1 message in {WATCH_EVERY}, its open conversation): "
+      f"p50 {pct(in_dom, 0.50):.1f} ms, p99 {pct(in_dom, 0.99):.1f} ms, max {pct(in_dom, 1.0):.1f} ms; "
+      f"{len(in_dom)} of {watched_total} shown")
 print(f"request sent → read by a stream client: p50 {pct(whole, 0.50):.1f} ms, p99 {pct(whole, 0.99):.1f} ms, max {pct(whole, 1.0):.1f} ms")
 print(f"memory: {before / 1024:.1f} MiB before {idle} idle streams, {after / 1024:.1f} MiB with them: "
       f"{(after - before) / idle:.1f} KiB per connected client")
