@@ -222,6 +222,10 @@ async fn relabel(tx: &mut Tx, scope: Scope, id: i64) -> ServiceResult<()> {
 /// Rebuilds a conversation's label names (stored with it, sorted) and
 /// tells listeners it changed.
 async fn changed_labels(tx: &mut Tx, scope: Scope, conversation_id: i64) -> ServiceResult<Conversation> {
+    // The conversation is locked before its labels are read: on PostgreSQL a
+    // rename reading them while a labelling of it is still open would
+    // otherwise write back the names from before that labelling.
+    conversation_repo::get_locked(tx, scope, conversation_id).await?;
     repo::refresh_names(tx, scope, conversation_id).await?;
     let updated = conversation_repo::get(tx, scope, conversation_id)
         .await?
