@@ -137,7 +137,7 @@ pub async fn chat(
     let started = Instant::now();
     let (agent, context) = context::for_playground(svc, scope, agent_id, request.conversation_id).await?;
     let agent_id = agent_id.get();
-    let context::AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes } = context;
+    let context::AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes, .. } = context;
     if agent.status == AgentStatus::Archived {
         return Err(ServiceError::Conflict(format!("Agent {agent_id} is archived; restore it to try it")));
     }

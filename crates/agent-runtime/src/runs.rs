@@ -135,7 +135,8 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let Some((run, agent, context)) = context::for_run(svc, scope, &due).await? else {
         return Ok(Outcome::Fail("the run or its conversation is gone".into()));
     };
-    let context::AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes } = context;
+    let context::AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes, handed_off_at } =
+        context;
     let Some(conversation) = conversation else { return Ok(Outcome::Fail("the run's conversation is gone".into())) };
     if !matches!(run.status, RunStatus::Queued | RunStatus::Running) {
         // Recorded by an earlier holder that died before completing the job.
@@ -157,7 +158,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
         return cancel(svc, job, scope, &run, "a person handles the conversation").await;
     }
-    if let Some(reason) = handoff_due(&agent, &history) {
+    if let Some(reason) = handoff_due(&agent, &history, handed_off_at) {
         return hand_off(svc, job, scope, &run, &agent, &reason).await;
     }
     let Some(engine) = svc.config().text_engines.get(&agent.text_engine) else {
@@ -298,14 +299,17 @@ pub(crate) async fn request_handoff(
 
 /// Why the agent should hand the conversation to a person instead of
 /// answering: a handoff keyword in what the contact wrote since the agent
-/// last spoke, or the agent's turn limit reached.
+/// last spoke, or the agent's turn limit reached. Only what came after the
+/// last handoff counts: a conversation given back starts afresh.
 fn handoff_due(
     agent: &parley_domain::agent::Agent,
     history: &[parley_domain::conversation::Message],
+    handed_off_at: Option<Timestamp>,
 ) -> Option<String> {
     let policy = &agent.handoff;
-    let since_reply = history
-        .iter()
+    let since_handoff = history.iter().filter(|m| handed_off_at.is_none_or(|at| m.created_at > at));
+    let since_reply = since_handoff
+        .clone()
         .rev()
         .take_while(|m| !(m.direction == Direction::Outbound && m.author.kind == AuthorType::Agent))
         .filter(|m| m.direction == Direction::Inbound);
@@ -315,7 +319,7 @@ fn handoff_due(
         }
     }
     let turns =
-        history.iter().filter(|m| m.direction == Direction::Outbound && m.author.kind == AuthorType::Agent).count();
+        since_handoff.filter(|m| m.direction == Direction::Outbound && m.author.kind == AuthorType::Agent).count();
     match policy.max_turns {
         Some(max) if turns as i64 >= max => Some(format!("The agent reached its limit of {max} turns")),
         _ => None,

@@ -408,6 +408,18 @@ both_backends! {
         assert_eq!(replies_now(&app, &ws.live, c2).await, 2);
         let conversation = app.get(&ws.live, &format!("/api/v1/conversations/{c2}")).await.body;
         assert_ne!(conversation["handler"], "agent", "{conversation}");
+
+        // Given back, each starts afresh: the keyword written before the
+        // handoff and the turns before it are not a reason to hand off again.
+        for (c, n) in [(c1, 0), (c2, 2)] {
+            let r = app.post(&ws.live, &format!("/api/v1/conversations/{c}/give-back"), json!({"agent_id": agent["id"]})).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            let from = if c == c1 { "user-1" } else { "user-2" };
+            inbound(&app, ch, &secret, json!({"from": from, "text": "One more thing", "external_id": format!("after-{c}")})).await;
+            eventually("the agent given back never answered", || async { (replies_now(&app, &ws.live, c).await > n).then_some(()) }).await;
+            assert_eq!(app.get(&ws.live, &format!("/api/v1/conversations/{c}")).await.body["handler"], "agent");
+        }
+        assert_eq!(app.events(ws.id, Mode::Live, "handoff.requested").await.len(), 2, "no handoff again");
     }
 }
 

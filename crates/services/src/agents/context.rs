@@ -3,15 +3,15 @@
 //! workspace's name and the agent's prompt blocks. The agent runtime reads
 //! through here (it has no database handle of its own).
 
-use parley_domain::Scope;
 use parley_domain::agent::{Agent, AgentRun};
 use parley_domain::contact::Contact;
 use parley_domain::conversation::{Conversation, Message, Note};
 use parley_domain::ids::AgentId;
 use parley_domain::prompt::PromptBlock;
 use parley_domain::validation::{FieldError, loc};
+use parley_domain::{Scope, Timestamp};
 use parley_store::Conn;
-use parley_store::repo::{agent_runs, agents, contacts, conversations, notes, prompt_blocks, workspaces};
+use parley_store::repo::{agent_runs, agents, contacts, conversations, handoffs, notes, prompt_blocks, workspaces};
 
 use super::runs::RunJob;
 use crate::{ServiceError, ServiceResult, Services};
@@ -34,6 +34,9 @@ pub struct AnswerContext {
     pub blocks: Vec<PromptBlock>,
     /// The notes members shared with the agent (the latest, oldest first).
     pub team_notes: Vec<Note>,
+    /// When the conversation was last handed off: what the contact wrote
+    /// before it was a person's to deal with, not a reason to hand off again.
+    pub handed_off_at: Option<Timestamp>,
 }
 
 /// A queued run, its agent (if it still exists) and what it answers from;
@@ -100,5 +103,9 @@ async fn read(
         Some(conversation) => notes::for_agent(c, scope, conversation.item.id, TEAM_NOTES).await?,
         None => Vec::new(),
     };
-    Ok(AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes })
+    let handed_off_at = match &conversation {
+        Some(conversation) => handoffs::last_requested_at(c, scope, conversation.item.id).await?,
+        None => None,
+    };
+    Ok(AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes, handed_off_at })
 }
