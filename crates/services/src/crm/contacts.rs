@@ -653,8 +653,17 @@ pub async fn resolve_address(
     if !config.auto_create {
         return Ok(None);
     }
+    let display_name = match name_guess.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(name) => name.to_owned(),
+        // A visitor's id is random: a person reads "Website visitor 0ZDv" better.
+        None if identity.channel == ChannelType::Webchat => {
+            let tail: String = identity.address.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+            format!("Website visitor {tail}")
+        }
+        None => identity.address.clone(),
+    };
     let mut changes = ContactChanges {
-        display_name: Some(name_guess.map(str::trim).filter(|n| !n.is_empty()).unwrap_or(&identity.address).to_owned()),
+        display_name: Some(display_name),
         identities: Some(vec![identity.clone()]),
         ..ContactChanges::default()
     };
