@@ -65,7 +65,7 @@ import { ContactForm, Merge } from "./contacts.js";
  * @property {string | null} [error]
  * @property {string} created_at
  * @property {{encoding: string, count: number} | null} [segments]
- * @property {{subject: string} | null} [email]
+ * @property {{subject: string, full_text?: string} | null} [email]
  */
 /** @typedef {{id: number, author_user_id: number | null, text: string, mentions: number[], for_agent: boolean, created_at: string}} Note */
 /** @typedef {{user_id: number, email: string, role: string}} Member */
@@ -500,6 +500,9 @@ function Thread({ id, dir, onChanged }) {
       heading.current?.focus({ preventScroll: true });
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
+      // A 409 means it changed meanwhile (another member accepted it): show how it is now.
+      conversation.reload();
+      handoff.reload();
     } finally {
       setBusy(false);
     }
@@ -626,7 +629,7 @@ function Thread({ id, dir, onChanged }) {
             ? html`<li key=${e.key} class=${`bubble ${e.m.direction} ${e.m.author.type}`}>
                 <p class="who"><${AuthorName} m=${e.m} dir=${dir} /> · <${When} value=${e.m.created_at} /></p>
                 ${e.m.email?.subject && html`<p class="subject">${e.m.email.subject}</p>`}
-                <${MessageText} text=${e.m.text} />
+                <${MessageText} text=${e.m.text} full=${e.m.email?.full_text} />
                 ${e.m.attachments.map((a) =>
                   a.url && a.content_type.startsWith("image/")
                     ? html`<img class="attachment" src=${a.url} alt=${a.filename} loading="lazy" />`
@@ -718,10 +721,16 @@ function CallCard({ call }) {
 
 /**
  * A message's text: email quoting (lines from "On … wrote:" or starting
- * with ">") folds behind a disclosure. Always text, never markup.
- * @param {{text: string}} p
+ * with ">") folds behind a disclosure, as does what an inbound email's
+ * `full_text` holds beyond the new part. Always text, never markup.
+ * @param {{text: string, full?: string}} p
  */
-function MessageText({ text }) {
+function MessageText({ text, full }) {
+  if (full && full.trim() !== text.trim()) {
+    const rest = full.trimStart().startsWith(text.trim()) ? full.trimStart().slice(text.trim().length).trim() : full;
+    return html`<p class="text">${text}</p>
+      <details class="quoted"><summary>Quoted text</summary><p class="text">${rest}</p></details>`;
+  }
   const lines = text.split("\n");
   const at = lines.findIndex((l, i) => /^>/.test(l) || (/^On .+ wrote:$/.test(l.trim()) && i > 0));
   if (at <= 0) return html`<p class="text">${text}</p>`;
