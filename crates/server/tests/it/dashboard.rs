@@ -28,16 +28,20 @@ fn only_journeys() -> Vec<String> {
     std::env::var("PARLEY_JOURNEYS").map(|v| v.split_whitespace().map(str::to_owned).collect()).unwrap_or_default()
 }
 
-/// Runs the named journeys (all when empty) against `app` and returns the
-/// runner's output lines; panics with the output when one fails.
-async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
+/// Runs the journeys `only` (all but those that need a server of their own
+/// when empty) against `app` (or the server `config` names as its `base`)
+/// and returns the runner's output lines; panics with the output when one
+/// fails.
+async fn journeys(app: &TestApp, config: serde_json::Value, only: &[String]) -> Vec<String> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
     // PARLEY_SCREENSHOTS=dir keeps the screenshots there, to look at them.
     let keep = std::env::var_os("PARLEY_SCREENSHOTS").map(std::path::PathBuf::from);
     let scratch = keep.clone().unwrap_or_else(std::env::temp_dir).join(format!("parley-dashboard-{}", uuid()));
     std::fs::create_dir_all(&scratch).unwrap();
     let mut config = config;
-    config["base"] = json!(app.base);
+    if config.get("base").is_none() {
+        config["base"] = json!(app.base);
+    }
     config["screenshots"] = json!(scratch.display().to_string());
     let config_path = scratch.join("config.json");
     std::fs::write(&config_path, config.to_string()).unwrap();
@@ -46,7 +50,7 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         tokio::process::Command::new("node")
             .arg(format!("{dir}/dashboard/journeys.mjs"))
             .arg(&config_path)
-            .args(only_journeys())
+            .args(only)
             .current_dir(dir)
             .kill_on_drop(true)
             .output(),
@@ -61,7 +65,7 @@ async fn journeys(app: &TestApp, config: serde_json::Value) -> Vec<String> {
         scratch.display(),
         String::from_utf8_lossy(&output.stderr)
     );
-    if !only_journeys().is_empty() {
+    if !only.is_empty() {
         return stdout.lines().map(str::to_owned).collect();
     }
     // A rendered page compresses far worse than a blank one.
@@ -162,6 +166,48 @@ both_backends! {
         assert_eq!(app.patch(&a.live, &format!("/api/v1/conversations/{sms_conversation}"), json!({"title": "Sam Ortiz"})).await.status, 200);
         let r = app.post(&a.live, &format!("/api/v1/conversations/{sms_conversation}/handoff"), json!({"to": "human", "reason": "Refund question"})).await;
         assert_eq!(r.status, 201, "{}", r.text);
+        // Two members racing to accept one handoff.
+        app.user("leo@example.com", PW, a.id, Role::Member).await;
+        let uma = json!({"from": "uma-1", "text": "Anyone?", "external_id": "inbox-uma", "contact": {"display_name": "Uma Diaz"}});
+        let uma_conversation = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, uma).await.body["conversation_id"].as_i64().unwrap();
+        let r = app.post(&a.live, &format!("/api/v1/conversations/{uma_conversation}/handoff"), json!({"to": "human", "reason": "Asked twice"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+
+        // An email, quoting the shop's last one, on a channel that sends
+        // through a real SMTP server (STARTTLS and AUTH); waiting for a person.
+        let certs = crate::email::Certs::new();
+        let smtp = crate::email::Smtp::start(&certs);
+        let (_, email_public) = crate::email::email_channel(&app, &a.live, json!({
+            "address": "support@shop.example", "from_name": "Acme Support",
+            "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "smtp_security": "starttls",
+            "smtp_username": "parley", "smtp_password": "smtp-pass", "tls_ca_pem": certs.ca_pem(),
+            "inbound_secret": crate::email::SECRET})).await;
+        let mail = "From: Eve Ng <eve@customer.example>\nTo: support@shop.example\nSubject: Broken zipper\n\
+            Message-ID: <eve-1@customer.example>\nDate: Thu, 26 Nov 2026 09:00:00 +0000\nContent-Type: text/plain; charset=utf-8\n\n\
+            Hello, the zipper broke on day two.\n\nOn Wed, Nov 25, 2026 at 9:00 AM Acme Support <support@shop.example> wrote:\n> Thanks for your order.\n";
+        let bearer = format!("Bearer {}", crate::email::SECRET);
+        assert_eq!(crate::email::post_mail(&app, &email_public, Some(&bearer), mail).await, 200);
+        let email_conversation = app.get(&a.live, "/api/v1/conversations?channel=email").await.body["items"][0]["id"].as_i64().unwrap();
+        let r = app.post(&a.live, &format!("/api/v1/conversations/{email_conversation}/handoff"), json!({"to": "human", "reason": "Damaged item"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+
+        // The shop's own site, with the webchat widget: agent Wren answers
+        // it (the builtin engine, no knowledge: it says it cannot) and hands
+        // off when the visitor asks for a person.
+        let wren = app.create_agent(&a.live, json!({"name": "Wren", "tools": [], "debounce_ms": 200, "handoff": {"keywords": ["person"]}})).await;
+        let r = app.post(&a.live, &format!("/api/v1/agents/{}/triggers", wren["id"]), json!({"event": "message.received", "channel": "webchat"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let shop = format!("http://{}", listener.local_addr().unwrap());
+        let (_, webchat_public) = crate::webchat::webchat_channel(&app, &a.live, json!({"allowed_origins": [shop], "title": "Acme"})).await;
+        let page = format!(
+            "<!doctype html><html lang=en><head><title>Acme shop</title></head><body><main><h1>Acme shop</h1></main>\
+             <script src=\"{}\" data-channel=\"{webchat_public}\" async></script></body></html>",
+            app.url("/webchat/widget.js")
+        );
+        let site = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(page) }));
+        tokio::spawn(async move { axum::serve(listener, site).await.unwrap() });
+
         let lines = journeys(&app, json!({
             "receiver_url": receiver.url,
             "access_token_ttl": ACCESS_TOKEN_TTL,
@@ -176,18 +222,22 @@ both_backends! {
             "knowledge_agent": "Kai",
             "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
-            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation, "sms": sms_conversation},
+            "second_member": {"email": "leo@example.com", "password": PW},
+            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation, "sms": sms_conversation,
+                "uma": uma_conversation, "email": email_conversation},
+            "webchat": {"page": shop, "agent_id": wren["id"], "agent_answer": parley_engines::builtin::NO_ANSWER},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
                 "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
                 "c": {"id": c.id, "name": "Gamma"},
             },
-        })).await;
+        }), &only_journeys()).await;
         if !only_journeys().is_empty() {
             return;
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together", "inbox-sms"];
+        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together", "inbox-sms",
+            "inbox-webchat", "inbox-race", "inbox-email"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -200,7 +250,8 @@ both_backends! {
             "create agent with an error", "agent settings", "agent settings with an error", "playground",
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
             "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
-            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply", "snooze"] {
+            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply", "snooze",
+            "inbox, webchat", "inbox, accepted by another", "inbox, email reply"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The inbox's reply reached the channel; its private note never did.
@@ -212,6 +263,29 @@ both_backends! {
         let texts = sent.lock().unwrap().clone();
         let reply = texts.iter().find(|m| m.get("Body").is_some_and(|b| b.starts_with("Hi Sam, your refund"))).expect("the SMS reply was not sent");
         assert_eq!((reply.get("To"), reply.get("From")), (Some("+14155550177"), Some("+14155550188")));
+        // The email reply went out over SMTP in Eve's thread.
+        let (raw, meta) = smtp.received().into_iter().next().expect("the email reply reached the SMTP server");
+        assert_eq!((meta["tls"].clone(), meta["rcpt_tos"].clone()), (json!(true), json!(["eve@customer.example"])));
+        let raw = String::from_utf8_lossy(&raw);
+        for header in ["Subject: Re: Broken zipper", "In-Reply-To: <eve-1@customer.example>", "References: <eve-1@customer.example>"] {
+            assert!(raw.contains(header), "{header} missing: {raw}");
+        }
+        // One of the two racing members has Uma's conversation; one handoff accepted.
+        let uma = app.get(&a.live, &format!("/api/v1/conversations/{uma_conversation}")).await.body;
+        assert_eq!(uma["handler"], "human");
+        let handoffs = app.get(&a.live, &format!("/api/v1/handoffs?conversation_id={uma_conversation}")).await.body;
+        assert_eq!((handoffs["total"].clone(), handoffs["items"][0]["status"].clone()), (json!(1), json!("accepted")), "{handoffs}");
+        assert_eq!(handoffs["items"][0]["user_id"], uma["assignee_user_id"]);
+        // The webchat: the agent spoke before the handoff and after the
+        // give-back, never while Mia had it; Mia's reply came between.
+        let chat = app.get(&a.live, "/api/v1/conversations?channel=webchat").await.body["items"][0]["id"].clone();
+        let messages = app.get(&a.live, &format!("/api/v1/conversations/{chat}/messages?limit=100")).await.body;
+        let said: Vec<(String, String)> = messages["items"].as_array().unwrap().iter().rev()
+            .filter(|m| m["direction"] == "outbound")
+            .map(|m| (m["author"]["type"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
+            .collect();
+        let answer = parley_engines::builtin::NO_ANSWER.to_owned();
+        assert_eq!(said, [("agent".to_owned(), answer.clone()), ("user".to_owned(), "Hi, Mia here. Yes, we ship to Norway.".to_owned()), ("agent".to_owned(), answer)]);
         // The test event and its resend reached the receiver, signed.
         assert!(got.len() >= 3, "{} deliveries", got.len());
         assert!(got.iter().all(|r| r.header("webhook-signature").starts_with("v1,")), "unsigned delivery");
@@ -279,4 +353,29 @@ async fn the_dashboards_files_do_not_spend_the_rate_limit() {
         api.push(app.send(reqwest::Method::GET, "/api/v1/agents", Some("parley_live_nope"), None, &[]).await.status);
     }
     assert!(api.contains(&429), "the API's quota still holds: {api:?}");
+}
+
+/// Two instances on one PostgreSQL database, one of them a `parley serve`
+/// process: messages accepted by the one show in a dashboard signed in on
+/// the other within a second (the stream fed by PostgreSQL's signals).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_on_one_instance_reaches_a_dashboard_on_another_within_a_second() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let ws = app.workspace("Acme").await;
+    app.user("ana@example.com", PW, ws.id, Role::Owner).await;
+    let receiver = crate::receiver::Receiver::start().await;
+    let (channel, secret) = crate::messages::sending_channel(&app, &ws.live, &receiver.url).await;
+    let first = json!({"from": "ivy-1", "text": "First, on instance A", "external_id": "instances-0", "contact": {"display_name": "Ivy Chen"}});
+    let r = crate::conversations::inbound(&app, channel, &secret, first).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let url = app.database_url.clone();
+    let other = tokio::task::spawn_blocking(move || crate::cli::start_server_with(&url, &[])).await.unwrap();
+    let lines = journeys(&app, json!({
+        "base": format!("http://127.0.0.1:{}", other.port),
+        "owner": {"email": "ana@example.com", "password": PW},
+        "instances": {"a_base": app.base, "channel_id": channel, "secret": secret.expose(), "conversation": r.body["conversation_id"]},
+    }), &["instances".to_owned()]).await;
+    let took = lines.iter().find_map(|l| l.strip_prefix("INSTANCES ")).expect("the journey printed its times");
+    println!("instance A accepted → instance B's dashboard showed it (ms): {took}");
+    assert!(lines.iter().any(|l| l.starts_with("PASS instances")), "{lines:#?}");
 }

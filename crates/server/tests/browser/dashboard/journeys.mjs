@@ -1071,6 +1071,114 @@ const journeys = {
     check(!(await page.getByRole("textbox", { name: "Reply" }).count()), "a closed conversation still offers a reply");
   },
 
+  // A visitor chats on the shop's site; the agent answers; the visitor asks
+  // for a person. A member sees the handoff arrive without a reload,
+  // accepts and replies; the visitor sees the reply while the agent stays
+  // silent; given back, the agent answers the visitor's next message.
+  async "inbox-webchat"(browser) {
+    const { page } = await signedIn(browser, base, member);
+    await page.goto("/inbox?view=handoffs");
+    const list = page.getByRole("list", { name: "Conversations" });
+    await list.waitFor();
+    const visitor = (await open(browser, config.webchat.page)).page;
+    await visitor.goto("/");
+    await visitor.getByRole("button", { name: "Chat with us" }).click();
+    const chat = visitor.getByRole("dialog", { name: "Chat" });
+    await chat.getByText("online").waitFor({ timeout: 15000 });
+    const say = async (text) => {
+      await chat.getByRole("textbox", { name: "Message" }).fill(text);
+      await chat.getByRole("button", { name: "Send" }).click();
+      await chat.getByText(text).waitFor();
+    };
+    await say("Hello, do you ship to Norway?");
+    await chat.getByText(config.webchat.agent_answer).first().waitFor({ timeout: 30000 });
+    await say("Could a real person help me?");
+    // The handoff reaches the member's list live.
+    const row = list.getByRole("link").filter({ hasText: "Could a real person help me?" });
+    await row.waitFor({ timeout: 15000 });
+    await row.click();
+    // A visitor who gave no name is named for people, not by its random id.
+    await page.getByRole("heading", { name: /^Website visitor \w{4}$/, level: 2 }).waitFor();
+    await page.getByRole("status").filter({ hasText: 'The contact wrote "person"' }).waitFor();
+    await page.getByRole("button", { name: "Accept handoff" }).click();
+    await page.getByText("Handled by You").waitFor();
+    const thread = page.getByRole("list", { name: "Messages and notes" });
+    await page.getByRole("textbox", { name: "Reply" }).fill("Hi, Mia here. Yes, we ship to Norway.");
+    await page.getByRole("button", { name: "Send" }).click();
+    await thread.getByText("Hi, Mia here. Yes, we ship to Norway.").waitFor();
+    await chat.getByText("Hi, Mia here. Yes, we ship to Norway.").waitFor({ timeout: 15000 });
+    // The visitor answers the person; only the person's reply came, the agent's never.
+    await say("Great, thanks Mia!");
+    await thread.getByText("Great, thanks Mia!").waitFor({ timeout: 10000 });
+    await axe(page, "inbox, webchat", axeStates);
+    await page.screenshot({ path: `${screenshots}/inbox-webchat.png` });
+    await visitor.screenshot({ path: `${screenshots}/webchat-visitor.png` });
+    await page.waitForTimeout(1500);
+    check((await chat.getByText(config.webchat.agent_answer).count()) === 1, "the agent answered while a person handled the conversation");
+    // Given back to the agent (the conversation's own, chosen), it answers the next message.
+    check((await page.getByLabel("Agent to give it back to").inputValue()) === String(config.webchat.agent_id), "the conversation's agent is not the one chosen");
+    await page.getByRole("button", { name: "Give back to agent" }).click();
+    await page.getByText("Answered by agent Wren").waitFor();
+    await say("One more question: do you gift wrap?");
+    await chat.getByText(config.webchat.agent_answer).nth(1).waitFor({ timeout: 30000 });
+    await thread.getByText(config.webchat.agent_answer).nth(1).waitFor({ timeout: 10000 });
+  },
+
+  // Two members press Accept on one handoff at the same moment: one has it,
+  // the other is told who and sees it is theirs.
+  async "inbox-race"(browser) {
+    const path = `/inbox/${config.inbox.uma}?view=all`;
+    const people = [member, config.second_member];
+    const pages = [];
+    for (const who of people) {
+      const { page } = await signedIn(browser, base, who);
+      await page.goto(path);
+      await page.getByRole("button", { name: "Accept handoff" }).waitFor();
+      pages.push(page);
+    }
+    await Promise.all(pages.map((p) => p.getByRole("button", { name: "Accept handoff" }).click()));
+    // Each page settles: its own accept, or the other's named in an alert.
+    const settled = await Promise.all(
+      pages.map((p) =>
+        Promise.race([
+          p.getByText("Handled by You").waitFor().then(() => "won"),
+          p.getByRole("alert").filter({ hasText: /was already accepted by/ }).waitFor().then(() => "lost"),
+        ]),
+      ),
+    );
+    check(settled.filter((s) => s === "won").length === 1, `both or neither won: ${settled}`);
+    const winner = people[settled.indexOf("won")];
+    const loser = pages[settled.indexOf("lost")];
+    await loser.getByRole("alert").filter({ hasText: `was already accepted by ${winner.email}` }).waitFor();
+    await loser.getByText(`Handled by ${winner.email}`).waitFor();
+    check(!(await loser.getByRole("button", { name: "Accept handoff" }).count()), "the loser is still offered the handoff");
+    await axe(loser, "inbox, accepted by another", axeStates);
+  },
+
+  // An email: the composer shows the subject and that the reply stays in
+  // the contact's thread; the quoted text of the contact's mail is folded.
+  async "inbox-email"(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.goto(`/inbox/${config.inbox.email}?view=all`);
+    await page.getByRole("heading", { name: "Eve Ng", level: 2 }).waitFor();
+    const thread = page.getByRole("list", { name: "Messages and notes" });
+    await thread.getByText("the zipper broke on day two").waitFor();
+    const quoted = thread.getByRole("group").filter({ hasText: "Quoted text" });
+    check(!(await quoted.getByText("Thanks for your order.").isVisible()), "the quoted text is not folded");
+    await page.getByRole("button", { name: "Accept handoff" }).click();
+    await page.getByText("Handled by You").waitFor();
+    check((await page.getByLabel("Subject").inputValue()) === "Re: Broken zipper", `the subject reads ${await page.getByLabel("Subject").inputValue()}`);
+    await page.getByText("Sent in the contact's email thread.").waitFor();
+    await page.getByRole("textbox", { name: "Reply" }).fill("Sorry about that, Eve. A **new zipper** is on its way.");
+    await page.getByText("Preview as Email shows it").click();
+    const rendered = page.getByRole("group").filter({ hasText: "Preview as Email shows it" }).getByText("new zipper", { exact: true });
+    check((await rendered.evaluate((e) => e.tagName)) === "STRONG", "the preview does not render the markup");
+    await axe(page, "inbox, email reply", axeStates);
+    await page.screenshot({ path: `${screenshots}/inbox-email.png` });
+    await page.getByRole("button", { name: "Send" }).click();
+    await thread.getByText("A **new zipper** is on its way.").waitFor();
+  },
+
   // Everything by keyboard: sign in, skip to content, open a dialog, close
   // it with Escape and land back on the button that opened it.
   async keyboard(browser) {
@@ -1129,7 +1237,32 @@ const journeys = {
   },
 };
 
+// Journeys that need a server of their own, run only when named.
+const alone = {
+  // Signed in on one instance; messages arrive on another instance on the
+  // same PostgreSQL database: each shows in the open thread within a second
+  // of the other instance accepting it.
+  async instances(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.goto(`/inbox/${config.instances.conversation}?view=all`);
+    const thread = page.getByRole("list", { name: "Messages and notes" });
+    await thread.getByText("First, on instance A").waitFor();
+    const took = [];
+    for (let i = 1; i <= 5; i++) {
+      const text = `Arrived on instance A, number ${i}`;
+      await inbound(config.instances.a_base, config.instances.channel_id, config.instances.secret, { from: "ivy-1", text, external_id: `instances-${i}` });
+      const accepted = Date.now();
+      await thread.getByText(text).waitFor({ timeout: 5000 });
+      took.push(Date.now() - accepted);
+    }
+    console.log(`INSTANCES ${took.join(" ")}`);
+    check(Math.max(...took) < 1000, `a message took over a second to reach the other instance's dashboard: ${took} ms`);
+    await page.screenshot({ path: `${screenshots}/instances.png` });
+  },
+};
+
 const selected = only.length ? only : Object.keys(journeys);
+Object.assign(journeys, alone);
 const browser = await launch();
 let failed = false;
 // Two at a time: this machine has two cores and the server shares them.
