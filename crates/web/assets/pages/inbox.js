@@ -1135,7 +1135,7 @@ function TemplateComposer({ c, contact, onSent }) {
     ${items.length > 0 &&
     html`<label
         >Template
-        <select value=${chosen} onChange=${(/** @type {any} */ e) => (setChosen(e.currentTarget.value), setValues({}))}>
+        <select value=${chosen} onChange=${(/** @type {any} */ e) => (setChosen(e.currentTarget.value), setValues({}), setError(""))}>
           <option value="">Choose an approved template</option>
           ${items.map((x) => html`<option value=${x.content_sid}>${x.name} (${x.language})</option>`)}
         </select></label
@@ -1144,7 +1144,7 @@ function TemplateComposer({ c, contact, onSent }) {
         (k) => html`<label
           >${`{{${k}}}`}
           <input type="text" maxlength="1024" value=${values[k] ?? ""} placeholder=${t?.variables[k] ? `e.g. ${t.variables[k]}` : ""}
-            onInput=${(/** @type {any} */ e) => setValues({ ...values, [k]: e.currentTarget.value })} /></label
+            onInput=${(/** @type {any} */ e) => (setValues({ ...values, [k]: e.currentTarget.value }), setError(""))} /></label
         >`,
       )}
       ${t && html`<p class="template-preview" aria-label="Message preview">${filled}</p>`}`}
