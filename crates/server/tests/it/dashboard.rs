@@ -166,6 +166,17 @@ both_backends! {
         assert_eq!(app.patch(&a.live, &format!("/api/v1/conversations/{sms_conversation}"), json!({"title": "Sam Ortiz"})).await.status, 200);
         let r = app.post(&a.live, &format!("/api/v1/conversations/{sms_conversation}/handoff"), json!({"to": "human", "reason": "Refund question"})).await;
         assert_eq!(r.status, 201, "{}", r.text);
+        // A WhatsApp conversation the shop began with a template: the
+        // contact has not written, so only a template may go.
+        let r = app.post(&a.live, "/api/v1/channels", json!({"type": "whatsapp", "name": "WhatsApp", "config": {
+            "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN, "from": "whatsapp:+14155550189", "base_url": twilio, "content_base_url": twilio}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let r = app.post(&a.live, "/api/v1/messages", json!({"channel_id": r.body["id"], "to": "+14155550166", "text": "Hi Wes, your order 1234 has shipped.",
+            "template": {"content_sid": crate::sms::TEMPLATE_1, "variables": {"1": "Wes", "2": "1234"}}})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        let whatsapp_conversation = r.body["conversation_id"].as_i64().unwrap();
+        assert_eq!(app.patch(&a.live, &format!("/api/v1/conversations/{whatsapp_conversation}"), json!({"title": "Wes Park"})).await.status, 200);
+
         // Two members racing to accept one handoff.
         app.user("leo@example.com", PW, a.id, Role::Member).await;
         let uma = json!({"from": "uma-1", "text": "Anyone?", "external_id": "inbox-uma", "contact": {"display_name": "Uma Diaz"}});
@@ -224,7 +235,7 @@ both_backends! {
             "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
             "second_member": {"email": "leo@example.com", "password": PW},
             "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation, "sms": sms_conversation,
-                "uma": uma_conversation, "email": email_conversation},
+                "uma": uma_conversation, "email": email_conversation, "whatsapp": whatsapp_conversation},
             "webchat": {"page": shop, "agent_id": wren["id"], "agent_answer": parley_engines::builtin::NO_ANSWER},
             "workspaces": {
                 "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
@@ -237,7 +248,7 @@ both_backends! {
         }
         let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
         let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together", "inbox-sms",
-            "inbox-webchat", "inbox-race", "inbox-email"];
+            "inbox-webchat", "inbox-race", "inbox-email", "inbox-whatsapp"];
         assert_eq!(passed.len(), expected.len(), "{lines:#?}");
         for journey in expected {
             assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
@@ -251,7 +262,7 @@ both_backends! {
             "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
             "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
             "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply", "snooze",
-            "inbox, webchat", "inbox, accepted by another", "inbox, email reply"] {
+            "inbox, webchat", "inbox, accepted by another", "inbox, email reply", "inbox, whatsapp template"] {
             assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
         }
         // The inbox's reply reached the channel; its private note never did.
@@ -263,6 +274,11 @@ both_backends! {
         let texts = sent.lock().unwrap().clone();
         let reply = texts.iter().find(|m| m.get("Body").is_some_and(|b| b.starts_with("Hi Sam, your refund"))).expect("the SMS reply was not sent");
         assert_eq!((reply.get("To"), reply.get("From")), (Some("+14155550177"), Some("+14155550188")));
+        // The template went to Twilio with the placeholders the member filled in.
+        let template = texts.iter().find(|m| m.get("ContentVariables").is_some_and(|v| v.contains("5678"))).expect("the template was not sent");
+        assert_eq!((template.get("ContentSid"), template.get("To")), (Some(crate::sms::TEMPLATE_1), Some("whatsapp:+14155550166")));
+        let variables: serde_json::Value = serde_json::from_str(template.get("ContentVariables").unwrap()).unwrap();
+        assert_eq!(variables, json!({"1": "Wes", "2": "5678"}));
         // The email reply went out over SMTP in Eve's thread.
         let (raw, meta) = smtp.received().into_iter().next().expect("the email reply reached the SMTP server");
         assert_eq!((meta["tls"].clone(), meta["rcpt_tos"].clone()), (json!(true), json!(["eve@customer.example"])));

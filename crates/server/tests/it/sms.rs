@@ -17,7 +17,7 @@ use crate::twilio_voice::official_signature;
 pub(crate) const ACCOUNT: &str = "AC00112233445566778899aabbccddeeff";
 pub(crate) const TOKEN: &str = "sms-auth-token-for-tests";
 /// The approved templates the Content API fake lists.
-const TEMPLATE_1: &str = "HX0123456789abcdef0123456789abcdef";
+pub(crate) const TEMPLATE_1: &str = "HX0123456789abcdef0123456789abcdef";
 const TEMPLATE_2: &str = "HXfedcba9876543210fedcba9876543210";
 
 /// A message create request Parley sent.

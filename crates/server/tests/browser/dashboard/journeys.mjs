@@ -1104,9 +1104,16 @@ const journeys = {
     await page.getByText("Handled by You").waitFor();
     const thread = page.getByRole("list", { name: "Messages and notes" });
     await page.getByRole("textbox", { name: "Reply" }).fill("Hi, Mia here. Yes, we ship to Norway.");
+    // With our shipping rates attached: a file goes as a link the visitor can open.
+    await page.getByLabel("Attach files").setInputFiles({ name: "rates.txt", mimeType: "text/plain", buffer: Buffer.from("Norway: 12 EUR") });
+    await page.getByRole("list", { name: "Files to send" }).getByText("rates.txt").waitFor();
     await page.getByRole("button", { name: "Send" }).click();
     await thread.getByText("Hi, Mia here. Yes, we ship to Norway.").waitFor();
+    await thread.getByRole("link", { name: "rates.txt" }).waitFor();
     await chat.getByText("Hi, Mia here. Yes, we ship to Norway.").waitFor({ timeout: 15000 });
+    const file = chat.getByRole("link", { name: "rates.txt" });
+    const fetched = await visitor.evaluate(async (href) => (await fetch(href)).text(), await file.getAttribute("href"));
+    check(fetched === "Norway: 12 EUR", `the visitor's attachment downloads as ${fetched}`);
     // The visitor answers the person; only the person's reply came, the agent's never.
     await say("Great, thanks Mia!");
     await thread.getByText("Great, thanks Mia!").waitFor({ timeout: 10000 });
@@ -1153,6 +1160,31 @@ const journeys = {
     await loser.getByText(`Handled by ${winner.email}`).waitFor();
     check(!(await loser.getByRole("button", { name: "Accept handoff" }).count()), "the loser is still offered the handoff");
     await axe(loser, "inbox, accepted by another", axeStates);
+  },
+
+  // WhatsApp outside its 24-hour window: only an approved template can go;
+  // its placeholders are asked for and the message previewed, then sent.
+  async "inbox-whatsapp"(browser) {
+    const { page } = await signedIn(browser, base, owner);
+    await page.goto(`/inbox/${config.inbox.whatsapp}?view=all`);
+    await page.getByRole("heading", { name: "Wes Park", level: 2 }).waitFor();
+    const form = page.getByRole("form", { name: "Send a template" });
+    await form.getByText("has not written in the last 24 hours").waitFor();
+    check(!(await page.getByRole("textbox", { name: "Reply" }).count()), "free text is offered outside the 24-hour window");
+    await form.getByRole("button", { name: "Send template" }).click();
+    await form.getByRole("alert").filter({ hasText: "Choose a template first." }).waitFor();
+    await form.getByLabel("Template").selectOption({ label: "order_shipped (en)" });
+    await form.getByRole("button", { name: "Send template" }).click();
+    await form.getByRole("alert").filter({ hasText: "Fill in {{1}}, {{2}}." }).waitFor();
+    await form.getByLabel("{{1}}").fill("Wes");
+    await form.getByLabel("{{2}}").fill("5678");
+    check(!(await form.getByRole("alert").count()), "the placeholders' error stays once they are filled");
+    const shown = await form.getByLabel("Message preview").innerText();
+    check(shown === "Hi Wes, your order 5678 has shipped.", `the template's preview reads ${shown}`);
+    await axe(page, "inbox, whatsapp template", axeStates);
+    await page.screenshot({ path: `${screenshots}/inbox-whatsapp.png` });
+    await form.getByRole("button", { name: "Send template" }).click();
+    await page.getByRole("list", { name: "Messages and notes" }).getByText("Hi Wes, your order 5678 has shipped.").waitFor();
   },
 
   // An email: the composer shows the subject and that the reply stays in
