@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+mod support;
+
 use futures::future::BoxFuture;
 use parley_domain::crypto::SecretBox;
 use parley_services::group_commit::GroupCommit;
-use parley_services::{ServiceError, ServiceResult, Services, ServicesConfig, Work};
+use parley_services::{ServiceError, ServiceResult, Services, Work};
 use parley_store::repo::workspaces;
 use parley_store::testing::TestDatabase;
 use parley_store::{Db, DbOptions};
@@ -25,7 +27,7 @@ fn create<'a>(tx: &'a mut Work, _svc: &'a Services, n: u32) -> BoxFuture<'a, Ser
 async fn a_burst_larger_than_a_batch_is_all_committed_and_answered(database: TestDatabase) {
     let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
     db.migrate().await.unwrap();
-    let svc = Services::new(db.clone(), ServicesConfig::default(), SecretBox::new([7; 32]));
+    let svc = Services::new(db.clone(), support::config(), SecretBox::new([7; 32]));
     let group = Arc::new(GroupCommit::new(create));
     let submits = (0..300u32).map(|n| {
         let (group, svc) = (group.clone(), svc.clone());

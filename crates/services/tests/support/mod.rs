@@ -31,7 +31,7 @@ pub async fn workspace(
     db: Db,
     wire: impl FnOnce(parley_services::Services) -> parley_services::Services,
 ) -> (parley_services::Services, parley_domain::Scope) {
-    let config = parley_services::ServicesConfig::default();
+    let config = config();
     let svc = wire(parley_services::Services::new(db, config, parley_domain::crypto::SecretBox::new([7; 32])));
     let billing = svc.config().billing.clone();
     let created = svc
@@ -41,4 +41,12 @@ pub async fn workspace(
         .await
         .unwrap();
     (svc, parley_domain::Scope::new(created.workspace.id, parley_domain::Mode::Test))
+}
+
+/// The default configuration, with files (recordings) kept in a scratch
+/// directory rather than the source tree.
+pub fn config() -> parley_services::ServicesConfig {
+    let mut config = parley_services::ServicesConfig::default();
+    config.storage.path = std::env::temp_dir().join(format!("parley-services-test-{}", std::process::id()));
+    config
 }
