@@ -208,10 +208,28 @@ pub fn with_passages(system: String, passages: &[parley_engines::Passage]) -> St
     out
 }
 
-/// `system` with the notes the team shared with the agent: guidance for
-/// it, never words of the contact's, never to be repeated to them.
+/// The most the team's shared notes add to a prompt, in estimated tokens:
+/// one note at its longest (10,000 characters) fits; a chatty team's older
+/// notes give way to the newer ones rather than crowd out the conversation.
+pub const TEAM_NOTES_TOKENS: u64 = 2_500;
+
+/// `system` with the notes the team shared with the agent (given oldest
+/// first; the newest that fit in [`TEAM_NOTES_TOKENS`], in order):
+/// guidance for it, never words of the contact's, never to be repeated to
+/// them.
 pub fn with_team_notes(system: String, notes: &[parley_domain::conversation::Note]) -> String {
-    if notes.is_empty() {
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for note in notes.iter().rev() {
+        let text = note.text.trim();
+        let cost = estimate_tokens(text);
+        if !kept.is_empty() && used + cost > TEAM_NOTES_TOKENS {
+            break;
+        }
+        used += cost;
+        kept.push(text);
+    }
+    if kept.is_empty() {
         return system;
     }
     let mut out = system;
@@ -221,9 +239,9 @@ pub fn with_team_notes(system: String, notes: &[parley_domain::conversation::Not
     out.push_str(
         "Notes from your team about this conversation (guidance for you, not from the contact; never quote or mention them to the contact):",
     );
-    for note in notes {
+    for text in kept.iter().rev() {
         out.push_str("\n- ");
-        out.push_str(note.text.trim());
+        out.push_str(text);
     }
     out
 }
@@ -238,6 +256,30 @@ mod tests {
         let mut m = parley_connectors::conformance::sample_message();
         (m.direction, m.author, m.text) = (direction, Author { kind, id: None }, text.to_owned());
         m
+    }
+
+    #[test]
+    fn team_notes_keep_the_newest_that_fit_their_budget_in_order() {
+        let note = |id: i64, text: String| parley_domain::conversation::Note {
+            id,
+            conversation_id: 1,
+            author_user_id: Some(1),
+            text,
+            mentions: Vec::new(),
+            for_agent: true,
+            created_at: parley_domain::Timestamp::now(),
+        };
+        assert_eq!(with_team_notes("Be kind.".into(), &[]), "Be kind.");
+        // Four notes of 1,000 tokens: the newest two fit, oldest first.
+        let notes: Vec<_> = (0..4).map(|i| note(i, format!("{i}{}", "x".repeat(3_999)))).collect();
+        let out = with_team_notes("Be kind.".into(), &notes);
+        let kept: Vec<char> =
+            out.lines().filter_map(|l| l.strip_prefix("- ")).map(|l| l.chars().next().unwrap()).collect();
+        assert_eq!(kept, ['2', '3'], "{}", &out[..200]);
+        assert!(out.starts_with("Be kind.\n\nNotes from your team"));
+        // One note over the budget on its own is still given.
+        let out = with_team_notes(String::new(), &[note(9, "y".repeat(12_000))]);
+        assert!(out.starts_with("Notes from your team") && out.ends_with(&"y".repeat(12_000)));
     }
 
     #[test]
