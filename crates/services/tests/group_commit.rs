@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-mod support;
-
 use futures::future::BoxFuture;
 use parley_domain::crypto::SecretBox;
 use parley_services::group_commit::GroupCommit;
@@ -13,6 +11,8 @@ use parley_services::{ServiceError, ServiceResult, Services, Work};
 use parley_store::repo::workspaces;
 use parley_store::testing::TestDatabase;
 use parley_store::{Db, DbOptions};
+
+mod support;
 
 /// Creates workspace `n`; number 13 is refused.
 fn create<'a>(tx: &'a mut Work, _svc: &'a Services, n: u32) -> BoxFuture<'a, ServiceResult<i64>> {

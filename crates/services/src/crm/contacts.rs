@@ -657,8 +657,8 @@ pub async fn resolve_address(
         Some(name) => name.to_owned(),
         // A visitor's id is random: a person reads "Website visitor 0ZDv" better.
         None if identity.channel == ChannelType::Webchat => {
-            let tail: String = identity.address.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
-            format!("Website visitor {tail}")
+            let skip = identity.address.chars().count().saturating_sub(4);
+            format!("Website visitor {}", identity.address.chars().skip(skip).collect::<String>())
         }
         None => identity.address.clone(),
     };
