@@ -22,6 +22,14 @@ async function toKeys(page) {
   await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
 }
 
+/** Signed in as `who`, with conversation `id` (headed `name`) open in the inbox. */
+async function openConversation(browser, who, id, name) {
+  const { page } = await signedIn(browser, base, who);
+  await page.goto(`/inbox/${id}?view=all`);
+  await page.getByRole("heading", { name, level: 2 }).waitFor();
+  return page;
+}
+
 const journeys = {
   async "sign-in"(browser) {
     const { page } = await open(browser, base);
@@ -1040,9 +1048,7 @@ const journeys = {
   // An SMS conversation: the composer counts the segments as the send
   // will (an emoji makes it UCS-2); the reply goes out on the channel.
   async "inbox-sms"(browser) {
-    const { page } = await signedIn(browser, base, owner);
-    await page.goto(`/inbox/${config.inbox.sms}?view=all`);
-    await page.getByRole("heading", { name: "Sam Ortiz", level: 2 }).waitFor();
+    const page = await openConversation(browser, owner, config.inbox.sms, "Sam Ortiz");
     await page.getByRole("button", { name: "Accept handoff" }).click();
     await page.getByText("Handled by You").waitFor();
     const box = page.getByRole("textbox", { name: "Reply" });
@@ -1165,9 +1171,7 @@ const journeys = {
   // WhatsApp outside its 24-hour window: only an approved template can go;
   // its placeholders are asked for and the message previewed, then sent.
   async "inbox-whatsapp"(browser) {
-    const { page } = await signedIn(browser, base, owner);
-    await page.goto(`/inbox/${config.inbox.whatsapp}?view=all`);
-    await page.getByRole("heading", { name: "Wes Park", level: 2 }).waitFor();
+    const page = await openConversation(browser, owner, config.inbox.whatsapp, "Wes Park");
     const form = page.getByRole("form", { name: "Send a template" });
     await form.getByText("has not written in the last 24 hours").waitFor();
     check(!(await page.getByRole("textbox", { name: "Reply" }).count()), "free text is offered outside the 24-hour window");
@@ -1190,9 +1194,7 @@ const journeys = {
   // An email: the composer shows the subject and that the reply stays in
   // the contact's thread; the quoted text of the contact's mail is folded.
   async "inbox-email"(browser) {
-    const { page } = await signedIn(browser, base, owner);
-    await page.goto(`/inbox/${config.inbox.email}?view=all`);
-    await page.getByRole("heading", { name: "Eve Ng", level: 2 }).waitFor();
+    const page = await openConversation(browser, owner, config.inbox.email, "Eve Ng");
     const thread = page.getByRole("list", { name: "Messages and notes" });
     await thread.getByText("the zipper broke on day two").waitFor();
     const quoted = thread.getByRole("group").filter({ hasText: "Quoted text" });
