@@ -67,6 +67,37 @@ pub struct AgentVoice {
     pub speed: Option<f64>,
 }
 
+string_enum!(
+    /// When an agent greets on calls.
+    FirstMessageMode {
+        /// As soon as the call is answered; the callee's pick-up words
+        /// ("Hello?") or noise cannot cut the greeting short. What they
+        /// said is still transcribed, and answered after the greeting if
+        /// it was more than a hello.
+        SpeakFirst = "speak_first",
+        /// After the callee's first words (their "Hello?"), or after
+        /// `first_message_wait_s` of silence; then as `speak_first`.
+        WaitForCallee = "wait_for_callee",
+        /// As soon as the call is answered, and the callee can interrupt
+        /// it like any other turn.
+        Interruptible = "interruptible",
+    }
+);
+
+string_enum!(
+    /// How a caller's turn is judged over on calls.
+    TurnDetection {
+        /// Silero VAD hears speech; at each pause the Smart Turn model
+        /// judges from the sound of the caller's last words whether they
+        /// have finished: sure, the turn ends after `end_of_turn_min_ms`;
+        /// not, at most after `end_of_turn_max_ms`. On a server without
+        /// the models (`[speech.turn_detection]`), `silence`.
+        Smart = "smart",
+        /// WebRTC's VAD and a fixed silence of `end_of_turn_ms`.
+        Silence = "silence",
+    }
+);
+
 /// How the agent hears callers: a configured speech-to-text engine and
 /// the language it listens for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -91,8 +122,24 @@ pub struct AgentSpeech {
     /// Caller speech over the agent for longer than this (0–5,000 ms)
     /// interrupts it; shorter sounds ("uh-huh") do not. Default 300.
     pub interruption_threshold_ms: i64,
-    /// Silence (200–3,000 ms) that ends the caller's turn. Default 600.
+    /// When the agent says its `first_message` on calls and whether the
+    /// callee can talk over it. Default `speak_first`.
+    pub first_message_mode: FirstMessageMode,
+    /// `wait_for_callee`: seconds of silence (1–30) after which the agent
+    /// speaks first after all. Default 3.
+    pub first_message_wait_s: i64,
+    /// How the caller's turn is judged over: `smart` (default) or `silence`.
+    pub turn_detection: TurnDetection,
+    /// Silence (200–3,000 ms) that ends the caller's turn under the
+    /// `silence` rule, and under `smart` on a server without the turn
+    /// models. Default 600.
     pub end_of_turn_ms: i64,
+    /// `smart`: the pause (100–1,000 ms) after which the turn ends if the
+    /// model is sure the caller has finished. Default 200.
+    pub end_of_turn_min_ms: i64,
+    /// `smart`: the silence (300–5,000 ms) that ends the turn when the
+    /// model judges the caller has more to say. Default 2,000.
+    pub end_of_turn_max_ms: i64,
     /// Seconds of caller silence (1–600) after which the agent prompts
     /// again; `null` for never.
     pub silence_reprompt_s: Option<i64>,
@@ -107,7 +154,12 @@ impl Default for AgentSpeech {
             voice: None,
             transcriber: None,
             interruption_threshold_ms: 300,
+            first_message_mode: FirstMessageMode::SpeakFirst,
+            first_message_wait_s: 3,
+            turn_detection: TurnDetection::Smart,
             end_of_turn_ms: 600,
+            end_of_turn_min_ms: 200,
+            end_of_turn_max_ms: 2000,
             silence_reprompt_s: None,
             silence_hangup_s: None,
         }

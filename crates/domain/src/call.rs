@@ -140,13 +140,17 @@ pub struct Word {
 }
 
 /// How long an agent turn took to answer, from the end of the caller's
-/// speech: until the transcript was final (`stt_ms`, the end-of-turn
-/// silence included), then until the model's first words
-/// (`llm_first_token_ms`), then until the voice's first audio
-/// (`tts_first_audio_ms`); `voice_to_voice_ms` is the whole, to the reply's
-/// first audio frame going out.
+/// speech: until the turn was judged over (`end_of_turn_ms`: the silence
+/// the turn detector waited), then until the transcript was final
+/// (`stt_ms`), then until the model's first words (`llm_first_token_ms`),
+/// then until the voice's first audio (`tts_first_audio_ms`);
+/// `voice_to_voice_ms` is the whole, to the reply's first audio frame
+/// going out. (Turns recorded before `end_of_turn_ms` existed have it 0
+/// and count the silence in `stt_ms`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TurnLatency {
+    #[serde(default)]
+    pub end_of_turn_ms: i64,
     pub stt_ms: i64,
     pub llm_first_token_ms: i64,
     pub tts_first_audio_ms: i64,

@@ -144,6 +144,23 @@ pub struct SpeechSettings {
     pub default_stt: Option<String>,
     /// The voice of agents that name none: `espeak` unless set.
     pub default_tts: Option<String>,
+    /// The turn-detection models (Silero VAD, Smart Turn v3.2) and the
+    /// ONNX Runtime that runs them; without them turns end on a fixed
+    /// silence. Never downloaded: `scripts/turn-models` extracts them from
+    /// the pinned PyPI wheels.
+    pub turn_detection: Option<TurnModelSettings>,
+}
+
+/// `[speech.turn_detection]`: where the models are.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnModelSettings {
+    /// `libonnxruntime.so` (PyPI `onnxruntime` 1.32.0's).
+    pub onnxruntime: std::path::PathBuf,
+    /// `silero_vad.onnx`.
+    pub silero_vad: std::path::PathBuf,
+    /// `smart-turn-v3.2-cpu.onnx`.
+    pub smart_turn: std::path::PathBuf,
 }
 
 /// The MCP endpoint and its OAuth authorization server.
@@ -836,6 +853,27 @@ impl Settings {
             .iter()
             .map(|(name, value)| Ok((name.clone(), parley_engines::EngineSettings::parse(name, value.clone())?)))
             .collect()
+    }
+
+    /// Loads the turn-detection models, if configured (a configured model
+    /// that cannot load stops start-up), and says at start which rule
+    /// turns end by.
+    pub fn turn_models(&self) -> anyhow::Result<Option<std::sync::Arc<parley_speech::turns::TurnModels>>> {
+        let Some(t) = &self.speech.turn_detection else {
+            tracing::info!(
+                "turn detection: WebRTC VAD and a fixed silence (set [speech.turn_detection] for Silero VAD and Smart Turn; docs/voice.md)"
+            );
+            return Ok(None);
+        };
+        let paths = parley_speech::turns::ModelPaths {
+            onnxruntime: t.onnxruntime.clone(),
+            silero_vad: t.silero_vad.clone(),
+            smart_turn: t.smart_turn.clone(),
+        };
+        let models = parley_speech::turns::TurnModels::load(&paths)
+            .map_err(|e| anyhow::anyhow!("speech.turn_detection: {e}"))?;
+        tracing::info!(onnxruntime = %t.onnxruntime.display(), "turn detection: Silero VAD and Smart Turn v3.2");
+        Ok(Some(std::sync::Arc::new(models)))
     }
 
     /// The speech engines, parsed.

@@ -84,7 +84,9 @@ pub fn bootstrap_banner(b: &Bootstrap) -> String {
 /// The use cases over `db`, with the master key and a JWT signing key
 /// ready, and agents run by the agent runtime.
 pub async fn services(settings: &Settings, db: Db) -> anyhow::Result<Services> {
-    let services = Services::new(db, settings.services_config(), settings.master_key()?)
+    let mut config = settings.services_config();
+    config.speech = config.speech.with_turn_models(settings.turn_models()?);
+    let services = Services::new(db, config, settings.master_key()?)
         .with_agent_runtime(std::sync::Arc::new(parley_agent_runtime::Runtime));
     services.prepare().await.context("could not prepare the JWT signing keys")?;
     Ok(services)

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use parley_domain::Scope;
 use parley_domain::Timestamp;
+use parley_domain::agent::{FirstMessageMode, TurnDetection};
 use parley_domain::call::{CallDirection, CallStatus, EndedReason, Speaker, TranscriptSegment};
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus};
@@ -31,6 +32,7 @@ use parley_store::repo::calls::{self as repo, CallRow, Ending, NewCall};
 use parley_store::repo::conversations::{self as conversation_repo, NewConversation, NewMessage};
 use parley_store::repo::events;
 use parley_voice::engine::{self, Outcome, Progress};
+use parley_voice::live::Greeting;
 use parley_voice::provider::{Dial, Placed, Provider};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -740,8 +742,24 @@ fn speech_options(
     options.listening.live = streams_audio;
     options.listening.interruption_threshold_ms = speech.interruption_threshold_ms;
     options.listening.turns.hangover_ms = speech.end_of_turn_ms as u64;
+    options.listening.smart = match (speech.turn_detection, engines.turn_models()) {
+        (TurnDetection::Smart, Some(models)) => {
+            let settings = parley_speech::turns::SmartSettings {
+                min_silence_ms: speech.end_of_turn_min_ms as u64,
+                max_silence_ms: speech.end_of_turn_max_ms as u64,
+                ..Default::default()
+            };
+            Some((settings, models.clone()))
+        }
+        _ => None,
+    };
     options.listening.silence_reprompt_ms = speech.silence_reprompt_s.map(|s| s * 1000);
     options.listening.silence_hangup_ms = speech.silence_hangup_s.map(|s| s * 1000);
+    options.listening.greeting = match speech.first_message_mode {
+        FirstMessageMode::SpeakFirst => Greeting::SpeakFirst,
+        FirstMessageMode::WaitForCallee => Greeting::WaitForCallee { wait_ms: speech.first_message_wait_s * 1000 },
+        FirstMessageMode::Interruptible => Greeting::Interruptible,
+    };
 }
 
 /// Renews this instance's hold on its live calls while they run.

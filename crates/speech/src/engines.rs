@@ -154,6 +154,9 @@ pub struct SpeechEngines {
     /// For agents that name no engine.
     default_stt: Option<String>,
     default_tts: Option<String>,
+    /// Silero VAD and Smart Turn, when configured (else turns end on a
+    /// fixed silence).
+    turn_models: Option<std::sync::Arc<crate::turns::TurnModels>>,
 }
 
 impl SpeechEngines {
@@ -191,6 +194,16 @@ impl SpeechEngines {
 
     /// Sets the engines agents without their own use. `Err` names an
     /// engine that is not configured.
+    /// With the turn-detection models loaded.
+    pub fn with_turn_models(mut self, models: Option<std::sync::Arc<crate::turns::TurnModels>>) -> SpeechEngines {
+        self.turn_models = models;
+        self
+    }
+
+    pub fn turn_models(&self) -> Option<&std::sync::Arc<crate::turns::TurnModels>> {
+        self.turn_models.as_ref()
+    }
+
     pub fn with_defaults(mut self, stt: Option<String>, tts: Option<String>) -> Result<SpeechEngines, String> {
         if let Some(name) = &stt
             && !self.has_stt(name)

@@ -8,16 +8,24 @@
 //!   finishes what it has).
 //! - Engines: [`espeak`] (espeak-ng through its C library, the zero-set-up
 //!   voice) and [`wyoming`] (local faster-whisper and Piper servers).
-//! - The loop's parts: [`vad`] (WebRTC's VAD and turn-taking), [`resample`]
+//! - The loop's parts: [`turns`] (when the caller has finished: Silero VAD
+//!   and Smart Turn through [`onnx`], else [`vad`], WebRTC's VAD and a
+//!   fixed silence), [`resample`]
 //!   (rubato), [`sentences`] (streamed text cut for speaking).
 
 pub mod engines;
+#[cfg(feature = "local-servers")]
+pub mod eot;
 pub mod espeak;
 #[cfg(feature = "local-servers")]
 pub mod local_servers;
+pub mod onnx;
 pub mod openai;
 pub mod resample;
 pub mod sentences;
+pub mod silero;
+pub mod smart_turn;
+pub mod turns;
 pub mod vad;
 pub mod wyoming;
 

@@ -91,3 +91,33 @@ pub fn recall(expected: &str, heard: &str) -> f64 {
     let expected = words(expected);
     expected.iter().filter(|w| heard.contains(w)).count() as f64 / expected.len().max(1) as f64
 }
+
+/// Where a Python package's files are, without importing it.
+fn package_dir(package: &str) -> std::path::PathBuf {
+    let expr = format!("import importlib.util as u; print(u.find_spec('{package}').submodule_search_locations[0])");
+    std::path::PathBuf::from(python(&expr))
+}
+
+/// The turn-detection models from the pinned wheels .ci/run installs
+/// (`pipecat-ai` 1.14.0 holds both models, `onnxruntime` 1.32.0 the runtime).
+pub fn turn_model_paths() -> crate::turns::ModelPaths {
+    let (pipecat, onnxruntime) = (package_dir("pipecat"), package_dir("onnxruntime"));
+    crate::turns::ModelPaths {
+        onnxruntime: onnxruntime.join("capi/libonnxruntime.so.1.32.0"),
+        silero_vad: pipecat.join("audio/vad/data/silero_vad.onnx"),
+        smart_turn: pipecat.join("audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"),
+    }
+}
+
+/// The turn-detection models, loaded (once per process).
+pub fn turn_models() -> std::sync::Arc<crate::turns::TurnModels> {
+    static MODELS: std::sync::OnceLock<std::sync::Arc<crate::turns::TurnModels>> = std::sync::OnceLock::new();
+    MODELS
+        .get_or_init(|| {
+            let models = crate::turns::TurnModels::load(&turn_model_paths()).unwrap_or_else(|e| {
+                panic!("the turn models load (pip install pipecat-ai onnxruntime; .ci/run does): {e}")
+            });
+            std::sync::Arc::new(models)
+        })
+        .clone()
+}

@@ -87,6 +87,19 @@ impl Turns {
         (last - from >= self.settings.min_utterance_ms).then_some(VoiceEvent::Ended { from_ms: from, to_ms: last })
     }
 
+    /// Ends the utterance in progress now, before its hang-over has run
+    /// (the end-of-turn model is sure the caller has finished).
+    pub fn end_now(&mut self) -> Option<VoiceEvent> {
+        let (from, last) = self.speaking.take()?;
+        self.voiced_ms = 0;
+        (last - from >= self.settings.min_utterance_ms).then_some(VoiceEvent::Ended { from_ms: from, to_ms: last })
+    }
+
+    /// Where the utterance in progress began (ms), if one is.
+    pub fn started_ms(&self) -> Option<u64> {
+        self.speaking.map(|(from, _)| from)
+    }
+
     /// Whether an utterance is in progress (its hang-over included).
     pub fn speaking(&self) -> bool {
         self.speaking.is_some()
@@ -110,7 +123,7 @@ impl Turns {
 /// alone can pass it at the start of a call.
 const MIN_SPEECH_RMS: f64 = 330.0;
 
-fn loud_enough(frame: &[i16]) -> bool {
+pub(crate) fn loud_enough(frame: &[i16]) -> bool {
     let energy: f64 = frame.iter().map(|s| f64::from(*s).powi(2)).sum();
     (energy / frame.len().max(1) as f64).sqrt() >= MIN_SPEECH_RMS
 }
@@ -149,18 +162,9 @@ impl SpeechDetector {
         events
     }
 
-    pub fn speaking(&self) -> bool {
-        self.turns.speaking()
-    }
-
-    /// See [`Turns::heard_ms`].
-    pub fn heard_ms(&self) -> u64 {
-        self.turns.heard_ms()
-    }
-
-    /// See [`Turns::quiet_ms`].
-    pub fn quiet_ms(&self) -> u64 {
-        self.turns.quiet_ms()
+    /// Where the caller's turn stands.
+    pub fn turns(&self) -> &Turns {
+        &self.turns
     }
 }
 
@@ -205,6 +209,6 @@ mod tests {
             .collect();
         assert!(d.push(&vec![0; 8000]).is_empty());
         assert!(d.push(&hiss).is_empty(), "low hiss is not a caller talking");
-        assert!(!d.speaking());
+        assert!(!d.turns().speaking());
     }
 }

@@ -95,12 +95,13 @@ pub async fn run(
         keys_due: None,
         reprompted: false,
     };
-    let mut live = Live::new(options.listening);
+    let mut live = Live::new(options.listening.clone());
     // The recording keeps the last RECORDING_WINDOW in memory and writes the rest.
     let mut flush = tokio::time::interval(Duration::from_secs(1));
     let far_off = Instant::now() + Duration::from_secs(365 * 24 * 3600);
     let mut deadline = far_off;
     let (status, reason) = loop {
+        let greeting_at = live.greeting_due().map(|at| run.instant_of(at));
         tokio::select! {
             event = events.recv() => match event {
                 Some(ProviderEvent::Ringing) => { let _ = run.progress.send(Progress::Ringing).await; }
@@ -115,7 +116,7 @@ pub async fn run(
                     let _ = run.progress.send(Progress::Answered).await;
                     if let Some(greeting) = run.agent.greeting() {
                         if options.listening.live {
-                            live.speak_text(&mut run, greeting);
+                            live.greet(&mut run, greeting);
                         } else {
                             run.say(greeting).await;
                         }
@@ -150,6 +151,7 @@ pub async fn run(
                 };
             }
             Some(message) = live.next() => live.handle(&mut run, message).await,
+            _ = sleep_until_opt(greeting_at) => live.greeting_wait_over(&mut run),
             _ = sleep_until_opt(run.keys_due) => {
                 run.keys_due = None;
                 let keys = std::mem::take(&mut run.keys);
@@ -171,7 +173,7 @@ pub async fn run(
                 live.finish_played(&mut run, now).await;
                 if run.answered.is_some() && run.ending.is_none() && run.pending.is_none() && !live.busy() {
                     let quiet = run.now_ms() - run.silence_since();
-                    let listening = options.listening;
+                    let listening = &options.listening;
                     if listening.silence_hangup_ms.is_some_and(|m| quiet >= m) {
                         run.act(Action::EndCall).await;
                     } else if !run.reprompted && listening.silence_reprompt_ms.is_some_and(|m| quiet >= m) {

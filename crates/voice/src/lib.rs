@@ -24,6 +24,7 @@
 
 pub mod audio;
 pub mod codec;
+mod early;
 pub mod engine;
 pub mod live;
 pub mod provider;

@@ -15,23 +15,29 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parley_domain::call::{Speaker, TranscriptSegment, TurnLatency, Word};
-use parley_speech::vad::{SpeechDetector, TurnSettings, VoiceEvent};
+use parley_speech::turns::{SmartSettings, TurnDetector, TurnModels};
+use parley_speech::vad::{TurnSettings, VoiceEvent};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::audio::{Voice, duration_ms};
+use crate::early::Early;
 use crate::provider::{Command, Pcm};
 use crate::run::{Action, Run, transcribe};
 use crate::session::{Input, Output};
 use crate::speech::Synthesiser;
 
 /// How the engine listens.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Listening {
     /// The provider streams live audio (SIP, Twilio): the agent's speech
     /// is streamed too, and can be interrupted.
     pub live: bool,
+    /// The silence rule (WebRTC's VAD and a fixed silence).
     pub turns: TurnSettings,
+    /// The smart rule, used when the agent asks for it and the server has
+    /// the models; else the silence rule.
+    pub smart: Option<(SmartSettings, Arc<TurnModels>)>,
     /// Caller speech over the agent longer than this interrupts it.
     pub interruption_threshold_ms: i64,
     /// Audio kept from before the detected start of speech (its first
@@ -41,6 +47,21 @@ pub struct Listening {
     pub silence_reprompt_ms: Option<i64>,
     /// Silence after which the agent hangs up.
     pub silence_hangup_ms: Option<i64>,
+    /// When the agent greets, and whether the greeting can be interrupted.
+    pub greeting: Greeting,
+}
+
+/// When the agent says its greeting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Greeting {
+    /// At once; the callee's pick-up words or noise cannot cut it short.
+    #[default]
+    SpeakFirst,
+    /// After the callee's first words, or after `wait_ms` of silence; then
+    /// as `SpeakFirst`.
+    WaitForCallee { wait_ms: i64 },
+    /// At once, and the callee can interrupt it.
+    Interruptible,
 }
 
 impl Default for Listening {
@@ -48,17 +69,28 @@ impl Default for Listening {
         Listening {
             live: false,
             turns: TurnSettings::default(),
+            smart: None,
             interruption_threshold_ms: 300,
             preroll_ms: 200,
             silence_reprompt_ms: None,
             silence_hangup_ms: None,
+            greeting: Greeting::default(),
         }
     }
 }
 
 /// Silence after which the utterance so far is transcribed, before its
 /// turn has ended.
-const SPECULATE_AFTER_MS: i64 = 120;
+const SPECULATE_AFTER_MS: i64 = parley_speech::turns::EARLY_WORDS_AFTER_MS as i64;
+
+impl Listening {
+    fn detector(&self) -> TurnDetector {
+        match &self.smart {
+            Some((settings, models)) => TurnDetector::smart(models, *settings),
+            None => TurnDetector::silence(self.turns),
+        }
+    }
+}
 
 /// How long the end of a call waits for the caller's last words to be transcribed.
 const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(5);
@@ -88,6 +120,8 @@ struct Speaking {
     action: Option<Action>,
     /// When it answers the caller: how long each step took.
     timing: Option<Timing>,
+    /// The greeting, which the callee cannot interrupt.
+    protected: bool,
 }
 
 /// The moments of one answering turn (ms from the answer).
@@ -95,6 +129,8 @@ struct Speaking {
 pub(crate) struct Timing {
     /// The caller stopped speaking.
     speech_end_ms: i64,
+    /// Their turn was judged over.
+    turn_end_ms: i64,
     /// Their transcript was final.
     heard_ms: i64,
     /// The model's first words arrived.
@@ -108,7 +144,8 @@ impl Timing {
     fn latency(&self) -> Option<TurnLatency> {
         let (text, audio, out) = (self.first_text_ms?, self.first_audio_ms?, self.first_out_ms?);
         Some(TurnLatency {
-            stt_ms: self.heard_ms - self.speech_end_ms,
+            end_of_turn_ms: self.turn_end_ms - self.speech_end_ms,
+            stt_ms: self.heard_ms - self.turn_end_ms,
             llm_first_token_ms: text - self.heard_ms,
             tts_first_audio_ms: audio - text,
             voice_to_voice_ms: out - self.speech_end_ms,
@@ -123,26 +160,33 @@ struct Playing {
     end_ms: i64,
     text: String,
     latency: Option<TurnLatency>,
+    protected: bool,
 }
 
 pub(crate) struct Live {
     settings: Listening,
     tx: mpsc::Sender<Message>,
     rx: mpsc::Receiver<Message>,
-    detector: Option<(SpeechDetector, i64)>,
+    detector: Option<(TurnDetector, i64)>,
     preroll: VecDeque<i16>,
     utterance: Option<(i64, Pcm)>,
     /// Where caller speech over the agent began, while it may become a barge-in.
     barge_from: Option<i64>,
-    /// The utterance so far, already being transcribed while its end-of-turn
-    /// silence runs: used if the caller does not speak again before the turn
-    /// ends, dropped if they do.
-    speculation: Option<JoinHandle<parley_speech::Transcript>>,
+    /// The utterance in progress, transcribed in pieces while the caller
+    /// pauses (one request at a time), and whether this pause's is out.
+    early: Early,
+    pause_sent: bool,
     /// Caller turns being transcribed.
     hearing: usize,
     turn: u64,
     speaking: Option<Speaking>,
     playing: Option<Playing>,
+    /// The greeting waiting for the callee to speak first, and when it is
+    /// said anyway (ms from the answer; `None` once they speak).
+    waiting_greeting: Option<(String, Option<i64>)>,
+    /// What the callee said over the greeting that asks for an answer once
+    /// it is over.
+    after_greeting: Option<String>,
 }
 
 impl Live {
@@ -156,22 +200,19 @@ impl Live {
             preroll: VecDeque::new(),
             utterance: None,
             barge_from: None,
-            speculation: None,
+            early: Early::default(),
+            pause_sent: false,
             hearing: 0,
             turn: 0,
             speaking: None,
             playing: None,
+            waiting_greeting: None,
+            after_greeting: None,
         }
     }
 
     pub(crate) async fn next(&mut self) -> Option<Message> {
         self.rx.recv().await
-    }
-
-    fn drop_speculation(&mut self) {
-        if let Some(s) = self.speculation.take() {
-            s.abort();
-        }
     }
 
     /// Whether the agent is speaking or the caller is talking.
@@ -199,17 +240,18 @@ impl Live {
         if let Some((_, audio)) = &mut self.utterance {
             audio.extend_from_slice(&frame);
         }
-        let (detector, origin) = self.detector.get_or_insert_with(|| (SpeechDetector::new(self.settings.turns), start));
+        let (detector, origin) = self.detector.get_or_insert_with(|| (self.settings.detector(), start));
         let origin = *origin;
         let events = detector.push(&frame);
         let heard_ms = detector.heard_ms() as i64;
         for event in events {
             match event {
                 VoiceEvent::Started { at_ms } => {
-                    self.drop_speculation();
+                    std::mem::take(&mut self.early).abandon();
                     let began = origin + at_ms as i64;
                     let pre: Pcm = self.preroll.iter().copied().collect();
-                    self.utterance = Some((now - duration_ms(pre.len()), pre));
+                    // Frames can arrive in a burst at the answer: never before it.
+                    self.utterance = Some(((now - duration_ms(pre.len())).max(0), pre));
                     if self.agent_talking(run, now) {
                         self.barge_from = Some(began);
                     }
@@ -218,50 +260,55 @@ impl Live {
                     self.barge_from = None;
                     let Some((start_ms, audio)) = self.utterance.take() else { continue };
                     let long = (to_ms - from_ms) as i64 >= self.settings.interruption_threshold_ms;
-                    let speculation = self.speculation.take();
+                    let early = std::mem::take(&mut self.early);
                     if self.agent_talking(run, now) && !long {
-                        if let Some(s) = speculation {
-                            s.abort();
-                        }
+                        early.abandon();
                         continue; // a backchannel under the agent's speech
                     }
                     let speech_end_ms = origin + to_ms as i64;
+                    let voiced_to = ((speech_end_ms - start_ms).max(0) * 8) as usize;
                     let transcriber = run.transcriber.clone();
                     let tx = self.tx.clone();
                     self.hearing += 1;
                     tokio::spawn(async move {
-                        let early = match speculation {
-                            Some(s) => s.await.ok(),
-                            None => None,
-                        };
-                        let transcript = match early {
-                            Some(t) => t,
-                            None => transcribe(transcriber.as_deref(), &audio).await,
-                        };
+                        let transcript = early.finish(transcriber.as_ref(), &audio, voiced_to).await;
                         let _ = tx.send(Message::Heard { start_ms, end_ms: now, speech_end_ms, transcript }).await;
                     });
                 }
             }
         }
         // Transcribe early, once the caller has paused long enough that the
-        // turn is probably over: the end-of-turn silence then hides most of
-        // the transcription's time. Speech again makes it stale.
+        // turn may be over: the end-of-turn silence then hides most of the
+        // transcription's time. If they speak on, what was heard is kept.
+        // The words heard up to this pause also tell the turn detector
+        // whether the caller stopped mid-phrase.
         let quiet = self.detector.as_ref().map_or(0, |(d, _)| d.quiet_ms()) as i64;
         if quiet == 0 {
-            self.drop_speculation();
+            self.pause_sent = false;
         } else if quiet >= SPECULATE_AFTER_MS
-            && self.speculation.is_none()
-            && run.transcriber.is_some()
-            && let Some((_, audio)) = &self.utterance
+            && !self.pause_sent
+            && let (Some(transcriber), Some((_, audio))) = (&run.transcriber, &self.utterance)
         {
-            let (transcriber, audio) = (run.transcriber.clone(), audio.clone());
-            self.speculation = Some(tokio::spawn(async move { transcribe(transcriber.as_deref(), &audio).await }));
+            self.pause_sent = self.early.send(transcriber, audio);
+            if self.pause_sent
+                && let Some((detector, _)) = &mut self.detector
+            {
+                detector.words_coming();
+            }
+        }
+        if self.early.collect()
+            && self.pause_sent
+            && let Some((detector, _)) = &mut self.detector
+        {
+            detector.words(&self.early.text());
         }
         // Speech heard over the agent for the threshold (not merely begun:
         // a short sound's hang-over does not count) is a barge-in.
         if self.barge_from.is_some() && heard_ms >= self.settings.interruption_threshold_ms {
             self.barge_from = None;
-            self.interrupt(run, now).await;
+            if !self.greeting_protected(now) {
+                self.interrupt(run, now).await;
+            }
         }
     }
 
@@ -304,6 +351,9 @@ impl Live {
             && let Some(p) = self.playing.take()
         {
             run.write(agent_segment(p.text, p.start_ms, p.end_ms, false, p.latency)).await;
+            if p.protected {
+                self.greeting_over(run);
+            }
         }
     }
 
@@ -348,7 +398,10 @@ impl Live {
                     if let Some(start_ms) = s.start_ms {
                         let text = s.text.trim().to_owned();
                         let latency = s.timing.and_then(|t| t.latency());
-                        self.playing = Some(Playing { start_ms, end_ms: run.agent_until_ms, text, latency });
+                        let (end_ms, protected) = (run.agent_until_ms, s.protected);
+                        self.playing = Some(Playing { start_ms, end_ms, text, latency, protected });
+                    } else if s.protected {
+                        self.greeting_over(run); // nothing was played
                     }
                     if let Some(action) = s.action {
                         run.act_after_speech(action);
@@ -376,50 +429,122 @@ impl Live {
                     latency: None,
                 };
                 run.write(segment).await;
-                if text != "[inaudible]" {
-                    let turn = run.agent.respond(Input::UserSaid(text));
-                    let timing = Timing {
-                        speech_end_ms,
-                        heard_ms: run.now_ms(),
-                        first_text_ms: None,
-                        first_audio_ms: None,
-                        first_out_ms: None,
-                    };
-                    self.speak_timed(run, turn, Some(timing));
+                if text == "[inaudible]" {
+                    return;
                 }
+                if let Some((greeting, _)) = self.waiting_greeting.take() {
+                    // The callee spoke first: now the greeting, then an
+                    // answer if they asked for one.
+                    self.after_greeting = (!pick_up_words(&text)).then_some(text);
+                    self.speak_greeting(run, greeting);
+                    return;
+                }
+                if self.greeting_protected(run.now_ms()) {
+                    if !pick_up_words(&text) {
+                        self.after_greeting = Some(text);
+                    }
+                    return;
+                }
+                let timing = Timing {
+                    speech_end_ms,
+                    turn_end_ms: end_ms,
+                    heard_ms: run.now_ms(),
+                    first_text_ms: None,
+                    first_audio_ms: None,
+                    first_out_ms: None,
+                };
+                self.answer(run, text, Some(timing));
             }
             _ => {} // a cancelled turn's late messages
         }
     }
 
-    /// The agent says `text` (its greeting).
-    pub(crate) fn speak_text(&mut self, run: &mut Run, text: String) {
-        let turn = futures::stream::iter([Output::TextDelta(text), Output::EndOfTurn]).boxed();
-        self.speak(run, turn);
+    /// The call was answered: the agent greets as its agent asks.
+    pub(crate) fn greet(&mut self, run: &mut Run, greeting: String) {
+        match self.settings.greeting {
+            Greeting::SpeakFirst => self.speak_greeting(run, greeting),
+            Greeting::WaitForCallee { wait_ms } => {
+                self.waiting_greeting = Some((greeting, Some(run.now_ms() + wait_ms)));
+            }
+            Greeting::Interruptible => {
+                let turn = futures::stream::iter([Output::TextDelta(greeting), Output::EndOfTurn]).boxed();
+                self.speak_timed(run, turn, None, false);
+            }
+        }
+    }
+
+    /// When the greeting waiting for the callee is said anyway (ms from the answer).
+    pub(crate) fn greeting_due(&self) -> Option<i64> {
+        self.waiting_greeting.as_ref().and_then(|(_, at)| *at)
+    }
+
+    /// The callee stayed silent: the agent greets first after all (unless
+    /// they are speaking now: their words' end greets).
+    pub(crate) fn greeting_wait_over(&mut self, run: &mut Run) {
+        if self.utterance.is_some() {
+            if let Some((_, at)) = &mut self.waiting_greeting {
+                *at = None;
+            }
+            return;
+        }
+        if let Some((greeting, _)) = self.waiting_greeting.take() {
+            self.speak_greeting(run, greeting);
+        }
+    }
+
+    fn speak_greeting(&mut self, run: &mut Run, greeting: String) {
+        let turn = futures::stream::iter([Output::TextDelta(greeting), Output::EndOfTurn]).boxed();
+        self.speak_timed(run, turn, None, true);
+    }
+
+    /// Whether the greeting is being said, and may not be interrupted.
+    fn greeting_protected(&self, now: i64) -> bool {
+        self.speaking.as_ref().is_some_and(|s| s.protected)
+            || self.playing.as_ref().is_some_and(|p| p.protected && now < p.end_ms)
+    }
+
+    /// The greeting has been said: what the callee asked over it is answered.
+    fn greeting_over(&mut self, run: &mut Run) {
+        if let Some(text) = self.after_greeting.take() {
+            self.answer(run, text, None);
+        }
+    }
+
+    /// The agent answers the caller's words.
+    fn answer(&mut self, run: &mut Run, text: String, timing: Option<Timing>) {
+        let turn = run.agent.respond(Input::UserSaid(text));
+        self.speak_timed(run, turn, timing, false);
     }
 
     /// Starts speaking an agent turn: its text goes to the synthesiser as
     /// it streams, the frames come back to be played.
     pub(crate) fn speak(&mut self, run: &mut Run, turn: BoxStream<'static, Output>) {
-        self.speak_timed(run, turn, None);
+        self.speak_timed(run, turn, None, false);
     }
 
     /// [`Live::speak`], timing the turn when it answers the caller.
-    fn speak_timed(&mut self, run: &mut Run, turn: BoxStream<'static, Output>, timing: Option<Timing>) {
+    fn speak_timed(
+        &mut self,
+        run: &mut Run,
+        turn: BoxStream<'static, Output>,
+        timing: Option<Timing>,
+        protected: bool,
+    ) {
         if let Some(previous) = self.speaking.take() {
             previous.task.abort();
         }
         self.turn += 1;
         let id = self.turn;
         let task = tokio::spawn(speak_turn(id, turn, run.voice.clone(), self.tx.clone()));
-        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text: String::new(), action: None, timing });
+        let text = String::new();
+        self.speaking = Some(Speaking { turn: id, task, start_ms: None, text, action: None, timing, protected });
     }
 
     /// The call is over: the caller's last words are still transcribed
     /// (those being heard, and an utterance cut off by the hang-up) and
     /// written, for at most `LAST_WORDS`, without an answer.
     pub(crate) async fn hear_last_words(&mut self, run: &mut Run) {
-        self.drop_speculation();
+        std::mem::take(&mut self.early).abandon();
         if let Some((start_ms, audio)) = self.utterance.take()
             && audio.len() >= crate::speech::FRAME_SAMPLES * 10
         {
@@ -522,6 +647,48 @@ fn agent_segment(
     }
 }
 
+/// Whether `text` is only what people say as they pick up ("Hello?",
+/// "Yes, speaking", "Who is this?"): the greeting answers it.
+fn pick_up_words(text: &str) -> bool {
+    const PICK_UP: &[&str] = &[
+        "hello",
+        "hallo",
+        "hullo",
+        "hi",
+        "hey",
+        "hiya",
+        "yes",
+        "yeah",
+        "yep",
+        "yup",
+        "speaking",
+        "good",
+        "morning",
+        "afternoon",
+        "evening",
+        "who",
+        "whos",
+        "who's",
+        "is",
+        "this",
+        "it",
+        "its",
+        "it's",
+        "there",
+        "oh",
+        "um",
+        "uh",
+        "ok",
+        "okay",
+        "the",
+        "calling",
+    ];
+    text.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'').to_lowercase())
+        .filter(|w| !w.is_empty())
+        .all(|w| PICK_UP.contains(&w.as_str()))
+}
+
 /// The first share of `text`'s words (at least one word once any was played).
 fn words_within(text: &str, share: f64) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -531,7 +698,17 @@ fn words_within(text: &str, share: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::words_within;
+    use super::{pick_up_words, words_within};
+
+    #[test]
+    fn pick_up_words_are_told_from_a_question() {
+        for said in ["Hello?", "Hi, yes, speaking.", "Who is this?", "Hello, who's calling?", "Good morning!"] {
+            assert!(pick_up_words(said), "{said}");
+        }
+        for said in ["Hello, is my order ready?", "Yes, I wanted to ask about my bill", "Can you hear me?"] {
+            assert!(!pick_up_words(said), "{said}");
+        }
+    }
 
     #[test]
     fn a_trimmed_segment_keeps_the_words_played() {

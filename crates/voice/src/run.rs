@@ -203,8 +203,20 @@ impl Run {
 /// An utterance's final transcript: the transcriber's, or `[inaudible]`
 /// without a transcriber or a transcript.
 pub(crate) async fn transcribe(transcriber: Option<&dyn Transcriber>, audio: &Pcm) -> parley_speech::Transcript {
-    let inaudible = || parley_speech::Transcript::final_text("[inaudible]".to_owned());
-    let Some(transcriber) = transcriber else { return inaudible() };
+    match transcriber {
+        Some(t) => hear(t, audio).await,
+        None => None,
+    }
+    .unwrap_or_else(inaudible)
+}
+
+/// `[inaudible]`: what a caller's speech without words is written as.
+pub(crate) fn inaudible() -> parley_speech::Transcript {
+    parley_speech::Transcript::final_text("[inaudible]".to_owned())
+}
+
+/// The transcriber's final transcript of `audio`, if it heard words.
+pub(crate) async fn hear(transcriber: &dyn Transcriber, audio: &[i16]) -> Option<parley_speech::Transcript> {
     let (frames, mut transcripts) = transcriber.start();
     for frame in audio.chunks(crate::speech::FRAME_SAMPLES) {
         if frames.send(frame.to_vec()).await.is_err() {
@@ -218,5 +230,5 @@ pub(crate) async fn transcribe(transcriber: Option<&dyn Transcriber>, audio: &Pc
             last = Some(t);
         }
     }
-    last.filter(|t| !t.text.trim().is_empty()).unwrap_or_else(inaudible)
+    last.filter(|t| !t.text.trim().is_empty())
 }

@@ -10,8 +10,10 @@ use futures::stream::BoxStream;
 use parley_domain::call::EndedReason;
 use parley_domain::call::Speaker;
 use parley_speech::espeak::Espeak;
+use parley_speech::turns::SmartSettings;
 use parley_speech::{Pcm, Transcript, synthesise};
 use parley_voice::engine::{self, Options, Outcome, Progress};
+use parley_voice::live::Greeting;
 use parley_voice::provider::{Command, FarEnd, Placed, ProviderEvent};
 use parley_voice::session::{AgentSession, BuiltinAgent, Input, Output};
 use parley_voice::speech::Transcriber;
@@ -20,7 +22,33 @@ use tokio::time::Instant;
 
 /// Knows what the caller says (the test scripts it): the speech loop's
 /// turn-taking is under test here, not recognition.
-struct Scripted(Vec<&'static str>, Mutex<usize>);
+/// A transcriber that knows what each utterance of the script says: the
+/// request whose audio holds the end of an utterance's speech hears its
+/// line (so an utterance transcribed in pieces, at its pauses, is heard
+/// once, as whisper would); other requests hear nothing.
+struct Scripted {
+    /// Each line and the last 40 ms of its speech.
+    lines: Vec<(&'static str, Pcm)>,
+}
+
+impl Scripted {
+    /// Pairs `heard` with the script's speech steps, in order.
+    fn new(heard: Vec<&'static str>, script: &[Step]) -> Scripted {
+        let speech = script.iter().filter_map(|step| match step {
+            Step::Audio(pcm) if pcm.iter().any(|s| s.unsigned_abs() > 100) => Some(pcm),
+            _ => None,
+        });
+        let lines = heard
+            .into_iter()
+            .zip(speech)
+            .map(|(text, pcm)| {
+                let end = pcm.iter().rposition(|s| s.unsigned_abs() > 100).unwrap_or(0) + 1;
+                (text, pcm[end.saturating_sub(320)..end].to_vec())
+            })
+            .collect();
+        Scripted { lines }
+    }
+}
 
 impl Transcriber for Scripted {
     fn name(&self) -> &'static str {
@@ -29,15 +57,15 @@ impl Transcriber for Scripted {
     fn start(&self) -> (mpsc::Sender<Pcm>, mpsc::Receiver<Transcript>) {
         let (audio_tx, mut audio_rx) = mpsc::channel::<Pcm>(1024);
         let (text_tx, text_rx) = mpsc::channel(2);
-        let mut n = self.1.lock().unwrap();
-        // The last line again once the script is over: the speech loop may
-        // transcribe an utterance early (in its end-of-turn silence) and
-        // again if the caller goes on, so calls outnumber utterances.
-        let text = self.0.get(*n).or(self.0.last()).copied().unwrap_or("").to_owned();
-        *n += 1;
+        let lines = self.lines.clone();
         tokio::spawn(async move {
-            while audio_rx.recv().await.is_some() {}
-            let _ = text_tx.send(Transcript::final_text(text)).await;
+            let mut audio = Vec::new();
+            while let Some(frame) = audio_rx.recv().await {
+                audio.extend(frame);
+            }
+            let ends = |tail: &Pcm| audio.windows(tail.len().max(1)).any(|w| w == tail.as_slice());
+            let text = lines.iter().find(|(_, tail)| ends(tail)).map_or("", |(text, _)| text);
+            let _ = text_tx.send(Transcript::final_text(text.to_owned())).await;
         });
         (audio_tx, text_rx)
     }
@@ -165,13 +193,14 @@ async fn call_with(
     heard: Vec<&'static str>,
     configure: impl FnOnce(&mut Options),
 ) -> (Outcome, Arc<Mutex<Line>>, std::path::PathBuf, Arc<Mutex<Vec<Input>>>) {
+    let transcriber = Scripted::new(heard, &script);
     let (placed, seen) = line(script);
     let dir = std::env::temp_dir().join(format!("parley-live-{}", ulid::Ulid::new()));
     std::fs::create_dir_all(&dir).unwrap();
     let wav = dir.join("call.wav");
     let mut options = Options::new(Duration::from_secs(60), Some(wav.clone()));
     options.voice = Arc::new(Espeak::new("en-us", 175).unwrap());
-    options.transcriber = Some(Arc::new(Scripted(heard, Mutex::new(0))));
+    options.transcriber = Some(Arc::new(transcriber));
     options.listening.live = true;
     configure(&mut options);
     let inputs = Arc::new(Mutex::new(Vec::new()));
@@ -225,10 +254,11 @@ async fn a_caller_turn_is_heard_at_its_end_and_answered_in_streamed_speech() {
     // The reply's latency, from the end of the caller's speech: the
     // end-of-turn silence (600 ms) and the transcript, the model, the voice.
     let l = s[2].latency.expect("the answering turn is timed");
-    assert!((600..1200).contains(&l.stt_ms), "{l:?}");
+    assert!((580..700).contains(&l.end_of_turn_ms), "the silence rule waits its 600 ms: {l:?}");
+    assert!((0..600).contains(&l.stt_ms), "{l:?}");
     assert!(l.llm_first_token_ms >= 0 && l.llm_first_token_ms < 100, "{l:?}");
     assert!(l.tts_first_audio_ms >= 0 && l.tts_first_audio_ms < 100, "{l:?}");
-    let steps = l.stt_ms + l.llm_first_token_ms + l.tts_first_audio_ms;
+    let steps = l.end_of_turn_ms + l.stt_ms + l.llm_first_token_ms + l.tts_first_audio_ms;
     assert!(l.voice_to_voice_ms >= steps && l.voice_to_voice_ms <= steps + 60, "{l:?}");
     // Measured from where the speech really ended (the detector's end is within 200 ms of it).
     let speech_end = s[2].start_ms - l.voice_to_voice_ms;
@@ -255,8 +285,11 @@ async fn talking_over_the_agent_stops_it_within_300_ms_and_trims_its_words() {
     // The greeting lasts several seconds; the caller talks over it at 3 s.
     let script = vec![Step::Audio(silence(3000)), Step::Audio(interruption), Step::Audio(silence(4000))];
     let heard = vec!["Wait, I have a question about my order."];
-    let (outcome, seen, _, inputs) =
-        call_with(LONG_GREETING, script, heard, |o| o.listening.interruption_threshold_ms = 150).await;
+    let (outcome, seen, _, inputs) = call_with(LONG_GREETING, script, heard, |o| {
+        o.listening.interruption_threshold_ms = 150;
+        o.listening.greeting = Greeting::Interruptible;
+    })
+    .await;
     let line = seen.lock().unwrap();
     assert_eq!(line.stops.len(), 1, "{:?}", line.stops);
     let stop = line.stops[0].as_millis() as i64;
@@ -281,6 +314,84 @@ async fn talking_over_the_agent_stops_it_within_300_ms_and_trims_its_words() {
     assert_eq!(s[1].text, "Wait, I have a question about my order.");
     assert_eq!(s[2].text, "I understand: Wait, I have a question about my order.");
     assert_eq!(s.len(), 3, "{s:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callee_talking_as_they_pick_up_never_cuts_the_greeting_and_a_question_is_answered_after_it() {
+    // The callee speaks at once (a burst of frames at the answer, as a
+    // line delivers them), for longer than the interruption threshold.
+    let question = speech("hello, is this about my order").await;
+    let script = vec![Step::Audio(question), Step::Audio(silence(12_000))];
+    let heard = vec!["Hello, is this about my order?"];
+    let (outcome, seen, wav, _) = call_with(LONG_GREETING, script, heard, |_| {}).await;
+    assert!(seen.lock().unwrap().stops.is_empty(), "the greeting is never stopped");
+    let s = &outcome.segments;
+    let greeting = s.iter().find(|x| x.speaker == Speaker::Agent).unwrap();
+    assert_eq!((greeting.text.as_str(), greeting.interrupted), (LONG_GREETING, false), "{s:#?}");
+    let caller = s.iter().find(|x| x.speaker == Speaker::Caller).unwrap();
+    assert_eq!(caller.text, "Hello, is this about my order?");
+    assert!(caller.start_ms >= 0, "no segment starts before the answer: {caller:?}");
+    // Answered once the greeting is over.
+    let answer = s.iter().rfind(|x| x.speaker == Speaker::Agent).unwrap();
+    assert!(answer.text.starts_with("I understand: Hello, is this about my order"), "{s:#?}");
+    assert!(answer.start_ms >= greeting.end_ms, "{s:#?}");
+    // The recording has the whole greeting: the agent's side is loud to its end.
+    assert!(loudness(&wav, 1, greeting.end_ms - 600, greeting.end_ms - 100) > 300.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_turn_models_a_finished_sentence_ends_the_turn_sooner_than_the_silence_rule() {
+    let words = speech("please turn off the lights").await;
+    let script = vec![silence(2500), words, silence(4000)];
+    let heard = vec!["Please turn off the lights."];
+    let smart = (SmartSettings::default(), parley_speech::local_servers::turn_models());
+    let steps = script.into_iter().map(Step::Audio).collect();
+    let (outcome, _, _, _) = call_with("Hello, this is Ada.", steps, heard, |o| o.listening.smart = Some(smart)).await;
+    let s = &outcome.segments;
+    assert_eq!(s.len(), 3, "{s:#?}");
+    assert_eq!(s[1].text, "Please turn off the lights.");
+    // Smart Turn is sure after a 200 ms pause and the words agree: the turn
+    // ends well before the silence rule's 600 ms.
+    let l = s[2].latency.expect("the answer is timed");
+    assert!((150..550).contains(&l.end_of_turn_ms), "{l:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callees_hello_over_the_greeting_is_written_but_not_answered() {
+    let hello = speech("hello? hello?").await;
+    let script = vec![Step::Audio(silence(500)), Step::Audio(hello), Step::Audio(silence(12_000))];
+    let (outcome, seen, _, inputs) = call_with(LONG_GREETING, script, vec!["Hello? Hello?"], |_| {}).await;
+    assert!(seen.lock().unwrap().stops.is_empty());
+    let s = &outcome.segments;
+    assert_eq!(s.len(), 2, "the greeting and the hello, nothing answered: {s:#?}");
+    assert!(s.iter().any(|x| x.speaker == Speaker::Agent && x.text == LONG_GREETING && !x.interrupted));
+    assert!(s.iter().any(|x| x.speaker == Speaker::Caller && x.text == "Hello? Hello?"));
+    assert!(inputs.lock().unwrap().is_empty(), "the agent was not asked to answer a hello");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_the_callee_greets_after_their_hello_or_after_the_silence() {
+    let hello = speech("hello?").await;
+    let script = vec![Step::Audio(silence(1000)), Step::Audio(hello), Step::Audio(silence(6000))];
+    let (outcome, _, _, _) = call_with("Hi, this is Ada from Acme.", script, vec!["Hello?"], |o| {
+        o.listening.greeting = Greeting::WaitForCallee { wait_ms: 3000 };
+    })
+    .await;
+    let s = &outcome.segments;
+    assert_eq!(s.len(), 2, "{s:#?}");
+    assert_eq!((s[0].speaker, s[0].text.as_str()), (Speaker::Caller, "Hello?"));
+    assert_eq!((s[1].speaker, s[1].text.as_str()), (Speaker::Agent, "Hi, this is Ada from Acme."));
+    assert!(s[1].start_ms >= s[0].end_ms && s[1].start_ms < 3000, "greeted after the hello: {s:#?}");
+
+    // Nobody speaks: the agent greets once the wait is over.
+    let script = vec![Step::Audio(silence(6000))];
+    let (outcome, _, _, _) = call_with("Hi, this is Ada from Acme.", script, vec![], |o| {
+        o.listening.greeting = Greeting::WaitForCallee { wait_ms: 2000 };
+    })
+    .await;
+    let s = &outcome.segments;
+    assert_eq!(s.len(), 1, "{s:#?}");
+    assert!((2000..2600).contains(&s[0].start_ms), "greeted {} ms in", s[0].start_ms);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

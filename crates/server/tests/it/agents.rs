@@ -193,6 +193,23 @@ both_backends! {
             (r#"["body","silence_reprompt_s"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
         ]);
         assert_eq!(app.get(&ws.live, &path).await.body["silence_reprompt_s"], 8, "nothing of a refused change is written");
+        // Greeting and turn detection: defaults, changes, and the smart rule's
+        // cap checked against its short silence on the merged agent.
+        assert_eq!((a["first_message_mode"].as_str(), a["first_message_wait_s"].as_i64()), (Some("speak_first"), Some(3)));
+        assert_eq!((a["turn_detection"].as_str(), a["end_of_turn_min_ms"].as_i64(), a["end_of_turn_max_ms"].as_i64()), (Some("smart"), Some(200), Some(2000)));
+        let r = app.patch(&ws.live, &path, json!({"first_message_mode": "wait_for_callee", "first_message_wait_s": 5,
+            "turn_detection": "silence", "end_of_turn_min_ms": 300, "end_of_turn_max_ms": 1500})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!((r.body["first_message_mode"].as_str(), r.body["turn_detection"].as_str(), r.body["end_of_turn_max_ms"].as_i64()), (Some("wait_for_callee"), Some("silence"), Some(1500)));
+        let bad = app.patch(&ws.live, &path, json!({"end_of_turn_min_ms": 800, "end_of_turn_max_ms": 500})).await;
+        assert_eq!(bad.status, 422, "{}", bad.text);
+        assert_eq!(bad.faults(), vec![(r#"["body","end_of_turn_max_ms"]"#.to_owned(), "value_error.number.not_ge".to_owned())]);
+        let bad = app.patch(&ws.live, &path, json!({"first_message_mode": "later", "first_message_wait_s": 0, "end_of_turn_max_ms": 9000})).await;
+        assert_eq!(bad.faults(), vec![
+            (r#"["body","first_message_mode"]"#.to_owned(), "value_error.enum".to_owned()),
+            (r#"["body","first_message_wait_s"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
+            (r#"["body","end_of_turn_max_ms"]"#.to_owned(), "value_error.number.not_le".to_owned()),
+        ]);
         // The OpenAPI document lists the configured engines as the values.
         let doc = app.send(reqwest::Method::GET, "/openapi.json", None, None, &[]).await.body;
         assert_eq!(doc["components"]["schemas"]["AgentVoice"]["properties"]["tts_engine"]["enum"], json!(["espeak"]));

@@ -121,7 +121,7 @@ both_backends! {
         let a_call_id = a_call.body["id"].as_str().unwrap().to_owned();
         crate::calls::wait_for(&app, &a.live, &a_call_id, |c| crate::calls::ended(c) && c["recording"]["status"] == "available").await;
         let mut tx = app.db.begin().await.unwrap();
-        let turn = parley_domain::call::TurnLatency { stt_ms: 420, llm_first_token_ms: 310, tts_first_audio_ms: 180, voice_to_voice_ms: 990 };
+        let turn = parley_domain::call::TurnLatency { end_of_turn_ms: 200, stt_ms: 220, llm_first_token_ms: 310, tts_first_audio_ms: 180, voice_to_voice_ms: 990 };
         parley_store::execute!(&mut tx, sqlx::query(
             "UPDATE call_segments SET latency = $1 WHERE speaker = 'agent' AND idx > 0 AND call_id = (SELECT id FROM calls WHERE public_id = $2)")
             .bind(sqlx::types::Json(turn)).bind(&a_call_id)).unwrap();

@@ -277,7 +277,7 @@ both_backends! {
         let ws = app.workspace("Voice").await;
         let greeting = "Thanks for calling Parley, the self hosted platform for voice and chat agents. \
                         We can help you with bookings, orders, returns and anything else you need today.";
-        let agent = app.create_agent(&ws.live, json!({"name": "Ada", "first_message": greeting, "interruption_threshold_ms": 200})).await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ada", "first_message": greeting, "first_message_mode": "interruptible", "interruption_threshold_ms": 200})).await;
 
         // Twilio refuses a number: its error reaches the caller (502) and nothing rings.
         let r = place(&app, &ws.live, json!({"agent_id": agent["id"], "to": "+15005550001"})).await;
@@ -358,7 +358,7 @@ both_backends! {
         let greeting = "Support, hello. Thanks for calling Parley, the self hosted platform for voice and chat agents. \
                         We can help you with bookings, orders, returns and anything else you need today.";
         let agent = app.create_agent(&ws.live, json!({"name": "Support", "first_message": greeting,
-            "interruption_threshold_ms": 200, "silence_hangup_s": 4})).await;
+            "first_message_mode": "interruptible", "interruption_threshold_ms": 200, "silence_hangup_s": 4})).await;
         let t = app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "call.inbound", "channel": "voice"})).await;
         assert_eq!(t.status, 201, "{}", t.text);
 

@@ -109,7 +109,7 @@ both_backends! {
         let ws = app.workspace("Voice").await;
         let greeting = "Thanks for calling Parley, the self hosted platform for voice and chat agents. \
                         We can help you with bookings, orders, returns and anything else you need today.";
-        let agent = app.create_agent(&ws.live, json!({"name": "Ada", "first_message": greeting, "interruption_threshold_ms": 200})).await;
+        let agent = app.create_agent(&ws.live, json!({"name": "Ada", "first_message": greeting, "first_message_mode": "interruptible", "interruption_threshold_ms": 200})).await;
         // SIPp answers and, 3 s in, talks over the long greeting.
         let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
         let words = parley_speech::synthesise(&espeak, "wait, I have a question about my order").await;

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 use parley_domain::Scope;
 use parley_domain::agent::{
-    Agent, AgentSpeech, AgentStatus, AgentTranscriber, AgentVoice, HandoffPolicy, PatternType, TRIGGER_CHANNELS,
-    Trigger, TriggerEvent, is_language_tag,
+    Agent, AgentSpeech, AgentStatus, AgentTranscriber, AgentVoice, FirstMessageMode, HandoffPolicy, PatternType,
+    TRIGGER_CHANNELS, Trigger, TriggerEvent, TurnDetection, is_language_tag,
 };
 use parley_domain::conversation::ConversationKind;
 use parley_domain::event::EventType;
@@ -85,9 +85,27 @@ pub struct AgentChanges {
     /// 0–5,000 ms of caller speech over the agent that interrupts it. Default 300.
     #[schema(nullable = false, minimum = 0, maximum = 5000)]
     pub interruption_threshold_ms: Option<i64>,
-    /// 200–3,000 ms of caller silence that ends their turn. Default 600.
+    /// When the agent says its first message on calls. Default `speak_first`.
+    #[schema(nullable = false)]
+    pub first_message_mode: Option<FirstMessageMode>,
+    /// `wait_for_callee`: seconds of silence (1–30) before the agent speaks first after all. Default 3.
+    #[schema(nullable = false, minimum = 1, maximum = 30)]
+    pub first_message_wait_s: Option<i64>,
+    /// How the caller's turn is judged over. Default `smart`.
+    #[schema(nullable = false)]
+    pub turn_detection: Option<TurnDetection>,
+    /// 200–3,000 ms of caller silence that ends their turn under the
+    /// `silence` rule (and `smart` without the server's models). Default 600.
     #[schema(nullable = false, minimum = 200, maximum = 3000)]
     pub end_of_turn_ms: Option<i64>,
+    /// `smart`: the pause (100–1,000 ms) that ends the turn when the model
+    /// is sure. Default 200.
+    #[schema(nullable = false, minimum = 100, maximum = 1000)]
+    pub end_of_turn_min_ms: Option<i64>,
+    /// `smart`: the silence (300–5,000 ms) that ends the turn when the
+    /// model is not sure; at least `end_of_turn_min_ms`. Default 2,000.
+    #[schema(nullable = false, minimum = 300, maximum = 5000)]
+    pub end_of_turn_max_ms: Option<i64>,
     /// Seconds of caller silence (1–600) before the agent prompts again, or null for never.
     #[schema(value_type = Option<i64>, nullable, minimum = 1, maximum = 600)]
     pub silence_reprompt_s: Option<Option<i64>>,
@@ -205,7 +223,12 @@ fn read_changes(r: &mut ObjectReader<'_>, engines: &EngineNames) -> AgentChanges
         voice: r.nullable("voice", agent_voice(&engines.tts)),
         transcriber: r.nullable("transcriber", agent_transcriber(&engines.stt)),
         interruption_threshold_ms: r.optional("interruption_threshold_ms", integer(0, 5_000)),
+        first_message_mode: r.optional("first_message_mode", enum_value::<FirstMessageMode>()),
+        first_message_wait_s: r.optional("first_message_wait_s", integer(1, 30)),
+        turn_detection: r.optional("turn_detection", enum_value::<TurnDetection>()),
         end_of_turn_ms: r.optional("end_of_turn_ms", integer(200, 3_000)),
+        end_of_turn_min_ms: r.optional("end_of_turn_min_ms", integer(100, 1_000)),
+        end_of_turn_max_ms: r.optional("end_of_turn_max_ms", integer(300, 5_000)),
         silence_reprompt_s: r.nullable("silence_reprompt_s", integer(1, 600)),
         silence_hangup_s: r.nullable("silence_hangup_s", integer(1, 3_600)),
         prompt_block_ids: r.optional("prompt_block_ids", unique_ids()),
@@ -359,8 +382,23 @@ fn apply(f: &mut AgentFields, c: AgentChanges, sealer: &parley_domain::crypto::S
     if let Some(v) = c.interruption_threshold_ms {
         f.speech.interruption_threshold_ms = v;
     }
+    if let Some(v) = c.first_message_mode {
+        f.speech.first_message_mode = v;
+    }
+    if let Some(v) = c.first_message_wait_s {
+        f.speech.first_message_wait_s = v;
+    }
+    if let Some(v) = c.turn_detection {
+        f.speech.turn_detection = v;
+    }
     if let Some(v) = c.end_of_turn_ms {
         f.speech.end_of_turn_ms = v;
+    }
+    if let Some(v) = c.end_of_turn_min_ms {
+        f.speech.end_of_turn_min_ms = v;
+    }
+    if let Some(v) = c.end_of_turn_max_ms {
+        f.speech.end_of_turn_max_ms = v;
     }
     if let Some(v) = c.silence_reprompt_s {
         f.speech.silence_reprompt_s = v;
@@ -467,6 +505,7 @@ pub async fn create(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateAgen
     }
     let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
     apply(&mut fields, input.changes, sealer);
+    check_turn_silences(&fields)?;
     let tool_secret = parley_events::signing::WebhookSecret::generate().expose();
     fields.secrets.tool_secret = Some(sealer.seal(tool_secret.as_bytes()));
     check_references(tx, scope, &fields, target_user_sent).await?;
@@ -525,6 +564,7 @@ pub async fn update(
     }
     let target_user_sent = input.changes.handoff.as_ref().and_then(|h| h.target_user_id);
     apply(&mut fields, input.changes, svc.keyring.secrets());
+    check_turn_silences(&fields)?;
     if let Some(name) = input.name
         && name != current.name
     {
@@ -634,6 +674,19 @@ pub fn parse_update_trigger(body: Value) -> Parsed<UpdateTrigger> {
             enabled: r.optional("enabled", boolean()),
         })
     })
+}
+
+/// The smart rule's cap is no shorter than its short silence; checked
+/// against the merged agent.
+fn check_turn_silences(f: &AgentFields) -> ServiceResult<()> {
+    if f.speech.end_of_turn_max_ms < f.speech.end_of_turn_min_ms {
+        return Err(ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "end_of_turn_max_ms"]),
+            "value_error.number.not_ge",
+            format!("must be at least end_of_turn_min_ms ({} ms)", f.speech.end_of_turn_min_ms),
+        )]));
+    }
+    Ok(())
 }
 
 /// A regex pattern must compile; checked against the merged trigger.

@@ -1,0 +1,112 @@
+//! The end-of-turn benchmark (bench/turns.sh): the labelled set
+//! (`parley_speech::eot`) through today's rule at every silence and the
+//! smart rule at every pause and threshold, reported as LiveKit's
+//! eot-bench does: the false cut-off rate and the end-of-turn delay, and
+//! each rule's lowest median delay at a false cut-off rate of at most 5%.
+//! Then the models' CPU cost: how many calls one core keeps up with.
+//!
+//! Usage: eot_bench   (needs the PyPI packages .ci/run installs)
+
+use std::time::Instant;
+
+use parley_speech::eot::{Clip, Outcome, Stt, labelled_set, score, silence_rule, smart_rule};
+use parley_speech::espeak::Espeak;
+use parley_speech::local_servers::{piper, turn_models, whisper};
+use parley_speech::silero::SileroStream;
+use parley_speech::turns::SmartSettings;
+use parley_speech::vad::TurnSettings;
+use parley_speech::wyoming::{WyomingSynthesiser, WyomingTranscriber};
+use parley_voice::codec::G711;
+
+const MAX_FALSE_CUTOFFS: f64 = 0.05;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let models = turn_models();
+    let tts = piper();
+    let espeak = Espeak::new("en-us", 160).unwrap();
+    let joe = WyomingSynthesiser { address: tts.address(), voice: Some("en_US-joe-medium".into()) };
+    let line = |pcm: &[i16]| G711::Pcmu.decode(&G711::Pcmu.encode(pcm));
+    let clips = labelled_set(&[("espeak-ng", &espeak), ("piper", &joe)], &line).await;
+    println!("{} clips (espeak-ng and Piper, G.711 μ-law)\n", clips.len());
+
+    println!("rule                         false cut-offs  median delay  p90 delay");
+    let mut best: Vec<(String, f64, f64)> = Vec::new();
+    let mut report = |rule: String, outcomes: &[Outcome]| {
+        let s = score(outcomes);
+        println!(
+            "{rule:<28} {:>13.1}% {:>10.0} ms {:>7.0} ms",
+            s.false_cutoff_rate * 100.0,
+            s.median_delay_ms,
+            s.p90_delay_ms
+        );
+        if s.false_cutoff_rate <= MAX_FALSE_CUTOFFS {
+            best.push((rule, s.median_delay_ms, s.false_cutoff_rate));
+        }
+    };
+    for silence in (300..=1500).step_by(100) {
+        let settings = TurnSettings { hangover_ms: silence, ..TurnSettings::default() };
+        let outcomes: Vec<Outcome> = clips.iter().map(|c| silence_rule(c, settings)).collect();
+        report(format!("silence {silence} ms"), &outcomes);
+    }
+    let whisper = whisper();
+    let mut stt = Stt::new(WyomingTranscriber { address: whisper.address(), language: Some("en".into()) });
+    for with_words in [false, true] {
+        for min_silence in [100, 200, 300] {
+            for threshold in [0.5, 0.7, 0.9] {
+                let settings = SmartSettings { min_silence_ms: min_silence, threshold, ..SmartSettings::default() };
+                let mut outcomes = Vec::new();
+                for clip in &clips {
+                    let words = if with_words { Some(&mut stt) } else { None };
+                    outcomes.push(smart_rule(clip, &models, settings, words).await);
+                }
+                let words = if with_words { " + words" } else { "" };
+                report(format!("smart{words} {min_silence} ms, P >= {threshold}"), &outcomes);
+            }
+        }
+    }
+    println!("\nlowest median delay with at most {:.0}% false cut-offs:", MAX_FALSE_CUTOFFS * 100.0);
+    for family in ["silence", "smart"] {
+        match best.iter().filter(|(r, ..)| r.starts_with(family)).min_by(|a, b| a.1.total_cmp(&b.1)) {
+            Some((rule, delay, cut)) => println!("  {rule}: {delay:.0} ms ({:.1}% cut off)", cut * 100.0),
+            None => println!("  {family}: no setting reaches it"),
+        }
+    }
+    cpu(&models, &clips);
+}
+
+/// One core's capacity: Silero on every 32 ms window of a call, and Smart
+/// Turn once per pause (the set's rate: its answers per second of audio).
+fn cpu(models: &parley_speech::turns::TurnModels, clips: &[Clip]) {
+    let audio: Vec<i16> = clips.iter().flat_map(|c| c.audio.iter().copied()).collect();
+    let seconds = audio.len() as f64 / 8000.0;
+    let mut stream = SileroStream::new(models.vad.clone());
+    let started = Instant::now();
+    let windows: usize = audio.chunks(160).map(|f| stream.push(f, false).len()).sum();
+    let silero = started.elapsed().as_secs_f64();
+    let segment: Vec<f32> = clips[0].audio.iter().take(8000 * 4).map(|s| f32::from(*s) / 32768.0).collect();
+    let segment = parley_speech::resample::resample(
+        &segment.iter().map(|s| (*s * 32768.0) as i16).collect::<Vec<_>>(),
+        8000,
+        16000,
+    );
+    let wide: Vec<f32> = segment.iter().map(|s| f32::from(*s) / 32768.0).collect();
+    let runs = 30;
+    let started = Instant::now();
+    for _ in 0..runs {
+        models.turn.probability(&wide).unwrap();
+    }
+    let turn_ms = started.elapsed().as_secs_f64() * 1000.0 / runs as f64;
+    // A call's caller pauses about once per turn and ends a turn every
+    // few seconds: the set's pauses per second of its speech.
+    let pauses: usize = clips.iter().map(|c| c.name.matches(" ms]").count() + 1).sum();
+    let speech_seconds: f64 = clips.iter().map(|c| c.speech_end_ms as f64 / 1000.0).sum();
+    let per_second = pauses as f64 / speech_seconds;
+    let core_per_call = silero / seconds + per_second * turn_ms / 1000.0;
+    println!("\nCPU, one thread:");
+    println!("  Silero VAD: {:.3} ms per 32 ms window ({windows} windows)", silero * 1000.0 / windows as f64);
+    println!(
+        "  Smart Turn: {turn_ms:.1} ms per answer (features included); {per_second:.2} pauses per second of speech"
+    );
+    println!("  one core keeps up with {:.0} calls whose callers speak all the time", 1.0 / core_per_call);
+}
