@@ -34,13 +34,14 @@ export function Bars({ label, points, format = (n) => String(n), tone = "accent"
 
 /** The parts of a turn's latency, in the order they happen. */
 const PARTS = /** @type {const} */ ([
-  ["stt_ms", "Speech to text (end of turn included)", "stt"],
+  ["end_of_turn_ms", "End of turn (the wait to be sure the caller finished)", "eot"],
+  ["stt_ms", "Speech to text", "stt"],
   ["llm_first_token_ms", "Model, to its first words", "llm"],
   ["tts_first_audio_ms", "Voice, to its first audio", "tts"],
 ]);
 
 /**
- * @typedef {{stt_ms: number, llm_first_token_ms: number, tts_first_audio_ms: number, voice_to_voice_ms: number}} TurnLatency
+ * @typedef {{end_of_turn_ms?: number, stt_ms: number, llm_first_token_ms: number, tts_first_audio_ms: number, voice_to_voice_ms: number}} TurnLatency
  */
 
 /**
@@ -65,14 +66,14 @@ export function LatencyChart({ turns }) {
         const y = i * row + 2;
         let x = labelWidth;
         const parts = PARTS.map(([key, name, cls]) => {
-          const ms = Math.max(0, t.latency[key]);
+          const ms = Math.max(0, t.latency[key] ?? 0);
           const rect = html`<rect class=${`part ${cls}`} x=${x} y=${y} width=${scale(ms)} height=${row - 6}
             ><title>${`${t.label}, ${name}: ${ms} ms`}</title></rect
           >`;
           x += scale(ms);
           return rect;
         });
-        const parted = PARTS.reduce((sum, [key]) => sum + Math.max(0, t.latency[key]), 0);
+        const parted = PARTS.reduce((sum, [key]) => sum + Math.max(0, t.latency[key] ?? 0), 0);
         const rest = Math.max(0, t.latency.voice_to_voice_ms - parted);
         return html`<g>
           <text class="axis" x="0" y=${y + row / 2}>${t.label}</text>

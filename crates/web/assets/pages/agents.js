@@ -60,6 +60,11 @@ import { humanize as statusLabel } from "../lib/format.js";
  * @property {{stt_engine: string, language?: string | null} | null} [transcriber]
  * @property {number} interruption_threshold_ms
  * @property {number} end_of_turn_ms
+ * @property {"speak_first" | "wait_for_callee" | "interruptible"} first_message_mode
+ * @property {number} first_message_wait_s
+ * @property {"smart" | "silence"} turn_detection
+ * @property {number} end_of_turn_min_ms
+ * @property {number} end_of_turn_max_ms
  * @property {number | null} [silence_reprompt_s]
  * @property {number | null} [silence_hangup_s]
  * @property {number[]} prompt_block_ids
@@ -380,6 +385,11 @@ function valuesOf(a) {
     "transcriber.language": text(a.transcriber?.language),
     interruption_threshold_ms: text(a.interruption_threshold_ms),
     end_of_turn_ms: text(a.end_of_turn_ms),
+    first_message_mode: a.first_message_mode,
+    first_message_wait_s: text(a.first_message_wait_s),
+    turn_detection: a.turn_detection,
+    end_of_turn_min_ms: text(a.end_of_turn_min_ms),
+    end_of_turn_max_ms: text(a.end_of_turn_max_ms),
     silence_reprompt_s: text(a.silence_reprompt_s),
     silence_hangup_s: text(a.silence_hangup_s),
     metadata: JSON.stringify(a.metadata, null, 2),
@@ -495,9 +505,18 @@ function changes(a, v) {
       ? { stt_engine: v["transcriber.stt_engine"], language: v["transcriber.language"].trim() || null }
       : null;
   }
-  for (const k of /** @type {const} */ (["interruption_threshold_ms", "end_of_turn_ms"])) {
+  const numbers = /** @type {const} */ ([
+    "interruption_threshold_ms",
+    "end_of_turn_ms",
+    "end_of_turn_min_ms",
+    "end_of_turn_max_ms",
+    "first_message_wait_s",
+  ]);
+  for (const k of numbers) {
     if (!same(k)) body[k] = numberOrNull(v[k]);
   }
+  if (!same("first_message_mode")) body.first_message_mode = v.first_message_mode;
+  if (!same("turn_detection")) body.turn_detection = v.turn_detection;
   for (const k of /** @type {const} */ (["silence_reprompt_s", "silence_hangup_s"])) {
     if (!same(k)) body[k] = numberOrNull(v[k]);
   }
@@ -629,6 +648,19 @@ function Settings({ agent, saved, onSaved }) {
         ></textarea>`}
       <//>
       <${TextField} form=${form} name="first_message" label="First message (optional)" maxlength=${2000} />
+      <div class="row">
+        <${SelectField}
+          form=${form}
+          name="first_message_mode"
+          label="On calls, greet"
+          options=${[
+            /** @type {[string, string]} */ (["speak_first", "At once; the callee cannot cut it short"]),
+            /** @type {[string, string]} */ (["wait_for_callee", "After the callee's hello (or a silence)"]),
+            /** @type {[string, string]} */ (["interruptible", "At once; the callee can interrupt"]),
+          ]}
+        />
+        <${TextField} form=${form} name="first_message_wait_s" label="Silence before greeting anyway (s)" type="number" hint="When waiting for the callee: 1–30." />
+      </div>
       <${PromptPreview} agent=${agent} dirty=${dirty} />
     </fieldset>
 
@@ -826,7 +858,20 @@ function Settings({ agent, saved, onSaved }) {
         <${TextField} form=${form} name="transcriber.language" label="Listens for (optional)" hint="A BCP 47 tag; the agent's language otherwise." />
       </div>
       <div class="row">
-        <${TextField} form=${form} name="end_of_turn_ms" label="End of turn (ms)" type="number" hint="Silence that ends the caller's turn: 200–3,000." />
+        <${SelectField}
+          form=${form}
+          name="turn_detection"
+          label="Turn detection"
+          options=${[
+            /** @type {[string, string]} */ (["smart", "Smart: listens to how the caller speaks"]),
+            /** @type {[string, string]} */ (["silence", "Silence: a fixed pause"]),
+          ]}
+        />
+        <${TextField} form=${form} name="end_of_turn_min_ms" label="Smart: shortest pause (ms)" type="number" hint="Ends the turn when the caller has clearly finished: 100–1,000." />
+        <${TextField} form=${form} name="end_of_turn_max_ms" label="Smart: longest wait (ms)" type="number" hint="Ends the turn whatever the model says: 300–5,000." />
+        <${TextField} form=${form} name="end_of_turn_ms" label="Silence rule: end of turn (ms)" type="number" hint="Silence that ends the caller's turn: 200–3,000." />
+      </div>
+      <div class="row">
         <${TextField} form=${form} name="interruption_threshold_ms" label="Interruption (ms)" type="number" hint="Speech over the agent that stops it: 0–5,000." />
         <${TextField} form=${form} name="silence_reprompt_s" label="Prompt again after (s)" type="number" hint="Empty for never." />
         <${TextField} form=${form} name="silence_hangup_s" label="Hang up after silence (s)" type="number" hint="Empty for never." />
