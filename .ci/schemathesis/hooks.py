@@ -97,6 +97,9 @@ ALLOWED_422 = {
     "value_error.template": "a {{placeholder}} not declared in variables, or a malformed template",
     # a trigger's pattern must compile when its pattern_type is regex;
     "value_error.regex": "a pattern that is not a regular expression, with pattern_type regex",
+    # an agent's end_of_turn_max_ms is not below its end_of_turn_min_ms
+    # (either sent, or stored);
+    "value_error.turn.max_below_min": "end_of_turn_max_ms below end_of_turn_min_ms",
     # snoozed_until goes with status snoozed;
     "value_error.conversation.not_snoozed": "snoozed_until without status snoozed",
     # a message to a contact on a channel type needs an active channel of

@@ -682,7 +682,7 @@ fn check_turn_silences(f: &AgentFields) -> ServiceResult<()> {
     if f.speech.end_of_turn_max_ms < f.speech.end_of_turn_min_ms {
         return Err(ServiceError::Validation(vec![FieldError::new(
             loc(&["body", "end_of_turn_max_ms"]),
-            "value_error.number.not_ge",
+            "value_error.turn.max_below_min",
             format!("must be at least end_of_turn_min_ms ({} ms)", f.speech.end_of_turn_min_ms),
         )]));
     }
