@@ -19,6 +19,7 @@ pub mod eot;
 pub mod espeak;
 #[cfg(feature = "local-servers")]
 pub mod local_servers;
+pub mod machine;
 pub mod onnx;
 pub mod openai;
 pub mod resample;

@@ -128,25 +128,37 @@ pub(crate) fn loud_enough(frame: &[i16]) -> bool {
     (energy / frame.len().max(1) as f64).sqrt() >= MIN_SPEECH_RMS
 }
 
-/// WebRTC's VAD and [`Turns`], over 8 kHz audio in any slicing.
-pub struct SpeechDetector {
-    vad: SendVad,
-    turns: Turns,
-    partial: Vec<i16>,
-}
+/// WebRTC's VAD behind the energy gate: whether a 20 ms frame is speech.
+pub(crate) struct FrameVad(SendVad);
 
 /// libfvad's state is plain memory with no thread affinity: moving it
-/// between threads is sound; sharing it is not (and `SpeechDetector` is
-/// not `Sync`).
+/// between threads is sound; sharing it is not (and `FrameVad` is not
+/// `Sync`).
 struct SendVad(Vad);
 // SAFETY: see above; the pointer is owned and used by one thread at a time.
 unsafe impl Send for SendVad {}
 
+impl FrameVad {
+    pub(crate) fn new() -> FrameVad {
+        // Aggressive: telephone lines hiss, and a false start would stop the agent.
+        FrameVad(SendVad(Vad::new_with_rate_and_mode(SampleRate::Rate8kHz, VadMode::Aggressive)))
+    }
+
+    pub(crate) fn voiced(&mut self, frame: &[i16]) -> bool {
+        loud_enough(frame) && self.0.0.is_voice_segment(frame).unwrap_or(false)
+    }
+}
+
+/// WebRTC's VAD and [`Turns`], over 8 kHz audio in any slicing.
+pub struct SpeechDetector {
+    vad: FrameVad,
+    turns: Turns,
+    partial: Vec<i16>,
+}
+
 impl SpeechDetector {
     pub fn new(settings: TurnSettings) -> SpeechDetector {
-        // Aggressive: telephone lines hiss, and a false start would stop the agent.
-        let vad = Vad::new_with_rate_and_mode(SampleRate::Rate8kHz, VadMode::Aggressive);
-        SpeechDetector { vad: SendVad(vad), turns: Turns::new(settings), partial: Vec::new() }
+        SpeechDetector { vad: FrameVad::new(), turns: Turns::new(settings), partial: Vec::new() }
     }
 
     /// Takes audio, returning the events it caused, in order.
@@ -155,7 +167,7 @@ impl SpeechDetector {
         let mut events = Vec::new();
         let whole = self.partial.len() / FRAME_SAMPLES * FRAME_SAMPLES;
         for frame in self.partial[..whole].chunks(FRAME_SAMPLES) {
-            let voiced = loud_enough(frame) && self.vad.0.is_voice_segment(frame).unwrap_or(false);
+            let voiced = self.vad.voiced(frame);
             events.extend(self.turns.frame(voiced));
         }
         self.partial.drain(..whole);
