@@ -13,7 +13,7 @@ use parley_speech::eot::{Clip, Outcome, Stt, labelled_set, score, silence_rule, 
 use parley_speech::espeak::Espeak;
 use parley_speech::local_servers::{piper, turn_models, whisper};
 use parley_speech::silero::SileroStream;
-use parley_speech::turns::SmartSettings;
+use parley_speech::turns::{Inference, SmartDetector, SmartSettings};
 use parley_speech::vad::TurnSettings;
 use parley_speech::wyoming::{WyomingSynthesiser, WyomingTranscriber};
 use parley_voice::codec::G711;
@@ -75,8 +75,10 @@ async fn main() {
     cpu(&models, &clips);
 }
 
-/// One core's capacity: Silero on every 32 ms window of a call, and Smart
-/// Turn once per pause (the set's rate: its answers per second of audio).
+/// One core's capacity: the smart detector (Silero on every sound, resting
+/// in silence; Smart Turn at each pause, inline) over the whole set, as
+/// CPU time per second of call audio; and Silero's and Smart Turn's own
+/// costs.
 fn cpu(models: &parley_speech::turns::TurnModels, clips: &[Clip]) {
     let audio: Vec<i16> = clips.iter().flat_map(|c| c.audio.iter().copied()).collect();
     let seconds = audio.len() as f64 / 8000.0;
@@ -84,29 +86,29 @@ fn cpu(models: &parley_speech::turns::TurnModels, clips: &[Clip]) {
     let started = Instant::now();
     let windows: usize = audio.chunks(160).map(|f| stream.push(f, false).len()).sum();
     let silero = started.elapsed().as_secs_f64();
-    let segment: Vec<f32> = clips[0].audio.iter().take(8000 * 4).map(|s| f32::from(*s) / 32768.0).collect();
-    let segment = parley_speech::resample::resample(
-        &segment.iter().map(|s| (*s * 32768.0) as i16).collect::<Vec<_>>(),
-        8000,
-        16000,
-    );
-    let wide: Vec<f32> = segment.iter().map(|s| f32::from(*s) / 32768.0).collect();
+    let pcm: Vec<i16> = clips[0].audio.iter().take(8000 * 4).copied().collect();
+    let wide: Vec<f32> =
+        parley_speech::resample::resample(&pcm, 8000, 16000).iter().map(|s| f32::from(*s) / 32768.0).collect();
     let runs = 30;
     let started = Instant::now();
     for _ in 0..runs {
         models.turn.probability(&wide).unwrap();
     }
     let turn_ms = started.elapsed().as_secs_f64() * 1000.0 / runs as f64;
-    // A call's caller pauses about once per turn and ends a turn every
-    // few seconds: the set's pauses per second of its speech.
-    let pauses: usize = clips.iter().map(|c| c.name.matches(" ms]").count() + 1).sum();
-    let speech_seconds: f64 = clips.iter().map(|c| c.speech_end_ms as f64 / 1000.0).sum();
-    let per_second = pauses as f64 / speech_seconds;
-    let core_per_call = silero / seconds + per_second * turn_ms / 1000.0;
+    let mut detector = SmartDetector::new(models, SmartSettings::default(), Inference::Simulated);
+    let started = Instant::now();
+    for frame in audio.chunks(160) {
+        detector.push(frame);
+    }
+    let whole = started.elapsed().as_secs_f64();
+    let speech: f64 = clips.iter().map(|c| c.speech_end_ms as f64 / 1000.0 - 0.4).sum();
     println!("\nCPU, one thread:");
     println!("  Silero VAD: {:.3} ms per 32 ms window ({windows} windows)", silero * 1000.0 / windows as f64);
+    println!("  Smart Turn: {turn_ms:.1} ms per answer (features included); asked {} times", detector.answers.len());
     println!(
-        "  Smart Turn: {turn_ms:.1} ms per answer (features included); {per_second:.2} pauses per second of speech"
+        "  the smart detector: {:.1} ms of CPU per second of call audio ({seconds:.0} s, {:.0}% of it the caller speaking): one core keeps up with {:.0} calls",
+        whole * 1000.0 / seconds,
+        speech / seconds * 100.0,
+        seconds / whole
     );
-    println!("  one core keeps up with {:.0} calls whose callers speak all the time", 1.0 / core_per_call);
 }

@@ -102,6 +102,15 @@ impl SileroStream {
         scores
     }
 
+    /// Starts afresh (state and context zero), as after a long silence.
+    pub fn reset(&mut self) {
+        self.state.fill(0.0);
+        self.input.truncate(0);
+        self.input.resize(CONTEXT, 0.0);
+        self.since_reset = 0;
+        self.recent.clear();
+    }
+
     fn after(&mut self, probability: f32, quiet: bool) {
         self.since_reset += 1;
         self.recent.push(probability);
@@ -111,10 +120,7 @@ impl SileroStream {
         let all_quiet =
             self.recent.len() == RESET_QUIET_WINDOWS && self.recent.iter().all(|p| *p < RESET_QUIET_PROBABILITY);
         if quiet && all_quiet && self.since_reset >= RESET_AFTER_WINDOWS {
-            self.state.fill(0.0);
-            self.input.truncate(0);
-            self.input.resize(CONTEXT, 0.0);
-            self.since_reset = 0;
+            self.reset();
         }
     }
 }

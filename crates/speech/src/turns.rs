@@ -93,6 +93,8 @@ impl Default for SmartSettings {
 /// Silero's speech probability that starts speech, and (lower) that keeps it.
 const SPEECH_ON: f32 = 0.5;
 const SPEECH_ON_HOLD: f32 = 0.35;
+/// Frames under the energy gate after which Silero rests (200 ms).
+const REST_AFTER_QUIET_FRAMES: u32 = 10;
 /// Audio before the start of speech given to Smart Turn (as pipecat does).
 const PRE_SPEECH_MS: u64 = 500;
 
@@ -177,6 +179,8 @@ pub struct SmartDetector {
     partial: Vec<i16>,
     frames: u64,
     speech_probability: f32,
+    /// Frames in a row under the energy gate.
+    quiet_frames: u32,
     /// Recent audio (enough for the model), and the index of its first sample.
     history: VecDeque<i16>,
     history_start: u64,
@@ -206,6 +210,7 @@ impl SmartDetector {
             partial: Vec::new(),
             frames: 0,
             speech_probability: 0.0,
+            quiet_frames: 0,
             history: VecDeque::new(),
             history_start: 0,
             pending: None,
@@ -248,11 +253,21 @@ impl SmartDetector {
     fn frame(&mut self, frame: &[i16], events: &mut Vec<VoiceEvent>) {
         self.frames += 1;
         let in_speech = self.turns.speaking() && self.turns.quiet_ms() == 0;
-        if let Some(p) = self.vad.push(frame, !self.turns.speaking()).last() {
-            self.speech_probability = *p;
+        let loud = loud_enough(frame);
+        self.quiet_frames = if loud { 0 } else { self.quiet_frames.saturating_add(1) };
+        // Under the energy gate nothing is speech: after a while Silero
+        // rests (and starts afresh with the next sound), so a call's
+        // silences, and the agent's turns, cost nothing.
+        if self.quiet_frames < REST_AFTER_QUIET_FRAMES {
+            if let Some(p) = self.vad.push(frame, !self.turns.speaking()).last() {
+                self.speech_probability = *p;
+            }
+        } else if self.quiet_frames == REST_AFTER_QUIET_FRAMES {
+            self.vad.reset();
+            self.speech_probability = 0.0;
         }
         let needed = if in_speech { SPEECH_ON_HOLD } else { SPEECH_ON };
-        let voiced = loud_enough(frame) && self.speech_probability >= needed;
+        let voiced = loud && self.speech_probability >= needed;
         self.remember(frame);
         events.extend(self.turns.frame(voiced));
         let quiet = self.turns.quiet_ms();
@@ -264,8 +279,9 @@ impl SmartDetector {
             self.words = Words::Unknown;
             return;
         }
+        // Words that say more is coming leave only the cap: no need to ask.
         let due = self.settings.min_silence_ms + self.asked * self.settings.recheck_ms;
-        if self.pending.is_none() && !self.sure && quiet >= due {
+        if self.pending.is_none() && !self.sure && quiet >= due && self.words != Words::Unfinished {
             self.asked += 1;
             self.ask();
         }
