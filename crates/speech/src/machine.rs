@@ -12,7 +12,7 @@
 //!   filters on each 20 ms frame; its end is when a message may start.
 
 use crate::FRAME_SAMPLES;
-use crate::vad::FrameVad;
+use crate::vad::{FrameVad, Framer};
 
 const FRAME_MS: u64 = 20;
 
@@ -281,7 +281,7 @@ pub struct MachineDetector {
     settings: MachineSettings,
     vad: FrameVad,
     beeps: Beeps,
-    partial: Vec<i16>,
+    framer: Framer,
     now_ms: u64,
     phase: Phase,
     verdict: Option<Verdict>,
@@ -302,7 +302,7 @@ impl MachineDetector {
             settings,
             vad: FrameVad::new(),
             beeps: Beeps::new(settings.beep),
-            partial: Vec::new(),
+            framer: Framer::default(),
             now_ms: 0,
             phase: Phase::Silence,
             verdict: None,
@@ -322,11 +322,8 @@ impl MachineDetector {
 
     /// Takes audio, returning what it decided, in order.
     pub fn push(&mut self, pcm: &[i16]) -> Vec<MachineEvent> {
-        self.partial.extend_from_slice(pcm);
-        let whole = self.partial.len() / FRAME_SAMPLES * FRAME_SAMPLES;
-        let frames: Vec<i16> = self.partial.drain(..whole).collect();
         let mut events = Vec::new();
-        for frame in frames.chunks(FRAME_SAMPLES) {
+        for frame in self.framer.whole(pcm).chunks(FRAME_SAMPLES) {
             self.frame(frame, &mut events);
         }
         events

@@ -4,6 +4,7 @@
 //! queue behind one another.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ort::environment::Environment;
@@ -48,6 +49,8 @@ pub fn runtime(library: &Path) -> Result<&'static Environment, ModelError> {
 /// Sessions of one model, each used by one caller at a time.
 pub struct Sessions {
     sessions: Vec<Mutex<Session>>,
+    /// Which session a caller waits for when all are busy (round robin).
+    next: AtomicUsize,
 }
 
 impl Sessions {
@@ -66,17 +69,17 @@ impl Sessions {
             .map(|_| load().map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ModelError::Load { path: model.to_owned(), reason: e.to_string() })?;
-        Ok(Sessions { sessions })
+        Ok(Sessions { sessions, next: AtomicUsize::new(0) })
     }
 
-    /// A free session, else (all busy) the one `hint` picks, waited for.
-    pub fn get(&self, hint: usize) -> MutexGuard<'_, Session> {
+    /// A free session, else (all busy) the next in turn, waited for.
+    pub fn get(&self) -> MutexGuard<'_, Session> {
         for session in &self.sessions {
             if let Ok(guard) = session.try_lock() {
                 return guard;
             }
         }
-        let session = &self.sessions[hint % self.sessions.len()];
+        let session = &self.sessions[self.next.fetch_add(1, Ordering::Relaxed) % self.sessions.len()];
         session.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -6,7 +6,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ort::value::Tensor;
 
@@ -27,15 +26,11 @@ const RESET_QUIET_PROBABILITY: f32 = 0.1;
 /// The model, shared by every call.
 pub struct SileroVad {
     sessions: Sessions,
-    next: AtomicUsize,
 }
 
 impl SileroVad {
     pub fn load(environment: &ort::environment::Environment, model: &Path) -> Result<SileroVad, ModelError> {
-        let vad = SileroVad {
-            sessions: Sessions::load(environment, model, crate::onnx::cores())?,
-            next: AtomicUsize::new(0),
-        };
+        let vad = SileroVad { sessions: Sessions::load(environment, model, crate::onnx::cores())? };
         // A window of silence proves the model is Silero's (its inputs and outputs).
         vad.window(&[0.0; CONTEXT + WINDOW], &mut [0.0; STATE])?;
         Ok(vad)
@@ -43,7 +38,7 @@ impl SileroVad {
 
     /// Scores one window (with its context first), updating `state`.
     fn window(&self, input: &[f32], state: &mut [f32]) -> Result<f32, ModelError> {
-        let mut session = self.sessions.get(self.next.fetch_add(1, Ordering::Relaxed));
+        let mut session = self.sessions.get();
         let outputs = session.run(ort::inputs![
             "input" => Tensor::from_array(([1usize, input.len()], input.to_vec()))?,
             "state" => Tensor::from_array(([2usize, 1, 128], state.to_vec()))?,

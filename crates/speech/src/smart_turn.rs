@@ -10,7 +10,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ort::value::Tensor;
 use realfft::{RealFftPlanner, RealToComplex};
@@ -30,7 +29,6 @@ const BINS: usize = N_FFT / 2 + 1;
 /// The model, shared by every call.
 pub struct SmartTurn {
     sessions: Sessions,
-    next: AtomicUsize,
     features: Features,
 }
 
@@ -38,7 +36,6 @@ impl SmartTurn {
     pub fn load(environment: &ort::environment::Environment, model: &Path) -> Result<SmartTurn, ModelError> {
         let turn = SmartTurn {
             sessions: Sessions::load(environment, model, crate::onnx::cores())?,
-            next: AtomicUsize::new(0),
             features: Features::new(),
         };
         turn.probability(&[0.0; RATE])?;
@@ -49,7 +46,7 @@ impl SmartTurn {
     /// count). Blocking: ~50 ms of one core.
     pub fn probability(&self, audio: &[f32]) -> Result<f32, ModelError> {
         let features = self.features.compute(audio);
-        let mut session = self.sessions.get(self.next.fetch_add(1, Ordering::Relaxed));
+        let mut session = self.sessions.get();
         let outputs =
             session.run(ort::inputs!["input_features" => Tensor::from_array(([1usize, MELS, FRAMES], features))?])?;
         // Named "logits", but the graph ends in a sigmoid: a probability.

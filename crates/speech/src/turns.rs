@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 use crate::onnx::{self, ModelError};
 use crate::silero::{SileroStream, SileroVad};
 use crate::smart_turn::SmartTurn;
-use crate::vad::{SpeechDetector, TurnSettings, Turns, VoiceEvent, loud_enough};
+use crate::vad::{Framer, SpeechDetector, TurnSettings, Turns, VoiceEvent, loud_enough};
 use crate::{FRAME_SAMPLES, SAMPLE_RATE};
 
 /// Where the turn-detection models are (configured; never downloaded).
@@ -176,7 +176,7 @@ pub struct SmartDetector {
     vad: SileroStream,
     turns: Turns,
     inference: Inference,
-    partial: Vec<i16>,
+    framer: Framer,
     frames: u64,
     speech_probability: f32,
     /// Frames in a row under the energy gate.
@@ -207,7 +207,7 @@ impl SmartDetector {
             vad: SileroStream::new(models.vad.clone()),
             turns: Turns::new(turn_settings),
             inference,
-            partial: Vec::new(),
+            framer: Framer::default(),
             frames: 0,
             speech_probability: 0.0,
             quiet_frames: 0,
@@ -223,11 +223,8 @@ impl SmartDetector {
 
     /// Takes audio, returning the events it caused, in order.
     pub fn push(&mut self, pcm: &[i16]) -> Vec<VoiceEvent> {
-        self.partial.extend_from_slice(pcm);
-        let whole = self.partial.len() / FRAME_SAMPLES * FRAME_SAMPLES;
-        let frames: Vec<i16> = self.partial.drain(..whole).collect();
         let mut events = Vec::new();
-        for frame in frames.chunks(FRAME_SAMPLES) {
+        for frame in self.framer.whole(pcm).chunks(FRAME_SAMPLES) {
             self.frame(frame, &mut events);
         }
         events

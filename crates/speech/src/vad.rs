@@ -128,6 +128,22 @@ pub(crate) fn loud_enough(frame: &[i16]) -> bool {
     (energy / frame.len().max(1) as f64).sqrt() >= MIN_SPEECH_RMS
 }
 
+/// Audio in any slicing, given back as whole 20 ms frames (the rest kept
+/// for the next call).
+#[derive(Debug, Default)]
+pub(crate) struct Framer {
+    partial: Vec<i16>,
+}
+
+impl Framer {
+    /// The whole frames `pcm` completes, concatenated.
+    pub(crate) fn whole(&mut self, pcm: &[i16]) -> Vec<i16> {
+        self.partial.extend_from_slice(pcm);
+        let whole = self.partial.len() / FRAME_SAMPLES * FRAME_SAMPLES;
+        self.partial.drain(..whole).collect()
+    }
+}
+
 /// WebRTC's VAD behind the energy gate: whether a 20 ms frame is speech.
 pub(crate) struct FrameVad(SendVad);
 
@@ -153,24 +169,21 @@ impl FrameVad {
 pub struct SpeechDetector {
     vad: FrameVad,
     turns: Turns,
-    partial: Vec<i16>,
+    framer: Framer,
 }
 
 impl SpeechDetector {
     pub fn new(settings: TurnSettings) -> SpeechDetector {
-        SpeechDetector { vad: FrameVad::new(), turns: Turns::new(settings), partial: Vec::new() }
+        SpeechDetector { vad: FrameVad::new(), turns: Turns::new(settings), framer: Framer::default() }
     }
 
     /// Takes audio, returning the events it caused, in order.
     pub fn push(&mut self, pcm: &[i16]) -> Vec<VoiceEvent> {
-        self.partial.extend_from_slice(pcm);
         let mut events = Vec::new();
-        let whole = self.partial.len() / FRAME_SAMPLES * FRAME_SAMPLES;
-        for frame in self.partial[..whole].chunks(FRAME_SAMPLES) {
+        for frame in self.framer.whole(pcm).chunks(FRAME_SAMPLES) {
             let voiced = self.vad.voiced(frame);
             events.extend(self.turns.frame(voiced));
         }
-        self.partial.drain(..whole);
         events
     }
 
