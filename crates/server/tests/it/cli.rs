@@ -310,3 +310,48 @@ fn sigterm_lets_an_in_flight_request_finish() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_turn_models_load_at_start_and_a_missing_one_stops_it() {
+    let paths = parley_speech::local_servers::turn_model_paths();
+    let (runtime, vad, turn) = (
+        paths.onnxruntime.display().to_string(),
+        paths.silero_vad.display().to_string(),
+        paths.smart_turn.display().to_string(),
+    );
+    // Configured and loadable: the log says which rule turns end by.
+    let database = TestDatabase::sqlite();
+    let server = start_server_with(
+        &database.url,
+        &[
+            ("PARLEY_SPEECH__TURN_DETECTION__ONNXRUNTIME", &runtime),
+            ("PARLEY_SPEECH__TURN_DETECTION__SILERO_VAD", &vad),
+            ("PARLEY_SPEECH__TURN_DETECTION__SMART_TURN", &turn),
+        ],
+    );
+    // The socket is bound before the models load: the line comes shortly after.
+    let said = |log: &str| log.contains("turn detection: Silero VAD and Smart Turn v3.2");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = String::new();
+    while !said(&log) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        log = std::fs::read_to_string(&server.log).unwrap_or_default();
+    }
+    assert!(said(&log), "{log}");
+    drop(server);
+    // A configured file that is not there stops start-up, naming it.
+    let database = TestDatabase::sqlite();
+    let out = Command::new(env!("CARGO_BIN_EXE_parley"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &database.url])
+        .env("PARLEY_SECRETS__MASTER_KEY", TEST_MASTER_KEY)
+        .env("PARLEY_SPEECH__TURN_DETECTION__ONNXRUNTIME", &runtime)
+        .env("PARLEY_SPEECH__TURN_DETECTION__SILERO_VAD", "/nonexistent/silero_vad.onnx")
+        .env("PARLEY_SPEECH__TURN_DETECTION__SMART_TURN", &turn)
+        .env("NO_COLOR", "1")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("parley runs");
+    assert!(!out.status.success());
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("speech.turn_detection") && said.contains("/nonexistent/silero_vad.onnx"), "{said}");
+}
