@@ -849,8 +849,11 @@ function Composer({ c, contact, others, onSent }) {
   const [text, setText] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
-  const [warned, setWarned] = useState(false);
-  const rival = note ? undefined : others.find((o) => o.activity === "typing");
+  // Who was typing when the member pressed Send: the question stays put
+  // until answered, even if their typing stops under the member's cursor.
+  const [warned, setWarned] = useState(/** @type {string | null} */ (null));
+  const typist = note ? undefined : others.find((o) => o.activity === "typing");
+  const rival = note ? null : warned;
   const box = useRef(/** @type {HTMLTextAreaElement | null} */ (null));
   const [dismissed, setDismissed] = useState(false);
   const slash = dismissed ? null : /^\/([\w-]*)$/.exec(text);
@@ -891,13 +894,13 @@ function Composer({ c, contact, others, onSent }) {
       setError(note ? "Write the note first." : "Write a reply first.");
       return;
     }
-    if (rival && !warned) {
-      setWarned(true);
+    if (typist && !warned) {
+      setWarned(typist.email);
       return;
     }
     setBusy(true);
     setError("");
-    setWarned(false);
+    setWarned(null);
     try {
       if (note) await api("POST", `/api/v1/conversations/${c.id}/notes`, { body: { text, for_agent: forAgent } });
       else {
@@ -1014,10 +1017,10 @@ function Composer({ c, contact, others, onSent }) {
       </ul>`}
     </div>`}
     <p id="composer-error" class="error" role=${error || refused ? "alert" : undefined}>${error || (refused ? `Too long for this channel: ${refused}.` : "")}</p>
-    ${rival && warned && html`<p class="notice warn" role="alert">${rival.email} is typing a reply too. Send yours anyway?</p>`}
+    ${rival && html`<p class="notice warn" role="alert">${rival} is typing a reply too. Send yours anyway?</p>`}
     <div class="composer-actions">
       <span id="composer-hint" class="muted">${note ? "Never sent to the contact." : c.handler === "agent" ? "The agent answers this conversation; your reply is sent as you." : ""}</span>
-      <button type="submit" class="primary" disabled=${busy || Boolean(refused)}>${note ? "Add note" : rival && warned ? "Send anyway" : "Send"}</button>
+      <button type="submit" class="primary" disabled=${busy || Boolean(refused)}>${note ? "Add note" : rival ? "Send anyway" : "Send"}</button>
     </div>
   </form>`;
 }
