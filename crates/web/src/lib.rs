@@ -36,9 +36,24 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
                        base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The dashboard's sections: `/{section}` and everything under it answer
-/// `index.html`, whose modules route (so every page has a URL).
-pub const SECTIONS: &[&str] =
-    &["developers", "inbox", "agents", "calls", "contacts", "knowledge", "channels", "billing", "runs", "settings"];
+/// `index.html`, whose modules route (so every page has a URL). Each names
+/// the page modules its pages are in (`app.js` fetches them when first
+/// shown): the `index.html` of a section preloads them with the shell.
+pub const SECTIONS: &[(&str, &[&str])] = &[
+    ("developers", &["pages/api-keys.js", "pages/webhooks.js", "pages/connected-apps.js"]),
+    ("inbox", &["pages/inbox.js"]),
+    ("agents", &["pages/agents.js"]),
+    ("calls", &["pages/calls.js"]),
+    ("contacts", &["pages/contacts.js"]),
+    ("knowledge", &["pages/knowledge.js"]),
+    ("channels", &["pages/channels.js"]),
+    ("billing", &["pages/billing.js"]),
+    ("runs", &["pages/billing.js"]),
+    ("settings", &["pages/members.js", "pages/inbox-settings.js"]),
+];
+
+/// The home page's module (`/`).
+const HOME_PAGES: &[&str] = &["pages/home.js"];
 
 /// Pages for people who are not signed in: signing in, and the one-time
 /// links (their token is in the fragment, which never reaches the server).
@@ -50,8 +65,9 @@ pub fn router() -> Router {
     for page in PUBLIC_PAGES {
         router = router.route(page, get(index));
     }
-    for section in SECTIONS {
-        router = router.route(&format!("/{section}"), get(index)).route(&format!("/{section}/{{*rest}}"), get(index));
+    for (section, _) in SECTIONS {
+        let page = move |headers: HeaderMap| async move { section_index(section, &headers) };
+        router = router.route(&format!("/{section}"), get(page)).route(&format!("/{section}/{{*rest}}"), get(page));
     }
     router
 }
@@ -59,6 +75,64 @@ pub fn router() -> Router {
 /// Where `index.html` lists the modules for the browser to fetch at once
 /// (`<link rel="modulepreload">`), rather than one import level at a time.
 const PRELOAD_MARKER: &str = "<!-- modulepreload -->";
+
+/// The modules `entry` imports, directly or not, itself included: what a
+/// page needs before it can run. Dynamic `import(…)`s are not followed
+/// (those are the pages, fetched when shown).
+fn static_imports(entry: &str) -> Vec<String> {
+    let mut seen = vec![entry.to_owned()];
+    let mut next = 0;
+    while next < seen.len() {
+        let name = seen[next].clone();
+        next += 1;
+        let Some(file) = Assets::get(&name) else { continue };
+        let text = String::from_utf8_lossy(&file.data).into_owned();
+        let dir = name.rsplit_once('/').map_or("", |(d, _)| d);
+        for target in module_specifiers(&text, &["from", "import"]) {
+            let resolved = resolve(dir, &target);
+            if !seen.contains(&resolved) {
+                seen.push(resolved);
+            }
+        }
+    }
+    seen
+}
+
+/// The relative or absolute specifiers quoted right after one of
+/// `keywords` (`from "./x.js"`, `import "./y.js"`; not `import("./z.js")`).
+fn module_specifiers(text: &str, keywords: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for keyword in keywords {
+        let mut rest = text;
+        while let Some(i) = rest.find(keyword) {
+            rest = &rest[i + keyword.len()..];
+            let trimmed = rest.trim_start();
+            let Some(quote) = trimmed.chars().next().filter(|c| *c == '"' || *c == '\'') else { continue };
+            let Some(end) = trimmed[1..].find(quote) else { continue };
+            let spec = &trimmed[1..1 + end];
+            if spec.starts_with('.') || spec.starts_with('/') {
+                out.push(spec.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// `target` as an embedded file's name, seen from the directory `dir`.
+fn resolve(dir: &str, target: &str) -> String {
+    let mut parts: Vec<&str> =
+        if target.starts_with('/') { Vec::new() } else { dir.split('/').filter(|p| !p.is_empty()).collect() };
+    for part in target.trim_start_matches("/assets/").split('/') {
+        match part {
+            "." | "" => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
 
 /// An embedded file, with what serving it needs.
 struct Served {
@@ -76,10 +150,7 @@ fn served() -> &'static HashMap<String, Served> {
         Assets::iter()
             .filter_map(|name| {
                 let file = Assets::get(&name)?;
-                let mut plain = file.data.into_owned();
-                if name == "index.html" {
-                    plain = with_preloads(&plain);
-                }
+                let plain = file.data.into_owned();
                 let content_type = mime_guess::from_path(name.as_ref()).first_or_octet_stream();
                 let compressible = matches!(content_type.type_().as_str(), "text" | "application")
                     && !matches!(content_type.subtype().as_str(), "octet-stream" | "zip" | "gzip" | "pdf");
@@ -96,9 +167,42 @@ fn served() -> &'static HashMap<String, Served> {
     })
 }
 
-/// `index.html` with a preload link for every module in place of the marker.
-fn with_preloads(index: &[u8]) -> Vec<u8> {
-    let mut modules: Vec<String> = Assets::iter().filter(|n| n.ends_with(".js")).map(|n| n.into_owned()).collect();
+/// `index.html` as served for a section: preloading the shell's modules
+/// and those of the section's pages, each with what it imports.
+fn index_for(pages: &[&str]) -> Served {
+    let index = Assets::get("index.html").map(|f| f.data.into_owned()).unwrap_or_default();
+    let mut modules = static_imports("app.js");
+    for page in pages {
+        for module in static_imports(page) {
+            if !modules.contains(&module) {
+                modules.push(module);
+            }
+        }
+    }
+    let plain = with_preloads(&index, modules);
+    let etag = format!("\"{}\"", hex::encode(&sha256(&plain)[..12]));
+    let gzipped = Some(gzip(&plain));
+    Served { content_type: "text/html; charset=utf-8".to_owned(), etag, plain, gzipped }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// `index.html` for each section (and `""` for `/` and the public pages).
+fn indexes() -> &'static HashMap<&'static str, Served> {
+    static INDEXES: OnceLock<HashMap<&'static str, Served>> = OnceLock::new();
+    INDEXES.get_or_init(|| {
+        let mut all: HashMap<&'static str, Served> =
+            SECTIONS.iter().map(|(section, pages)| (*section, index_for(pages))).collect();
+        all.insert("", index_for(HOME_PAGES));
+        all
+    })
+}
+
+/// `index` with a preload link for each of `modules` in place of the marker.
+fn with_preloads(index: &[u8], mut modules: Vec<String>) -> Vec<u8> {
     modules.sort();
     let links: String = modules
         .iter()
@@ -163,9 +267,13 @@ fn send(file: &Served, headers: &HeaderMap) -> Response {
 }
 
 async fn index(headers: HeaderMap) -> Response {
-    match served().get("index.html") {
-        Some(file) => send(file, &headers),
-        None => secured(StatusCode::NOT_FOUND.into_response()),
+    section_index("", &headers)
+}
+
+fn section_index(section: &str, headers: &HeaderMap) -> Response {
+    match indexes().get(section) {
+        Some(file) if !file.plain.is_empty() => send(file, headers),
+        _ => secured(StatusCode::NOT_FOUND.into_response()),
     }
 }
 
@@ -222,6 +330,49 @@ mod tests {
         }
     }
 
+    /// The preloads of a page: the shell, and that section's page modules
+    /// with what they import, not the other sections'.
+    #[tokio::test]
+    async fn a_page_preloads_its_own_module_and_not_the_others() {
+        let preloads = |text: &str| -> Vec<String> {
+            text.split(r#"<link rel="modulepreload" href="/assets/"#)
+                .skip(1)
+                .map(|rest| rest.split('"').next().unwrap().to_owned())
+                .collect()
+        };
+        for (path, own, other) in [
+            ("/", "pages/home.js", "pages/inbox.js"),
+            ("/agents/7/playground", "pages/agents.js", "pages/home.js"),
+            ("/inbox/3", "pages/inbox.js", "pages/agents.js"),
+            ("/settings/inbox", "pages/inbox-settings.js", "pages/calls.js"),
+        ] {
+            let body = get(path, &[]).await.into_body().collect().await.unwrap().to_bytes();
+            let listed = preloads(&String::from_utf8_lossy(&body));
+            assert!(listed.iter().any(|m| m == own) && !listed.iter().any(|m| m == other), "{path}: {listed:?}");
+            assert!(
+                listed.iter().any(|m| m == "app.js") && !listed.iter().any(|m| m.starts_with("worklets/")),
+                "{listed:?}"
+            );
+        }
+    }
+
+    /// Every page module `app.js` loads is preloaded by some section (or
+    /// `/`), and every module a section names exists: the two lists agree.
+    #[test]
+    fn the_sections_name_the_page_modules_app_js_loads() {
+        let app = String::from_utf8(Assets::get("app.js").unwrap().data.into_owned()).unwrap();
+        let loaded: Vec<String> = module_specifiers(&app, &["import("]).iter().map(|t| resolve("", t)).collect();
+        assert!(loaded.len() >= 10, "{loaded:?}");
+        let named: Vec<&str> =
+            SECTIONS.iter().flat_map(|(_, pages)| pages.iter().copied()).chain(HOME_PAGES.iter().copied()).collect();
+        for module in &loaded {
+            assert!(named.contains(&module.as_str()), "app.js loads {module}, which no section preloads");
+        }
+        for module in named {
+            assert!(Assets::get(module).is_some(), "a section names {module}, which is not embedded");
+        }
+    }
+
     #[tokio::test]
     async fn assets_are_gzipped_and_revalidated() {
         let r = get("/assets/vendor/preact.module.js", &[("accept-encoding", "gzip, br")]).await;
@@ -253,37 +404,9 @@ mod tests {
         }
     }
 
-    /// The relative or absolute specifiers quoted after `from` or `import`.
+    /// The relative or absolute specifiers quoted after `from`, `import` or
+    /// `addModule(` (the audio worklets a module loads).
     fn relative_imports(text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for keyword in ["from", "import"] {
-            let mut rest = text;
-            while let Some(i) = rest.find(keyword) {
-                rest = &rest[i + keyword.len()..];
-                let trimmed = rest.trim_start();
-                let Some(quote) = trimmed.chars().next().filter(|c| *c == '"' || *c == '\'') else { continue };
-                let Some(end) = trimmed[1..].find(quote) else { continue };
-                let spec = &trimmed[1..1 + end];
-                if spec.starts_with('.') || spec.starts_with('/') {
-                    out.push(spec.to_owned());
-                }
-            }
-        }
-        out
-    }
-
-    fn resolve(dir: &str, target: &str) -> String {
-        let mut parts: Vec<&str> =
-            if target.starts_with('/') { Vec::new() } else { dir.split('/').filter(|p| !p.is_empty()).collect() };
-        for part in target.trim_start_matches("/assets/").split('/') {
-            match part {
-                "." | "" => {}
-                ".." => {
-                    parts.pop();
-                }
-                p => parts.push(p),
-            }
-        }
-        parts.join("/")
+        module_specifiers(text, &["from", "import", "addModule("])
     }
 }

@@ -3,10 +3,13 @@
 // waveform — the caller on the left channel, the agent on the right — that
 // shows what has played and seeks on a click. The waveform's peaks come
 // from the API (about 10 KB for any length), so a long call's page does
-// not download its whole recording to draw it.
+// not download its whole recording to draw it. It is an SVG of one path
+// per lane, drawn twice (to play, played) with the played copy clipped at
+// the playhead: playback moves one rectangle, it never redraws the bars
+// (a canvas redrawn per frame cost the page's first second on a slow CPU).
 
 import { api } from "../lib/api.js";
-import { html, useEffect, useRef, useState } from "../lib/html.js";
+import { html, useEffect, useMemo, useRef, useState } from "../lib/html.js";
 
 /** @typedef {{caller: number[], agent: number[]}} Peaks (thousandths of full scale) */
 
@@ -15,7 +18,7 @@ import { html, useEffect, useRef, useState } from "../lib/html.js";
  *   audio: {current: HTMLAudioElement | null}, onTime: (ms: number) => void}} p
  */
 export function RecordingPlayer({ callId, src, durationMs, audio, onTime }) {
-  const canvas = useRef(/** @type {HTMLCanvasElement | null} */ (null));
+  const wave = useRef(/** @type {SVGSVGElement | null} */ (null));
   const [peaks, setPeaks] = useState(/** @type {Peaks | null} */ (null));
   const [waveError, setWaveError] = useState("");
   const [position, setPosition] = useState(0);
@@ -65,16 +68,16 @@ export function RecordingPlayer({ callId, src, durationMs, audio, onTime }) {
   }, [src]);
 
   const total = (audio.current?.duration && Number.isFinite(audio.current.duration) ? audio.current.duration * 1000 : 0) || durationMs || 0;
-  useEffect(() => {
-    if (canvas.current && peaks) draw(canvas.current, peaks, total ? position / total : 0);
-  }, [peaks, position, total]);
+  const played = total ? Math.min(1, position / total) * WIDTH : 0;
+  const lanes = useMemo(() => peaks && { caller: bars(peaks.caller, 0), agent: bars(peaks.agent, 1) }, [peaks]);
+  const clip = `played-${callId}`;
 
   /** @param {MouseEvent} e */
   const seek = (e) => {
     const el = audio.current;
-    const c = canvas.current;
-    if (!el || !c || !total) return;
-    const box = c.getBoundingClientRect();
+    const svg = wave.current;
+    if (!el || !svg || !total) return;
+    const box = svg.getBoundingClientRect();
     el.currentTime = (Math.min(1, Math.max(0, (e.clientX - box.left) / box.width)) * total) / 1000;
   };
 
@@ -82,47 +85,50 @@ export function RecordingPlayer({ callId, src, durationMs, audio, onTime }) {
     <audio ref=${audio} controls preload="metadata" src=${src} aria-label="Call recording"></audio>
     <div class="waveform" aria-busy=${peaks || waveError ? "false" : "true"}>
       <div class="lanes" aria-hidden="true"><span>Caller</span><span>Agent</span></div>
-      <canvas
-        ref=${canvas}
-        width="1200"
-        height="160"
+      <svg
+        ref=${wave}
+        class="wave"
+        viewBox=${`0 0 ${WIDTH} ${HEIGHT}`}
+        preserveAspectRatio="none"
         role="img"
         aria-label="Waveform of the recording: the caller above, the agent below. Click to seek."
         onClick=${seek}
-      ></canvas>
+      >
+        ${lanes &&
+        html`<defs><clipPath id=${clip}><rect x="0" y="0" width=${played} height=${HEIGHT} /></clipPath></defs>
+          <path class="bars caller" d=${lanes.caller} />
+          <path class="bars agent" d=${lanes.agent} />
+          <g clip-path=${`url(#${clip})`}>
+            <path class="bars caller played" d=${lanes.caller} />
+            <path class="bars agent played" d=${lanes.agent} />
+          </g>
+          <rect class="playhead" x=${Math.min(WIDTH - 2, played)} y="0" width="2" height=${HEIGHT} />`}
+      </svg>
     </div>
     ${waveError && html`<p class="muted">${waveError}</p>`}
     <p><a href=${src} download>Download the recording (WAV)</a></p>
   </div>`;
 }
 
+/** The waveform's drawing box (the SVG stretches it to its place). */
+const WIDTH = 1200;
+const HEIGHT = 160;
+
 /**
- * @param {HTMLCanvasElement} c
- * @param {Peaks} peaks
- * @param {number} played 0–1
+ * One lane's bars as a single path: a rectangle per peak, centred on the
+ * lane's middle (lane 0 on top).
+ * @param {number[]} data thousandths of full scale
+ * @param {number} lane
  */
-function draw(c, peaks, played) {
-  const ctx = c.getContext("2d");
-  if (!ctx) return;
-  const style = getComputedStyle(c);
-  const colour = (/** @type {string} */ name, /** @type {string} */ fallback) => style.getPropertyValue(name).trim() || fallback;
-  const lanes = [
-    { data: peaks.caller, done: colour("--wave-caller", "#4338ca"), rest: colour("--wave-caller-rest", "#c7c9f5") },
-    { data: peaks.agent, done: colour("--wave-agent", "#116329"), rest: colour("--wave-agent-rest", "#b8dcc2") },
-  ];
-  const { width, height } = c;
-  ctx.clearRect(0, 0, width, height);
-  const lane = height / 2;
-  const playedX = played * width;
-  lanes.forEach(({ data, done, rest }, i) => {
-    const mid = lane * i + lane / 2;
-    const step = width / data.length;
-    for (let x = 0; x < data.length; x++) {
-      const h = Math.max(1, (data[x] / 1000) * (lane - 6));
-      ctx.fillStyle = x * step < playedX ? done : rest;
-      ctx.fillRect(x * step, mid - h / 2, Math.max(1, step - 0.5), h);
-    }
-  });
-  ctx.fillStyle = colour("--text", "#18181b");
-  ctx.fillRect(Math.min(width - 2, playedX), 0, 2, height);
+function bars(data, lane) {
+  const height = HEIGHT / 2;
+  const mid = height * lane + height / 2;
+  const step = WIDTH / Math.max(1, data.length);
+  const width = Math.max(1, step - 0.5).toFixed(2);
+  let d = "";
+  for (let x = 0; x < data.length; x++) {
+    const h = Math.max(1, (data[x] / 1000) * (height - 6));
+    d += `M${(x * step).toFixed(2)} ${(mid - h / 2).toFixed(2)}h${width}v${h.toFixed(2)}h-${width}z`;
+  }
+  return d;
 }

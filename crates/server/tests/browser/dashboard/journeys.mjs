@@ -402,15 +402,15 @@ const journeys = {
     await lines.first().waitFor();
     check((await lines.count()) === 5, `${await lines.count()} transcript lines`);
     check((await lines.first().innerText()).includes(config.first_message), await lines.first().innerText());
-    // The waveform is drawn from the file: both lanes have ink.
+    // The waveform is drawn from the file: both lanes have bars taller
+    // than the 1-unit floor somewhere (someone spoke on each side).
     await page.waitForFunction(() => {
-      const c = document.querySelector("canvas");
-      if (!c) return false;
-      const ctx = c.getContext("2d");
-      const top = ctx.getImageData(0, 0, c.width, c.height / 2).data;
-      const bottom = ctx.getImageData(0, c.height / 2, c.width, c.height / 2).data;
-      const ink = (d) => d.some((v, i) => i % 4 === 3 && v > 0);
-      return ink(top) && ink(bottom);
+      const svg = document.querySelector("svg.wave");
+      const loud = (cls) => {
+        const d = svg?.querySelector(`path.bars.${cls}:not(.played)`)?.getAttribute("d") ?? "";
+        return [...d.matchAll(/v([0-9.]+)/g)].some((m) => Number(m[1]) > 10);
+      };
+      return loud("caller") && loud("agent");
     });
     await axe(page, "call page", axeStates);
     await page.screenshot({ path: `${screenshots}/call.png`, fullPage: true });

@@ -105,6 +105,18 @@ export async function score(port, base, pages, print = console.log) {
         `CLS ${lhr.audits["cumulative-layout-shift"]?.numericValue?.toFixed(3)}` +
         (misses.length ? `; under 0.9: ${misses.join(", ")}` : ""),
     );
+    // What blocked the main thread, when it did (where to look next).
+    const blocking = lhr.audits["total-blocking-time"]?.numericValue ?? 0;
+    if (blocking > 200) {
+      const tasks = (lhr.audits["long-tasks"]?.details?.items ?? [])
+        .map((t) => `${Math.round(t.duration)} ms at ${Math.round(t.startTime)} ms (${t.url.replace(base, "")})`)
+        .slice(0, 6);
+      print(`  long tasks on ${name}: ${tasks.join("; ")}`);
+      const work = (lhr.audits["mainthread-work-breakdown"]?.details?.items ?? [])
+        .map((w) => `${w.groupLabel} ${Math.round(w.duration)} ms`)
+        .slice(0, 5);
+      print(`  main thread on ${name}: ${work.join("; ")}`);
+    }
   }
   return ok;
 }
