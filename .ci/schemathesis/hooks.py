@@ -84,6 +84,9 @@ ALLOWED_422 = {
     "value_error.phone": "not a phone number by libphonenumber's rules",
     # An API key's `expires_at` must lie in the future.
     "value_error.datetime.past": "a key cannot be created already expired",
+    # A phone call needs `to`; a web call (`transport: web`) takes neither
+    # `to` nor `from`: the schema cannot tie one field's presence to another's value.
+    "value_error.call.transport": "to and transport disagree",
     # A merge needs two different contacts.
     "value_error.contact.same": "primary_id and duplicate_id name the same contact",
     # Search pages stop at the 10,000th result: offset + limit <= 10,000.

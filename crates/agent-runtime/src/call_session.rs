@@ -208,6 +208,7 @@ async fn turn(
         conversation_id: call.conversation_id,
         contact_id: call.contact_id,
         call_id: Some(call.call_id.clone()),
+        transferable: call.transferable,
         dry_run: false,
     };
     let turn = Turn { agent, place, messages, passages: knowledge.passages, on_call: true };

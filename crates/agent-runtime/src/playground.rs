@@ -198,6 +198,7 @@ pub async fn chat(
         conversation_id,
         contact_id: conversation.as_ref().and_then(|c| c.contact_id),
         call_id: None,
+        transferable: false,
         dry_run: true,
     };
     let passages = knowledge

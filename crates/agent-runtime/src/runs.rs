@@ -192,6 +192,7 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         conversation_id: Some(conversation.item.id),
         contact_id: conversation.contact_id,
         call_id: None,
+        transferable: false,
         dry_run: false,
     };
     let turn = session::Turn { agent: &agent, place, messages, passages: knowledge.passages, on_call: false };

@@ -41,6 +41,8 @@ pub struct Place {
     pub conversation_id: Option<i64>,
     pub contact_id: Option<i64>,
     pub call_id: Option<String>,
+    /// The call can be transferred (a browser's web call cannot).
+    pub transferable: bool,
     /// The playground: tools that would change the workspace or reach the
     /// contact (`update_contact`, `send_message`) say what they would do
     /// instead; ending tools are reported, not applied.
@@ -215,6 +217,9 @@ async fn builtin(host: &dyn ToolHost, place: &Place, name: BuiltinTool, args: &V
             None => Err("there is no call to end".into()),
         },
         BuiltinTool::TransferCall => match &place.call_id {
+            Some(_) if !place.transferable => {
+                Err("this is a web call: the caller is in a browser and cannot be transferred".into())
+            }
             Some(_) if transfer_target(&text("to")) => Ok((json!({"ok": true}), Some(Stop::Transfer(text("to"))))),
             Some(_) => Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into()),
             None => Err("there is no call to transfer".into()),

@@ -63,6 +63,30 @@ string_enum!(
 string_enum!(CallDirection { Outbound = "outbound", Inbound = "inbound" });
 
 string_enum!(
+    /// How a placed call reaches the other party.
+    CallTransport {
+        /// A phone number or SIP address, through the telephony provider.
+        Phone = "phone",
+        /// A browser, over a WebSocket opened with a single-use token
+        /// (`/calls/web`): try an agent without a phone line.
+        Web = "web",
+    }
+);
+
+/// How a browser joins a web call (`POST /api/v1/calls` with
+/// `transport: web`): open `url` as a WebSocket and send `token` in the
+/// first frame. Single use; valid until `expires_at` (the ring timeout).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct WebCallJoin {
+    /// The socket's path under the server's root: `/calls/web`.
+    pub url: String,
+    /// 40 hex characters. Shown once; a replay of the request shows it
+    /// again, but it joins only once.
+    pub token: String,
+    pub expires_at: Timestamp,
+}
+
+string_enum!(
     /// absent → processing → available (→ deleted).
     RecordingStatus { Absent = "absent", Processing = "processing", Available = "available", Deleted = "deleted" }
 );

@@ -20,12 +20,15 @@ use std::time::Duration;
 use parley_domain::Scope;
 use parley_domain::Timestamp;
 use parley_domain::agent::{FirstMessageMode, TurnDetection};
-use parley_domain::call::{CallDirection, CallStatus, EndedReason, Speaker, TranscriptSegment};
+use parley_domain::call::{
+    CallDirection, CallStatus, CallTransport, EndedReason, Speaker, TranscriptSegment, WebCallJoin,
+};
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus};
 use parley_domain::event::EventType;
 use parley_domain::validation::{
-    FieldError, LocPart, Page, Parsed, QueryReader, boolean, integer, json_object, loc, parse_object, string,
+    FieldError, LocPart, Page, Parsed, QueryReader, boolean, enum_value, integer, json_object, loc, parse_object,
+    string,
 };
 use parley_store::Tx;
 use parley_store::repo::calls::{self as repo, CallRow, Ending, NewCall};
@@ -75,6 +78,8 @@ pub struct CallAgent {
     pub call_id: String,
     pub conversation_id: Option<i64>,
     pub contact_id: Option<i64>,
+    /// The call can be handed to another number (not a browser's web call).
+    pub transferable: bool,
 }
 
 /// This instance's live calls and the providers it dials with.
@@ -89,16 +94,22 @@ pub struct CallRuntime {
     /// The Twilio provider, when it carries live calls: its webhooks and
     /// media streams arrive through the API.
     twilio: Option<Arc<parley_voice::twilio::TwilioProvider>>,
+    /// Browsers' calls, in both modes: their sockets arrive through the API.
+    web_calls: Arc<parley_voice::webcall::WebCalls>,
+    web: Arc<dyn Provider>,
 }
 
 impl CallRuntime {
     pub fn new(simulated: Arc<dyn Provider>, live: Arc<dyn Provider>) -> Self {
+        let web_calls = parley_voice::webcall::WebCalls::new();
         Self {
             simulated,
             live,
             instance: format!("calls-{}", ulid::Ulid::new()),
             hangups: Mutex::default(),
             twilio: None,
+            web_calls: web_calls.clone(),
+            web: Arc::new(parley_voice::webcall::Web(web_calls)),
         }
     }
 
@@ -132,14 +143,21 @@ pub struct CreateCall {
     /// The agent that talks (of this workspace and mode).
     #[schema(minimum = 1)]
     pub agent_id: i64,
-    /// A phone number (E.164, or national in the default region; stored as
-    /// E.164) or a `sip:` URI; up to 255 characters.
-    #[schema(format = "phone-or-sip", min_length = 1, max_length = 255)]
-    pub to: String,
+    /// `phone` (default): `to` is dialled through the telephony provider.
+    /// `web`: a browser joins with the single-use token in the answer's
+    /// `web` (no `to` or `from`; `value_error.call.transport` otherwise).
+    #[schema(nullable = false)]
+    pub transport: Option<CallTransport>,
+    /// Required for `phone` calls: a phone number (E.164, or national in
+    /// the default region; stored as E.164) or a `sip:` URI; up to 255
+    /// characters.
+    #[schema(nullable = false, format = "phone-or-sip", min_length = 1, max_length = 255)]
+    pub to: Option<String>,
     /// The caller id, in the same forms as `to`. Default: the provider's.
     #[schema(nullable = false, format = "phone-or-sip", min_length = 1, max_length = 255)]
     pub from: Option<String>,
-    /// The contact called; found or created from `to` when absent.
+    /// The contact called; found or created from `to` when absent (a web
+    /// call without one has no contact).
     #[schema(nullable = false, minimum = 1)]
     pub contact_id: Option<i64>,
     /// What the agent says first, 1–2,000 characters (default: the agent's `first_message`).
@@ -179,17 +197,37 @@ fn address(region: parley_domain::contact::Region) -> impl Fn(Value, &[LocPart])
 pub fn parse_create(body: Value, region: parley_domain::contact::Region) -> Parsed<CreateCall> {
     parse_object(body, loc(&["body"]), |r| {
         let agent_id = r.required("agent_id", integer(1, i64::MAX));
-        let to = r.required("to", address(region));
+        let transport = r.optional("transport", enum_value::<CallTransport>());
+        let sent_to = r.contains("to");
+        let to = r.optional("to", address(region));
         let from = r.optional("from", address(region));
+        // A phone call needs somewhere to ring; a browser joins by token.
+        match transport.unwrap_or(CallTransport::Phone) {
+            CallTransport::Phone if !sent_to => r.push_error(FieldError::new(
+                r.loc_of("to"),
+                "value_error.call.transport",
+                "a phone call needs `to` (a web call takes `transport: web` instead)",
+            )),
+            CallTransport::Web if sent_to || from.is_some() => r.push_error(FieldError::new(
+                r.loc_of(if sent_to { "to" } else { "from" }),
+                "value_error.call.transport",
+                "a web call has no `to` or `from`: the browser joins with the call's token",
+            )),
+            _ => {}
+        }
         let contact_id = r.optional("contact_id", integer(1, i64::MAX));
         let first_message = r.optional("first_message", string(1, 2000));
         let variables = r.optional("variables", json_object(16 * 1024));
         let max_duration_s = r.optional("max_duration_s", integer(10, 7200));
         let record = r.optional("record", boolean());
         let metadata = r.optional("metadata", json_object(16 * 1024));
+        if r.has_errors() {
+            return None;
+        }
         Some(CreateCall {
             agent_id: agent_id?,
-            to: to?,
+            transport,
+            to,
             from,
             contact_id,
             first_message,
@@ -212,6 +250,9 @@ pub fn parse_filter(q: &mut QueryReader) -> CallFilter {
         created_before: q.timestamp("created_before"),
     }
 }
+
+/// The `to` of a web call.
+pub const WEB_CALLEE: &str = "web";
 
 fn not_found(id: &str) -> ServiceError {
     ServiceError::not_found("Call", id)
@@ -238,6 +279,17 @@ impl crate::unit::AfterCommit for Dialed {
         tracing::warn!(call = %self.call.public_id, "a placed call could not be recorded; hanging it up");
         let _ = self.placed.commands.try_send(parley_voice::provider::Command::Hangup);
     }
+}
+
+/// `POST /api/v1/calls`'s answer: the call, and for a web call how its
+/// browser joins.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct PlacedCall {
+    #[serde(flatten)]
+    pub call: parley_domain::call::Call,
+    /// Web calls only (`transport: web`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web: Option<WebCallJoin>,
 }
 
 /// A call stored `queued`, waiting to be dialled.
@@ -319,12 +371,18 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
             })?;
             Some(id)
         }
-        None => phone_contact(tx, svc, scope, &input.to).await?,
+        None => match &input.to {
+            Some(to) => phone_contact(tx, svc, scope, to).await?,
+            None => None,
+        },
     };
+    let web = input.transport == Some(CallTransport::Web);
+    // A web call's other party is a browser: its `to` says so.
+    let to = if web { WEB_CALLEE.to_owned() } else { input.to.clone().unwrap_or_default() };
+    let title = if web { "Web call".to_owned() } else { format!("Call to {to}") };
     let channel = crate::messaging::channels::voice_channel(tx, scope).await?;
-    let conversation =
-        open_conversation(tx, scope, channel.id, &input.to, &format!("Call to {}", input.to), contact_id).await?;
-    let provider = svc.calls.provider(scope).clone();
+    let conversation = open_conversation(tx, scope, channel.id, &to, &title, contact_id).await?;
+    let provider = if web { svc.calls.web.clone() } else { svc.calls.provider(scope).clone() };
     let first_message = input.first_message.clone().or(agent.first_message.clone());
     let empty = Map::new();
     let new = NewCall {
@@ -333,7 +391,7 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
         contact_id,
         conversation_id: Some(conversation.item.id),
         from: input.from.as_deref(),
-        to: &input.to,
+        to: &to,
         first_message: first_message.as_deref(),
         variables: input.variables.as_ref().unwrap_or(&empty),
         max_duration_s: input.max_duration_s.unwrap_or(600),
@@ -345,7 +403,7 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
         channel_id: channel.id,
     };
     let (row, agent) = store_queued(tx, svc, scope, &workspace.name, agent, &conversation, new).await?;
-    let dial = Dial { call_id, from: input.from, to: input.to, ring_timeout: svc.config.calls.ring_timeout };
+    let dial = Dial { call_id, from: input.from, to, ring_timeout: svc.config.calls.ring_timeout };
     Ok(Queued { row, conversation_id: conversation.item.id, provider, dial, agent })
 }
 
@@ -436,8 +494,14 @@ async fn store_queued(
         call_id: row.public_id.clone(),
         conversation_id: Some(conversation.item.id),
         contact_id: new.contact_id,
+        transferable: new.provider != "web",
     };
     Ok((row, agent))
+}
+
+/// Where browsers' web-call sockets go.
+pub fn web_calls(svc: &Services) -> Arc<parley_voice::webcall::WebCalls> {
+    svc.calls.web_calls.clone()
 }
 
 /// The Twilio provider, for its webhooks and media streams; 404 when
@@ -625,7 +689,12 @@ async fn record_dial(
         Ok(placed) => {
             repo::set_provider_call_id(work, scope, queued.row.id, &placed.provider_call_id).await?;
             let call = repo::get(work, scope, call_id).await?.ok_or_else(|| not_found(call_id))?;
-            let answer = Answer::json(201, &call.to_api()?)?;
+            let web = placed.client_token.clone().map(|token| WebCallJoin {
+                url: parley_voice::webcall::SOCKET_PATH.to_owned(),
+                token,
+                expires_at: Timestamp::now().plus_duration(queued.dial.ring_timeout),
+            });
+            let answer = Answer::json(201, &PlacedCall { call: call.to_api()?, web })?;
             let streams_audio = queued.provider.streams_audio();
             work.after_commit(Dialed { scope, call, placed, agent: queued.agent.clone(), streams_audio });
             Ok(answer)

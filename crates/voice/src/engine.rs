@@ -354,7 +354,7 @@ mod tests {
         let (events_tx, events) = mpsc::channel(8);
         let (commands, mut played) = mpsc::channel(64);
         tokio::spawn(async move { while played.recv().await.is_some() {} });
-        let placed = Placed { provider_call_id: "p".into(), events, commands };
+        let placed = Placed { provider_call_id: "p".into(), events, commands, client_token: None };
         events_tx.send(ProviderEvent::Answered).await.unwrap();
         events_tx.send(ProviderEvent::Heard { audio: vec![100; 1600], text: None }).await.unwrap();
         events_tx.send(ProviderEvent::Heard { audio: vec![100; 800], text: None }).await.unwrap();

@@ -19,6 +19,7 @@
 //! - [`live`]: the speech loop over live audio: turns found by voice
 //!   activity, transcribed, answered as a stream of sentences, and
 //!   interrupted when the caller talks over the agent.
+//! - [`webcall`]: the browser's transport, PCM over a WebSocket.
 //! - [`engine`]: runs one call: drives the provider, turns speech into
 //!   transcript segments, records, and reports progress to its owner.
 
@@ -38,3 +39,4 @@ pub mod speech;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod twilio;
+pub mod webcall;

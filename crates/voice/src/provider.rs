@@ -69,6 +69,9 @@ pub struct Placed {
     pub provider_call_id: String,
     pub events: mpsc::Receiver<ProviderEvent>,
     pub commands: mpsc::Sender<Command>,
+    /// What the far end presents to join the call, when the caller is the
+    /// API's client (a web call's single-use token); `None` on phone lines.
+    pub client_token: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -149,5 +152,86 @@ impl InboundCall {
 
     pub fn refuse(self, why: Refusal) {
         self.line.refuse(why)
+    }
+}
+
+/// A random, unguessable token (160 bits): what a media stream or a
+/// browser presents to join its call.
+pub(crate) fn random_token() -> String {
+    format!("{:032x}{:08x}", rand::random::<u128>(), rand::random::<u32>())
+}
+
+/// What a paced stream sends on its next 20 ms tick.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Paced {
+    Audio(Pcm),
+    /// A stretch of speech has all been sent: `parley-<n>`.
+    Mark(String),
+}
+
+/// The agent's audio on a socket transport (Twilio's media stream, a web
+/// call): queued in 20 ms frames and sent one per tick, so what has been
+/// sent is what the far end has heard, give or take its small buffer; a
+/// mark follows each stretch; barge-in drops what is queued.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    queue: std::collections::VecDeque<Pcm>,
+    /// Audio went out since the last mark.
+    unmarked: bool,
+    marks: u64,
+}
+
+impl Outbox {
+    /// Queues `pcm` as 20 ms frames (the last padded with silence).
+    pub(crate) fn play(&mut self, pcm: &[i16]) {
+        let frame = crate::speech::FRAME_SAMPLES;
+        self.queue.extend(pcm.chunks(frame).map(|c| {
+            let mut f = c.to_vec();
+            f.resize(frame, 0);
+            f
+        }));
+    }
+
+    /// Drops what is queued (the far end is told to drop what it holds).
+    pub(crate) fn clear(&mut self) {
+        self.queue.clear();
+        self.unmarked = false;
+    }
+
+    /// What to send on this tick, if anything.
+    pub(crate) fn tick(&mut self) -> Option<Paced> {
+        if let Some(frame) = self.queue.pop_front() {
+            self.unmarked = true;
+            Some(Paced::Audio(frame))
+        } else if self.unmarked {
+            self.unmarked = false;
+            self.marks += 1;
+            Some(Paced::Mark(format!("parley-{}", self.marks)))
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outbox_paces_frames_marks_each_stretch_and_drops_on_clear() {
+        let mut out = Outbox::default();
+        assert_eq!(out.tick(), None);
+        out.play(&vec![7; 330]);
+        let frames: Vec<Paced> = std::iter::from_fn(|| out.tick()).collect();
+        assert_eq!(frames.len(), 4, "three frames, then a mark");
+        assert_eq!(frames[2], Paced::Audio([vec![7; 10], vec![0; 150]].concat()), "the last frame is padded");
+        assert_eq!(frames[3], Paced::Mark("parley-1".into()));
+        out.play(&vec![1; 480]);
+        assert!(matches!(out.tick(), Some(Paced::Audio(_))));
+        out.clear();
+        assert_eq!(out.tick(), None, "a cleared stretch is not marked");
+        out.play(&vec![1; 160]);
+        assert!(matches!(out.tick(), Some(Paced::Audio(_))));
+        assert_eq!(out.tick(), Some(Paced::Mark("parley-2".into())));
     }
 }

@@ -90,6 +90,7 @@ impl Provider for Simulated {
                 provider_call_id: format!("sim_{}", ulid::Ulid::new()),
                 events: events_rx,
                 commands: commands_tx,
+                client_token: None,
             })
         })
     }

@@ -203,7 +203,7 @@ impl Ringing for SipRinging {
                 let _ = call.events.send(ProviderEvent::Ended(ended)).await;
                 call.dialogs.remove_dialog(&call.dialog.id());
             });
-            Ok(Placed { provider_call_id, events, commands })
+            Ok(Placed { provider_call_id, events, commands, client_token: None })
         })
     }
 
@@ -356,7 +356,7 @@ impl Provider for SipProvider {
             let (commands, commands_rx) = mpsc::channel(1024);
             let call = shared.call(dialog, events_tx, media, dial.ring_timeout);
             tokio::spawn(call.run(answer, state_rx, commands_rx));
-            Ok(Placed { provider_call_id: session.to_string(), events, commands })
+            Ok(Placed { provider_call_id: session.to_string(), events, commands, client_token: None })
         })
     }
 }

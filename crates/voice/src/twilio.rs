@@ -25,7 +25,7 @@
 //!   Streams cannot carry DTMF out, so sending digits is refused with a
 //!   warning.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +38,8 @@ use parley_domain::twilio::signature_valid as twilio_signature_valid;
 
 use crate::codec::{ulaw_decode, ulaw_encode};
 use crate::provider::{
-    Command, Dial, DialError, FarEnd, InboundCall, Pcm, Placed, Provider, ProviderEvent, Refusal, Ringing,
+    Command, Dial, DialError, FarEnd, InboundCall, Outbox, Paced, Pcm, Placed, Provider, ProviderEvent, Refusal,
+    Ringing, random_token,
 };
 use crate::speech::FRAME_SAMPLES;
 
@@ -115,11 +116,6 @@ pub struct Stream {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A random, unguessable token (160 bits).
-fn token() -> String {
-    format!("{:032x}{:08x}", rand::random::<u128>(), rand::random::<u32>())
 }
 
 fn xml_escape(s: &str) -> String {
@@ -264,7 +260,7 @@ impl TwilioProvider {
 
     /// Expects a stream presenting a new token; the receiver gets it.
     fn await_stream(&self) -> (String, oneshot::Receiver<Stream>) {
-        self.await_stream_with(token())
+        self.await_stream_with(random_token())
     }
 
     fn await_stream_with(&self, token: String) -> (String, oneshot::Receiver<Stream>) {
@@ -370,27 +366,24 @@ impl TwilioProvider {
         commands: &mut mpsc::Receiver<Command>,
     ) -> FarEnd {
         let sid = stream.stream_sid.clone();
-        let mut queue: VecDeque<Pcm> = VecDeque::new();
-        // Whether audio went out since the last mark, and how many marks.
-        let (mut unmarked, mut marks) = (false, 0u64);
+        let mut outbox = Outbox::default();
         let mut heard: Vec<i16> = Vec::with_capacity(FRAME_SAMPLES * 2);
         let mut clock = tokio::time::interval(Duration::from_millis(20));
         clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let send = |frame: Value| stream.to_twilio.try_send(frame.to_string());
         loop {
             tokio::select! {
-                _ = clock.tick() => {
-                    if let Some(frame) = queue.pop_front() {
+                _ = clock.tick() => match outbox.tick() {
+                    Some(Paced::Audio(frame)) => {
                         let payload: Vec<u8> = frame.iter().map(|s| ulaw_encode(*s)).collect();
                         let payload = base64::engine::general_purpose::STANDARD.encode(payload);
                         let _ = send(json!({"event": "media", "streamSid": sid, "media": {"payload": payload}}));
-                        unmarked = true;
-                    } else if unmarked {
-                        marks += 1;
-                        let _ = send(json!({"event": "mark", "streamSid": sid, "mark": {"name": format!("parley-{marks}")}}));
-                        unmarked = false;
                     }
-                }
+                    Some(Paced::Mark(name)) => {
+                        let _ = send(json!({"event": "mark", "streamSid": sid, "mark": {"name": name}}));
+                    }
+                    None => {}
+                },
                 text = stream.from_twilio.recv() => {
                     let Some(text) = text else { return FarEnd::HungUp };
                     let Ok(frame) = serde_json::from_str::<Value>(&text) else { continue };
@@ -416,16 +409,11 @@ impl TwilioProvider {
                     }
                 }
                 command = commands.recv() => match command {
-                    Some(Command::Play(pcm)) => queue.extend(pcm.chunks(FRAME_SAMPLES).map(|c| {
-                        let mut frame = c.to_vec();
-                        frame.resize(FRAME_SAMPLES, 0);
-                        frame
-                    })),
+                    Some(Command::Play(pcm)) => outbox.play(&pcm),
                     Some(Command::StopPlayback) => {
-                        queue.clear();
+                        outbox.clear();
                         // Twilio drops what it still holds (and echoes its pending marks).
                         let _ = send(json!({"event": "clear", "streamSid": sid}));
-                        unmarked = false;
                     }
                     Some(Command::SendDtmf(_)) => {
                         tracing::warn!(call_sid, "Twilio media streams cannot send DTMF; the digits were not sent");
@@ -489,7 +477,7 @@ impl Ringing for TwilioRinging {
                 let ended = provider.talk(&sid, stream, &events_tx, &mut commands_rx).await;
                 let _ = events_tx.send(ProviderEvent::Ended(ended)).await;
             });
-            Ok(Placed { provider_call_id: call_sid, events, commands })
+            Ok(Placed { provider_call_id: call_sid, events, commands, client_token: None })
         })
     }
 
@@ -575,7 +563,7 @@ impl Provider for Twilio {
                 commands_rx,
                 dial.ring_timeout,
             ));
-            Ok(Placed { provider_call_id: call_sid, events, commands })
+            Ok(Placed { provider_call_id: call_sid, events, commands, client_token: None })
         })
     }
 }

@@ -163,7 +163,7 @@ fn line(script: Vec<Step>) -> (Placed, Arc<Mutex<Line>>) {
         // Drain what the engine still sends while it ends the call.
         while commands_rx.recv().await.is_some() {}
     });
-    (Placed { provider_call_id: "line".into(), events, commands }, seen)
+    (Placed { provider_call_id: "line".into(), events, commands, client_token: None }, seen)
 }
 
 fn silence(ms: usize) -> Pcm {

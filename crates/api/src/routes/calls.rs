@@ -3,13 +3,17 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::extract::ws::{Message as WsFrame, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::{SinkExt, StreamExt};
 use parley_domain::call::Call;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::calls::CallFilter;
-use parley_services::calls::{self, CreateCall, RecordingLink, Transcript};
+use parley_services::calls::{self, CreateCall, PlacedCall, RecordingLink, Transcript};
+use parley_voice::webcall::{Frame as WebFrame, Socket, WebCalls};
 use serde_json::Value;
+use tokio::sync::mpsc;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -29,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_transcript))
         .routes(routes!(get_recording))
         .routes(routes!(get_waveform))
+        .routes(routes!(web_call_socket))
 }
 
 impl FromBody for CreateCall {
@@ -126,7 +131,7 @@ fn not_found_call(id: &str) -> ApiError {
     params(("Idempotency-Key" = String, Header, description = "Required.")),
     request_body = CreateCall,
     responses(
-        (status = 201, body = Call, description = "Placed (`queued`; it rings next)"),
+        (status = 201, body = PlacedCall, description = "Placed (`queued`; it rings next). A web call's answer also has `web`: how the browser joins"),
         (status = 400, body = ErrorBody, description = "Missing Idempotency-Key"),
         (status = 402, body = ErrorBody, description = "The balance does not cover one minute"),
         (status = 403, body = ErrorBody, description = "Voice is not enabled for the workspace"),
@@ -145,6 +150,84 @@ async fn create_call(
     let JsonBody { value, canonical } = body;
     let answered = calls::place(&s.services, auth.scope(), idem.for_body(&canonical), value).await?;
     Ok(answer_response(answered))
+}
+
+/// A web call's socket: the browser's microphone up, the agent's voice down.
+///
+/// Open it with the `web.url` of `POST /api/v1/calls {"transport": "web"}`
+/// and send, within 10 seconds, the text frame `{"type": "start", "token":
+/// "<web.token>", "audio": {"encoding": "pcm_s16le", "sample_rate":
+/// 16000}}`: the server answers `{"type": "ready", "call_id", "input",
+/// "output"}` (the call is answered) or `{"type": "error", "detail"}` and
+/// closes. Then binary frames carry audio both ways, PCM 16-bit
+/// little-endian mono: up at the rate `start` named (8,000–48,000 Hz), down
+/// at `output.sample_rate` (8,000 Hz) in 20 ms frames paced in real time.
+/// The server sends `{"type": "mark", "name"}` when a stretch of speech has
+/// all been sent, `{"type": "clear"}` when the caller interrupts (drop what
+/// is queued), and `{"type": "end"}` when the call ends; the browser may
+/// send `{"type": "dtmf", "digit": "5"}` and `{"type": "end"}`. Frames up
+/// to 64 KiB. The token is the credential: no cookie or API key is read.
+#[utoipa::path(
+    get, path = "/calls/web", tag = "Calls", operation_id = "web_call_socket",
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 426, body = ErrorBody, description = "Not a WebSocket request"),
+    )
+)]
+async fn web_call_socket(
+    State(s): State<AppState>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|_| {
+        ApiError::Status(StatusCode::UPGRADE_REQUIRED, "Connect with a WebSocket (Upgrade: websocket)".into())
+    })?;
+    let web_calls = calls::web_calls(&s.services);
+    Ok(upgrade.max_message_size(MAX_WEB_FRAME_BYTES).on_upgrade(move |socket| web_bridge(web_calls, socket)))
+}
+
+/// Largest web-call frame (20 ms at 48 kHz is 1,920 bytes).
+const MAX_WEB_FRAME_BYTES: usize = 64 * 1024;
+
+/// Carries the socket's frames to and from the web-call provider.
+async fn web_bridge(web_calls: std::sync::Arc<WebCalls>, socket: WebSocket) {
+    let (mut out, mut incoming) = socket.split();
+    let (from_browser_tx, from_browser) = mpsc::channel::<WebFrame>(256);
+    let (to_browser, mut to_browser_rx) = mpsc::channel::<WebFrame>(1024);
+    let reading = async move {
+        while let Some(Ok(frame)) = incoming.next().await {
+            let frame = match frame {
+                WsFrame::Text(text) => WebFrame::Text(text.to_string()),
+                WsFrame::Binary(bytes) => WebFrame::Audio(bytes.to_vec()),
+                WsFrame::Close(_) => break,
+                _ => continue,
+            };
+            if from_browser_tx.send(frame).await.is_err() {
+                break;
+            }
+        }
+    };
+    let writing = async move {
+        while let Some(frame) = to_browser_rx.recv().await {
+            let frame = match frame {
+                WebFrame::Text(text) => WsFrame::Text(Utf8Bytes::from(text)),
+                WebFrame::Audio(bytes) => WsFrame::Binary(bytes.into()),
+            };
+            if out.send(frame).await.is_err() {
+                return;
+            }
+        }
+        let _ = out.close().await;
+    };
+    let connecting = web_calls.connect(Socket { from_browser, to_browser });
+    // The socket closes when the provider lets go of it (the writer then
+    // ends) or when the browser closes it (the provider sees its frames end).
+    let carrying = async move {
+        tokio::select! {
+            _ = reading => {}
+            _ = writing => {}
+        }
+    };
+    tokio::join!(connecting, carrying);
 }
 
 /// List calls, newest first.

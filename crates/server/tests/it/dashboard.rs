@@ -395,3 +395,65 @@ async fn a_message_on_one_instance_reaches_a_dashboard_on_another_within_a_secon
     println!("instance A accepted → instance B's dashboard showed it (ms): {took}");
     assert!(lines.iter().any(|l| l.starts_with("PASS instances")), "{lines:#?}");
 }
+
+/// Issue 35: "Talk to this agent" on the agent's page places a web call in
+/// Chromium, its fake microphone playing a caller's question (espeak-ng,
+/// after the greeting); whisper tiny.en hears it; the agent answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_talks_to_an_agent_over_a_web_call_in_chromium() {
+    let stt = parley_speech::local_servers::whisper();
+    let port = stt.port;
+    let app = TestApp::spawn_with(Backend::Sqlite, move |s| {
+        s.speech.stt.insert("whisper".into(), json!({"kind": "wyoming", "host": "127.0.0.1", "port": port}));
+        s.speech.default_stt = Some("whisper".into());
+    })
+    .await;
+    let ws = app.workspace("Acme").await;
+    app.user("ana@example.com", PW, ws.id, Role::Owner).await;
+    let greeting = "Hello, this is Ava from Acme.";
+    let agent = app.create_agent(&ws.live, json!({"name": "Ava", "first_message": greeting})).await;
+
+    // The caller: quiet through the greeting, a question, then quiet.
+    let espeak = parley_speech::espeak::Espeak::new("en-us", 150).unwrap();
+    let question = parley_speech::synthesise(&espeak, "What time do you open tomorrow?").await;
+    let mut caller = vec![0i16; 16_000 * 5];
+    caller.extend(parley_speech::resample::resample(&question, 8000, 16000));
+    caller.extend(vec![0i16; 16_000 * 20]);
+    let wav = std::env::temp_dir().join(format!("parley-web-caller-{}.wav", uuid()));
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut writer = hound::WavWriter::create(&wav, spec).unwrap();
+    for s in caller {
+        writer.write_sample(s).unwrap();
+    }
+    writer.finalize().unwrap();
+
+    let lines = journeys(
+        &app,
+        json!({
+            "owner": {"email": "ana@example.com", "password": PW},
+            "fake_microphone": wav.display().to_string(),
+            "web_call": {"agent_id": agent["id"], "agent_name": "Ava", "greeting": greeting},
+        }),
+        &["web-call".to_owned()],
+    )
+    .await;
+    let _ = std::fs::remove_file(&wav);
+    assert!(lines.iter().any(|l| l.starts_with("PASS web-call")), "{lines:#?}");
+    // The call is on record like any other: answered, ended by the browser, with the question heard.
+    let calls = app.get(&ws.live, "/api/v1/calls").await.body;
+    let call = &calls["items"][0];
+    assert_eq!((call["provider"].clone(), call["status"].clone()), (json!("web"), json!("completed")), "{call}");
+    let id = call["id"].as_str().unwrap();
+    let segments = app.get(&ws.live, &format!("/api/v1/calls/{id}/transcript")).await.body["segments"].clone();
+    let heard = segments.as_array().unwrap().iter().find(|s| s["speaker"] == "caller").expect("the caller was heard");
+    let heard = heard["text"].as_str().unwrap();
+    assert!(
+        parley_speech::local_servers::recall("what time do you open tomorrow", heard) >= 0.8,
+        "whisper heard {heard:?}"
+    );
+}

@@ -44,5 +44,6 @@ mod telegram;
 mod tools;
 mod twilio_voice;
 mod voice;
+mod web_calls;
 mod webchat;
 mod webhooks;

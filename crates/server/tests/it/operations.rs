@@ -145,6 +145,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/twilio/voice"),
     ("POST", "/hooks/twilio/status"),
     ("GET", "/hooks/twilio/media"),
+    ("GET", "/calls/web"),
     ("POST", "/hooks/twilio/{public_id}/inbound"),
     ("POST", "/api/v1/channels/{channel_id}/check"),
     ("POST", "/hooks/twilio/{public_id}/status"),

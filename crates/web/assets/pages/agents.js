@@ -28,6 +28,7 @@ import {
   When,
 } from "../components/ui.js";
 import { Runs } from "../components/runs.js";
+import { TalkToAgent } from "../components/webcall.js";
 import { humanize as statusLabel } from "../lib/format.js";
 
 /**
@@ -327,6 +328,7 @@ export function AgentPage({ id, view }) {
       <span class="muted">${a.slug}</span>
     <//>
     ${moveError && html`<div class="notice error" role="alert"><p>${moveError}</p></div>`}
+    ${a.status !== "archived" && !a.is_template && html`<div class="talk"><${TalkToAgent} agent=${a} /></div>`}
     <nav class="tabs" aria-label="Agent">
       ${tabs.map(([key, href, label]) => html`<a href=${href} aria-current=${view === key ? "page" : undefined}>${label}</a>`)}
     </nav>

@@ -7,10 +7,17 @@ import { createHmac, randomUUID } from "node:crypto";
 import { chromium } from "playwright-core";
 import AxeBuilder from "@axe-core/playwright";
 
-export function launch() {
+/**
+ * One Chromium for the journeys; with `microphone` (a WAV file's path),
+ * its fake capture device plays that file once, then silence.
+ */
+export function launch(microphone) {
+  const media = microphone
+    ? ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream", `--use-file-for-fake-audio-capture=${microphone}%noloop`]
+    : [];
   return chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--headless", "--no-sandbox", "--disable-gpu"],
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required", ...media],
   });
 }
 

@@ -1273,6 +1273,36 @@ const journeys = {
 
 // Journeys that need a server of their own, run only when named.
 const alone = {
+  // A web call from the agent's page, Chromium's fake microphone playing a
+  // recorded caller: the agent's greeting plays, the caller's question is
+  // transcribed as the call goes and answered, hanging up ends the call,
+  // and its page has the transcript.
+  async "web-call"(browser) {
+    const { page } = await signedIn(browser, base, owner, { permissions: ["microphone"] });
+    await page.goto(`/agents/${config.web_call.agent_id}`);
+    await page.getByRole("heading", { name: config.web_call.agent_name, level: 1 }).waitFor();
+    await page.getByRole("button", { name: "Talk to this agent" }).click();
+    const panel = page.getByRole("region", { name: `Web call with ${config.web_call.agent_name}` });
+    await panel.getByRole("status").filter({ hasText: "Talking" }).waitFor({ timeout: 15000 });
+    await axe(page, "web call", axeStates);
+    // The greeting arrives and plays.
+    await page.waitForFunction(() => Number(document.querySelector("[data-played]")?.getAttribute("data-played")) > 25, null, { timeout: 15000 });
+    const transcript = panel.getByRole("list", { name: "Transcript so far" });
+    await transcript.getByText(config.web_call.greeting.slice(0, 20)).waitFor({ timeout: 15000 });
+    // The caller's question, heard through the fake microphone, then the agent's answer after it.
+    await transcript.getByRole("listitem").filter({ hasText: /^You/ }).filter({ hasText: /open/i }).waitFor({ timeout: 30000 });
+    await transcript.getByRole("listitem").last().filter({ hasText: config.web_call.agent_name }).waitFor({ timeout: 30000 });
+    await page.screenshot({ path: `${screenshots}/web-call.png` });
+    const played = Number(await panel.getAttribute("data-played"));
+    check(played > 50, `only ${played} frames of the agent played`);
+    await panel.getByRole("button", { name: "Hang up" }).click();
+    await panel.getByRole("status").filter({ hasText: "Call ended" }).waitFor();
+    await axe(page, "web call ended", axeStates);
+    await panel.getByRole("link", { name: "See the call" }).click();
+    await page.getByText("Completed").first().waitFor({ timeout: 15000 });
+    await page.getByText(/open/i).first().waitFor();
+  },
+
   // Signed in on one instance; messages arrive on another instance on the
   // same PostgreSQL database: each shows in the open thread within a second
   // of the other instance accepting it.
@@ -1297,7 +1327,8 @@ const alone = {
 
 const selected = only.length ? only : Object.keys(journeys);
 Object.assign(journeys, alone);
-const browser = await launch();
+// A fake microphone playing the config's WAV, for the web-call journey.
+const browser = await launch(config.fake_microphone);
 let failed = false;
 // Two at a time: this machine has two cores and the server shares them.
 const queue = [...selected];
