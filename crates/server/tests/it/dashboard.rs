@@ -416,7 +416,7 @@ async fn the_dashboard_talks_to_an_agent_over_a_web_call_in_chromium() {
     // The caller: quiet through the greeting, a question, then quiet.
     let espeak = parley_speech::espeak::Espeak::new("en-us", 150).unwrap();
     let question = parley_speech::synthesise(&espeak, "What time do you open tomorrow?").await;
-    let mut caller = vec![0i16; 16_000 * 5];
+    let mut caller = vec![0i16; 16_000 * 7];
     caller.extend(parley_speech::resample::resample(&question, 8000, 16000));
     caller.extend(vec![0i16; 16_000 * 20]);
     let wav = std::env::temp_dir().join(format!("parley-web-caller-{}.wav", uuid()));
