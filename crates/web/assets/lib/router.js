@@ -27,9 +27,13 @@ export function navigate(to, { replace = false } = {}) {
 /** The current location, re-rendering the caller when it changes. */
 export function useLocation() {
   const [, tick] = useState(0);
+  const rendered = location.pathname + location.search;
   useEffect(() => {
     const l = () => tick((n) => n + 1);
     listeners.add(l);
+    // Children's effects run before their parent's: a child that navigated
+    // at once (a redirect) did so before this listener existed.
+    if (location.pathname + location.search !== rendered) l();
     return () => {
       listeners.delete(l);
     };
