@@ -3,7 +3,7 @@
 
 use futures::future::BoxFuture;
 use parley_domain::channel::ChannelType;
-use parley_domain::validation::{LocPart, Parsed, list_of, string};
+use parley_domain::validation::{LocPart, Parsed, boolean, list_of, string};
 use serde_json::Value;
 
 use crate::{Connector, Delivered, Delivery};
@@ -24,11 +24,12 @@ impl Connector for WebchatConnector {
                 .map(|o| Value::Array(o.into_iter().map(Value::String).collect())),
             "title" => string(1, 100)(value, at).map(Value::String),
             "greeting" => string(1, 500)(value, at).map(Value::String),
+            "calls" => boolean()(value, at).map(Value::Bool),
             _ => return None,
         })
     }
     fn settings_schema(&self) -> utoipa::openapi::Object {
-        use parley_domain::schema::{nullable, nullable_array, string, strings};
+        use parley_domain::schema::{boolean, nullable, nullable_array, string, strings};
         parley_domain::schema::closed_object(vec![
             (
                 "allowed_origins",
@@ -37,6 +38,7 @@ impl Connector for WebchatConnector {
             ),
             ("title", nullable(string(1, 100).build()).into(), "The widget's title."),
             ("greeting", nullable(string(1, 500).build()).into(), "Shown before the first message."),
+            ("calls", nullable(boolean()).into(), "Offer visitors web calls (default false)."),
         ])
     }
     fn webhook_paths(&self) -> &'static [(&'static str, &'static str)] {

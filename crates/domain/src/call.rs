@@ -76,7 +76,7 @@ string_enum!(
 /// How a browser joins a web call (`POST /api/v1/calls` with
 /// `transport: web`): open `url` as a WebSocket and send `token` in the
 /// first frame. Single use; valid until `expires_at` (the ring timeout).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WebCallJoin {
     /// The socket's path under the server's root: `/calls/web`.
     pub url: String,

@@ -104,6 +104,11 @@ pub fn string(min: usize, max: usize) -> ObjectBuilder {
     ObjectBuilder::new().schema_type(Type::String).min_length(Some(min)).max_length(Some(max))
 }
 
+/// A boolean.
+pub fn boolean() -> Object {
+    ObjectBuilder::new().schema_type(Type::Boolean).build()
+}
+
 /// A URL of at most 2,048 characters (`format: uri`), or null.
 pub fn nullable_url() -> Object {
     nullable(string(1, 2048).format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into()))).build())

@@ -143,21 +143,18 @@ pub struct CreateCall {
     /// The agent that talks (of this workspace and mode).
     #[schema(minimum = 1)]
     pub agent_id: i64,
-    /// `phone` (default): `to` is dialled through the telephony provider.
-    /// `web`: a browser joins with the single-use token in the answer's
-    /// `web` (no `to` or `from`; `value_error.call.transport` otherwise).
+    /// `phone` (default) or `web`: a browser joins with the answer's
+    /// `web.token`; then no `to` or `from`.
     #[schema(nullable = false)]
     pub transport: Option<CallTransport>,
-    /// Required for `phone` calls: a phone number (E.164, or national in
-    /// the default region; stored as E.164) or a `sip:` URI; up to 255
-    /// characters.
+    /// Required for `phone` calls: E.164 (or national in the default
+    /// region) or a `sip:` URI; up to 255 characters.
     #[schema(nullable = false, format = "phone-or-sip", min_length = 1, max_length = 255)]
     pub to: Option<String>,
     /// The caller id, in the same forms as `to`. Default: the provider's.
     #[schema(nullable = false, format = "phone-or-sip", min_length = 1, max_length = 255)]
     pub from: Option<String>,
-    /// The contact called; found or created from `to` when absent (a web
-    /// call without one has no contact).
+    /// The contact called; found or created from `to` when absent.
     #[schema(nullable = false, minimum = 1)]
     pub contact_id: Option<i64>,
     /// What the agent says first, 1–2,000 characters (default: the agent's `first_message`).

@@ -141,6 +141,15 @@ struct Served {
     plain: Vec<u8>,
     /// The gzipped bytes, for text types worth compressing.
     gzipped: Option<Vec<u8>>,
+    /// Readable by pages of any origin (CORS): what the webchat widget
+    /// loads from here for a visitor's call.
+    shared: bool,
+}
+
+/// The files the webchat widget loads from Parley's origin for a call, on
+/// its host page's origin: the audio module and its worklets.
+fn shared_with_any_origin(name: &str) -> bool {
+    name == "lib/webcall-audio.js" || name.starts_with("worklets/")
 }
 
 /// Every embedded file, prepared once.
@@ -161,7 +170,8 @@ fn served() -> &'static HashMap<String, Served> {
                     _ if content_type.subtype() == "javascript" => "text/javascript; charset=utf-8".to_owned(),
                     _ => content_type.to_string(),
                 };
-                Some((name.into_owned(), Served { content_type, etag, plain, gzipped }))
+                let shared = shared_with_any_origin(&name);
+                Some((name.into_owned(), Served { content_type, etag, plain, gzipped, shared }))
             })
             .collect()
     })
@@ -182,7 +192,7 @@ fn index_for(pages: &[&str]) -> Served {
     let plain = with_preloads(&index, modules);
     let etag = format!("\"{}\"", hex::encode(&sha256(&plain)[..12]));
     let gzipped = Some(gzip(&plain));
-    Served { content_type: "text/html; charset=utf-8".to_owned(), etag, plain, gzipped }
+    Served { content_type: "text/html; charset=utf-8".to_owned(), etag, plain, gzipped, shared: false }
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -260,6 +270,9 @@ fn send(file: &Served, headers: &HeaderMap) -> Response {
         h.insert(header::ETAG, v);
     }
     h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    if file.shared {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    }
     // Revalidated every time: a new build is seen at once, an unchanged
     // file costs a 304.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -370,6 +383,21 @@ mod tests {
         }
         for module in named {
             assert!(Assets::get(module).is_some(), "a section names {module}, which is not embedded");
+        }
+    }
+
+    /// The webchat widget loads the call audio from other sites' pages:
+    /// those files (only those) carry CORS.
+    #[tokio::test]
+    async fn the_call_audio_is_readable_cross_origin_and_nothing_else_is() {
+        for path in ["/assets/lib/webcall-audio.js", "/assets/worklets/capture.js", "/assets/worklets/playback.js"] {
+            let r = get(path, &[("origin", "https://shop.example")]).await;
+            assert_eq!(r.status(), 200, "{path}");
+            assert_eq!(r.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*", "{path}");
+        }
+        for path in ["/assets/lib/api.js", "/assets/lib/webcall.js", "/assets/app.js", "/"] {
+            let r = get(path, &[("origin", "https://shop.example")]).await;
+            assert!(r.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none(), "{path}");
         }
     }
 

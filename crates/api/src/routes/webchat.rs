@@ -4,7 +4,8 @@
 //! Protocol (JSON text frames):
 //! - client → `{"type":"hello","visitor_token"?}` first (within 10 s);
 //!   server → `{"type":"ready","visitor_id","visitor_token"?,"conversation_id","title","greeting","messages"}`
-//!   (`visitor_token` only for a new visitor: keep it to come back).
+//!   (`visitor_token` only for a new visitor: keep it to come back;
+//!   `calls`: whether the channel offers the visitor a web call).
 //! - client → `{"type":"message","text","client_id"?}`; server → `{"type":"ack","client_id","message"}`.
 //! - server → `{"type":"message","message"}` for each reply once sent (and
 //!   the visitor's own messages written in another tab); client →
@@ -12,6 +13,9 @@
 //! - server → `{"type":"receipt","message_id","status":"read"}` when the
 //!   workspace has read the visitor's message.
 //! - client → `{"type":"ping"}`; server → `{"type":"pong"}`.
+//! - client → `{"type":"call"}` (when `ready` said `calls: true`); server →
+//!   `{"type":"call","call_id","url","token","expires_at"}`: a web call with
+//!   the chat's agent, joined at `url` with `token` (see `/calls/web`).
 //! - server → `{"type":"error","detail"}` for a frame it cannot take.
 
 use std::collections::HashSet;
@@ -40,6 +44,8 @@ const WIDGET_JS: &str = include_str!("webchat_widget.js");
 /// Largest frame a visitor may send.
 const MAX_FRAME_BYTES: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How soon a socket may ask for another call.
+const CALL_SPACING: Duration = Duration::from_secs(10);
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(widget)).routes(routes!(connect)).routes(routes!(preview))
@@ -160,6 +166,8 @@ struct Session {
     /// receipt they have.
     shown: HashSet<i64>,
     receipts: HashSet<i64>,
+    /// When this socket last asked for a call.
+    calling: Option<std::time::Instant>,
 }
 
 fn frame(value: Value) -> Frame {
@@ -200,6 +208,7 @@ impl Session {
             visitor,
             shown: HashSet::new(),
             receipts: HashSet::new(),
+            calling: None,
         };
         let history = session.unseen().await?;
         let ready = json!({
@@ -209,6 +218,7 @@ impl Session {
             "conversation_id": session.conversation_id,
             "title": session.chat.title(),
             "greeting": session.chat.greeting(),
+            "calls": session.chat.calls(),
             "messages": history.iter().filter_map(|f| f.get("message").cloned()).collect::<Vec<_>>(),
         });
         out.send(frame(ready)).await.map_err(|e| e.to_string())?;
@@ -271,6 +281,19 @@ impl Session {
                 }
             }
             Some("ping") => Ok(vec![json!({"type": "pong"})]),
+            // A web call with the agent (when the channel offers calls): one
+            // at a time per socket, so a page cannot fill the call limit.
+            Some("call") => {
+                if self.calling.as_ref().is_some_and(|started| started.elapsed() < CALL_SPACING) {
+                    return Ok(vec![json!({"type": "error", "detail": "a call was just asked for; wait a moment"})]);
+                }
+                self.calling = Some(std::time::Instant::now());
+                match webchat::call(services, &self.chat, &self.visitor).await {
+                    Ok(call) => Ok(vec![json!({"type": "call", "call_id": call.call_id, "url": call.join.url,
+                        "token": call.join.token, "expires_at": call.join.expires_at})]),
+                    Err(e) => Ok(vec![json!({"type": "error", "detail": detail(e)})]),
+                }
+            }
             _ => Ok(vec![json!({"type": "error", "detail": "unknown frame type"})]),
         }
     }

@@ -1,7 +1,10 @@
 /*! Parley webchat widget. Include with:
  *  <script src="https://YOUR-PARLEY/webchat/widget.js" data-channel="wc_…" async></script>
  *  Optional: data-title, data-color (#hex), data-open="true".
- *  Plain JavaScript, no dependencies; renders inside a shadow root so the
+ *  Plain JavaScript, no dependencies (a call, when the channel offers it,
+ *  imports /assets/lib/webcall-audio.js from Parley's origin: a page's CSP
+ *  must allow that origin in script-src and connect-src, and the page must
+ *  be https); renders inside a shadow root so the
  *  page's styles and the widget's never mix. Text is always set as text,
  *  never parsed as HTML.
  */
@@ -41,12 +44,15 @@
     "form{display:flex;border-top:1px solid #e3e5e8}" +
     "textarea{flex:1;border:0;padding:10px;font:inherit;resize:none;height:44px;outline:none}" +
     "button.send{border:0;background:none;color:" + color + ";font-weight:600;padding:0 14px;cursor:pointer}" +
+    ".call{border:1px solid rgba(255,255,255,.7);background:none;color:#fff;border-radius:12px;padding:2px 10px;font:inherit;font-size:12px;cursor:pointer;margin-left:8px}" +
+    ".call[hidden]{display:none}" +
     "</style>" +
     "<button class='launcher' id='parley-launcher' aria-label='Chat with us'>" +
     "<svg width='26' height='26' viewBox='0 0 24 24' fill='none' stroke='currentColor' stroke-width='2' stroke-linecap='round' stroke-linejoin='round' aria-hidden='true'>" +
     "<path d='M21 15a2 2 0 0 1-2 2H7l-4 4V5a2 2 0 0 1 2-2h14a2 2 0 0 1 2 2z'/></svg></button>" +
     "<div class='panel' id='parley-panel' role='dialog' aria-label='Chat'>" +
-    "<div class='head'><span id='parley-title'></span><span class='state' id='parley-state'>connecting…</span></div>" +
+    "<div class='head'><span id='parley-title'></span><span><span class='state' id='parley-state' role='status'>connecting…</span>" +
+    "<button class='call' id='parley-call' type='button' hidden>Call</button></span></div>" +
     "<div class='log' id='parley-log' aria-live='polite'></div>" +
     "<form id='parley-form'><textarea id='parley-input' placeholder='Write a message…' aria-label='Message'></textarea>" +
     "<button class='send' id='parley-send' type='submit'>Send</button></form></div>";
@@ -60,6 +66,50 @@
   var outbox = [];        // frames waiting for a connection
   var bubbles = {};       // message id or client id -> element
   var unreadReplies = []; // reply ids shown but not yet reported read
+  // A web call with the agent (when the channel offers it): the audio
+  // module comes from Parley's origin; the microphone is opened before the
+  // call is asked for, so a refusal places none.
+  var callButton = $("parley-call");
+  var audio = null;       // microphone and worklets, waiting for the call's token
+  var call = null;        // the call under way
+  var statusBeforeCall = "online";
+
+  function callState(text) { $("parley-state").textContent = text; }
+
+  function endCall(detail) {
+    if (audio) { audio.close(); audio = null; }
+    call = null;
+    callButton.textContent = "Call";
+    callButton.disabled = false;
+    callState(ready ? statusBeforeCall : "reconnecting…");
+    if (detail) bubble("call-" + Date.now(), "system", detail);
+  }
+
+  callButton.addEventListener("click", function () {
+    if (call) { call.hangUp(); return; }
+    if (audio) return;
+    callButton.disabled = true;
+    statusBeforeCall = $("parley-state").textContent;
+    callState("starting a call…");
+    import(base.origin + "/assets/lib/webcall-audio.js")
+      .then(function (m) { return m.openAudio(base.origin); })
+      .then(function (opened) { audio = opened; send({ type: "call" }); })
+      .catch(function (e) { endCall(e && e.message ? e.message : String(e)); });
+  });
+
+  function joinCall(f) {
+    if (!audio) return;
+    var joining = audio;
+    audio = null;
+    call = joining.join({ url: f.url, token: f.token }, {
+      onState: function (state, detail) {
+        if (state === "talking") { callState("on a call"); callButton.textContent = "Hang up"; callButton.disabled = false; }
+        else if (state === "ended") { call = null; endCall(detail); }
+      },
+      onStats: function (stats) { host.setAttribute("data-call-played", String(stats.played)); }
+    });
+    callState("calling…");
+  }
 
   function isOpen() { return panel.classList.contains("open"); }
 
@@ -121,7 +171,8 @@
       backoff = 1000;
       if (f.visitor_token) try { localStorage.setItem(storageKey, f.visitor_token); } catch (e) { /* private mode */ }
       if (!script.dataset.title && f.title) $("parley-title").textContent = f.title;
-      $("parley-state").textContent = "online";
+      if (!call) $("parley-state").textContent = "online";
+      callButton.hidden = !f.calls;
       if (f.greeting && !log.firstChild) bubble("greeting", "system", f.greeting);
       (f.messages || []).forEach(show);
       var waiting = outbox; outbox = [];
@@ -137,9 +188,12 @@
     } else if (f.type === "receipt") {
       var mine = bubbles[f.message_id];
       if (mine) meta(mine, f.status === "read" ? "Read" : "Delivered");
+    } else if (f.type === "call") {
+      joinCall(f);
     } else if (f.type === "error") {
       var failed = f.client_id && bubbles[f.client_id];
       if (failed) meta(failed, "Not sent: " + f.detail);
+      else if (audio) endCall("The call could not start: " + f.detail);
       else console.warn("parley widget:", f.detail);
     }
   }

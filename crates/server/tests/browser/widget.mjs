@@ -16,6 +16,8 @@ try {
   await page.goto(pageUrl);
   await page.click("#parley-launcher");
   await page.waitForSelector("#parley-state:text('online')", { timeout: 15000 });
+  // The channel does not offer calls: no Call button.
+  if (await page.isVisible("#parley-call")) throw new Error("a Call button on a channel without calls");
   await page.fill("#parley-input", "Hello from the browser");
   await page.click("#parley-send");
   // Stored by Parley: the widget marks the bubble delivered.

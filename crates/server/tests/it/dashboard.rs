@@ -397,40 +397,26 @@ async fn a_message_on_one_instance_reaches_a_dashboard_on_another_within_a_secon
 }
 
 /// Issue 35: "Talk to this agent" on the agent's page places a web call in
-/// Chromium, its fake microphone playing a caller's question (espeak-ng,
-/// after the greeting); whisper tiny.en hears it; the agent answers.
+/// Chromium, its fake microphone playing a caller (espeak-ng) who talks over
+/// the agent's long greeting: the agent stops within 300 ms (the stereo
+/// recording shows it), the browser drops what was queued, whisper tiny.en
+/// hears the caller, and the agent answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_talks_to_an_agent_over_a_web_call_in_chromium() {
     let stt = parley_speech::local_servers::whisper();
-    let port = stt.port;
-    let app = TestApp::spawn_with(Backend::Sqlite, move |s| {
-        s.speech.stt.insert("whisper".into(), json!({"kind": "wyoming", "host": "127.0.0.1", "port": port}));
-        s.speech.default_stt = Some("whisper".into());
-    })
-    .await;
+    let app = crate::web_calls::web_app(Backend::Sqlite, &stt).await;
     let ws = app.workspace("Acme").await;
     app.user("ana@example.com", PW, ws.id, Role::Owner).await;
-    let greeting = "Hello, this is Ava from Acme.";
-    let agent = app.create_agent(&ws.live, json!({"name": "Ava", "first_message": greeting})).await;
+    let greeting = "Hello, this is Ava from Acme, the shop for everything you need at home. \
+                    We can help you with orders, returns, deliveries, bookings and anything else you need today, \
+                    so tell me what brings you here and I will do my best to help you quickly.";
+    let body = json!({"name": "Ava", "first_message": greeting, "first_message_mode": "interruptible", "interruption_threshold_ms": 200});
+    let agent = app.create_agent(&ws.live, body).await;
 
-    // The caller: quiet through the greeting, a question, then quiet.
-    let espeak = parley_speech::espeak::Espeak::new("en-us", 150).unwrap();
-    let question = parley_speech::synthesise(&espeak, "What time do you open tomorrow?").await;
-    let mut caller = vec![0i16; 16_000 * 7];
-    caller.extend(parley_speech::resample::resample(&question, 8000, 16000));
-    caller.extend(vec![0i16; 16_000 * 20]);
-    let wav = std::env::temp_dir().join(format!("parley-web-caller-{}.wav", uuid()));
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut writer = hound::WavWriter::create(&wav, spec).unwrap();
-    for s in caller {
-        writer.write_sample(s).unwrap();
-    }
-    writer.finalize().unwrap();
+    // The caller: quiet for 6 s (the call starts, the greeting plays), then
+    // talks over the greeting, then quiet. The file starts with the capture.
+    let said = "hello, I would like to know where my order is, please call me back tomorrow morning";
+    let wav = crate::web_calls::caller_wav(said, 6000, 20_000).await;
 
     let lines = journeys(
         &app,
@@ -444,16 +430,44 @@ async fn the_dashboard_talks_to_an_agent_over_a_web_call_in_chromium() {
     .await;
     let _ = std::fs::remove_file(&wav);
     assert!(lines.iter().any(|l| l.starts_with("PASS web-call")), "{lines:#?}");
-    // The call is on record like any other: answered, ended by the browser, with the question heard.
+    // The call is on record like any other: answered, ended by the browser, the caller heard.
     let calls = app.get(&ws.live, "/api/v1/calls").await.body;
     let call = &calls["items"][0];
     assert_eq!((call["provider"].clone(), call["status"].clone()), (json!("web"), json!("completed")), "{call}");
     let id = call["id"].as_str().unwrap();
     let segments = app.get(&ws.live, &format!("/api/v1/calls/{id}/transcript")).await.body["segments"].clone();
-    let heard = segments.as_array().unwrap().iter().find(|s| s["speaker"] == "caller").expect("the caller was heard");
-    let heard = heard["text"].as_str().unwrap();
+    let segments = segments.as_array().unwrap();
+    assert_eq!(
+        (segments[0]["speaker"].clone(), segments[0]["interrupted"].clone()),
+        (json!("agent"), json!(true)),
+        "{segments:#?}"
+    );
+    let heard =
+        segments.iter().find(|s| s["speaker"] == "caller").expect("the caller was heard")["text"].as_str().unwrap();
+    assert!(parley_speech::local_servers::recall(said, heard) >= 0.9, "whisper heard {heard:?} for {said:?}");
+    // The stereo recording: the caller on the left from where they began,
+    // the agent on the right until then, and quiet within 300 ms of it.
+    let recording = crate::calls::wait_for(&app, &ws.live, id, |c| c["recording"]["status"] == "available").await;
+    assert_eq!(recording["recording"]["status"], "available");
+    let j = app.get(&ws.live, &format!("/api/v1/calls/{id}/recording?redirect=true")).await;
+    let wav = app.client.get(j.body["url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+    let loud = |channel: usize, ms: i64| crate::voice::loudness(&wav, channel, ms, ms + 20) > 300.0;
+    let caller_starts = (0..20_000).step_by(20).find(|ms| loud(0, *ms)).expect("the caller speaks on the left");
+    let agent_stops = (caller_starts..caller_starts + 3000)
+        .step_by(20)
+        .find(|ms| (0..10).all(|k| !loud(1, ms + k * 20)))
+        .expect("the agent stops on the right");
+    println!(
+        "web call barge-in (Chromium): the agent stopped {} ms after the caller began",
+        agent_stops - caller_starts
+    );
     assert!(
-        parley_speech::local_servers::recall("what time do you open tomorrow", heard) >= 0.8,
-        "whisper heard {heard:?}"
+        crate::voice::loudness(&wav, 1, caller_starts - 1000, caller_starts) > 300.0,
+        "the agent was greeting when the caller began"
+    );
+    assert!(
+        agent_stops - caller_starts <= 300,
+        "the agent stopped {} ms after the caller began",
+        agent_stops - caller_starts
     );
 }

@@ -27,7 +27,7 @@ async fn sip_app(backend: Backend, sip_port: u16, whisper: &LocalServer) -> Test
 }
 
 /// RMS of a stereo WAV's `channel` between two times.
-fn loudness(wav: &[u8], channel: usize, from_ms: i64, to_ms: i64) -> f64 {
+pub(crate) fn loudness(wav: &[u8], channel: usize, from_ms: i64, to_ms: i64) -> f64 {
     let reader = hound::WavReader::new(std::io::Cursor::new(wav)).unwrap();
     assert_eq!((reader.spec().channels, reader.spec().sample_rate), (2, 8000));
     let samples: Vec<i16> = reader.into_samples::<i16>().map(Result::unwrap).collect();

@@ -15,7 +15,8 @@ use tokio_tungstenite::tungstenite::Message as Frame;
 use crate::calls::{ended, place, wait_for};
 use crate::support::*;
 
-async fn web_app(backend: Backend, whisper: &LocalServer) -> TestApp {
+/// A server whose calls hear with `whisper`.
+pub(crate) async fn web_app(backend: Backend, whisper: &LocalServer) -> TestApp {
     let stt = json!({"kind": "wyoming", "host": "127.0.0.1", "port": whisper.port});
     TestApp::spawn_with(backend, move |s| {
         s.speech.stt.insert("whisper".into(), stt);
@@ -103,6 +104,29 @@ async fn talk_as_browser(url: &str, start: Value, caller: &[i16]) -> Heard {
     heard
 }
 
+/// A WAV as Chromium's fake microphone reads it (16 kHz mono PCM16):
+/// `lead_ms` of silence, espeak-ng saying `said`, then `tail_ms` of silence.
+pub(crate) async fn caller_wav(said: &str, lead_ms: usize, tail_ms: usize) -> std::path::PathBuf {
+    let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
+    let words = parley_speech::synthesise(&espeak, said).await;
+    let mut caller = silence(lead_ms);
+    caller.extend(parley_speech::resample::resample(&words, 8000, 16000));
+    caller.extend(silence(tail_ms));
+    let wav = std::env::temp_dir().join(format!("parley-web-caller-{}.wav", uuid()));
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut writer = hound::WavWriter::create(&wav, spec).unwrap();
+    for s in caller {
+        writer.write_sample(s).unwrap();
+    }
+    writer.finalize().unwrap();
+    wav
+}
+
 fn start(token: &str) -> Value {
     json!({"type": "start", "token": token, "audio": {"encoding": "pcm_s16le", "sample_rate": 16000}})
 }
@@ -156,7 +180,7 @@ both_backends! {
         let words = parley_speech::resample::resample(&parley_speech::synthesise(&espeak, said).await, 8000, 16000);
         let mut caller = silence(3000);
         caller.extend_from_slice(&words);
-        caller.extend(silence(8000));
+        caller.extend(silence(12_000));
         let speech_starts = caller.chunks(320).position(|f| rms(f) > 300.0).unwrap() as i64 * 20;
         let speech_ends = 3000 + (words.len() / 16) as i64;
         let heard = talk_as_browser(&url, start(&token), &caller).await;

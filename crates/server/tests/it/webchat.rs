@@ -157,6 +157,38 @@ both_backends! {
     }
 }
 
+/// An agent (`body`) that answers every webchat message.
+async fn webchat_agent(app: &TestApp, key: &str, body: Value) -> Value {
+    let agent = app.create_agent(key, body).await;
+    let r = app
+        .post(
+            key,
+            &format!("/api/v1/agents/{}/triggers", agent["id"]),
+            json!({"event": "message.received", "channel": "webchat"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    agent
+}
+
+/// A shop's own origin (another port of 127.0.0.1), for its page.
+async fn shop_origin() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    (listener, origin)
+}
+
+/// Serves the shop's page, which includes the widget of webchat `public_id`.
+fn serve_shop(listener: tokio::net::TcpListener, app: &TestApp, public_id: &str) {
+    let html = format!(
+        "<!doctype html><html><head><title>Shop</title></head><body><h1>Shop</h1>\
+         <script src=\"{}\" data-channel=\"{public_id}\" async></script></body></html>",
+        app.url("/webchat/widget.js")
+    );
+    let page = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(html) }));
+    tokio::spawn(async move { axum::serve(listener, page).await.unwrap() });
+}
+
 /// The widget in a real browser: a page on another origin includes it with
 /// one script tag, the visitor sends a message, and sees the answer of the
 /// agent (the builtin engine, from a knowledge collection) and the reply
@@ -177,27 +209,12 @@ async fn the_widget_in_chromium_sends_and_shows_the_agents_answer_and_the_reply_
         )
         .await;
     assert_eq!(r.status, 202, "{}", r.text);
-    let agent = app.create_agent(&ws.live, json!({"name": "Ava", "tools": [], "knowledge_collection_ids": [k]})).await;
-    let r = app
-        .post(
-            &ws.live,
-            &format!("/api/v1/agents/{}/triggers", agent["id"]),
-            json!({"event": "message.received", "channel": "webchat"}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    webchat_agent(&app, &ws.live, json!({"name": "Ava", "tools": [], "knowledge_collection_ids": [k]})).await;
     // The customer's page, on its own origin.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let page_origin = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, page_origin) = shop_origin().await;
     let (_, public_id) =
         webchat_channel(&app, &ws.live, json!({"allowed_origins": [page_origin], "title": "Acme"})).await;
-    let html = format!(
-        "<!doctype html><html><head><title>Shop</title></head><body><h1>Shop</h1>\
-         <script src=\"{}\" data-channel=\"{public_id}\" async></script></body></html>",
-        app.url("/webchat/widget.js")
-    );
-    let page = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(html) }));
-    tokio::spawn(async move { axum::serve(listener, page).await.unwrap() });
+    serve_shop(listener, &app, &public_id);
 
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
     let reply_text = "Thanks <b>for</b> writing!";
@@ -250,4 +267,116 @@ async fn the_widget_in_chromium_sends_and_shows_the_agents_answer_and_the_reply_
     assert_eq!(stdout.lines().collect::<Vec<_>>(), ["SENT", "AGENT", "REPLY"]);
     // The panel was open: the widget reported the reply read.
     wait_for_status(&app, &ws.live, reply.body["id"].as_i64().unwrap(), "read").await;
+}
+
+both_backends! {
+    async fn a_visitor_asks_for_a_web_call_only_where_the_channel_offers_calls(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        // Calls are off by default: `ready` says so and a `call` is refused.
+        let (_, quiet) = webchat_channel(&app, &ws.live, json!({"allowed_origins": ["https://shop.example"]})).await;
+        let (mut socket, ready) = hello(&app, &quiet, None).await;
+        assert_eq!(ready["calls"], false);
+        send(&mut socket, json!({"type": "call"})).await;
+        let refused = next_of(&mut socket, "error").await;
+        assert!(refused["detail"].as_str().unwrap().contains("does not offer calls"), "{refused}");
+        // A bad setting is a 422 naming it.
+        let r = app.post(&ws.live, "/api/v1/channels", json!({"type": "webchat", "name": "Bad", "config": {"calls": "yes"}})).await;
+        assert_eq!(r.status, 422, "{}", r.text);
+
+        // Offered, but no agent answers the chat: nobody to call.
+        let (_, public_id) = webchat_channel(&app, &ws.live, json!({"allowed_origins": ["https://shop.example"], "calls": true})).await;
+        let (mut socket, ready) = hello(&app, &public_id, None).await;
+        assert_eq!(ready["calls"], true);
+        send(&mut socket, json!({"type": "call"})).await;
+        let refused = next_of(&mut socket, "error").await;
+        assert!(refused["detail"].as_str().unwrap().contains("No agent answers this chat"), "{refused}");
+
+        // With the agent that answers webchat messages: a web call, joined by its token.
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava"})).await;
+        let r = app.post(&ws.live, &format!("/api/v1/agents/{}/triggers", agent["id"]), json!({"event": "message.received", "channel": "webchat"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let (mut socket, visitor) = hello(&app, &public_id, None).await;
+        send(&mut socket, json!({"type": "call"})).await;
+        let call = next_of(&mut socket, "call").await;
+        assert_eq!(call["url"], "/calls/web", "{call}");
+        assert_eq!(call["token"].as_str().unwrap().len(), 40, "{call}");
+        let id = call["call_id"].as_str().unwrap().to_owned();
+        let placed = app.get(&ws.live, &format!("/api/v1/calls/{id}")).await.body;
+        assert_eq!((placed["provider"].clone(), placed["agent_id"].clone()), (json!("web"), agent["id"].clone()), "{placed}");
+        assert_eq!(placed["metadata"]["webchat_visitor"], visitor["visitor_id"], "{placed}");
+        // Asking again at once is refused: one call at a time per socket.
+        send(&mut socket, json!({"type": "call"})).await;
+        let again = next_of(&mut socket, "error").await;
+        assert!(again["detail"].as_str().unwrap().contains("wait a moment"), "{again}");
+        app.post(&ws.live, &format!("/api/v1/calls/{id}/hangup"), json!({})).await;
+    }
+}
+
+/// A visitor calls from the widget on a shop's page in Chromium (its fake
+/// microphone playing an espeak-ng caller): the audio module and worklets
+/// come from Parley's origin, the agent greets, whisper tiny.en hears the
+/// caller, the agent answers, and hanging up in the widget ends the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_calls_the_agent_from_the_widget_in_chromium() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let stt = parley_speech::local_servers::whisper();
+    let app = crate::web_calls::web_app(Backend::Sqlite, &stt).await;
+    let ws = app.workspace("Acme").await;
+    webchat_agent(&app, &ws.live, json!({"name": "Ava", "first_message": "Hello, this is Ava from Acme."})).await;
+    let (listener, page_origin) = shop_origin().await;
+    let (_, public_id) =
+        webchat_channel(&app, &ws.live, json!({"allowed_origins": [page_origin], "calls": true})).await;
+    serve_shop(listener, &app, &public_id);
+
+    // The caller: quiet through the greeting, then their question.
+    let said = "hello, I would like to know where my order is, please call me back tomorrow morning";
+    let wav = crate::web_calls::caller_wav(said, 7000, 30_000).await;
+
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+    let mut browser = tokio::process::Command::new("node")
+        .arg(format!("{dir}/widget_call.mjs"))
+        .arg(format!("{page_origin}/"))
+        .arg(&wav)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (see scripts/test for the browser tests' needs)");
+    let mut said_lines = tokio::io::BufReader::new(browser.stdout.take().unwrap()).lines();
+    let talking =
+        tokio::time::timeout(Duration::from_secs(60), said_lines.next_line()).await.expect("the call started");
+    assert_eq!(talking.unwrap().as_deref(), Some("TALKING"));
+    // The caller is heard and answered, live.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (id, segments) = loop {
+        let calls = app.get(&ws.live, "/api/v1/calls").await.body;
+        if let Some(id) = calls["items"][0]["id"].as_str() {
+            let segments = app.get(&ws.live, &format!("/api/v1/calls/{id}/transcript")).await.body["segments"].clone();
+            let list = segments.as_array().cloned().unwrap_or_default();
+            let heard = list.iter().position(|s| s["speaker"] == "caller");
+            if heard.is_some_and(|at| list[at + 1..].iter().any(|s| s["speaker"] == "agent")) {
+                break (id.to_owned(), list);
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the caller was never heard and answered");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let mut stdin = browser.stdin.take().unwrap();
+    stdin.write_all(b"HANGUP\n").await.unwrap();
+    let ended =
+        tokio::time::timeout(Duration::from_secs(30), said_lines.next_line()).await.expect("the widget hung up");
+    assert_eq!(ended.unwrap().as_deref(), Some("ENDED"));
+    let status = tokio::time::timeout(Duration::from_secs(30), browser.wait()).await.unwrap().unwrap();
+    assert!(status.success());
+    let _ = std::fs::remove_file(&wav);
+    let heard = segments.iter().find(|s| s["speaker"] == "caller").unwrap()["text"].as_str().unwrap().to_owned();
+    assert!(parley_speech::local_servers::recall(said, &heard) >= 0.9, "whisper heard {heard:?} for {said:?}");
+    let call = crate::calls::wait_for(&app, &ws.live, &id, crate::calls::ended).await;
+    assert_eq!(
+        (call["provider"].clone(), call["status"].clone(), call["ended_reason"].clone()),
+        (json!("web"), json!("completed"), json!("caller_hangup")),
+        "{call}"
+    );
 }

@@ -8,8 +8,9 @@
 //! once sent, and read receipts once the workspace reads the conversation.
 
 use parley_domain::Scope;
+use parley_domain::agent::TriggerEvent;
 use parley_domain::channel::{ChannelStatus, ChannelType};
-use parley_domain::conversation::{Conversation, Direction, Message, MessageStatus};
+use parley_domain::conversation::{Conversation, ConversationKind, Direction, Message, MessageStatus};
 use parley_domain::validation::Page;
 use parley_store::repo::channels::{self as channel_repo, ChannelRow};
 use parley_store::repo::conversations as conversation_repo;
@@ -18,6 +19,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::agents::routing::Traffic;
 use crate::messaging::conversations::{InboundJob, receive_committed};
 use crate::messaging::messages;
 use crate::{ServiceError, ServiceResult, Services};
@@ -74,6 +76,11 @@ impl Webchat {
     pub fn greeting(&self) -> Option<String> {
         self.setting("greeting")
     }
+
+    /// Whether visitors may call (`calls: true`): off unless the channel says so.
+    pub fn calls(&self) -> bool {
+        self.channel.config.0.get("calls").and_then(Value::as_bool).unwrap_or(false)
+    }
 }
 
 /// A visitor of one webchat channel.
@@ -121,6 +128,69 @@ fn channel_ref(visitor: &Visitor) -> String {
 pub async fn conversation(svc: &Services, chat: &Webchat, visitor: &Visitor) -> ServiceResult<Option<Conversation>> {
     let mut c = svc.db.read().await?;
     Ok(conversation_repo::find_open(&mut c, chat.scope, chat.channel.id, &channel_ref(visitor)).await?)
+}
+
+/// How a visitor joins the web call they asked for.
+#[derive(Debug, Clone)]
+pub struct VisitorCall {
+    pub call_id: String,
+    pub join: parley_domain::call::WebCallJoin,
+}
+
+/// A web call from the visitor to the agent that answers their chat (the
+/// conversation's agent, else the one the triggers pick for a webchat
+/// message), with their contact when they have one. 403 when the channel
+/// does not offer calls; 422 when no agent answers it.
+pub async fn call(svc: &Services, chat: &Webchat, visitor: &Visitor) -> ServiceResult<VisitorCall> {
+    if !chat.calls() {
+        return Err(ServiceError::Forbidden(format!("Webchat {} does not offer calls", chat.public_id())));
+    }
+    let open = conversation(svc, chat, visitor).await?;
+    let agent_id = match open.as_ref().and_then(|c| c.agent_id) {
+        Some(id) => Some(id),
+        None => {
+            let mut c = svc.db.read().await?;
+            let triggers =
+                parley_store::repo::triggers::routable(&mut c, chat.scope, TriggerEvent::MessageReceived).await?;
+            let traffic = Traffic {
+                event: TriggerEvent::MessageReceived,
+                channel: "webchat",
+                kind: ConversationKind::Direct,
+                text: "",
+            };
+            crate::agents::routing::choose(&triggers, &traffic)
+        }
+    };
+    let agent_id = agent_id.ok_or_else(|| {
+        ServiceError::Validation(vec![parley_domain::validation::FieldError::new(
+            vec![],
+            "value_error.not_found",
+            "No agent answers this chat, so there is nobody to call",
+        )])
+    })?;
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("webchat_visitor".into(), Value::String(visitor.public_id.clone()));
+    let input = crate::calls::CreateCall {
+        agent_id,
+        transport: Some(parley_domain::call::CallTransport::Web),
+        to: None,
+        from: None,
+        contact_id: open.and_then(|c| c.contact_id),
+        first_message: None,
+        variables: None,
+        max_duration_s: None,
+        record: None,
+        metadata: Some(metadata),
+    };
+    let placed = crate::calls::place(svc, chat.scope, None, input).await?;
+    let body: Value = serde_json::from_str(&placed.answer.body).unwrap_or(Value::Null);
+    if placed.answer.status != 201 {
+        let detail = body["detail"].as_str().unwrap_or("The call could not be placed").to_owned();
+        return Err(ServiceError::BadGateway(detail));
+    }
+    let join = serde_json::from_value(body["web"].clone())
+        .map_err(|e| ServiceError::invariant(format!("a placed web call has no join: {e}")))?;
+    Ok(VisitorCall { call_id: body["id"].as_str().unwrap_or_default().to_owned(), join })
 }
 
 /// The latest messages of a conversation, oldest first.

@@ -208,7 +208,7 @@ export function Calls() {
             ${items.map(
               (c) => html`<tr key=${c.id}>
                 <th scope="row">
-                  <a href=${`/calls/${c.id}`}>${c.direction === "outbound" ? `To ${c.to}` : `From ${c.from ?? "unknown"}`}</a>
+                  <a href=${`/calls/${c.id}`}>${c.provider === "web" ? "Web call" : c.direction === "outbound" ? `To ${c.to}` : `From ${c.from ?? "unknown"}`}</a>
                   <div class="muted">${c.direction === "outbound" ? "Outbound" : "Inbound"}</div>
                 </th>
                 <td>${names.get(c.agent_id) ?? `Agent ${c.agent_id}`}</td>
@@ -321,7 +321,7 @@ export function CallPage({ id }) {
   const audio = useRef(/** @type {HTMLAudioElement | null} */ (null));
 
   useEffect(() => {
-    document.title = c ? `Call ${c.direction === "outbound" ? "to" : "from"} ${c.direction === "outbound" ? c.to : c.from ?? "unknown"} · Parley` : "Call · Parley";
+    document.title = c ? `${callTitle(c)} · Parley` : "Call · Parley";
   }, [c?.id]);
   // Its status changes arrive on the live stream.
   useLiveReload(call.reload, (e) => e.event.startsWith("call.") && e.data?.data?.id === id);
@@ -346,7 +346,6 @@ export function CallPage({ id }) {
   /** @type {Segment[]} */
   const segments = transcript.data?.segments ?? [];
   const agentName = (agents.data ?? []).find((a) => a.id === c.agent_id)?.name ?? `Agent ${c.agent_id}`;
-  const party = c.direction === "outbound" ? c.to : c.from ?? "unknown";
   /** @type {Run[]} */
   const runItems = runs.data?.items ?? [];
   const turns = segments
@@ -355,7 +354,7 @@ export function CallPage({ id }) {
 
   return html`<nav class="breadcrumb" aria-label="Breadcrumb"><a href="/calls">Calls</a></nav>
     <${PageHeader}
-      title=${`Call ${c.direction === "outbound" ? "to" : "from"} ${party}`}
+      title=${callTitle(c)}
       actions=${live &&
       html`<button
         type="button"
@@ -485,6 +484,15 @@ function Transcript({ segments, time, canSeek, onSeek }) {
       </li>`;
     })}
   </ol>`;
+}
+
+/**
+ * "Call to +1…", "Call from …", or "Web call" (a browser, from the dashboard or an API client).
+ * @param {Call} c
+ */
+function callTitle(c) {
+  if (c.provider === "web") return "Web call";
+  return c.direction === "outbound" ? `Call to ${c.to}` : `Call from ${c.from ?? "unknown"}`;
 }
 
 /** @param {number} ms */

@@ -1274,9 +1274,10 @@ const journeys = {
 // Journeys that need a server of their own, run only when named.
 const alone = {
   // A web call from the agent's page, Chromium's fake microphone playing a
-  // recorded caller: the agent's greeting plays, the caller's question is
-  // transcribed as the call goes and answered, hanging up ends the call,
-  // and its page has the transcript.
+  // recorded caller who talks over the greeting: the greeting plays, the
+  // caller's words make the server clear what the browser still held, the
+  // caller is transcribed as the call goes and answered, hanging up ends
+  // the call, and its page has the transcript.
   async "web-call"(browser) {
     const { page } = await signedIn(browser, base, owner, { permissions: ["microphone"] });
     await page.goto(`/agents/${config.web_call.agent_id}`);
@@ -1286,21 +1287,23 @@ const alone = {
     await panel.getByRole("status").filter({ hasText: "Talking" }).waitFor({ timeout: 15000 });
     await axe(page, "web call", axeStates);
     // The greeting arrives and plays.
+    const stat = (name) => panel.evaluate((e, n) => Number(e.getAttribute(`data-${n}`)), name);
     await page.waitForFunction(() => Number(document.querySelector("[data-played]")?.getAttribute("data-played")) > 25, null, { timeout: 15000 });
     const transcript = panel.getByRole("list", { name: "Transcript so far" });
-    await transcript.getByText(config.web_call.greeting.slice(0, 20)).waitFor({ timeout: 15000 });
-    // The caller's question, heard through the fake microphone, then the agent's answer after it.
-    await transcript.getByRole("listitem").filter({ hasText: /^You/ }).filter({ hasText: /open/i }).waitFor({ timeout: 30000 });
+    // The caller, heard through the fake microphone over the greeting, then the agent's answer after it.
+    await transcript.getByRole("listitem").filter({ hasText: /^You/ }).filter({ hasText: /order/i }).waitFor({ timeout: 40000 });
+    await transcript.getByRole("listitem").filter({ hasText: "(interrupted)" }).first().waitFor();
     await transcript.getByRole("listitem").last().filter({ hasText: config.web_call.agent_name }).waitFor({ timeout: 30000 });
     await page.screenshot({ path: `${screenshots}/web-call.png` });
-    const played = Number(await panel.getAttribute("data-played"));
-    check(played > 50, `only ${played} frames of the agent played`);
+    check((await stat("dropped")) > 0, "the barge-in's clear dropped nothing the browser held");
+    check((await stat("played")) > 50, `only ${await stat("played")} frames of the agent played`);
     await panel.getByRole("button", { name: "Hang up" }).click();
     await panel.getByRole("status").filter({ hasText: "Call ended" }).waitFor();
     await axe(page, "web call ended", axeStates);
     await panel.getByRole("link", { name: "See the call" }).click();
+    await page.getByRole("heading", { name: "Web call", level: 1 }).waitFor();
     await page.getByText("Completed").first().waitFor({ timeout: 15000 });
-    await page.getByText(/open/i).first().waitFor();
+    await page.getByText(/order/i).first().waitFor();
   },
 
   // Signed in on one instance; messages arrive on another instance on the
