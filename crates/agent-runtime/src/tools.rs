@@ -201,6 +201,18 @@ pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> 
 
 type ToolResult = Result<(Value, Option<Stop>), String>;
 
+/// `transfer_call`: only on a call that can be handed on (not a browser's).
+fn transfer(place: &Place, to: &str) -> ToolResult {
+    match &place.call_id {
+        Some(_) if !place.transferable => {
+            Err("this is a web call: the caller is in a browser and cannot be transferred".into())
+        }
+        Some(_) if transfer_target(to) => Ok((json!({"ok": true}), Some(Stop::Transfer(to.to_owned())))),
+        Some(_) => Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into()),
+        None => Err("there is no call to transfer".into()),
+    }
+}
+
 async fn builtin(host: &dyn ToolHost, place: &Place, name: BuiltinTool, args: &Value) -> ToolResult {
     let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     let contact = || place.contact_id.map(ContactId).ok_or("the conversation has no contact");
@@ -216,14 +228,7 @@ async fn builtin(host: &dyn ToolHost, place: &Place, name: BuiltinTool, args: &V
             Some(_) => Ok((json!({"ok": true}), Some(Stop::EndCall))),
             None => Err("there is no call to end".into()),
         },
-        BuiltinTool::TransferCall => match &place.call_id {
-            Some(_) if !place.transferable => {
-                Err("this is a web call: the caller is in a browser and cannot be transferred".into())
-            }
-            Some(_) if transfer_target(&text("to")) => Ok((json!({"ok": true}), Some(Stop::Transfer(text("to"))))),
-            Some(_) => Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into()),
-            None => Err("there is no call to transfer".into()),
-        },
+        BuiltinTool::TransferCall => transfer(place, &text("to")),
         BuiltinTool::LookupContact => Ok((host.lookup_contact(place.scope, contact()?).await?, None)),
         BuiltinTool::UpdateContact | BuiltinTool::SendMessage if place.dry_run => {
             Ok((json!({"ok": true, "dry_run": true, "detail": "Not carried out: this is the playground."}), None))
@@ -284,6 +289,25 @@ fn sanitize(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_web_call_is_never_transferred_and_a_phone_call_is() {
+        let scope = parley_domain::Scope { workspace_id: 1, mode: parley_domain::Mode::Live };
+        let place = |transferable| Place {
+            scope,
+            run_id: 1,
+            conversation_id: None,
+            contact_id: None,
+            call_id: Some("call_1".into()),
+            transferable,
+            dry_run: false,
+        };
+        let web = transfer(&place(false), "+14155550100").unwrap_err();
+        assert!(web.contains("web call"), "{web}");
+        let (_, stop) = transfer(&place(true), "+14155550100").unwrap();
+        assert!(matches!(stop, Some(Stop::Transfer(to)) if to == "+14155550100"));
+        assert!(transfer(&place(true), "nowhere").is_err());
+    }
 
     #[test]
     fn arguments_are_checked_against_the_schema() {
