@@ -119,6 +119,9 @@ ALLOWED_422 = {
     "value_error.template.required": "free text outside WhatsApp's 24-hour window",
     # A subject goes only to email channels: it depends on the channel.
     "value_error.subject.channel": "a subject to a channel type that has none",
+    # Accepting a handoff with an API key must name the user (a signed-in
+    # person accepts for themselves): the rule depends on the caller.
+    "value_error.user.required_with_key": "an API key accepts a handoff without user_id",
     # Outbound URLs (webhooks, api channels, avatars) must resolve to public
     # addresses; a generated URL may name this very server.
     "value_error.url.private": "the URL leads to a private address (SSRF guard)",

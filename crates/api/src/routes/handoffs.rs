@@ -150,7 +150,7 @@ async fn get_handoff(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Res
         (status = 200, body = Handoff),
         (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "Not requested (already accepted, completed or canceled)"),
-        (status = 422, body = ValidationErrorBody, description = "No user_id with an API key, or not a user of this workspace"),
+        (status = 422, body = ValidationErrorBody, description = "No user_id with an API key (`value_error.user.required_with_key`), or not a user of this workspace"),
     )
 )]
 async fn accept_handoff(

@@ -209,7 +209,8 @@ both_backends! {
         let r = app.post(&ws.live, &format!("/api/v1/handoffs/{h}/complete"), json!({})).await;
         assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Handoff {h} is requested; only an accepted handoff can be completed (cancel it instead)"))));
         let r = app.post(&ws.live, &format!("/api/v1/handoffs/{h}/accept"), json!({})).await;
-        assert_eq!((r.status, r.body["detail"][0]["loc"].clone()), (422, json!(["body", "user_id"])));
+        let error = &r.body["detail"][0];
+        assert_eq!((r.status, error["loc"].clone(), error["type"].clone()), (422, json!(["body", "user_id"]), json!("value_error.user.required_with_key")));
         let stranger = app.user("bo@example.com", "correct horse battery", app.workspace("Other").await.id, Role::Member).await;
         let r = app.post(&ws.live, &format!("/api/v1/handoffs/{h}/accept"), json!({"user_id": stranger})).await;
         assert_eq!((r.status, r.body["detail"][0]["type"].clone()), (422, json!("value_error.not_found")));

@@ -313,10 +313,14 @@ pub async fn accept(
             handoff.status.as_str()
         )));
     }
-    let user = input
-        .user_id
-        .or(signed_in_user)
-        .ok_or_else(|| ServiceError::Validation(vec![FieldError::missing(loc(&["body", "user_id"]))]))?;
+    let user = input.user_id.or(signed_in_user).ok_or_else(|| {
+        // Only a person is signed in; an API key must name who takes it.
+        ServiceError::Validation(vec![FieldError::new(
+            loc(&["body", "user_id"]),
+            "value_error.user.required_with_key",
+            "user_id is required when an API key accepts a handoff",
+        )])
+    })?;
     let user = member(tx, scope, user, "user_id").await?;
     let current = conversation_locked(tx, scope, handoff.conversation_id).await?;
     if !repo::transition(tx, scope, id, &[HandoffStatus::Requested], HandoffStatus::Accepted, Some(user)).await? {
