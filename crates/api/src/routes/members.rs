@@ -159,7 +159,12 @@ async fn create_invitation(
 #[utoipa::path(
     delete, path = "/api/v1/invitations/{invitation_id}", tag = "Members",
     params(("invitation_id" = i64, Path)),
-    responses((status = 204, description = "Revoked"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody))
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Already accepted, revoked (or replaced by a newer invitation to the same email), or expired"),
+    )
 )]
 async fn revoke_invitation(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<StatusCode, ApiError> {
     let [id] = path.0;

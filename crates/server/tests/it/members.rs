@@ -70,6 +70,10 @@ both_backends! {
             assert_eq!((again.status, again.body.clone()), (404, json!({"detail": "Invitation link not found"})), "{path}");
         }
         assert_eq!(as_user(&app, Method::GET, "/api/v1/invitations", &owner, None).await.body["total"], 0);
+        // An accepted invitation exists: revoking it says so.
+        let id = r.body["id"].as_i64().unwrap();
+        let revoke = as_user(&app, Method::DELETE, &format!("/api/v1/invitations/{id}"), &owner, None).await;
+        assert_eq!((revoke.status, revoke.body["detail"].clone()), (409, json!(format!("Invitation {id} was accepted"))));
         let members = app.get(&ws.live, "/api/v1/members").await;
         let emails: Vec<&str> = members.body["items"].as_array().unwrap().iter().map(|m| m["email"].as_str().unwrap()).collect();
         assert_eq!(emails, ["ana@example.com", "sam@example.com"]);
@@ -116,6 +120,7 @@ both_backends! {
         assert_eq!((moved.status, moved.body["workspace_id"].clone()), (200, json!(a.id)), "{}", moved.text);
         // Another site's page cannot accept for someone.
         let r = as_user(&app, Method::POST, "/api/v1/invitations", &bo, Some(json!({"email": "cy@example.com", "role": "member"}))).await;
+        let replaced = r.body["id"].as_i64().unwrap();
         let token = token_of(r.body["accept_url"].as_str().unwrap());
         let evil = app.send(Method::POST, "/api/v1/auth/invitations/accept", None, Some(json!({"token": token, "password": PW})), &[("Origin", "https://evil.example")]).await;
         assert_eq!(evil.status, 403);
@@ -127,7 +132,12 @@ both_backends! {
         assert_eq!(as_user(&app, Method::DELETE, &format!("/api/v1/invitations/{id}"), &bo, None).await.status, 204);
         let token = token_of(again.body["accept_url"].as_str().unwrap());
         assert_eq!(post_anon(&app, "/api/v1/auth/invitations/lookup", json!({"token": token})).await.status, 404);
-        assert_eq!(as_user(&app, Method::DELETE, &format!("/api/v1/invitations/{id}"), &bo, None).await.status, 404);
+        // Revoking it again, or the one it replaced, says why not; an id the
+        // workspace never had is a 404.
+        let r = as_user(&app, Method::DELETE, &format!("/api/v1/invitations/{id}"), &bo, None).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (409, json!(format!("Invitation {id} was already revoked (or replaced by a newer one to the same email)"))));
+        assert_eq!(as_user(&app, Method::DELETE, &format!("/api/v1/invitations/{replaced}"), &bo, None).await.status, 409);
+        assert_eq!(as_user(&app, Method::DELETE, "/api/v1/invitations/999999", &bo, None).await.status, 404);
     }
 
     async fn roles_are_enforced_by_the_api_and_a_workspace_keeps_an_owner(backend) {

@@ -250,7 +250,18 @@ pub async fn create_invitation(
 pub async fn revoke_invitation(tx: &mut Tx, who: &Principal, id: InvitationId) -> ServiceResult<Invitation> {
     let id = id.get();
     who.require_administrator(WHAT)?;
-    repo::revoke(tx, who.scope.workspace_id, id).await?.ok_or_else(|| ServiceError::not_found("Invitation", id))
+    let workspace_id = who.scope.workspace_id;
+    if let Some(revoked) = repo::revoke(tx, workspace_id, id).await? {
+        return Ok(revoked);
+    }
+    // It exists but no longer waits: say why (only a missing one is a 404).
+    let why = match repo::ended(tx, workspace_id, id).await? {
+        None => return Err(ServiceError::not_found("Invitation", id)),
+        Some(repo::Ended::Accepted) => "was accepted",
+        Some(repo::Ended::Revoked) => "was already revoked (or replaced by a newer one to the same email)",
+        Some(repo::Ended::Expired) => "has expired",
+    };
+    Err(ServiceError::Conflict(format!("Invitation {id} {why}")))
 }
 
 /// What a valid invitation link offers; a used, revoked or lapsed one is a 404.

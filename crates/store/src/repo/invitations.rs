@@ -101,6 +101,27 @@ pub async fn revoke(c: &mut impl AsHandle, workspace_id: i64, id: i64) -> StoreR
     row.map(TryInto::try_into).transpose()
 }
 
+/// Why an invitation of the workspace is no longer waiting, if it exists
+/// (asked once `revoke` found it not waiting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Accepted,
+    Revoked,
+    Expired,
+}
+
+pub async fn ended(c: &mut impl AsHandle, workspace_id: i64, id: i64) -> StoreResult<Option<Ended>> {
+    let sql = "SELECT accepted_at IS NOT NULL, revoked_at IS NOT NULL FROM invitations
+         WHERE workspace_id = $1 AND id = $2";
+    let row: Option<(bool, bool)> = fetch_optional!(c, sqlx::query_as(sql).bind(workspace_id).bind(id))?;
+    // Neither accepted nor revoked, and not waiting: its time ran out.
+    Ok(row.map(|(accepted, revoked)| match (accepted, revoked) {
+        (true, _) => Ended::Accepted,
+        (_, true) => Ended::Revoked,
+        _ => Ended::Expired,
+    }))
+}
+
 /// The waiting invitation a link's token belongs to, with its workspace's name.
 pub async fn find_pending(c: &mut impl AsHandle, token_hash: &str) -> StoreResult<Option<(Invitation, String)>> {
     let sql = sqlx::AssertSqlSafe(format!(
