@@ -9,11 +9,11 @@
 
 use std::time::Instant;
 
-use parley_speech::eot::{Clip, Outcome, Stt, labelled_set, score, silence_rule, smart_rule};
+use parley_speech::eot::{Call, Outcome, Stt, labelled_set, score, silence_rule, smart_call};
 use parley_speech::espeak::Espeak;
 use parley_speech::local_servers::{piper, turn_models, whisper};
 use parley_speech::silero::SileroStream;
-use parley_speech::turns::{Inference, SmartDetector, SmartSettings};
+use parley_speech::turns::SmartSettings;
 use parley_speech::vad::TurnSettings;
 use parley_speech::wyoming::{WyomingSynthesiser, WyomingTranscriber};
 use parley_voice::codec::G711;
@@ -51,17 +51,18 @@ async fn main() {
     }
     let whisper = whisper();
     let mut stt = Stt::new(WyomingTranscriber { address: whisper.address(), language: Some("en".into()) });
+    let mut defaults = None;
     for with_words in [false, true] {
         for min_silence in [100, 200, 300] {
             for threshold in [0.5, 0.7, 0.9] {
                 let settings = SmartSettings { min_silence_ms: min_silence, threshold, ..SmartSettings::default() };
-                let mut outcomes = Vec::new();
-                for clip in &clips {
-                    let words = if with_words { Some(&mut stt) } else { None };
-                    outcomes.push(smart_rule(clip, &models, settings, words).await);
-                }
+                let words = if with_words { Some(&mut stt) } else { None };
+                let call = smart_call(&clips, &models, settings, words).await;
                 let words = if with_words { " + words" } else { "" };
-                report(format!("smart{words} {min_silence} ms, P >= {threshold}"), &outcomes);
+                report(format!("smart{words} {min_silence} ms, P >= {threshold}"), &call.outcomes);
+                if with_words && settings == SmartSettings::default() {
+                    defaults = Some(call);
+                }
             }
         }
     }
@@ -72,21 +73,19 @@ async fn main() {
             None => println!("  {family}: no setting reaches it"),
         }
     }
-    cpu(&models, &clips);
+    cpu(&models, &clips.iter().flat_map(|c| c.audio.iter().copied()).collect::<Vec<_>>(), &defaults.unwrap());
 }
 
-/// One core's capacity: the smart detector (Silero on every sound, resting
-/// in silence; Smart Turn at each pause, inline) over the whole set, as
-/// CPU time per second of call audio; and Silero's and Smart Turn's own
-/// costs.
-fn cpu(models: &parley_speech::turns::TurnModels, clips: &[Clip]) {
-    let audio: Vec<i16> = clips.iter().flat_map(|c| c.audio.iter().copied()).collect();
-    let seconds = audio.len() as f64 / 8000.0;
+/// One core's capacity: the smart detector with the agent defaults and
+/// the words, over the whole set as one call (Silero on every sound,
+/// resting in silence; Smart Turn when asked, inline), as CPU time per
+/// second of call audio; and Silero's and Smart Turn's own costs.
+fn cpu(models: &parley_speech::turns::TurnModels, audio: &[i16], call: &Call) {
     let mut stream = SileroStream::new(models.vad.clone());
     let started = Instant::now();
     let windows: usize = audio.chunks(160).map(|f| stream.push(f, false).len()).sum();
     let silero = started.elapsed().as_secs_f64();
-    let pcm: Vec<i16> = clips[0].audio.iter().take(8000 * 4).copied().collect();
+    let pcm: Vec<i16> = audio.iter().take(8000 * 4).copied().collect();
     let wide: Vec<f32> =
         parley_speech::resample::resample(&pcm, 8000, 16000).iter().map(|s| f32::from(*s) / 32768.0).collect();
     let runs = 30;
@@ -95,20 +94,15 @@ fn cpu(models: &parley_speech::turns::TurnModels, clips: &[Clip]) {
         models.turn.probability(&wide).unwrap();
     }
     let turn_ms = started.elapsed().as_secs_f64() * 1000.0 / runs as f64;
-    let mut detector = SmartDetector::new(models, SmartSettings::default(), Inference::Simulated);
-    let started = Instant::now();
-    for frame in audio.chunks(160) {
-        detector.push(frame);
-    }
-    let whole = started.elapsed().as_secs_f64();
-    let speech: f64 = clips.iter().map(|c| c.speech_end_ms as f64 / 1000.0 - 0.4).sum();
     println!("\nCPU, one thread:");
     println!("  Silero VAD: {:.3} ms per 32 ms window ({windows} windows)", silero * 1000.0 / windows as f64);
-    println!("  Smart Turn: {turn_ms:.1} ms per answer (features included); asked {} times", detector.answers.len());
+    println!("  Smart Turn: {turn_ms:.1} ms per answer (features included)");
     println!(
-        "  the smart detector: {:.1} ms of CPU per second of call audio ({seconds:.0} s, {:.0}% of it the caller speaking): one core keeps up with {:.0} calls",
-        whole * 1000.0 / seconds,
-        speech / seconds * 100.0,
-        seconds / whole
+        "  the smart detector (defaults, with words): asked the model {} times at {} pauses transcribed; {:.1} ms of CPU per second of call audio ({:.0} s): one core keeps up with {:.0} calls",
+        call.asked,
+        call.words_asked,
+        call.cpu_ms / call.seconds,
+        call.seconds,
+        call.calls_per_core()
     );
 }

@@ -222,45 +222,81 @@ impl Stt {
     }
 }
 
-/// The smart rule on a clip, as a call runs it: the model's answers held
-/// back for the time they took, and (with `stt`) the words transcribed at
-/// each pause, given to the detector once whisper has answered.
-pub async fn smart_rule(
-    clip: &Clip,
+/// The smart rule over a set as one call hears it: one detector takes the
+/// clips one after another (so it learns, as on a call, how long the words
+/// take), the model's answers held back for the time they took, and (with
+/// `stt`) the words transcribed at each pause, given to the detector once
+/// whisper has answered.
+pub async fn smart_call(
+    clips: &[Clip],
     models: &TurnModels,
     settings: SmartSettings,
     mut stt: Option<&mut Stt>,
-) -> Outcome {
+) -> Call {
     let mut detector = SmartDetector::new(models, settings, Inference::Simulated);
-    let mut asked_this_pause = false;
-    let mut words: Option<(usize, String)> = None;
-    for (i, frame) in clip.audio.chunks(FRAME_SAMPLES).enumerate() {
-        if let Some((at, text)) = &words
-            && *at <= i
-        {
-            detector.words(text);
-            words = None;
+    let mut outcomes = Vec::new();
+    let mut cpu = std::time::Duration::ZERO;
+    let mut words_asked = 0;
+    for clip in clips {
+        let mut asked_this_pause = false;
+        let mut words: Option<(usize, String)> = None;
+        let mut ended = None;
+        for (i, frame) in clip.audio.chunks(FRAME_SAMPLES).enumerate() {
+            if let Some((at, text)) = &words
+                && *at <= i
+            {
+                detector.words(text);
+                words = None;
+            }
+            let started = std::time::Instant::now();
+            let events = detector.push(frame);
+            cpu += started.elapsed();
+            if ended.is_none() && events.iter().any(|e| matches!(e, VoiceEvent::Ended { .. })) {
+                ended = Some(((i + 1) * 20) as f64);
+            }
+            let quiet = detector.turns().quiet_ms();
+            if quiet == 0 {
+                asked_this_pause = false;
+                words = None;
+            } else if quiet >= EARLY_WORDS_AFTER_MS
+                && !asked_this_pause
+                && detector.turns().speaking()
+                && let Some(stt) = stt.as_deref_mut()
+            {
+                asked_this_pause = true;
+                words_asked += 1;
+                detector.words_coming();
+                let upto = (i + 1) * FRAME_SAMPLES;
+                let (text, ms) = stt.hear((format!("{} {}", clip.voice, clip.name), i), &clip.audio[..upto]).await;
+                words = Some((i + 1 + (ms / 20.0).ceil() as usize, text));
+            }
         }
-        if detector.push(frame).iter().any(|e| matches!(e, VoiceEvent::Ended { .. })) {
-            return outcome(clip, Some(((i + 1) * 20) as f64));
-        }
-        let quiet = detector.turns().quiet_ms();
-        if quiet == 0 {
-            asked_this_pause = false;
-            words = None;
-        } else if quiet >= EARLY_WORDS_AFTER_MS
-            && !asked_this_pause
-            && detector.turns().speaking()
-            && let Some(stt) = stt.as_deref_mut()
-        {
-            asked_this_pause = true;
-            detector.words_coming();
-            let upto = (i + 1) * FRAME_SAMPLES;
-            let (text, ms) = stt.hear((format!("{} {}", clip.voice, clip.name), i), &clip.audio[..upto]).await;
-            words = Some((i + 1 + (ms / 20.0).ceil() as usize, text));
-        }
+        outcomes.push(outcome(clip, ended));
     }
-    outcome(clip, None)
+    let seconds = clips.iter().map(|c| c.audio.len()).sum::<usize>() as f64 / (PER_MS * 1000) as f64;
+    Call { outcomes, asked: detector.asks as usize, words_asked, cpu_ms: cpu.as_secs_f64() * 1000.0, seconds }
+}
+
+/// A set heard as one call by the smart rule.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// Each clip's outcome, in the set's order.
+    pub outcomes: Vec<Outcome>,
+    /// How many times the model was asked.
+    pub asked: usize,
+    /// How many pauses' words were transcribed.
+    pub words_asked: usize,
+    /// The detector's CPU time (Silero and Smart Turn included; whisper not).
+    pub cpu_ms: f64,
+    /// The call's audio.
+    pub seconds: f64,
+}
+
+impl Call {
+    /// How many such calls one core keeps up with in real time.
+    pub fn calls_per_core(&self) -> f64 {
+        self.seconds * 1000.0 / self.cpu_ms
+    }
 }
 
 fn outcome(clip: &Clip, ended_ms: Option<f64>) -> Outcome {

@@ -6,6 +6,9 @@
 //!   words whether the caller has finished. Sure (P ≥ threshold): the turn
 //!   ends after a short silence. Not sure: the model is asked again as the
 //!   silence grows, and the turn ends at a longer cap whatever it says.
+//!   When the words are being transcribed, the model is asked so that its
+//!   answer comes with them (by how long they took last time on the call):
+//!   a pause the caller ends sooner costs no inference.
 //! - **silence** (without them): WebRTC's VAD and a fixed silence
 //!   ([`crate::vad::SpeechDetector`]).
 
@@ -17,7 +20,7 @@ use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 use crate::onnx::{self, ModelError};
 use crate::silero::{SileroStream, SileroVad};
 use crate::smart_turn::SmartTurn;
-use crate::vad::{Framer, SpeechDetector, TurnSettings, Turns, VoiceEvent, loud_enough};
+use crate::vad::{FRAME_MS, Framer, SpeechDetector, TurnSettings, Turns, VoiceEvent, loud_enough};
 use crate::{FRAME_SAMPLES, SAMPLE_RATE};
 
 /// Where the turn-detection models are (configured; never downloaded).
@@ -185,13 +188,24 @@ pub struct SmartDetector {
     history: VecDeque<i16>,
     history_start: u64,
     /// The model's answer being computed, how many times it was asked in
-    /// this pause, and whether it was sure.
+    /// this pause (and at what silence, ms, last), and whether it was sure.
     pending: Option<Pending>,
     asked: u64,
+    asked_at: u64,
     sure: bool,
     words: Words,
-    /// Every answer the model gave (P, silence when asked), for measurement.
+    /// The silence (ms) at which this pause's words were asked for.
+    words_asked_at: Option<u64>,
+    /// How long words and the model's answers take on this call (ms of
+    /// audio, smoothed): when to ask the model so its answer is ready as
+    /// the words come.
+    words_take_ms: Option<u64>,
+    model_takes_ms: Option<u64>,
+    /// Every answer the model gave (P, silence when asked), and how many
+    /// times it was asked (an answer to a pause the caller ended is
+    /// dropped), for measurement.
     pub answers: Vec<(f32, u64)>,
+    pub asks: u64,
 }
 
 impl SmartDetector {
@@ -215,9 +229,14 @@ impl SmartDetector {
             history_start: 0,
             pending: None,
             asked: 0,
+            asked_at: 0,
             sure: false,
             words: Words::Unknown,
+            words_asked_at: None,
+            words_take_ms: None,
+            model_takes_ms: None,
             answers: Vec::new(),
+            asks: 0,
         }
     }
 
@@ -234,12 +253,17 @@ impl SmartDetector {
     pub fn words_coming(&mut self) {
         if self.turns.speaking() {
             self.words = Words::Coming;
+            self.words_asked_at = Some(self.turns.quiet_ms());
         }
     }
 
     /// The utterance so far, transcribed.
     pub fn words(&mut self, text: &str) {
-        if self.turns.speaking() && self.turns.quiet_ms() > 0 {
+        let quiet = self.turns.quiet_ms();
+        if self.turns.speaking() && quiet > 0 {
+            if let Some(at) = self.words_asked_at.take() {
+                self.words_take_ms = Some(smooth(self.words_take_ms, quiet.saturating_sub(at)));
+            }
             self.words = match Words::of(text) {
                 Words::Unknown => Words::Finished,
                 judged => judged,
@@ -274,12 +298,14 @@ impl SmartDetector {
             self.asked = 0;
             self.sure = false;
             self.words = Words::Unknown;
+            self.words_asked_at = None;
             return;
         }
         // Words that say more is coming leave only the cap: no need to ask.
-        let due = self.settings.min_silence_ms + self.asked * self.settings.recheck_ms;
+        let due = if self.asked == 0 { self.first_ask_due() } else { self.asked_at + self.settings.recheck_ms };
         if self.pending.is_none() && !self.sure && quiet >= due && self.words != Words::Unfinished {
             self.asked += 1;
+            self.asked_at = quiet;
             self.ask();
         }
         let ready = self.pending.as_ref().filter(|p| p.not_before <= self.frames);
@@ -290,12 +316,27 @@ impl SmartDetector {
         };
         if let Some(p) = answer {
             self.pending = None;
+            self.model_takes_ms = Some(smooth(self.model_takes_ms, quiet.saturating_sub(self.asked_at)));
             self.answers.push((p, quiet));
             self.sure = p >= self.settings.threshold;
         }
         // Sure, and the words (if any are coming) agree: the turn is over.
         if self.sure && matches!(self.words, Words::Unknown | Words::Finished) {
             events.extend(self.turns.end_now());
+        }
+    }
+
+    /// The silence at which to ask the model first in this pause: with
+    /// words coming, and known from earlier pauses how long they take, so
+    /// that its answer is ready as they come (a sure answer waits for them
+    /// anyway); else at the shortest pause.
+    fn first_ask_due(&self) -> u64 {
+        let shortest = self.settings.min_silence_ms;
+        match (self.words, self.words_asked_at, self.words_take_ms) {
+            (Words::Coming, Some(asked), Some(take)) => {
+                (asked + take).saturating_sub(self.model_takes_ms.unwrap_or(0) + FRAME_MS).max(shortest)
+            }
+            _ => shortest,
         }
     }
 
@@ -312,6 +353,7 @@ impl SmartDetector {
 
     /// Asks the model about the utterance so far.
     fn ask(&mut self) {
+        self.asks += 1;
         let Some(started) = self.turns.started_ms() else { return };
         let from = started.saturating_sub(PRE_SPEECH_MS) * (SAMPLE_RATE as u64 / 1000);
         let skip = from.saturating_sub(self.history_start) as usize;
@@ -345,6 +387,11 @@ impl SmartDetector {
     pub fn turns(&self) -> &Turns {
         &self.turns
     }
+}
+
+/// A running estimate: three parts the old, one the new.
+fn smooth(old: Option<u64>, new: u64) -> u64 {
+    old.map_or(new, |old| (3 * old + new) / 4)
 }
 
 /// The call's turn detector: smart when the server has the models and the

@@ -37,7 +37,7 @@ impl Default for TurnSettings {
     }
 }
 
-const FRAME_MS: u64 = 20;
+pub(crate) const FRAME_MS: u64 = 20;
 
 /// The turn-taking state machine over per-frame verdicts.
 #[derive(Debug)]

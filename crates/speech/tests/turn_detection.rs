@@ -6,10 +6,11 @@
 //! pinned wheels' files (.ci/run installs them); `bench/turns.sh` sweeps
 //! the settings.
 
-use parley_speech::eot::{Clip, Kind, Outcome, Stt, labelled_set, score, silence_rule, smart_rule};
+use parley_speech::FRAME_SAMPLES;
+use parley_speech::eot::{Clip, Kind, Outcome, Stt, labelled_set, score, silence_rule, smart_call};
 use parley_speech::espeak::Espeak;
 use parley_speech::local_servers::{piper, turn_models, whisper};
-use parley_speech::turns::SmartSettings;
+use parley_speech::turns::{EARLY_WORDS_AFTER_MS, Inference, SmartDetector, SmartSettings};
 use parley_speech::vad::TurnSettings;
 use parley_speech::wyoming::{WyomingSynthesiser, WyomingTranscriber};
 use parley_voice::codec::G711;
@@ -45,14 +46,12 @@ async fn smart_turn_cuts_off_far_fewer_callers_than_todays_silence_and_waits_les
     // load beside this test; bench/turns.sh uses the times measured.
     let whisper = WyomingTranscriber { address: stt.address(), language: Some("en".into()) };
     let mut stt = Stt::new(whisper).with_latency(700.0);
-    let mut smart = Vec::new();
-    for clip in &clips {
-        smart.push(smart_rule(clip, &models, SmartSettings::default(), Some(&mut stt)).await);
-    }
+    let call = smart_call(&clips, &models, SmartSettings::default(), Some(&mut stt)).await;
+    let smart = call.outcomes.clone();
     print("silence", &clips, &today);
     print("smart", &clips, &smart);
     let (before, after) = (score(&today), score(&smart));
-    println!("silence 600 ms: {before:?}\nsmart (defaults): {after:?}");
+    println!("silence 600 ms: {before:?}\nsmart (defaults): {after:?}; the model asked {} times", call.asked);
 
     // The set has pauses longer than today's default silence: it cuts
     // those callers off.
@@ -72,4 +71,74 @@ async fn smart_turn_cuts_off_far_fewer_callers_than_todays_silence_and_waits_les
         .find(|(_, s)| s.false_cutoff_rate <= after.false_cutoff_rate);
     println!("silence cutting nobody off: {safe_ms} ms {safe:?}\nsilence cutting off as few: {fair:?}");
     assert!(after.median_delay_ms < safe.median_delay_ms, "{after:?} vs {safe:?}");
+}
+
+/// Once a call has shown how long its words take, the model is asked so
+/// that its answer comes with them: a pause the caller ends before then
+/// costs no inference (before, it was asked at every 200 ms pause).
+#[tokio::test]
+async fn the_model_is_asked_when_the_words_are_due_not_at_every_pause() {
+    let models = turn_models();
+    let espeak = Espeak::new("en-us", 160).unwrap();
+    let mut detector = SmartDetector::new(&models, SmartSettings::default(), Inference::Simulated);
+    // Slow words (as whisper under load), so that however long the model
+    // takes on a loaded machine (it is asked that much before the words
+    // are due; up to ~1.2 s here) its ask stays past a 400 ms pause.
+    const WORDS_TAKE_MS: u64 = 1500;
+    // Feeds `pcm` frame by frame as the call loop does: the words asked for
+    // at 120 ms of silence, given to the detector WORDS_TAKE_MS later if
+    // the pause lasts; returns the asks made in each pause.
+    let hear = |pcm: Vec<i16>, text: &str, detector: &mut SmartDetector| {
+        let mut asks_per_pause = Vec::new();
+        let (mut asked_words_at, mut asks_before) = (None, detector.asks);
+        for frame in pcm.chunks(FRAME_SAMPLES) {
+            detector.push(frame);
+            let quiet = detector.turns().quiet_ms();
+            if quiet == 0 || !detector.turns().speaking() {
+                if asked_words_at.take().is_some() {
+                    asks_per_pause.push(detector.asks - asks_before);
+                }
+                asks_before = detector.asks;
+            } else if quiet >= EARLY_WORDS_AFTER_MS && asked_words_at.is_none() {
+                asked_words_at = Some(quiet);
+                detector.words_coming();
+            } else if asked_words_at.is_some_and(|at| quiet == at + WORDS_TAKE_MS) {
+                detector.words(text);
+            }
+        }
+        asks_per_pause
+    };
+    let silence = |ms: usize| vec![0i16; ms * 8];
+    let said = |text: &'static str| {
+        let espeak = &espeak;
+        async move { parley_speech::synthesise(espeak, text).await }
+    };
+
+    // The call's first turn: nothing known of the words yet, so the model
+    // is asked at the first 200 ms of the pause.
+    let mut first = silence(300);
+    first.extend(said("Please turn off the lights.").await);
+    first.extend(silence(3000));
+    let asks = hear(first, "Please turn off the lights.", &mut detector);
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert!(asks[0] >= 1, "{asks:?}");
+    let first_answer_at = detector.answers[0].1;
+    assert!(first_answer_at < EARLY_WORDS_AFTER_MS + WORDS_TAKE_MS, "answered at {first_answer_at} ms of silence");
+
+    // The second: the caller pauses 400 ms mid-sentence. The words would
+    // come at 1,620 ms of silence: the pause is over before the model is
+    // due, so it is not asked there; at the end it is, timed for the words
+    // (not at 200 ms).
+    let mut second = silence(300);
+    second.extend(said("I would like to book").await);
+    second.extend(silence(400));
+    second.extend(said("a table for two tonight.").await);
+    second.extend(silence(3000));
+    let answered_before = detector.answers.len();
+    let asks = hear(second, "I would like to book a table for two tonight.", &mut detector);
+    assert_eq!(asks.first(), Some(&0), "asks per pause: {asks:?}");
+    assert!(asks.last().is_some_and(|n| *n >= 1), "asks per pause: {asks:?}");
+    let (_, answered_at) = detector.answers[answered_before];
+    let due = EARLY_WORDS_AFTER_MS + WORDS_TAKE_MS;
+    assert!(answered_at >= due / 2, "answered at {answered_at} ms of silence (words at {due})");
 }
