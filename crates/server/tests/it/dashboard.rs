@@ -90,229 +90,426 @@ async fn journeys(app: &TestApp, config: serde_json::Value, only: &[String]) -> 
     stdout.lines().map(str::to_owned).collect()
 }
 
-both_backends! {
-    async fn the_dashboard_journeys_pass_in_chromium(backend) {
-        let app = TestApp::spawn_with(backend, |s| s.auth.access_token_ttl_seconds = ACCESS_TOKEN_TTL).await;
-        let a = app.workspace("Acme").await;
-        // A name is whatever its owner typed: shown as text, never markup.
-        let b_name = r#"<img src=x onerror="window.__pwned=3">Beta"#;
-        let b = app.workspace(b_name).await;
-        // A workspace where nothing has happened, for the demo.
-        let c = app.workspace("Gamma").await;
-        named_key(&app, a.id, Mode::Test, "Acme staging").await;
-        named_key(&app, b.id, Mode::Test, "Beta staging").await;
-        let ana = app.user("ana@example.com", PW, a.id, Role::Owner).await;
-        let mut tx = app.db.begin().await.unwrap();
-        parley_store::repo::users::set_membership(&mut tx, ana, b.id, Role::Admin).await.unwrap();
-        parley_store::repo::users::set_membership(&mut tx, ana, c.id, Role::Owner).await.unwrap();
-        tx.commit().await.unwrap();
-        app.user("mia@example.com", PW, a.id, Role::Member).await;
-        // Rae forgot her password; an operator printed her a reset link.
-        app.user("rae@example.com", PW, a.id, Role::Member).await;
-        let (code, reset, err) = crate::cli::parley(&["user", "reset-password", "--email", "rae@example.com"], &app.database_url);
-        assert_eq!(code, 0, "{err}");
+// The journeys drive the dashboard as people do; every API they call is
+// tested on both backends by the API tests. They run once, on PostgreSQL
+// (production's database, where the inbox's race is a real one): a second
+// run on SQLite cost CI about three minutes of the machine to themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_journeys_pass_in_chromium() {
+    let backend = Backend::Postgres;
+    let app = TestApp::spawn_with(backend, |s| s.auth.access_token_ttl_seconds = ACCESS_TOKEN_TTL).await;
+    let a = app.workspace("Acme").await;
+    // A name is whatever its owner typed: shown as text, never markup.
+    let b_name = r#"<img src=x onerror="window.__pwned=3">Beta"#;
+    let b = app.workspace(b_name).await;
+    // A workspace where nothing has happened, for the demo.
+    let c = app.workspace("Gamma").await;
+    named_key(&app, a.id, Mode::Test, "Acme staging").await;
+    named_key(&app, b.id, Mode::Test, "Beta staging").await;
+    let ana = app.user("ana@example.com", PW, a.id, Role::Owner).await;
+    let mut tx = app.db.begin().await.unwrap();
+    parley_store::repo::users::set_membership(&mut tx, ana, b.id, Role::Admin).await.unwrap();
+    parley_store::repo::users::set_membership(&mut tx, ana, c.id, Role::Owner).await.unwrap();
+    tx.commit().await.unwrap();
+    app.user("mia@example.com", PW, a.id, Role::Member).await;
+    // Rae forgot her password; an operator printed her a reset link.
+    app.user("rae@example.com", PW, a.id, Role::Member).await;
+    let (code, reset, err) =
+        crate::cli::parley(&["user", "reset-password", "--email", "rae@example.com"], &app.database_url);
+    assert_eq!(code, 0, "{err}");
 
-        // An agent to call with in test mode, and calls the journeys must not see.
-        let first_message = "Hi, this is Ava from Acme.";
-        app.create_agent(&a.test, json!({"name": "Ava", "first_message": first_message})).await;
-        let live_agent = app.create_agent(&a.live, json!({"name": "Live Ava"})).await["id"].as_i64().unwrap();
-        let a_call = crate::calls::place(&app, &a.live, json!({"agent_id": live_agent, "to": "+14155550111"})).await;
-        assert_eq!(a_call.status, 201, "{}", a_call.text);
-        // The simulated line measures no latency: give the live call's agent
-        // turns a breakdown, for its page's chart.
-        let a_call_id = a_call.body["id"].as_str().unwrap().to_owned();
-        crate::calls::wait_for(&app, &a.live, &a_call_id, |c| crate::calls::ended(c) && c["recording"]["status"] == "available").await;
-        let mut tx = app.db.begin().await.unwrap();
-        let turn = parley_domain::call::TurnLatency { end_of_turn_ms: 200, stt_ms: 220, llm_first_token_ms: 310, tts_first_audio_ms: 180, voice_to_voice_ms: 990 };
-        parley_store::execute!(&mut tx, sqlx::query(
-            "UPDATE call_segments SET latency = $1 WHERE speaker = 'agent' AND idx > 0 AND call_id = (SELECT id FROM calls WHERE public_id = $2)")
-            .bind(sqlx::types::Json(turn)).bind(&a_call_id)).unwrap();
-        let overall = parley_domain::call::CallLatency { turns: 2, voice_to_voice_p50_ms: 990, voice_to_voice_p95_ms: 990 };
-        parley_store::execute!(&mut tx, sqlx::query("UPDATE calls SET latency = $1 WHERE public_id = $2")
-            .bind(sqlx::types::Json(overall)).bind(&a_call_id)).unwrap();
-        tx.commit().await.unwrap();
-        app.create_agent(&a.live, json!({"name": "Kai"})).await;
-        let b_agent = app.create_agent(&b.test, json!({"name": "Beta agent"})).await["id"].as_i64().unwrap();
-        let b_call = crate::calls::place(&app, &b.test, json!({"agent_id": b_agent, "to": "+14155550122"})).await;
-        assert_eq!(b_call.status, 201, "{}", b_call.text);
+    // An agent to call with in test mode, and calls the journeys must not see.
+    let first_message = "Hi, this is Ava from Acme.";
+    app.create_agent(&a.test, json!({"name": "Ava", "first_message": first_message})).await;
+    let live_agent = app.create_agent(&a.live, json!({"name": "Live Ava"})).await["id"].as_i64().unwrap();
+    let a_call = crate::calls::place(&app, &a.live, json!({"agent_id": live_agent, "to": "+14155550111"})).await;
+    assert_eq!(a_call.status, 201, "{}", a_call.text);
+    // The simulated line measures no latency: give the live call's agent
+    // turns a breakdown, for its page's chart.
+    let a_call_id = a_call.body["id"].as_str().unwrap().to_owned();
+    crate::calls::wait_for(&app, &a.live, &a_call_id, |c| {
+        crate::calls::ended(c) && c["recording"]["status"] == "available"
+    })
+    .await;
+    let mut tx = app.db.begin().await.unwrap();
+    let turn = parley_domain::call::TurnLatency {
+        end_of_turn_ms: 200,
+        stt_ms: 220,
+        llm_first_token_ms: 310,
+        tts_first_audio_ms: 180,
+        voice_to_voice_ms: 990,
+    };
+    parley_store::execute!(&mut tx, sqlx::query(
+        "UPDATE call_segments SET latency = $1 WHERE speaker = 'agent' AND idx > 0 AND call_id = (SELECT id FROM calls WHERE public_id = $2)")
+        .bind(sqlx::types::Json(turn)).bind(&a_call_id)).unwrap();
+    let overall = parley_domain::call::CallLatency { turns: 2, voice_to_voice_p50_ms: 990, voice_to_voice_p95_ms: 990 };
+    parley_store::execute!(
+        &mut tx,
+        sqlx::query("UPDATE calls SET latency = $1 WHERE public_id = $2")
+            .bind(sqlx::types::Json(overall))
+            .bind(&a_call_id)
+    )
+    .unwrap();
+    tx.commit().await.unwrap();
+    app.create_agent(&a.live, json!({"name": "Kai"})).await;
+    let b_agent = app.create_agent(&b.test, json!({"name": "Beta agent"})).await["id"].as_i64().unwrap();
+    let b_call = crate::calls::place(&app, &b.test, json!({"agent_id": b_agent, "to": "+14155550122"})).await;
+    assert_eq!(b_call.status, 201, "{}", b_call.text);
 
-        // The inbox: a conversation whose contact asked for a person, on a
-        // channel whose replies reach `receiver`; a label to put on it.
-        let receiver = crate::receiver::Receiver::start().await;
-        let (inbox_channel, inbox_secret) = crate::messages::sending_channel(&app, &a.live, &receiver.url).await;
-        let lia = json!({"from": "lia-1", "text": "Can I talk to a person?", "external_id": "inbox-1", "contact": {"display_name": "Lia Moreau"}});
-        let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, lia).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        let lia_conversation = r.body["conversation_id"].as_i64().unwrap();
-        let r = app.post(&a.live, &format!("/api/v1/conversations/{lia_conversation}/handoff"), json!({"to": "human", "reason": "Asked for a person"})).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        assert_eq!(app.post(&a.live, "/api/v1/labels", json!({"name": "vip"})).await.status, 201);
-        let noah = json!({"from": "noah-1", "text": "Is my order shipped?", "external_id": "inbox-3", "contact": {"display_name": "Noah Park"}});
-        let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, noah).await;
-        let noah_conversation = r.body["conversation_id"].as_i64().unwrap();
-        // Two more, for changing many at once.
-        for (who, name) in [("ola-1", "Ola Berg"), ("pia-1", "Pia Lund")] {
-            let body = json!({"from": who, "text": "Hello?", "external_id": format!("inbox-{who}"), "contact": {"display_name": name}});
-            assert_eq!(crate::conversations::inbound(&app, inbox_channel, &inbox_secret, body).await.status, 201);
-        }
-
-        // A Twilio-format server (its wire format from Twilio's documentation).
-        let (twilio, sent) = crate::sms::messages_server().await;
-        // An SMS conversation waiting for a person, on a channel of that server.
-        let (_, sms_public) = crate::sms::twilio_channel(&app, &a, "sms", "+14155550188", &twilio).await;
-        let sam = [("MessageSid", "SM0000000000000000000000000000dash"), ("AccountSid", crate::sms::ACCOUNT), ("From", "+14155550177"),
-            ("To", "+14155550188"), ("Body", "Where is my refund?"), ("NumMedia", "0")];
-        let r = crate::sms::twilio_posts(&app, &format!("/hooks/twilio/{sms_public}/inbound"), &sam, crate::sms::TOKEN).await;
-        assert_eq!(r.status(), 200);
-        let sms_conversation = app.get(&a.live, "/api/v1/conversations?channel=sms").await.body["items"][0]["id"].as_i64().unwrap();
-        assert_eq!(app.patch(&a.live, &format!("/api/v1/conversations/{sms_conversation}"), json!({"title": "Sam Ortiz"})).await.status, 200);
-        let r = app.post(&a.live, &format!("/api/v1/conversations/{sms_conversation}/handoff"), json!({"to": "human", "reason": "Refund question"})).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        // A WhatsApp conversation the shop began with a template: the
-        // contact has not written, so only a template may go.
-        let r = app.post(&a.live, "/api/v1/channels", json!({"type": "whatsapp", "name": "WhatsApp", "config": {
-            "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN, "from": "whatsapp:+14155550189", "base_url": twilio, "content_base_url": twilio}})).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        let r = app.post(&a.live, "/api/v1/messages", json!({"channel_id": r.body["id"], "to": "+14155550166", "text": "Hi Wes, your order 1234 has shipped.",
-            "template": {"content_sid": crate::sms::TEMPLATE_1, "variables": {"1": "Wes", "2": "1234"}}})).await;
-        assert_eq!(r.status, 202, "{}", r.text);
-        let whatsapp_conversation = r.body["conversation_id"].as_i64().unwrap();
-        assert_eq!(app.patch(&a.live, &format!("/api/v1/conversations/{whatsapp_conversation}"), json!({"title": "Wes Park"})).await.status, 200);
-
-        // Two members racing to accept one handoff.
-        app.user("leo@example.com", PW, a.id, Role::Member).await;
-        let uma = json!({"from": "uma-1", "text": "Anyone?", "external_id": "inbox-uma", "contact": {"display_name": "Uma Diaz"}});
-        let uma_conversation = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, uma).await.body["conversation_id"].as_i64().unwrap();
-        let r = app.post(&a.live, &format!("/api/v1/conversations/{uma_conversation}/handoff"), json!({"to": "human", "reason": "Asked twice"})).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-
-        // An email, quoting the shop's last one, on a channel that sends
-        // through a real SMTP server (STARTTLS and AUTH); waiting for a person.
-        let certs = crate::email::Certs::new();
-        let smtp = crate::email::Smtp::start(&certs);
-        let (_, email_public) = crate::email::email_channel(&app, &a.live, json!({
-            "address": "support@shop.example", "from_name": "Acme Support",
-            "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "smtp_security": "starttls",
-            "smtp_username": "parley", "smtp_password": "smtp-pass", "tls_ca_pem": certs.ca_pem(),
-            "inbound_secret": crate::email::SECRET})).await;
-        let mail = "From: Eve Ng <eve@customer.example>\nTo: support@shop.example\nSubject: Broken zipper\n\
-            Message-ID: <eve-1@customer.example>\nDate: Thu, 26 Nov 2026 09:00:00 +0000\nContent-Type: text/plain; charset=utf-8\n\n\
-            Hello, the zipper broke on day two.\n\nOn Wed, Nov 25, 2026 at 9:00 AM Acme Support <support@shop.example> wrote:\n> Thanks for your order.\n";
-        let bearer = format!("Bearer {}", crate::email::SECRET);
-        assert_eq!(crate::email::post_mail(&app, &email_public, Some(&bearer), mail).await, 200);
-        let email_conversation = app.get(&a.live, "/api/v1/conversations?channel=email").await.body["items"][0]["id"].as_i64().unwrap();
-        let r = app.post(&a.live, &format!("/api/v1/conversations/{email_conversation}/handoff"), json!({"to": "human", "reason": "Damaged item"})).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-
-        // The shop's own site, with the webchat widget: agent Wren answers
-        // it (the builtin engine, no knowledge: it says it cannot) and hands
-        // off when the visitor asks for a person.
-        let wren = app.create_agent(&a.live, json!({"name": "Wren", "tools": [], "debounce_ms": 200, "handoff": {"keywords": ["person"]}})).await;
-        let r = app.post(&a.live, &format!("/api/v1/agents/{}/triggers", wren["id"]), json!({"event": "message.received", "channel": "webchat"})).await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let shop = format!("http://{}", listener.local_addr().unwrap());
-        let (_, webchat_public) = crate::webchat::webchat_channel(&app, &a.live, json!({"allowed_origins": [shop], "title": "Acme"})).await;
-        let page = format!(
-            "<!doctype html><html lang=en><head><title>Acme shop</title></head><body><main><h1>Acme shop</h1></main>\
-             <script src=\"{}\" data-channel=\"{webchat_public}\" async></script></body></html>",
-            app.url("/webchat/widget.js")
-        );
-        let site = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(page) }));
-        tokio::spawn(async move { axum::serve(listener, site).await.unwrap() });
-
-        let lines = journeys(&app, json!({
-            "receiver_url": receiver.url,
-            "access_token_ttl": ACCESS_TOKEN_TTL,
-            "owner": {"email": "ana@example.com", "password": PW},
-            "member": {"email": "mia@example.com", "password": PW},
-            "resetting": {"email": "rae@example.com", "password": PW},
-            "reset_url": reset["reset_url"],
-            "agent_name": "Ava",
-            "first_message": first_message,
-            "test_key": a.test,
-            "live_key": a.live,
-            "knowledge_agent": "Kai",
-            "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
-            "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
-            "second_member": {"email": "leo@example.com", "password": PW},
-            "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation, "sms": sms_conversation,
-                "uma": uma_conversation, "email": email_conversation, "whatsapp": whatsapp_conversation},
-            "webchat": {"page": shop, "agent_id": wren["id"], "agent_answer": parley_engines::builtin::NO_ANSWER},
-            "workspaces": {
-                "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
-                "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
-                "c": {"id": c.id, "name": "Gamma"},
-            },
-        }), &only_journeys()).await;
-        if !only_journeys().is_empty() {
-            return;
-        }
-        let passed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
-        let expected = ["sign-in", "keys", "modes", "member", "xss", "members", "member-list", "reset-password", "webhooks", "connected-apps", "agents", "knowledge", "contacts", "channels", "billing", "demo", "calls", "latency", "phone", "expiry", "keyboard", "inbox", "inbox-together", "inbox-sms",
-            "inbox-webchat", "inbox-race", "inbox-email", "inbox-whatsapp"];
-        assert_eq!(passed.len(), expected.len(), "{lines:#?}");
-        for journey in expected {
-            assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
-        }
-        let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
-        for state in ["sign-in", "sign-in with an error", "not found", "create key", "create key with an error", "new key", "revoke key", "test mode", "member without key access",
-            "members", "invite with an error", "invitation link", "change role", "accept invitation", "members as a member", "reset password",
-            "webhooks, none yet", "add endpoint with an error", "webhook endpoint", "connected apps, none",
-            "calls, none yet", "place call with an error", "call page", "call page with latency", "home",
-            "create agent with an error", "agent settings", "agent settings with an error", "playground",
-            "knowledge, none yet", "collection", "contacts, none yet", "import with a bad row", "contact", "merge contacts",
-            "channels, none yet", "connect sms with an error", "sms channel", "webchat channel", "webchat preview", "billing", "run", "home, quiet", "home with the demo", "contact with a chat", "agent triggers with an error",
-            "inbox, nothing mine", "inbox, handoff waiting", "inbox, taken over", "inbox, given back", "inbox, two selected", "inbox settings", "inbox settings with an error", "inbox, two members", "notifications", "inbox, sms reply", "snooze",
-            "inbox, webchat", "inbox, accepted by another", "inbox, email reply", "inbox, whatsapp template"] {
-            assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
-        }
-        // The inbox's reply reached the channel; its private note never did.
-        let got = receiver.received();
-        let bodies: Vec<String> = got.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
-        assert!(bodies.iter().any(|b| b.contains("Let me check")), "the reply was not sent: {bodies:?}");
-        assert!(!bodies.iter().any(|b| b.contains("please approve")), "a private note was sent: {bodies:?}");
-        // The SMS reply reached the Twilio-format server, to the contact, from the channel's number.
-        let texts = sent.lock().unwrap().clone();
-        let reply = texts.iter().find(|m| m.get("Body").is_some_and(|b| b.starts_with("Hi Sam, your refund"))).expect("the SMS reply was not sent");
-        assert_eq!((reply.get("To"), reply.get("From")), (Some("+14155550177"), Some("+14155550188")));
-        // The template went to Twilio with the placeholders the member filled in.
-        let template = texts.iter().find(|m| m.get("ContentVariables").is_some_and(|v| v.contains("5678"))).expect("the template was not sent");
-        assert_eq!((template.get("ContentSid"), template.get("To")), (Some(crate::sms::TEMPLATE_1), Some("whatsapp:+14155550166")));
-        let variables: serde_json::Value = serde_json::from_str(template.get("ContentVariables").unwrap()).unwrap();
-        assert_eq!(variables, json!({"1": "Wes", "2": "5678"}));
-        // The email reply went out over SMTP in Eve's thread.
-        let (raw, meta) = smtp.received().into_iter().next().expect("the email reply reached the SMTP server");
-        assert_eq!((meta["tls"].clone(), meta["rcpt_tos"].clone()), (json!(true), json!(["eve@customer.example"])));
-        let raw = String::from_utf8_lossy(&raw);
-        for header in ["Subject: Re: Broken zipper", "In-Reply-To: <eve-1@customer.example>", "References: <eve-1@customer.example>"] {
-            assert!(raw.contains(header), "{header} missing: {raw}");
-        }
-        // One of the two racing members has Uma's conversation; one handoff accepted.
-        let uma = app.get(&a.live, &format!("/api/v1/conversations/{uma_conversation}")).await.body;
-        assert_eq!(uma["handler"], "human");
-        let handoffs = app.get(&a.live, &format!("/api/v1/handoffs?conversation_id={uma_conversation}")).await.body;
-        assert_eq!((handoffs["total"].clone(), handoffs["items"][0]["status"].clone()), (json!(1), json!("accepted")), "{handoffs}");
-        assert_eq!(handoffs["items"][0]["user_id"], uma["assignee_user_id"]);
-        // The webchat: the agent spoke before the handoff and after the
-        // give-back, never while Mia had it; Mia's reply came between.
-        let chat = app.get(&a.live, "/api/v1/conversations?channel=webchat").await.body["items"][0]["id"].clone();
-        let messages = app.get(&a.live, &format!("/api/v1/conversations/{chat}/messages?limit=100")).await.body;
-        let said: Vec<(String, String)> = messages["items"].as_array().unwrap().iter().rev()
-            .filter(|m| m["direction"] == "outbound")
-            .map(|m| (m["author"]["type"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
-            .collect();
-        let answer = parley_engines::builtin::NO_ANSWER.to_owned();
-        assert_eq!(said, [("agent".to_owned(), answer.clone()), ("user".to_owned(), "Hi, Mia here. Yes, we ship to Norway.".to_owned()), ("agent".to_owned(), answer)]);
-        // The test event and its resend reached the receiver, signed.
-        assert!(got.len() >= 3, "{} deliveries", got.len());
-        assert!(got.iter().all(|r| r.header("webhook-signature").starts_with("v1,")), "unsigned delivery");
-        // The revoked key stays revoked in the database, not only in the page.
-        let token = app.token("ana@example.com", PW).await;
-        let revoked = app.bearer(reqwest::Method::GET, "/api/v1/api-keys?mode=live&limit=100", &token, None).await;
-        let ci = revoked.body["items"].as_array().unwrap().iter().find(|k| k["name"] == "CI deploy").cloned().unwrap();
-        assert!(ci["revoked_at"].is_string(), "{ci}");
+    // The inbox: a conversation whose contact asked for a person, on a
+    // channel whose replies reach `receiver`; a label to put on it.
+    let receiver = crate::receiver::Receiver::start().await;
+    let (inbox_channel, inbox_secret) = crate::messages::sending_channel(&app, &a.live, &receiver.url).await;
+    let lia = json!({"from": "lia-1", "text": "Can I talk to a person?", "external_id": "inbox-1", "contact": {"display_name": "Lia Moreau"}});
+    let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, lia).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let lia_conversation = r.body["conversation_id"].as_i64().unwrap();
+    let r = app
+        .post(
+            &a.live,
+            &format!("/api/v1/conversations/{lia_conversation}/handoff"),
+            json!({"to": "human", "reason": "Asked for a person"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(app.post(&a.live, "/api/v1/labels", json!({"name": "vip"})).await.status, 201);
+    let noah = json!({"from": "noah-1", "text": "Is my order shipped?", "external_id": "inbox-3", "contact": {"display_name": "Noah Park"}});
+    let r = crate::conversations::inbound(&app, inbox_channel, &inbox_secret, noah).await;
+    let noah_conversation = r.body["conversation_id"].as_i64().unwrap();
+    // Two more, for changing many at once.
+    for (who, name) in [("ola-1", "Ola Berg"), ("pia-1", "Pia Lund")] {
+        let body = json!({"from": who, "text": "Hello?", "external_id": format!("inbox-{who}"), "contact": {"display_name": name}});
+        assert_eq!(crate::conversations::inbound(&app, inbox_channel, &inbox_secret, body).await.status, 201);
     }
+
+    // A Twilio-format server (its wire format from Twilio's documentation).
+    let (twilio, sent) = crate::sms::messages_server().await;
+    // An SMS conversation waiting for a person, on a channel of that server.
+    let (_, sms_public) = crate::sms::twilio_channel(&app, &a, "sms", "+14155550188", &twilio).await;
+    let sam = [
+        ("MessageSid", "SM0000000000000000000000000000dash"),
+        ("AccountSid", crate::sms::ACCOUNT),
+        ("From", "+14155550177"),
+        ("To", "+14155550188"),
+        ("Body", "Where is my refund?"),
+        ("NumMedia", "0"),
+    ];
+    let r =
+        crate::sms::twilio_posts(&app, &format!("/hooks/twilio/{sms_public}/inbound"), &sam, crate::sms::TOKEN).await;
+    assert_eq!(r.status(), 200);
+    let sms_conversation =
+        app.get(&a.live, "/api/v1/conversations?channel=sms").await.body["items"][0]["id"].as_i64().unwrap();
+    assert_eq!(
+        app.patch(&a.live, &format!("/api/v1/conversations/{sms_conversation}"), json!({"title": "Sam Ortiz"}))
+            .await
+            .status,
+        200
+    );
+    let r = app
+        .post(
+            &a.live,
+            &format!("/api/v1/conversations/{sms_conversation}/handoff"),
+            json!({"to": "human", "reason": "Refund question"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // A WhatsApp conversation the shop began with a template: the
+    // contact has not written, so only a template may go.
+    let r = app.post(&a.live, "/api/v1/channels", json!({"type": "whatsapp", "name": "WhatsApp", "config": {
+        "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN, "from": "whatsapp:+14155550189", "base_url": twilio, "content_base_url": twilio}})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app
+        .post(
+            &a.live,
+            "/api/v1/messages",
+            json!({"channel_id": r.body["id"], "to": "+14155550166", "text": "Hi Wes, your order 1234 has shipped.",
+        "template": {"content_sid": crate::sms::TEMPLATE_1, "variables": {"1": "Wes", "2": "1234"}}}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let whatsapp_conversation = r.body["conversation_id"].as_i64().unwrap();
+    assert_eq!(
+        app.patch(&a.live, &format!("/api/v1/conversations/{whatsapp_conversation}"), json!({"title": "Wes Park"}))
+            .await
+            .status,
+        200
+    );
+
+    // Two members racing to accept one handoff.
+    app.user("leo@example.com", PW, a.id, Role::Member).await;
+    let uma = json!({"from": "uma-1", "text": "Anyone?", "external_id": "inbox-uma", "contact": {"display_name": "Uma Diaz"}});
+    let uma_conversation =
+        crate::conversations::inbound(&app, inbox_channel, &inbox_secret, uma).await.body["conversation_id"]
+            .as_i64()
+            .unwrap();
+    let r = app
+        .post(
+            &a.live,
+            &format!("/api/v1/conversations/{uma_conversation}/handoff"),
+            json!({"to": "human", "reason": "Asked twice"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+
+    // An email, quoting the shop's last one, on a channel that sends
+    // through a real SMTP server (STARTTLS and AUTH); waiting for a person.
+    let certs = crate::email::Certs::new();
+    let smtp = crate::email::Smtp::start(&certs);
+    let (_, email_public) = crate::email::email_channel(
+        &app,
+        &a.live,
+        json!({
+        "address": "support@shop.example", "from_name": "Acme Support",
+        "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "smtp_security": "starttls",
+        "smtp_username": "parley", "smtp_password": "smtp-pass", "tls_ca_pem": certs.ca_pem(),
+        "inbound_secret": crate::email::SECRET}),
+    )
+    .await;
+    let mail = "From: Eve Ng <eve@customer.example>\nTo: support@shop.example\nSubject: Broken zipper\n\
+        Message-ID: <eve-1@customer.example>\nDate: Thu, 26 Nov 2026 09:00:00 +0000\nContent-Type: text/plain; charset=utf-8\n\n\
+        Hello, the zipper broke on day two.\n\nOn Wed, Nov 25, 2026 at 9:00 AM Acme Support <support@shop.example> wrote:\n> Thanks for your order.\n";
+    let bearer = format!("Bearer {}", crate::email::SECRET);
+    assert_eq!(crate::email::post_mail(&app, &email_public, Some(&bearer), mail).await, 200);
+    let email_conversation =
+        app.get(&a.live, "/api/v1/conversations?channel=email").await.body["items"][0]["id"].as_i64().unwrap();
+    let r = app
+        .post(
+            &a.live,
+            &format!("/api/v1/conversations/{email_conversation}/handoff"),
+            json!({"to": "human", "reason": "Damaged item"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+
+    // The shop's own site, with the webchat widget: agent Wren answers
+    // it (the builtin engine, no knowledge: it says it cannot) and hands
+    // off when the visitor asks for a person.
+    let wren = app
+        .create_agent(
+            &a.live,
+            json!({"name": "Wren", "tools": [], "debounce_ms": 200, "handoff": {"keywords": ["person"]}}),
+        )
+        .await;
+    let r = app
+        .post(
+            &a.live,
+            &format!("/api/v1/agents/{}/triggers", wren["id"]),
+            json!({"event": "message.received", "channel": "webchat"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let shop = format!("http://{}", listener.local_addr().unwrap());
+    let (_, webchat_public) =
+        crate::webchat::webchat_channel(&app, &a.live, json!({"allowed_origins": [shop], "title": "Acme"})).await;
+    let page = format!(
+        "<!doctype html><html lang=en><head><title>Acme shop</title></head><body><main><h1>Acme shop</h1></main>\
+         <script src=\"{}\" data-channel=\"{webchat_public}\" async></script></body></html>",
+        app.url("/webchat/widget.js")
+    );
+    let site = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(page) }));
+    tokio::spawn(async move { axum::serve(listener, site).await.unwrap() });
+
+    let lines = journeys(&app, json!({
+        "receiver_url": receiver.url,
+        "access_token_ttl": ACCESS_TOKEN_TTL,
+        "owner": {"email": "ana@example.com", "password": PW},
+        "member": {"email": "mia@example.com", "password": PW},
+        "resetting": {"email": "rae@example.com", "password": PW},
+        "reset_url": reset["reset_url"],
+        "agent_name": "Ava",
+        "first_message": first_message,
+        "test_key": a.test,
+        "live_key": a.live,
+        "knowledge_agent": "Kai",
+        "twilio": {"base_url": twilio, "account_sid": crate::sms::ACCOUNT, "auth_token": crate::sms::TOKEN},
+        "calls": {"a": a_call.body["id"], "foreign": b_call.body["id"]},
+        "second_member": {"email": "leo@example.com", "password": PW},
+        "inbox": {"channel_id": inbox_channel, "secret": inbox_secret.expose(), "noah": noah_conversation, "sms": sms_conversation,
+            "uma": uma_conversation, "email": email_conversation, "whatsapp": whatsapp_conversation},
+        "webchat": {"page": shop, "agent_id": wren["id"], "agent_answer": parley_engines::builtin::NO_ANSWER},
+        "workspaces": {
+            "a": {"id": a.id, "name": "Acme", "live_key_id": a.live_key_id, "live_key_name": "Default live key", "test_key_name": "Acme staging"},
+            "b": {"id": b.id, "name": b_name, "test_key_name": "Beta staging", "live_key": b.live},
+            "c": {"id": c.id, "name": "Gamma"},
+        },
+    }), &only_journeys()).await;
+    if !only_journeys().is_empty() {
+        return;
+    }
+    let passed: Vec<&str> =
+        lines.iter().filter_map(|l| l.strip_prefix("PASS ")).map(|l| l.split(' ').next().unwrap()).collect();
+    let expected = [
+        "sign-in",
+        "keys",
+        "modes",
+        "member",
+        "xss",
+        "members",
+        "member-list",
+        "reset-password",
+        "webhooks",
+        "connected-apps",
+        "agents",
+        "knowledge",
+        "contacts",
+        "channels",
+        "billing",
+        "demo",
+        "calls",
+        "latency",
+        "phone",
+        "expiry",
+        "keyboard",
+        "inbox",
+        "inbox-together",
+        "inbox-sms",
+        "inbox-webchat",
+        "inbox-race",
+        "inbox-email",
+        "inbox-whatsapp",
+    ];
+    assert_eq!(passed.len(), expected.len(), "{lines:#?}");
+    for journey in expected {
+        assert!(passed.contains(&journey), "{journey} did not pass: {lines:#?}");
+    }
+    let axed: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("AXE ")).collect();
+    for state in [
+        "sign-in",
+        "sign-in with an error",
+        "not found",
+        "create key",
+        "create key with an error",
+        "new key",
+        "revoke key",
+        "test mode",
+        "member without key access",
+        "members",
+        "invite with an error",
+        "invitation link",
+        "change role",
+        "accept invitation",
+        "members as a member",
+        "reset password",
+        "webhooks, none yet",
+        "add endpoint with an error",
+        "webhook endpoint",
+        "connected apps, none",
+        "calls, none yet",
+        "place call with an error",
+        "call page",
+        "call page with latency",
+        "home",
+        "create agent with an error",
+        "agent settings",
+        "agent settings with an error",
+        "playground",
+        "knowledge, none yet",
+        "collection",
+        "contacts, none yet",
+        "import with a bad row",
+        "contact",
+        "merge contacts",
+        "channels, none yet",
+        "connect sms with an error",
+        "sms channel",
+        "webchat channel",
+        "webchat preview",
+        "billing",
+        "run",
+        "home, quiet",
+        "home with the demo",
+        "contact with a chat",
+        "agent triggers with an error",
+        "inbox, nothing mine",
+        "inbox, handoff waiting",
+        "inbox, taken over",
+        "inbox, given back",
+        "inbox, two selected",
+        "inbox settings",
+        "inbox settings with an error",
+        "inbox, two members",
+        "notifications",
+        "inbox, sms reply",
+        "snooze",
+        "inbox, webchat",
+        "inbox, accepted by another",
+        "inbox, email reply",
+        "inbox, whatsapp template",
+    ] {
+        assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
+    }
+    // The inbox's reply reached the channel; its private note never did.
+    let got = receiver.received();
+    let bodies: Vec<String> = got.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+    assert!(bodies.iter().any(|b| b.contains("Let me check")), "the reply was not sent: {bodies:?}");
+    assert!(!bodies.iter().any(|b| b.contains("please approve")), "a private note was sent: {bodies:?}");
+    // The SMS reply reached the Twilio-format server, to the contact, from the channel's number.
+    let texts = sent.lock().unwrap().clone();
+    let reply = texts
+        .iter()
+        .find(|m| m.get("Body").is_some_and(|b| b.starts_with("Hi Sam, your refund")))
+        .expect("the SMS reply was not sent");
+    assert_eq!((reply.get("To"), reply.get("From")), (Some("+14155550177"), Some("+14155550188")));
+    // The template went to Twilio with the placeholders the member filled in.
+    let template = texts
+        .iter()
+        .find(|m| m.get("ContentVariables").is_some_and(|v| v.contains("5678")))
+        .expect("the template was not sent");
+    assert_eq!(
+        (template.get("ContentSid"), template.get("To")),
+        (Some(crate::sms::TEMPLATE_1), Some("whatsapp:+14155550166"))
+    );
+    let variables: serde_json::Value = serde_json::from_str(template.get("ContentVariables").unwrap()).unwrap();
+    assert_eq!(variables, json!({"1": "Wes", "2": "5678"}));
+    // The email reply went out over SMTP in Eve's thread.
+    let (raw, meta) = smtp.received().into_iter().next().expect("the email reply reached the SMTP server");
+    assert_eq!((meta["tls"].clone(), meta["rcpt_tos"].clone()), (json!(true), json!(["eve@customer.example"])));
+    let raw = String::from_utf8_lossy(&raw);
+    for header in
+        ["Subject: Re: Broken zipper", "In-Reply-To: <eve-1@customer.example>", "References: <eve-1@customer.example>"]
+    {
+        assert!(raw.contains(header), "{header} missing: {raw}");
+    }
+    // One of the two racing members has Uma's conversation; one handoff accepted.
+    let uma = app.get(&a.live, &format!("/api/v1/conversations/{uma_conversation}")).await.body;
+    assert_eq!(uma["handler"], "human");
+    let handoffs = app.get(&a.live, &format!("/api/v1/handoffs?conversation_id={uma_conversation}")).await.body;
+    assert_eq!(
+        (handoffs["total"].clone(), handoffs["items"][0]["status"].clone()),
+        (json!(1), json!("accepted")),
+        "{handoffs}"
+    );
+    assert_eq!(handoffs["items"][0]["user_id"], uma["assignee_user_id"]);
+    // The webchat: the agent spoke before the handoff and after the
+    // give-back, never while Mia had it; Mia's reply came between.
+    let chat = app.get(&a.live, "/api/v1/conversations?channel=webchat").await.body["items"][0]["id"].clone();
+    let messages = app.get(&a.live, &format!("/api/v1/conversations/{chat}/messages?limit=100")).await.body;
+    let said: Vec<(String, String)> = messages["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter(|m| m["direction"] == "outbound")
+        .map(|m| (m["author"]["type"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
+        .collect();
+    let answer = parley_engines::builtin::NO_ANSWER.to_owned();
+    assert_eq!(
+        said,
+        [
+            ("agent".to_owned(), answer.clone()),
+            ("user".to_owned(), "Hi, Mia here. Yes, we ship to Norway.".to_owned()),
+            ("agent".to_owned(), answer)
+        ]
+    );
+    // The test event and its resend reached the receiver, signed.
+    assert!(got.len() >= 3, "{} deliveries", got.len());
+    assert!(got.iter().all(|r| r.header("webhook-signature").starts_with("v1,")), "unsigned delivery");
+    // The revoked key stays revoked in the database, not only in the page.
+    let token = app.token("ana@example.com", PW).await;
+    let revoked = app.bearer(reqwest::Method::GET, "/api/v1/api-keys?mode=live&limit=100", &token, None).await;
+    let ci = revoked.body["items"].as_array().unwrap().iter().find(|k| k["name"] == "CI deploy").cloned().unwrap();
+    assert!(ci["revoked_at"].is_string(), "{ci}");
 }
 
 /// Lighthouse (npm `lighthouse@12.2.3`, mobile emulation, simulated
