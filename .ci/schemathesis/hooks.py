@@ -100,6 +100,8 @@ ALLOWED_422 = {
     "value_error.template": "a {{placeholder}} not declared in variables, or a malformed template",
     # a trigger's pattern must compile when its pattern_type is regex;
     "value_error.regex": "a pattern that is not a regular expression, with pattern_type regex",
+    # voicemail.message goes with action leave_message (agents and calls);
+    "value_error.voicemail.message": "voicemail.message missing for leave_message, or sent with hang_up",
     # an agent's end_of_turn_max_ms is not below its end_of_turn_min_ms
     # (either sent, or stored);
     "value_error.turn.max_below_min": "end_of_turn_max_ms below end_of_turn_min_ms",

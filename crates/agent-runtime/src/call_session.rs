@@ -10,9 +10,8 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parley_domain::Scope;
-use parley_domain::agent::{RunStatus, RunTrigger};
+use parley_domain::agent::RunTrigger;
 use parley_engines::{ChatMessage, TextEngine};
-use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
 use parley_voice::session::{AgentSession, Input, Output};
 
 use parley_services::calls::CallAgent;
@@ -97,6 +96,10 @@ impl AgentSession for CallSession {
         let heard = match input {
             Input::UserSaid(text) => text,
             Input::Keys(keys) => format!("[The caller pressed {keys} on the phone's keypad]"),
+            Input::TransferFailed { to, why } => format!(
+                "[Your warm transfer to {to} did not go through: {why}. You are back with the caller: \
+                 tell them, and offer what else you can do]"
+            ),
             Input::Timeout => {
                 let mut memory = Memory::lock(&self.memory);
                 memory.turn += 1;
@@ -168,27 +171,24 @@ async fn turn(
         return Ok((String::new(), None));
     };
     let engine: Arc<dyn TextEngine> = engine;
-    let model = agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
-    let new_run = NewRun {
-        agent_id: agent.id,
-        conversation_id: call.conversation_id,
-        call_id: Some(&call.call_id),
-        trigger: RunTrigger::CallTurn,
-        engine: &agent.text_engine,
-        model: &model,
-    };
-    let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
-    let priced = engine.pricing() != parley_engines::Pricing::default();
-    if priced && !parley_services::billing::run_funded(svc, scope).await? {
+    let (run, model) = session::open_run(
+        svc,
+        scope,
+        agent,
+        engine.as_ref(),
+        RunTrigger::CallTurn,
+        call.conversation_id,
+        Some(&call.call_id),
+    )
+    .await?;
+    if !session::funded(svc, scope, engine.as_ref()).await? {
         // As for a message: no engine without funds, and a person is asked
         // (the handoff is recorded while the call goes on). The caller
         // hears the fallback message.
-        let why = "The workspace's balance is empty";
         let mut work = svc.begin().await?;
-        let end = RunEnd { status: RunStatus::Canceled, error: Some(why), ..RunEnd::empty("") };
-        run_repo::finish(&mut work, scope, run.id, &end).await?;
+        session::cancel_unfunded(&mut work, scope, run.id).await?;
         if let Some(conversation_id) = call.conversation_id {
-            crate::runs::request_handoff(&mut work, scope, agent, conversation_id, why).await?;
+            crate::runs::request_handoff(&mut work, scope, agent, conversation_id, session::NO_FUNDS).await?;
             work.conversation_changed(conversation_id);
         }
         svc.commit(work).await?;

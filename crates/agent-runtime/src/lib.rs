@@ -5,7 +5,8 @@
 //! - [`runs`]: the `agent.run` job, an agent answering a conversation
 //!   (queued by `parley_services::agents::routing`);
 //! - [`playground`]: `POST /api/v1/agents/{id}/chat`;
-//! - [`call_session`]: the agent's side of a call.
+//! - [`call_session`]: the agent's side of a call;
+//! - [`analysis`]: post-call analysis (the `call.analyze` job).
 //!
 //! It sits above `parley-services`, which never depends on it: services
 //! queue runs and place calls, and reach the runtime through the
@@ -14,6 +15,7 @@
 //! of work and the areas' operations (messages, handoffs, conversations),
 //! and its tools act through a narrow [`host::ToolHost`].
 
+pub mod analysis;
 pub mod call_session;
 pub mod host;
 pub mod playground;
@@ -40,6 +42,10 @@ impl AgentRuntime for Runtime {
 
     fn call_session(&self, svc: &Services, scope: Scope, agent: CallAgent) -> Box<dyn AgentSession> {
         Box::new(call_session::CallSession::new(svc.clone(), scope, agent))
+    }
+
+    fn analysis_handlers(&self, svc: &Services) -> Vec<Arc<dyn parley_jobs::Handler>> {
+        vec![Arc::new(analysis::Analyst::calls(svc.clone())), Arc::new(analysis::Analyst::conversations(svc.clone()))]
     }
 }
 

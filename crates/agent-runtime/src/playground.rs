@@ -16,7 +16,6 @@ use parley_domain::validation::{
     FieldError, LocPart, Parsed, integer, list_of, loc, object, one_of, parse_object, string,
 };
 use parley_engines::{ChatMessage, EngineError};
-use parley_store::repo::agent_runs::{self as run_repo, NewRun};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -144,8 +143,7 @@ pub async fn chat(
     let engine = svc.config().text_engines.get(&agent.text_engine).cloned().ok_or_else(|| {
         ServiceError::Conflict(format!("The agent's text engine {:?} is not configured", agent.text_engine))
     })?;
-    let priced = engine.pricing() != parley_engines::Pricing::default();
-    if priced && !parley_services::billing::run_funded(svc, scope).await? {
+    if !session::funded(svc, scope, engine.as_ref()).await? {
         return Err(ServiceError::PaymentRequired("The balance is empty; add credits to run this engine".into()));
     }
 
@@ -181,17 +179,9 @@ pub async fn chat(
     }
     messages.extend(memory);
 
-    let model = agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
     let conversation_id = conversation.as_ref().map(|c| c.item.id);
-    let new_run = NewRun {
-        agent_id,
-        conversation_id,
-        call_id: None,
-        trigger: RunTrigger::Playground,
-        engine: &agent.text_engine,
-        model: &model,
-    };
-    let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
+    let (run, model) =
+        session::open_run(svc, scope, &agent, engine.as_ref(), RunTrigger::Playground, conversation_id, None).await?;
     let place = Place {
         scope,
         run_id: run.id,

@@ -164,10 +164,9 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
     let Some(engine) = svc.config().text_engines.get(&agent.text_engine) else {
         return Ok(Outcome::Fail(format!("text engine {:?} is not configured", agent.text_engine)));
     };
-    let priced = engine.pricing() != parley_engines::Pricing::default();
     let engine = &engine.clone();
-    if priced && !parley_services::billing::run_funded(svc, scope).await? {
-        return hand_off(svc, job, scope, &run, &agent, "The workspace's balance is empty").await;
+    if !crate::session::funded(svc, scope, engine.as_ref()).await? {
+        return hand_off(svc, job, scope, &run, &agent, crate::session::NO_FUNDS).await;
     }
     let context = prompt::Context {
         agent: &agent,

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use parley_domain::Scope;
-use parley_domain::agent::{Agent, RetrievalHit, RunStatus, RunToolCall};
+use parley_domain::agent::{Agent, AgentRun, RetrievalHit, RunStatus, RunToolCall, RunTrigger};
 use parley_domain::event::EventType;
 use parley_engines::{ChatMessage, ChatRequest, EngineError, EngineEvent, Passage, TextEngine, Usage};
 use parley_store::Tx;
-use parley_store::repo::agent_runs::{self as run_repo, RunEnd};
+use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
 use parley_store::repo::events;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -116,6 +116,41 @@ pub async fn think(
         }
     }
     Ok(thought)
+}
+
+/// Why a run was not asked of its engine when the money ran out.
+pub const NO_FUNDS: &str = "The workspace's balance is empty";
+
+/// Whether `engine` may be asked on the workspace's money: a free engine
+/// always, a priced one while the balance lasts.
+pub async fn funded(svc: &Services, scope: Scope, engine: &dyn TextEngine) -> ServiceResult<bool> {
+    let priced = engine.pricing() != parley_engines::Pricing::default();
+    Ok(!priced || parley_services::billing::run_funded(svc, scope).await?)
+}
+
+/// Opens a run (queued) of `agent` on `engine`, in a unit of work of its
+/// own; and the model it asks (the agent's, else the engine's).
+pub async fn open_run(
+    svc: &Services,
+    scope: Scope,
+    agent: &Agent,
+    engine: &dyn TextEngine,
+    trigger: RunTrigger,
+    conversation_id: Option<i64>,
+    call_id: Option<&str>,
+) -> ServiceResult<(AgentRun, String)> {
+    let model = agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
+    let new_run =
+        NewRun { agent_id: agent.id, conversation_id, call_id, trigger, engine: &agent.text_engine, model: &model };
+    let run = svc.transaction(async |work| Ok(run_repo::insert(work, scope, &new_run).await?)).await?;
+    Ok((run, model))
+}
+
+/// Ends a run its workspace could not pay for: canceled, with [`NO_FUNDS`].
+pub async fn cancel_unfunded(tx: &mut Tx, scope: Scope, run_id: i64) -> ServiceResult<()> {
+    let end = RunEnd { status: RunStatus::Canceled, error: Some(NO_FUNDS), ..RunEnd::empty("") };
+    run_repo::finish(tx, scope, run_id, &end).await?;
+    Ok(())
 }
 
 /// The run a turn is recorded on, when its reply is not sent as a message.

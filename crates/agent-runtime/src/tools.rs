@@ -86,8 +86,14 @@ fn builtin_spec(name: BuiltinTool) -> ToolSpec {
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
         ),
         BuiltinTool::TransferCall => (
-            "Transfer the call to a phone number or SIP address.",
-            json!({"type": "object", "properties": {"to": {"type": "string", "minLength": 1, "maxLength": 200}},
+            "Transfer the call to a phone number or SIP address. Cold (the default): the caller is put through at \
+             once. Warm: tell the caller to hold; you call the person, tell them the summary, then put the caller \
+             through; if nobody answers you are back with the caller.",
+            json!({"type": "object", "properties": {
+                "to": {"type": "string", "minLength": 1, "maxLength": 200},
+                "mode": {"type": "string", "enum": ["cold", "warm"]},
+                "summary": {"type": "string", "minLength": 1, "maxLength": 1000,
+                    "description": "Warm only: what you tell the person about the caller and their request"}},
                 "required": ["to"], "additionalProperties": false}),
         ),
         BuiltinTool::LookupContact => (
@@ -134,7 +140,7 @@ pub enum Stop {
     Handoff(String),
     EndConversation,
     EndCall,
-    Transfer(String),
+    Transfer(parley_voice::session::Transfer),
 }
 
 /// A tool call carried out: what the run records, what the model reads,
@@ -187,29 +193,49 @@ pub fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), String> 
     if !arguments.is_object() {
         return Err("the arguments must be a JSON object".into());
     }
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("the tool's schema is invalid: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(arguments)
+    let problems = schema_problems(schema, arguments)?;
+    if problems.is_empty() { Ok(()) } else { Err(format!("invalid arguments: {}", problems.join("; "))) }
+}
+
+/// Where `value` breaks `schema` (at most five places, each with its JSON
+/// pointer); an error if the schema does not compile.
+pub fn schema_problems(schema: &Value, value: &Value) -> Result<Vec<String>, String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("the schema is invalid: {e}"))?;
+    Ok(validator
+        .iter_errors(value)
         .take(5)
         .map(|e| {
             let at = e.instance_path().to_string();
             if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
         })
-        .collect();
-    if problems.is_empty() { Ok(()) } else { Err(format!("invalid arguments: {}", problems.join("; "))) }
+        .collect())
 }
 
 type ToolResult = Result<(Value, Option<Stop>), String>;
 
-/// `transfer_call`: only on a call that can be handed on (not a browser's).
-fn transfer(place: &Place, to: &str) -> ToolResult {
+/// `transfer_call`: only on a call that can be handed on (not a browser's);
+/// a warm one with what to tell the person.
+fn transfer(place: &Place, args: &Value) -> ToolResult {
+    let text = |key: &str| args.get(key).and_then(Value::as_str);
+    let to = text("to").unwrap_or_default();
+    let warm = text("mode") == Some("warm");
     match &place.call_id {
+        None => Err("there is no call to transfer".into()),
         Some(_) if !place.transferable => {
             Err("this is a web call: the caller is in a browser and cannot be transferred".into())
         }
-        Some(_) if transfer_target(to) => Ok((json!({"ok": true}), Some(Stop::Transfer(to.to_owned())))),
-        Some(_) => Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into()),
-        None => Err("there is no call to transfer".into()),
+        Some(_) if !transfer_target(to) => {
+            Err("`to` must be a phone number in E.164 form (+14155550100) or a sip: URI".into())
+        }
+        Some(_) if warm && text("summary").is_none() => {
+            Err("a warm transfer needs a `summary` to tell the person before the caller is put through".into())
+        }
+        Some(_) => {
+            let summary = text("summary").filter(|_| warm).map(str::to_owned);
+            let detail = if warm { "Calling them now; the caller holds." } else { "The caller is being put through." };
+            let transfer = parley_voice::session::Transfer { to: to.to_owned(), summary };
+            Ok((json!({"ok": true, "detail": detail}), Some(Stop::Transfer(transfer))))
+        }
     }
 }
 
@@ -228,7 +254,7 @@ async fn builtin(host: &dyn ToolHost, place: &Place, name: BuiltinTool, args: &V
             Some(_) => Ok((json!({"ok": true}), Some(Stop::EndCall))),
             None => Err("there is no call to end".into()),
         },
-        BuiltinTool::TransferCall => transfer(place, &text("to")),
+        BuiltinTool::TransferCall => transfer(place, args),
         BuiltinTool::LookupContact => Ok((host.lookup_contact(place.scope, contact()?).await?, None)),
         BuiltinTool::UpdateContact | BuiltinTool::SendMessage if place.dry_run => {
             Ok((json!({"ok": true, "dry_run": true, "detail": "Not carried out: this is the playground."}), None))
@@ -302,11 +328,40 @@ mod tests {
             transferable,
             dry_run: false,
         };
-        let web = transfer(&place(false), "+14155550100").unwrap_err();
+        let to = json!({"to": "+14155550100"});
+        let web = transfer(&place(false), &to).unwrap_err();
         assert!(web.contains("web call"), "{web}");
-        let (_, stop) = transfer(&place(true), "+14155550100").unwrap();
-        assert!(matches!(stop, Some(Stop::Transfer(to)) if to == "+14155550100"));
-        assert!(transfer(&place(true), "nowhere").is_err());
+        let (_, stop) = transfer(&place(true), &to).unwrap();
+        let cold = parley_voice::session::Transfer { to: "+14155550100".into(), summary: None };
+        assert_eq!(stop, Some(Stop::Transfer(cold)));
+        assert!(transfer(&place(true), &json!({"to": "nowhere"})).is_err());
+    }
+
+    #[test]
+    fn a_warm_transfer_carries_its_summary_and_needs_one() {
+        let place = Place {
+            scope: parley_domain::Scope { workspace_id: 1, mode: parley_domain::Mode::Live },
+            run_id: 1,
+            conversation_id: None,
+            contact_id: None,
+            call_id: Some("call_1".into()),
+            transferable: true,
+            dry_run: false,
+        };
+        let said = "Ana wants a refund for order 123.";
+        let warm = json!({"to": "sip:desk@example.com", "mode": "warm", "summary": said});
+        let schema = builtin_spec(BuiltinTool::TransferCall).parameters;
+        assert!(check_arguments(&schema, &warm).is_ok());
+        let (_, stop) = transfer(&place, &warm).unwrap();
+        let expected =
+            parley_voice::session::Transfer { to: "sip:desk@example.com".into(), summary: Some(said.into()) };
+        assert_eq!(stop, Some(Stop::Transfer(expected)));
+        let e = transfer(&place, &json!({"to": "sip:desk@example.com", "mode": "warm"})).unwrap_err();
+        assert!(e.contains("summary"), "{e}");
+        // A summary on a cold transfer is not said to anyone.
+        let cold = json!({"to": "sip:desk@example.com", "summary": said});
+        assert!(matches!(transfer(&place, &cold).unwrap().1, Some(Stop::Transfer(t)) if t.summary.is_none()));
+        assert!(check_arguments(&schema, &json!({"to": "+14155550100", "mode": "lukewarm"})).is_err());
     }
 
     #[test]

@@ -98,6 +98,86 @@ string_enum!(
     }
 );
 
+string_enum!(
+    /// On a machine.
+    VoicemailAction {
+        /// Hang up at the verdict, saying nothing.
+        HangUp = "hang_up",
+        /// Say `message` once the beep has passed (or the machine has gone
+        /// quiet), then hang up.
+        LeaveMessage = "leave_message",
+    }
+);
+
+string_enum!(
+    /// On a call screener (default `respond`). A screener asks "say your
+    /// name and why you are calling".
+    ScreeningAction {
+        /// The agent says its first message (who is calling and why) and
+        /// goes on as with a person, who may pick up.
+        Respond = "respond",
+        /// Hang up, like `voicemail.action: hang_up`.
+        HangUp = "hang_up",
+    }
+);
+
+/// Answering-machine detection on outbound calls: the agent waits for the
+/// callee's first words, judges whether a person or a machine answered,
+/// and acts on a machine. The verdict is the call's `answered_by`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Voicemail {
+    pub action: VoicemailAction,
+    /// Said after the beep (required with `leave_message`).
+    #[schema(min_length = 1, max_length = 1000)]
+    pub message: Option<String>,
+    /// Seconds to wait for a beep (default 30). Then the message is left anyway.
+    #[schema(minimum = 1, maximum = 60)]
+    #[serde(default = "Voicemail::default_beep_wait_s")]
+    pub beep_wait_s: i64,
+    #[serde(default = "Voicemail::default_on_screening")]
+    pub on_screening: ScreeningAction,
+}
+
+impl Voicemail {
+    fn default_beep_wait_s() -> i64 {
+        30
+    }
+
+    fn default_on_screening() -> ScreeningAction {
+        ScreeningAction::Respond
+    }
+}
+
+/// What is drawn from each answered call once it ends, by the agent's
+/// text engine (post-call analysis; billed as a run, `analysis`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnalysisPlan {
+    /// A summary of each call (default true).
+    pub summary: bool,
+    /// A JSON Schema (an object, up to 16 KiB) of the facts to extract. The
+    /// model's answer is checked against it.
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<Value>,
+    /// What makes a call a success.
+    #[schema(min_length = 1, max_length = 2000)]
+    pub success_criteria: Option<String>,
+}
+
+impl Default for AnalysisPlan {
+    fn default() -> Self {
+        AnalysisPlan { summary: true, schema: None, success_criteria: None }
+    }
+}
+
+impl AnalysisPlan {
+    /// Whether anything is asked for.
+    pub fn wants_any(&self) -> bool {
+        self.summary || self.schema.is_some() || self.success_criteria.is_some()
+    }
+}
+
 /// How the agent hears callers: a configured speech-to-text engine and
 /// the language it listens for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -146,6 +226,12 @@ pub struct AgentSpeech {
     /// Seconds of caller silence (1–3,600) after which the agent hangs
     /// up; `null` for never.
     pub silence_hangup_s: Option<i64>,
+    /// Answering-machine detection on outbound phone calls; `null` (the
+    /// default) for none: the agent greets as `first_message_mode` says.
+    pub voicemail: Option<Voicemail>,
+    /// Post-call analysis: a summary (default), extraction into a schema,
+    /// a success evaluation.
+    pub analysis: AnalysisPlan,
 }
 
 impl Default for AgentSpeech {
@@ -162,6 +248,8 @@ impl Default for AgentSpeech {
             end_of_turn_max_ms: 2000,
             silence_reprompt_s: None,
             silence_hangup_s: None,
+            voicemail: None,
+            analysis: AnalysisPlan::default(),
         }
     }
 }
@@ -381,7 +469,13 @@ pub struct TextEngineInfo {
 
 string_enum!(
     /// What started a run.
-    RunTrigger { Message = "message", CallTurn = "call_turn", Playground = "playground" }
+    RunTrigger {
+        Message = "message",
+        CallTurn = "call_turn",
+        Playground = "playground",
+        /// An analysis: a call's after it ends, a conversation's on demand.
+        Analysis = "analysis",
+    }
 );
 
 string_enum!(

@@ -57,6 +57,9 @@ string_enum!(
         DialFailed = "dial_failed",
         Canceled = "canceled",
         Error = "error",
+        /// A machine answered an outbound call: the agent hung up, or left
+        /// its message after the beep (`voicemail.action`).
+        Voicemail = "voicemail",
     }
 );
 
@@ -102,6 +105,90 @@ pub struct CallRecording {
     pub format: Option<String>,
 }
 
+string_enum!(
+    /// Who picked up an outbound call, as answering-machine detection
+    /// judged it (calls with `voicemail` set).
+    AnsweredBy { Human = "human", Machine = "machine", Uncertain = "uncertain" }
+);
+
+string_enum!(
+    /// Why answering-machine detection judged as it did.
+    MachineCause {
+        /// Nobody spoke in the first 2.5 s.
+        InitialSilence = "initial_silence",
+        /// A greeting of more than 1.5 s of speech.
+        LongGreeting = "long_greeting",
+        /// More than two words before a pause.
+        MaxWords = "max_words",
+        /// A short greeting ("Hello?"), then silence: a person.
+        AfterGreetingSilence = "after_greeting_silence",
+        /// A voicemail phrase was heard ("leave a message").
+        Phrase = "phrase",
+        /// A call screening service asked who is calling.
+        Screening = "screening",
+        /// A beep (a steady tone) was heard.
+        Beep = "beep",
+        /// No verdict within the analysis time.
+        TooLong = "too_long",
+        /// No audio came from the line.
+        NoAudio = "no_audio",
+    }
+);
+
+/// What answering-machine detection found on a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MachineDetection {
+    pub cause: MachineCause,
+    /// The words that decided it (`phrase`, `screening`).
+    pub heard: Option<String>,
+    /// When the verdict was given (ms from the answer).
+    pub decided_ms: i64,
+    /// When the machine's beep ended (ms from the answer), if one was heard.
+    pub beep_end_ms: Option<i64>,
+    /// The agent left `voicemail.message` (after the beep, or after the
+    /// machine went quiet).
+    pub message_left: bool,
+}
+
+string_enum!(
+    /// Whether post-call analysis produced its answer.
+    AnalysisStatus {
+        Completed = "completed",
+        /// The engine failed, gave no answer, or none could be asked (the
+        /// `builtin` engine, no funds): `error` says which.
+        Failed = "failed",
+    }
+);
+
+/// Whether the call met the agent's `analysis.success_criteria`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SuccessEvaluation {
+    pub result: bool,
+    /// The model's reason, in a sentence or two.
+    pub reason: String,
+}
+
+/// Post-call analysis (the agent's `analysis` plan), once it has run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Analysis {
+    pub status: AnalysisStatus,
+    /// What the call was about and how it ended (`analysis.summary`).
+    pub summary: Option<String>,
+    /// The facts extracted into `analysis.schema`, valid against it; `null`
+    /// when the model's answer was not (see `data_errors`) or none was asked.
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<Value>,
+    /// Why the model's extraction was refused: where it broke the schema.
+    pub data_errors: Vec<String>,
+    /// Against `analysis.success_criteria`, when set.
+    pub success: Option<SuccessEvaluation>,
+    /// Why the analysis failed.
+    pub error: Option<String>,
+    /// The run (`analysis`) that produced it, billed like any other.
+    pub run_id: Option<i64>,
+    pub analyzed_at: Timestamp,
+}
+
 /// A call as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Call {
@@ -134,6 +221,14 @@ pub struct Call {
     /// Voice-to-voice latency over the agent's answered turns, once the
     /// call has ended (`null` before, or without any).
     pub latency: Option<CallLatency>,
+    /// Who picked up, on outbound calls with answering-machine detection
+    /// (`voicemail` set); `null` before the verdict or without it.
+    pub answered_by: Option<AnsweredBy>,
+    /// How the verdict was reached; `null` as `answered_by`.
+    pub machine_detection: Option<MachineDetection>,
+    /// Post-call analysis, once it has run (`call.analyzed`); `null` before,
+    /// or for calls with nothing to analyse.
+    pub analysis: Option<Analysis>,
 }
 
 /// One finished piece of speech.

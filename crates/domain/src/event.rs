@@ -32,6 +32,9 @@ string_enum!(
         CallCompleted = "call.completed",
         CallRecordingReady = "call.recording.ready",
         CallTranscriptReady = "call.transcript.ready",
+        CallMachineDetected = "call.machine_detected",
+        CallAnalyzed = "call.analyzed",
+        ConversationAnalyzed = "conversation.analyzed",
         HandoffRequested = "handoff.requested",
         HandoffOffered = "handoff.offered",
         HandoffAccepted = "handoff.accepted",
@@ -79,6 +82,11 @@ impl EventType {
             CallCompleted => "A call ended (any outcome: its status says which).",
             CallRecordingReady => "A call's recording can be downloaded.",
             CallTranscriptReady => "A call's full transcript is stored.",
+            CallMachineDetected => "A machine (voicemail, a call screening service) answered an outbound call.",
+            CallAnalyzed => "A call's post-call analysis is stored (its `analysis`: summary, extracted data, success).",
+            ConversationAnalyzed => {
+                "A conversation's analysis, asked for on demand, is stored (`conversation_id` and `analysis`)."
+            }
             HandoffRequested => "A conversation was handed to a human (or an agent) and waits.",
             HandoffOffered => {
                 "A handoff waiting for a person was offered to a member (`offered_user_id`; null: to everyone), or again because nobody took it."

@@ -188,6 +188,12 @@ impl Catalog {
     }
 }
 
+/// Parameters many tools share, with the meaning they have everywhere:
+/// the server's instructions ([`crate::INSTRUCTIONS`]) explain them once
+/// instead of every tool's schema (a tenth of the list's weight).
+const SHARED_PARAMETERS: &[(&str, &str)] =
+    &[("limit", "Items per page, 1–200."), ("offset", "0-based start position.")];
+
 impl Listed {
     fn new(spec: &'static ToolSpec, doc: &Value) -> Self {
         let op = &doc["paths"][spec.path][spec.method];
@@ -203,9 +209,8 @@ impl Listed {
                 Some("query") => query_params.push(name.clone()),
                 Some("header") if name.eq_ignore_ascii_case("idempotency-key") => {
                     takes_idempotency_key = true;
-                    let mut schema = schemas.resolve(&p["schema"]);
-                    schema["description"] = json!("A retry with the same key and arguments replays the first answer.");
-                    properties.insert("idempotency_key".into(), schema);
+                    // Explained once, in the server's instructions.
+                    properties.insert("idempotency_key".into(), schemas.resolve(&p["schema"]));
                     continue;
                 }
                 _ => continue,
@@ -215,6 +220,7 @@ impl Listed {
             let mut schema = schemas.resolve(&p["schema"]);
             if let Some(d) = p["description"].as_str().map(brief)
                 && !d.is_empty()
+                && !SHARED_PARAMETERS.contains(&(name.as_str(), d.as_str()))
             {
                 schema["description"] = json!(d);
             }

@@ -162,6 +162,14 @@ fn unauthorized(resource_metadata: &str, error: Option<&str>, description: &str)
     response
 }
 
+/// What a client reads first: the scope of the tools, and the arguments
+/// many tools share (their schemas do not repeat it).
+pub const INSTRUCTIONS: &str = "Parley: AI agents, calls, conversations and contacts of one workspace. \
+    Tools act on the workspace (and mode: live or test) of the API key or OAuth grant. \
+    List tools take `limit` (items per page, 1–200, default 50) and `offset` (0-based start position). \
+    Tools that create take an optional `idempotency_key`: a retry with the same key and arguments \
+    replays the first answer instead of acting twice.";
+
 /// The MCP server: one per request (rmcp builds it from the factory).
 #[derive(Clone)]
 struct Handler {
@@ -173,10 +181,7 @@ impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().enable_prompts().build())
             .with_server_info(Implementation::new("parley", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Parley: AI agents, calls, conversations and contacts of one workspace. \
-                 Tools act on the workspace (and mode: live or test) of the API key or OAuth grant.",
-            )
+            .with_instructions(INSTRUCTIONS)
     }
 
     /// A locked credential sees the tools without `workspace_id` and no

@@ -308,11 +308,61 @@ pub struct VoiceSettings {
     /// A call whose instance stops renewing it for this long (a crash) is
     /// ended as `failed`/`error` and charged for the time it ran.
     pub lease_seconds: u64,
+    /// Answering-machine detection's thresholds (calls whose agent or
+    /// request sets `voicemail`).
+    pub machine_detection: MachineDetectionSettings,
 }
 
 impl Default for VoiceSettings {
     fn default() -> Self {
-        Self { max_concurrent_calls: 10, ring_timeout_seconds: 30, lease_seconds: 30 }
+        Self {
+            max_concurrent_calls: 10,
+            ring_timeout_seconds: 30,
+            lease_seconds: 30,
+            machine_detection: MachineDetectionSettings::default(),
+        }
+    }
+}
+
+/// `[voice.machine_detection]`: Asterisk `app_amd`'s rules, in ms.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MachineDetectionSettings {
+    /// Nobody speaking this long after the answer is `uncertain` (the agent greets).
+    pub initial_silence_ms: u64,
+    /// A greeting with more speech than this is a machine's.
+    pub greeting_ms: u64,
+    /// A short greeting followed by this much silence is a person's.
+    pub after_greeting_silence_ms: u64,
+    /// No verdict by then is `uncertain`.
+    pub total_analysis_ms: u64,
+    /// A machine quiet this long without a beep gets its message anyway.
+    pub ready_silence_ms: u64,
+}
+
+impl Default for MachineDetectionSettings {
+    fn default() -> Self {
+        let d = parley_speech::machine::MachineSettings::default();
+        Self {
+            initial_silence_ms: d.initial_silence_ms,
+            greeting_ms: d.greeting_ms,
+            after_greeting_silence_ms: d.after_greeting_silence_ms,
+            total_analysis_ms: d.total_analysis_ms,
+            ready_silence_ms: d.ready_silence_ms,
+        }
+    }
+}
+
+impl MachineDetectionSettings {
+    fn settings(&self) -> parley_speech::machine::MachineSettings {
+        parley_speech::machine::MachineSettings {
+            initial_silence_ms: self.initial_silence_ms.clamp(500, 10_000),
+            greeting_ms: self.greeting_ms.clamp(300, 10_000),
+            after_greeting_silence_ms: self.after_greeting_silence_ms.clamp(200, 5_000),
+            total_analysis_ms: self.total_analysis_ms.clamp(1_000, 20_000),
+            ready_silence_ms: self.ready_silence_ms.clamp(500, 10_000),
+            ..Default::default()
+        }
     }
 }
 
@@ -826,7 +876,7 @@ impl Settings {
         settings.speech_engines().map_err(anyhow::Error::msg)?;
         settings.storage.backend()?;
         if settings.storage.backend == "s3" && !cfg!(feature = "s3") {
-            anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (cargo build --features s3)");
+            anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (the default build has it)");
         }
         match settings.telephony.provider.as_str() {
             "simulated" => {}
@@ -937,6 +987,7 @@ impl Settings {
                 max_concurrent_calls: self.voice.max_concurrent_calls.max(1),
                 ring_timeout: std::time::Duration::from_secs(self.voice.ring_timeout_seconds.max(1)),
                 lease: std::time::Duration::from_secs(self.voice.lease_seconds.max(1)),
+                machine_detection: self.voice.machine_detection.settings(),
             },
         }
     }

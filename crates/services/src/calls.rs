@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use parley_domain::Scope;
 use parley_domain::Timestamp;
-use parley_domain::agent::{FirstMessageMode, TurnDetection};
+use parley_domain::agent::{EngineKind, FirstMessageMode, TurnDetection};
 use parley_domain::call::{
-    CallDirection, CallStatus, CallTransport, EndedReason, Speaker, TranscriptSegment, WebCallJoin,
+    AnsweredBy, CallDirection, CallStatus, CallTransport, EndedReason, Speaker, TranscriptSegment, WebCallJoin,
 };
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus};
@@ -58,11 +58,18 @@ pub struct CallsConfig {
     pub ring_timeout: Duration,
     /// A call whose owner has not renewed it for this long is ended as failed.
     pub lease: Duration,
+    /// Answering-machine detection's thresholds (`[voice.machine_detection]`).
+    pub machine_detection: parley_speech::machine::MachineSettings,
 }
 
 impl Default for CallsConfig {
     fn default() -> Self {
-        Self { max_concurrent_calls: 10, ring_timeout: Duration::from_secs(30), lease: Duration::from_secs(30) }
+        Self {
+            max_concurrent_calls: 10,
+            ring_timeout: Duration::from_secs(30),
+            lease: Duration::from_secs(30),
+            machine_detection: Default::default(),
+        }
     }
 }
 
@@ -172,6 +179,10 @@ pub struct CreateCall {
     /// Your own data, a JSON object of at most 16 KiB, returned with the call.
     #[schema(value_type = Option<Object>, nullable = false)]
     pub metadata: Option<Map<String, Value>>,
+    /// Voicemail detection (default: the agent's); null for none. Phone
+    /// calls only: a web call's browser is always a person.
+    #[schema(value_type = Option<parley_domain::agent::Voicemail>, nullable)]
+    pub voicemail: Option<Option<parley_domain::agent::Voicemail>>,
 }
 
 fn address(region: parley_domain::contact::Region) -> impl Fn(Value, &[LocPart]) -> Parsed<String> {
@@ -218,6 +229,7 @@ pub fn parse_create(body: Value, region: parley_domain::contact::Region) -> Pars
         let max_duration_s = r.optional("max_duration_s", integer(10, 7200));
         let record = r.optional("record", boolean());
         let metadata = r.optional("metadata", json_object(16 * 1024));
+        let voicemail = r.nullable("voicemail", crate::agents::voicemail());
         if r.has_errors() {
             return None;
         }
@@ -232,6 +244,7 @@ pub fn parse_create(body: Value, region: parley_domain::contact::Region) -> Pars
             max_duration_s,
             record,
             metadata,
+            voicemail,
         })
     })
 }
@@ -381,6 +394,10 @@ async fn queue(tx: &mut Tx, svc: &Services, scope: Scope, input: CreateCall) -> 
     let conversation = open_conversation(tx, scope, channel.id, &to, &title, contact_id).await?;
     let provider = if web { svc.calls.web.clone() } else { svc.calls.provider(scope).clone() };
     let first_message = input.first_message.clone().or(agent.first_message.clone());
+    let mut agent = agent;
+    if let Some(voicemail) = input.voicemail.clone() {
+        agent.speech.voicemail = voicemail;
+    }
     let empty = Map::new();
     let new = NewCall {
         public_id: &call_id,
@@ -730,6 +747,7 @@ async fn end_unanswered(
         recording: None,
         transfer_to: None,
         latency: None,
+        machine: None,
     };
     if repo::finish(tx, scope, row.id, &ending).await? {
         close_conversation(tx, scope, conversation_id).await?;
@@ -767,6 +785,23 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
     };
     let mut options = engine::Options::new(Duration::from_secs(call.max_duration_s as u64), spool);
     speech_options(&svc.config.speech, &agent.agent, streams_audio, &mut options);
+    // Answering-machine detection: outbound calls to a phone line only.
+    if streams_audio && call.direction == CallDirection::Outbound && agent.transferable {
+        options.listening.machine = agent.agent.speech.voicemail.as_ref().map(|v| machine_policy(&svc.config.calls, v));
+    }
+    // A warm transfer dials the person on the call's own line, from its number.
+    if streams_audio && agent.transferable {
+        let ours = match call.direction {
+            CallDirection::Outbound => call.from_address.clone(),
+            CallDirection::Inbound => Some(call.to_address.clone()),
+        };
+        options.transfer_line = Some(parley_voice::warm::TransferLine {
+            provider: svc.calls.provider(scope).clone(),
+            call_id: format!("{}-transfer", call.public_id),
+            from: ours,
+            ring_timeout: svc.config.calls.ring_timeout,
+        });
+    }
     let session = svc.call_session(scope, agent);
     let running = tokio::spawn(engine::run(placed, session, options, progress_tx, hangup));
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
@@ -828,6 +863,22 @@ fn speech_options(
     };
 }
 
+/// How a call acts on answering-machine detection's verdict.
+fn machine_policy(
+    config: &CallsConfig,
+    voicemail: &parley_domain::agent::Voicemail,
+) -> parley_voice::live::MachinePolicy {
+    use parley_domain::agent::{ScreeningAction, VoicemailAction};
+    use parley_voice::live::{MachinePolicy, OnMachine};
+    let on_machine = match (voicemail.action, &voicemail.message) {
+        (VoicemailAction::LeaveMessage, Some(message)) => OnMachine::LeaveMessage(message.clone()),
+        _ => OnMachine::HangUp,
+    };
+    let mut settings = config.machine_detection;
+    settings.beep_wait_ms = voicemail.beep_wait_s as u64 * 1000;
+    MachinePolicy { on_machine, answer_screening: voicemail.on_screening == ScreeningAction::Respond, settings }
+}
+
 /// Renews this instance's hold on its live calls while they run.
 async fn keep_alive(svc: Services) {
     let every = (svc.config.calls.lease / 3).max(Duration::from_millis(200));
@@ -869,6 +920,13 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
         Progress::Answered => {
             if repo::advance(&mut tx, scope, call.id, CallStatus::InProgress, Some("answered_at")).await? {
                 emit_call(&mut tx, scope, call, EventType::CallStarted, None).await?;
+            }
+        }
+        Progress::Answerer { by, detection } => {
+            let first_machine = by == AnsweredBy::Machine
+                && repo::get(&mut tx, scope, &call.public_id).await?.is_some_and(|c| c.answered_by != Some(by));
+            if repo::set_answered_by(&mut tx, scope, call.id, by, &detection).await? && first_machine {
+                emit_call(&mut tx, scope, call, EventType::CallMachineDetected, None).await?;
             }
         }
         Progress::Segment(segment) => {
@@ -1025,6 +1083,7 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
         recording: recording.clone(),
         transfer_to: outcome.transfer_to.clone(),
         latency: parley_domain::call::CallLatency::of(&outcome.segments),
+        machine: outcome.machine.clone(),
     };
     if !repo::finish(&mut tx, scope, call.id, &ending).await? {
         // Ended meanwhile (an instance thought it abandoned): keep that end.
@@ -1051,7 +1110,83 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
     if recording.is_some() {
         emit_call(&mut tx, scope, call, EventType::CallRecordingReady, None).await?;
     }
+    if outcome.segments.iter().any(|s| s.speaker == Speaker::Caller) && analysed(svc, &mut tx, scope, call).await? {
+        enqueue_analysis(&mut tx, scope, &call.public_id).await?;
+    }
     svc.commit(tx).await?;
+    Ok(())
+}
+
+/// Post-call analysis's job kind: one per answered call in which the
+/// caller spoke, and one per `POST /api/v1/calls/{id}/analysis`. The agent
+/// runtime handles it (the agent's engine does the work).
+pub const ANALYZE: &str = "call.analyze";
+
+#[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct AnalyzeCall {
+    pub call_id: String,
+}
+
+impl parley_jobs::BackgroundJob for AnalyzeCall {
+    const KIND: &'static str = ANALYZE;
+}
+
+/// Whether an ended call is analysed on its own: its agent's plan asks
+/// for something and its text engine is a model (`builtin` has none; a
+/// call can still be analysed on demand, which says so).
+async fn analysed(svc: &Services, tx: &mut Tx, scope: Scope, call: &CallRow) -> ServiceResult<bool> {
+    let Some(agent) = parley_store::repo::agents::get(tx, scope, call.agent_id, false).await? else {
+        return Ok(false);
+    };
+    let model = svc.config.text_engines.get(&agent.text_engine).is_some_and(|e| e.kind() != EngineKind::Builtin);
+    Ok(model && agent.speech.analysis.wants_any())
+}
+
+async fn enqueue_analysis(tx: &mut Tx, scope: Scope, call_id: &str) -> ServiceResult<()> {
+    let job = parley_jobs::Enqueue::of(&AnalyzeCall { call_id: call_id.to_owned() }).for_scope(scope);
+    parley_jobs::enqueue(tx, job).await?;
+    Ok(())
+}
+
+/// `POST /api/v1/calls/{id}/analysis`: analyses an ended call again (with
+/// the agent's plan as it is now); 409 before the call has ended. The call's
+/// `analysis` is replaced when the job is done (`call.analyzed`).
+pub async fn analyze(svc: &Services, scope: Scope, id: &str) -> ServiceResult<parley_domain::call::Call> {
+    svc.transaction(async |work| {
+        let call = repo::get(work, scope, id).await?.ok_or_else(|| not_found(id))?;
+        if !call.status.is_terminal() {
+            return Err(ServiceError::Conflict(format!("Call {id} has not ended; it is analysed when it does")));
+        }
+        enqueue_analysis(work, scope, id).await?;
+        Ok(call.to_api()?)
+    })
+    .await
+}
+
+/// What post-call analysis reads: the call, its transcript and its agent
+/// (`None` if the call is gone).
+pub async fn analysis_context(
+    svc: &Services,
+    scope: Scope,
+    id: &str,
+) -> ServiceResult<Option<(CallRow, Vec<TranscriptSegment>, Option<parley_domain::agent::Agent>)>> {
+    let mut c = svc.db.read().await?;
+    let Some(call) = repo::get(&mut c, scope, id).await? else { return Ok(None) };
+    let segments = repo::segments(&mut c, call.id).await?;
+    let agent = parley_store::repo::agents::get(&mut c, scope, call.agent_id, false).await?;
+    Ok(Some((call, segments, agent)))
+}
+
+/// Stores a call's analysis and tells subscribers (`call.analyzed`).
+pub async fn record_analysis(
+    tx: &mut Tx,
+    scope: Scope,
+    call: &CallRow,
+    analysis: &parley_domain::call::Analysis,
+) -> ServiceResult<()> {
+    if repo::set_analysis(tx, scope, call.id, analysis).await? {
+        emit_call(tx, scope, call, EventType::CallAnalyzed, None).await?;
+    }
     Ok(())
 }
 
@@ -1146,6 +1281,7 @@ async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<par
         recording: None,
         transfer_to: None,
         latency: None,
+        machine: None,
     };
     if repo::finish(&mut work, scope, call.id, &ending).await? {
         if let Some(conversation_id) = call.conversation_id {

@@ -155,7 +155,7 @@ impl Storage {
             }
             #[cfg(not(feature = "s3"))]
             Backend::S3 { .. } => Self {
-                store: Err("this build has no S3 support (build with --features s3)".into()),
+                store: Err("this build has no S3 support (the default build has it)".into()),
                 signing_key,
                 config,
             },

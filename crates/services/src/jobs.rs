@@ -16,20 +16,16 @@ pub fn worker(svc: &Services) -> parley_jobs::Worker {
         .handle(Arc::new(crate::messaging::offers::Reoffer::new(svc.clone())))
 }
 
-/// The worker for `agent.run` (the agent runtime's handler, if services
-/// were given one): runs mostly wait on their engine, so they get their
-/// own, wider concurrency (`agents.concurrency`), and never wait behind
-/// outbound messages (nor these behind them).
+/// The worker for `agent.run` and `call.analyze` (the agent runtime's
+/// handlers, if services were given one): runs mostly wait on their
+/// engine, so they get their own, wider concurrency (`agents.concurrency`),
+/// and never wait behind outbound messages (nor these behind them).
 pub fn agent_worker(svc: &Services) -> parley_jobs::Worker {
     let config = parley_jobs::WorkerConfig {
         concurrency: svc.config.runtime.concurrency.max(1),
         ..courier::worker_config(&svc.config.courier)
     };
-    let worker = parley_jobs::Worker::new(svc.db.clone(), config);
-    match svc.run_handler() {
-        Some(runs) => worker.handle(runs),
-        None => worker,
-    }
+    svc.runtime_handlers().into_iter().fold(parley_jobs::Worker::new(svc.db.clone(), config), |w, h| w.handle(h))
 }
 
 /// The worker for `channel.poll` and `channel.register`: polls wait on the
@@ -57,8 +53,9 @@ mod tests {
     use serde_json::{Value, json};
 
     use crate::agents::runs::RunJob;
-    use crate::calls::Watch;
+    use crate::calls::{AnalyzeCall, Watch};
     use crate::knowledge::DocumentJob;
+    use crate::messaging::conversations::AnalyzeConversation;
     use crate::messaging::courier::Send;
     use crate::messaging::offers::OfferJob;
     use crate::messaging::polling::{PollJob, Register};
@@ -94,5 +91,7 @@ mod tests {
         golden(PollJob { channel_id: 2, cursor: None }, "channel.poll", json!({"channel_id": 2, "cursor": null}));
         golden(DrainJob { endpoint_id: 11 }, "webhook.endpoint", json!({"endpoint_id": 11}));
         golden(OfferJob { handoff_id: 4 }, "handoff.offer", json!({"handoff_id": 4}));
+        golden(AnalyzeCall { call_id: "call_01J".into() }, "call.analyze", json!({"call_id": "call_01J"}));
+        golden(AnalyzeConversation { conversation_id: 3 }, "conversation.analyze", json!({"conversation_id": 3}));
     }
 }

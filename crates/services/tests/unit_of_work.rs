@@ -156,15 +156,19 @@ async fn a_calls_transcript_lines_reach_its_conversations_listeners(database: Te
     .await
     .expect("the simulated call ended");
     assert_eq!(serde_json::to_value(&ended).unwrap()["status"], "completed", "{ended:?}");
+    let mut c = probe.db.read().await.unwrap();
+    let lines = parley_store::repo::conversations::recent_messages(&mut c, scope, conversation_id, 100).await.unwrap();
+    assert!(lines.len() >= 2, "the simulated call has a transcript: {lines:?}");
+    // The end's signal follows its commit: the call can read as ended a
+    // moment before it is sent.
     let mut heard = 0;
-    while let Ok(signal) = signals.try_recv() {
+    while heard <= lines.len()
+        && let Ok(Ok(signal)) = tokio::time::timeout(Duration::from_secs(5), signals.recv()).await
+    {
         if signal == (parley_services::signals::Signal::ConversationChanged { conversation_id }) {
             heard += 1;
         }
     }
-    let mut c = probe.db.read().await.unwrap();
-    let lines = parley_store::repo::conversations::recent_messages(&mut c, scope, conversation_id, 100).await.unwrap();
-    assert!(lines.len() >= 2, "the simulated call has a transcript: {lines:?}");
     // One signal per line written, and one for the conversation closing with the call.
     assert!(heard > lines.len(), "{heard} signals for {} transcript lines and the end", lines.len());
 }

@@ -12,9 +12,7 @@
 //!   filters on each 20 ms frame; its end is when a message may start.
 
 use crate::FRAME_SAMPLES;
-use crate::vad::{FrameVad, Framer};
-
-const FRAME_MS: u64 = 20;
+use crate::vad::{FRAME_MS, FrameVad, Framer};
 
 /// Who picked up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +35,8 @@ pub enum Cause {
     Screening(String),
     Beep,
     TooLong,
+    /// The line sent no audio for the analysis time.
+    NoAudio,
 }
 
 /// What allowed a message to start.
@@ -349,6 +349,25 @@ impl MachineDetector {
             }
         };
         revisable.then(|| self.decide(Verdict::Machine, cause))
+    }
+
+    /// The line stopped sending audio (a SIP peer sends no RTP in
+    /// silence): what the detector would have decided by now. Without a
+    /// verdict, `Uncertain`; a machine waiting for its beep, `Ready`.
+    pub fn timeout(&mut self) -> Option<MachineEvent> {
+        match self.verdict {
+            None => Some(self.decide(Verdict::Uncertain, Cause::NoAudio)),
+            Some(Verdict::Machine) if !self.ready => {
+                self.ready = true;
+                Some(MachineEvent::Ready { at_ms: self.now_ms, after: Ready::Timeout })
+            }
+            _ => None,
+        }
+    }
+
+    /// How much audio the detector has heard (ms).
+    pub fn heard_ms(&self) -> u64 {
+        self.now_ms
     }
 
     /// Why the verdict is what it is.

@@ -2,10 +2,15 @@
 //! pause, before their turn is judged over, so the end-of-turn silence
 //! hides the transcription's time.
 //!
-//! At most one request is in flight per call, and nothing is sent twice:
-//! what a request heard is kept, and the next one carries only the audio
-//! after it. (Abandoning a stale request and sending the longer utterance
-//! again queued three requests on one whisper server and cost seconds.)
+//! At most one request is in flight per call. Each request carries the
+//! utterance from the start of its window: whisper hears a phrase whole
+//! (sent in pieces cut at every short pause, "where my order is" came back
+//! as "Where am I ordering?"), and a newer answer replaces the older. A
+//! window closes once it holds 8 s of audio; what it heard is kept, and
+//! the next window starts where its last request ended, so a long
+//! utterance is never sent again from its start. (Abandoning a stale
+//! request and sending the longer utterance again queued three requests on
+//! one whisper server and cost seconds.)
 
 use std::sync::Arc;
 
@@ -18,6 +23,9 @@ use crate::speech::Transcriber;
 
 /// Samples per millisecond at the loop's rate.
 const PER_MS: usize = parley_speech::SAMPLE_RATE as usize / 1000;
+/// The most audio one request carries again (whisper's own window is 30 s;
+/// 8 s keeps a request's time near a short phrase's).
+const WINDOW: usize = 8000 * PER_MS;
 
 /// One piece of the utterance heard: from this sample on.
 struct Piece {
@@ -25,11 +33,13 @@ struct Piece {
     transcript: Option<Transcript>,
 }
 
-/// An utterance being transcribed in pieces.
+/// An utterance being transcribed in windows.
 #[derive(Default)]
 pub(crate) struct Early {
     /// Samples of the utterance sent so far.
     sent: usize,
+    /// Where the current window starts.
+    window: usize,
     pieces: Vec<Piece>,
     in_flight: Option<(usize, JoinHandle<Option<Transcript>>)>,
 }
@@ -46,11 +56,18 @@ impl Early {
         if let Some((from, handle)) = &mut self.in_flight
             && let Some(done) = handle.now_or_never()
         {
-            self.pieces.push(Piece { from: *from, transcript: done.ok().flatten() });
+            let from = *from;
+            self.keep(Piece { from, transcript: done.ok().flatten() });
             self.in_flight = None;
             return true;
         }
         false
+    }
+
+    /// A newer hearing of a window replaces what was heard of it.
+    fn keep(&mut self, piece: Piece) {
+        self.pieces.retain(|p| p.from < piece.from);
+        self.pieces.push(piece);
     }
 
     /// The words heard so far, in order.
@@ -59,21 +76,32 @@ impl Early {
         texts.collect::<Vec<_>>().join(" ")
     }
 
-    /// Sends the audio not yet sent, unless a request is out; whether it did.
+    /// Where a request for audio up to `end` starts: the window's start,
+    /// or (the window full) the end of what was sent.
+    fn window_for(&mut self, end: usize) -> usize {
+        if end - self.window > WINDOW {
+            self.window = self.sent;
+        }
+        self.window
+    }
+
+    /// Sends the window up to the audio's end, unless a request is out or
+    /// nothing new came; whether it did.
     pub(crate) fn send(&mut self, transcriber: &Arc<dyn Transcriber>, audio: &[i16]) -> bool {
         self.collect();
         if self.in_flight.is_some() || self.sent >= audio.len() {
             return false;
         }
-        let (from, piece, transcriber) = (self.sent, audio[self.sent..].to_vec(), transcriber.clone());
+        let from = self.window_for(audio.len());
+        let (piece, transcriber) = (audio[from..].to_vec(), transcriber.clone());
         self.sent = audio.len();
         self.in_flight = Some((from, tokio::spawn(async move { hear(transcriber.as_ref(), &piece).await })));
         true
     }
 
     /// The whole utterance's transcript: the request out is waited for,
-    /// and audio after it (up to `voiced_to`, the end of the speech) is
-    /// sent once more.
+    /// and if speech followed it (up to `voiced_to`, the end of the
+    /// speech), its window is heard once more to there.
     pub(crate) async fn finish(
         mut self,
         transcriber: Option<&Arc<dyn Transcriber>>,
@@ -82,11 +110,13 @@ impl Early {
     ) -> Transcript {
         let Some(transcriber) = transcriber else { return inaudible() };
         if let Some((from, handle)) = self.in_flight.take() {
-            self.pieces.push(Piece { from, transcript: handle.await.ok().flatten() });
+            let transcript = handle.await.ok().flatten();
+            self.keep(Piece { from, transcript });
         }
         if self.sent < voiced_to.min(audio.len()) {
-            let transcript = hear(transcriber.as_ref(), &audio[self.sent..]).await;
-            self.pieces.push(Piece { from: self.sent, transcript });
+            let from = self.window_for(audio.len());
+            let transcript = hear(transcriber.as_ref(), &audio[from..]).await;
+            self.keep(Piece { from, transcript });
         }
         join(self.pieces).unwrap_or_else(inaudible)
     }
@@ -158,14 +188,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn one_request_at_a_time_and_no_audio_sent_twice() {
+    async fn one_request_at_a_time_each_hearing_the_phrase_whole() {
         let counting = Counting::default();
         let (most, lengths) = (counting.most.clone(), counting.lengths.clone());
         let transcriber: Arc<dyn Transcriber> = Arc::new(counting);
         let mut early = Early::default();
         let audio = vec![1i16; 8000 * 3];
         // Three pauses as the utterance grows: the first request is still
-        // out at the second, so only the first and (after it) the third go.
+        // out at the second, so only the first and (after it) the third go,
+        // each from the utterance's start; the end hears it all once more.
         early.send(&transcriber, &audio[..5280]);
         early.send(&transcriber, &audio[..10880]);
         assert!(early.busy());
@@ -173,8 +204,39 @@ mod tests {
         early.send(&transcriber, &audio[..15360]);
         let transcript = early.finish(Some(&transcriber), &audio, 20000).await;
         assert_eq!(most.load(Ordering::SeqCst), 1, "never two requests at once");
-        assert_eq!(*lengths.lock().unwrap(), [5280, 15360 - 5280, 24000 - 15360], "each sample sent once");
-        assert_eq!(transcript.text, "5280 10080 8640");
+        assert_eq!(*lengths.lock().unwrap(), [5280, 15360, 24000]);
+        assert_eq!(transcript.text, "24000", "the newest hearing replaces the older");
+    }
+
+    #[tokio::test]
+    async fn a_long_utterance_is_heard_in_windows_of_at_most_8_s() {
+        let counting = Counting::default();
+        let lengths = counting.lengths.clone();
+        let transcriber: Arc<dyn Transcriber> = Arc::new(counting);
+        let mut early = Early::default();
+        let audio = vec![1i16; 8000 * 13];
+        let pause = || tokio::time::sleep(std::time::Duration::from_millis(120));
+        early.send(&transcriber, &audio[..30_000]);
+        pause().await;
+        early.send(&transcriber, &audio[..50_000]);
+        pause().await;
+        // Past 8 s (64,000 samples) from its start the window closes: the
+        // next one starts where the last request ended.
+        early.send(&transcriber, &audio[..90_000]);
+        pause().await;
+        let transcript = early.finish(Some(&transcriber), &audio[..100_000], 100_000).await;
+        assert_eq!(*lengths.lock().unwrap(), [30_000, 50_000, 40_000, 50_000]);
+        assert_eq!(transcript.text, "50000 50000");
+        assert!(early_words_offset_is_the_window_start());
+    }
+
+    fn early_words_offset_is_the_window_start() -> bool {
+        let word = TimedWord { word: "x".into(), start_ms: 10, end_ms: 20 };
+        let piece = Piece {
+            from: 50_000,
+            transcript: Some(Transcript { text: "x".into(), is_final: true, words: vec![word] }),
+        };
+        join(vec![piece]).unwrap().words[0].start_ms == 50_000 / PER_MS as i64 + 10
     }
 
     #[tokio::test]

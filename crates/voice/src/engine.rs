@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use parley_domain::call::{CallStatus, EndedReason, Speaker};
+use parley_domain::call::{AnsweredBy, CallStatus, EndedReason, MachineDetection, Speaker};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -17,6 +17,7 @@ use crate::run::{Action, KEYS_PAUSE, Run};
 pub use crate::run::{Progress, Segment};
 use crate::session::{AgentSession, Input};
 use crate::speech::{Synthesiser, ToneVoice, Transcriber};
+use crate::warm::{Happening, Next, Warm};
 
 /// How a call ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub struct Outcome {
     pub segments: Vec<Segment>,
     /// Where the agent transferred the call, if it did.
     pub transfer_to: Option<String>,
+    /// Who picked up, as answering-machine detection judged.
+    pub machine: Option<(AnsweredBy, MachineDetection)>,
 }
 
 #[derive(Clone)]
@@ -45,6 +48,9 @@ pub struct Options {
     /// How live audio ([`ProviderEvent::Audio`]) is cut into turns, and
     /// how long the caller must talk over the agent to interrupt it.
     pub listening: crate::live::Listening,
+    /// Where a warm transfer dials the person (calls with live audio);
+    /// without one a warm transfer is made cold.
+    pub transfer_line: Option<crate::warm::TransferLine>,
 }
 
 impl Options {
@@ -56,6 +62,7 @@ impl Options {
             voice: Arc::new(ToneVoice(Voice::Agent)),
             transcriber: None,
             listening: crate::live::Listening::default(),
+            transfer_line: None,
         }
     }
 }
@@ -100,8 +107,12 @@ pub async fn run(
     let mut flush = tokio::time::interval(Duration::from_secs(1));
     let far_off = Instant::now() + Duration::from_secs(365 * 24 * 3600);
     let mut deadline = far_off;
+    // A warm transfer under way: the caller's audio goes to it, not to the agent.
+    let mut warm: Option<Warm> = None;
     let (status, reason) = loop {
         let greeting_at = live.greeting_due().map(|at| run.instant_of(at));
+        let machine_at = live.machine_due().filter(|_| run.answered.is_some()).map(|at| run.instant_of(at));
+        let join_at = warm.as_ref().and_then(Warm::join_at).map(|at| run.instant_of(at));
         tokio::select! {
             event = events.recv() => match event {
                 Some(ProviderEvent::Ringing) => { let _ = run.progress.send(Progress::Ringing).await; }
@@ -123,13 +134,18 @@ pub async fn run(
                     }
                 }
                 Some(ProviderEvent::Heard { audio, text }) => run.heard(audio, text).await,
-                Some(ProviderEvent::Audio(frame)) => live.audio(&mut run, frame).await,
+                Some(ProviderEvent::Audio(frame)) => match &mut warm {
+                    Some(warm) => warm.caller_audio(&mut run, frame).await,
+                    None => live.audio(&mut run, frame).await,
+                },
+                Some(ProviderEvent::Dtmf(_)) if warm.is_some() => {}
                 Some(ProviderEvent::Dtmf(key)) => {
                     run.keys.push(key);
                     run.keys_due = Some(if key == '#' { Instant::now() } else { Instant::now() + KEYS_PAUSE });
                 }
                 Some(ProviderEvent::Ended(end)) => break match (end, run.answered.is_some()) {
                     (FarEnd::HungUp, true) => match &run.ending {
+                        Some(Action::EndCall) if live.left_for_machine() => (CallStatus::Completed, EndedReason::Voicemail),
                         Some(Action::EndCall) => (CallStatus::Completed, EndedReason::AgentHangup),
                         Some(Action::Transfer(_)) => (CallStatus::Completed, EndedReason::Transferred),
                         None => (CallStatus::Completed, EndedReason::CallerHangup),
@@ -151,7 +167,30 @@ pub async fn run(
                 };
             }
             Some(message) = live.next() => live.handle(&mut run, message).await,
+            happening = next_of(&mut warm) => {
+                let Some(transfer) = &mut warm else { continue };
+                match transfer.on(&mut run, happening).await {
+                    Next::Continue => {}
+                    Next::Over => {
+                        let _ = run.commands.send(Command::Hangup).await;
+                        break (CallStatus::Completed, EndedReason::Transferred);
+                    }
+                    Next::Failed(why) => {
+                        let transfer = warm.take().expect("under way");
+                        let to = transfer.to().to_owned();
+                        tracing::info!(to, why, "a warm transfer did not reach the person; back to the caller");
+                        transfer.finish(&mut run).await;
+                        respond(&mut run, &mut live, options.listening.live, Input::TransferFailed { to, why }).await;
+                    }
+                }
+            }
+            _ = sleep_until_opt(join_at) => {
+                if let Some(transfer) = &mut warm {
+                    transfer.join(&mut run);
+                }
+            }
             _ = sleep_until_opt(greeting_at) => live.greeting_wait_over(&mut run),
+            _ = sleep_until_opt(machine_at) => live.machine_timeout(&mut run).await,
             _ = sleep_until_opt(run.keys_due) => {
                 run.keys_due = None;
                 let keys = std::mem::take(&mut run.keys);
@@ -164,14 +203,19 @@ pub async fn run(
             _ = sleep_until_opt(run.pending.as_ref().map(|(_, at)| run.instant_of(*at))) => {
                 if let Some((action, _)) = run.pending.take() {
                     live.stop(&mut run).await;
-                    run.act(action).await;
+                    match (action, &options.transfer_line) {
+                        (Action::Transfer(t), Some(line)) if t.summary.is_some() && options.listening.live => {
+                            warm = Some(Warm::start(line, t, options.listening.turns));
+                        }
+                        (action, _) => run.act(action).await,
+                    }
                 }
             }
             _ = flush.tick() => {
                 run.flush_recording();
                 let now = run.now_ms();
                 live.finish_played(&mut run, now).await;
-                if run.answered.is_some() && run.ending.is_none() && run.pending.is_none() && !live.busy() {
+                if run.answered.is_some() && run.ending.is_none() && run.pending.is_none() && warm.is_none() && !live.busy() {
                     let quiet = run.now_ms() - run.silence_since();
                     let listening = &options.listening;
                     if listening.silence_hangup_ms.is_some_and(|m| quiet >= m) {
@@ -188,6 +232,9 @@ pub async fn run(
             }
         }
     };
+    if let Some(transfer) = warm.take() {
+        transfer.finish(&mut run).await;
+    }
     live.stop(&mut run).await;
     live.hear_last_words(&mut run).await;
     let duration_ms = run.now_ms();
@@ -200,10 +247,11 @@ pub async fn run(
         None => None,
     };
     let transfer_to = match run.ending {
-        Some(Action::Transfer(to)) if reason == EndedReason::Transferred => Some(to),
+        Some(Action::Transfer(t)) if reason == EndedReason::Transferred => Some(t.to),
         _ => None,
     };
-    Outcome { status, reason, duration_ms, recording, segments: run.segments, transfer_to }
+    let machine = live.answered_by();
+    Outcome { status, reason, duration_ms, recording, segments: run.segments, transfer_to, machine }
 }
 
 /// The agent answers `input`: streamed (live audio) or said whole.
@@ -213,6 +261,14 @@ async fn respond(run: &mut Run, live: &mut Live, streamed: bool, input: Input) {
         live.speak(run, turn);
     } else {
         run.answer(input).await;
+    }
+}
+
+/// What happens next on a warm transfer's side, or never without one.
+async fn next_of(warm: &mut Option<Warm>) -> Happening {
+    match warm {
+        Some(warm) => warm.next().await,
+        None => std::future::pending().await,
     }
 }
 

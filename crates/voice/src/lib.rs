@@ -39,4 +39,5 @@ pub mod speech;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod twilio;
+pub mod warm;
 pub mod webcall;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use parley_domain::call::{Speaker, TranscriptSegment, TurnLatency, Word};
+use parley_domain::call::{AnsweredBy, MachineCause, MachineDetection, Speaker, TranscriptSegment, TurnLatency, Word};
+use parley_speech::machine::{Cause, MachineDetector, MachineEvent, MachineSettings, Verdict};
 use parley_speech::turns::{SmartSettings, TurnDetector, TurnModels};
 use parley_speech::vad::{TurnSettings, VoiceEvent};
 use tokio::sync::mpsc;
@@ -23,7 +24,7 @@ use tokio::task::JoinHandle;
 use crate::audio::{Voice, duration_ms};
 use crate::early::Early;
 use crate::provider::{Command, Pcm};
-use crate::run::{Action, Run, transcribe};
+use crate::run::{Action, Progress, Run, transcribe};
 use crate::session::{Input, Output};
 use crate::speech::Synthesiser;
 
@@ -49,6 +50,29 @@ pub struct Listening {
     pub silence_hangup_ms: Option<i64>,
     /// When the agent greets, and whether the greeting can be interrupted.
     pub greeting: Greeting,
+    /// Answering-machine detection (outbound phone calls that ask for it):
+    /// the greeting then waits for the verdict.
+    pub machine: Option<MachinePolicy>,
+}
+
+/// Answering-machine detection on a call, and what a machine gets.
+#[derive(Debug, Clone)]
+pub struct MachinePolicy {
+    pub on_machine: OnMachine,
+    /// A call screening service's prompt gets the greeting and the call
+    /// goes on (else it is treated as a machine).
+    pub answer_screening: bool,
+    pub settings: MachineSettings,
+}
+
+/// What the agent does when a machine answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnMachine {
+    /// Hangs up at the verdict, having said nothing.
+    HangUp,
+    /// Says this once the beep has passed (or the machine has gone quiet),
+    /// then hangs up.
+    LeaveMessage(String),
 }
 
 /// When the agent says its greeting.
@@ -75,7 +99,27 @@ impl Default for Listening {
             silence_reprompt_ms: None,
             silence_hangup_ms: None,
             greeting: Greeting::default(),
+            machine: None,
         }
+    }
+}
+
+/// How long past its analysis time answering-machine detection waits for
+/// audio a line does not send before deciding without it.
+const NO_AUDIO_SLACK_MS: i64 = 1000;
+
+/// The call's form of the detector's cause, and the words that decided it.
+fn machine_cause(cause: Cause) -> (MachineCause, Option<String>) {
+    match cause {
+        Cause::InitialSilence => (MachineCause::InitialSilence, None),
+        Cause::LongGreeting => (MachineCause::LongGreeting, None),
+        Cause::MaxWords => (MachineCause::MaxWords, None),
+        Cause::AfterGreetingSilence => (MachineCause::AfterGreetingSilence, None),
+        Cause::Phrase(p) => (MachineCause::Phrase, Some(p)),
+        Cause::Screening(p) => (MachineCause::Screening, Some(p)),
+        Cause::Beep => (MachineCause::Beep, None),
+        Cause::TooLong => (MachineCause::TooLong, None),
+        Cause::NoAudio => (MachineCause::NoAudio, None),
     }
 }
 
@@ -93,7 +137,7 @@ impl Listening {
 }
 
 /// How long the end of a call waits for the caller's last words to be transcribed.
-const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the loop's tasks report back to the engine.
 pub(crate) enum Message {
@@ -163,6 +207,34 @@ struct Playing {
     protected: bool,
 }
 
+/// Answering-machine detection while the call runs.
+struct Screen {
+    policy: MachinePolicy,
+    detector: MachineDetector,
+    /// Where the detector's time starts: its first frame (ms from the answer).
+    origin: Option<i64>,
+    verdict: Option<(AnsweredBy, MachineDetection)>,
+    /// The message's turn, once it is said.
+    message_turn: Option<u64>,
+}
+
+impl Screen {
+    /// Whether the agent keeps quiet for the machine: no verdict yet, or a
+    /// machine (which gets only its message).
+    fn holds(&self) -> bool {
+        match &self.verdict {
+            None => true,
+            Some((AnsweredBy::Machine, d)) => !self.answers(d),
+            Some(_) => false,
+        }
+    }
+
+    /// A screening service's prompt the agent answers as a person's.
+    fn answers(&self, d: &MachineDetection) -> bool {
+        d.cause == MachineCause::Screening && self.policy.answer_screening
+    }
+}
+
 pub(crate) struct Live {
     settings: Listening,
     tx: mpsc::Sender<Message>,
@@ -187,12 +259,22 @@ pub(crate) struct Live {
     /// What the callee said over the greeting that asks for an answer once
     /// it is over.
     after_greeting: Option<String>,
+    /// Answering-machine detection, when the call has it.
+    screen: Option<Screen>,
 }
 
 impl Live {
     pub(crate) fn new(settings: Listening) -> Live {
         let (tx, rx) = mpsc::channel(1024);
+        let screen = settings.machine.clone().map(|policy| Screen {
+            detector: MachineDetector::new(policy.settings),
+            policy,
+            origin: None,
+            verdict: None,
+            message_turn: None,
+        });
         Live {
+            screen,
             settings,
             tx,
             rx,
@@ -215,9 +297,25 @@ impl Live {
         self.rx.recv().await
     }
 
-    /// Whether the agent is speaking or the caller is talking.
+    /// Whether the agent is speaking, the caller is talking, or a machine
+    /// verdict keeps the agent waiting (no silence prompt meanwhile).
     pub(crate) fn busy(&self) -> bool {
-        self.speaking.is_some() || self.playing.is_some() || self.utterance.is_some()
+        self.speaking.is_some() || self.playing.is_some() || self.utterance.is_some() || self.machine_holds()
+    }
+
+    /// Whether the agent ended the call for a machine (hung up on it, or
+    /// left its message).
+    pub(crate) fn left_for_machine(&self) -> bool {
+        self.screen.as_ref().is_some_and(|s| matches!(&s.verdict, Some((AnsweredBy::Machine, d)) if !s.answers(d)))
+    }
+
+    fn machine_holds(&self) -> bool {
+        self.screen.as_ref().is_some_and(Screen::holds)
+    }
+
+    /// Who picked up, as answering-machine detection judged (its last word).
+    pub(crate) fn answered_by(&self) -> Option<(AnsweredBy, MachineDetection)> {
+        self.screen.as_ref().and_then(|s| s.verdict.clone())
     }
 
     fn agent_talking(&self, run: &Run, now: i64) -> bool {
@@ -230,6 +328,12 @@ impl Live {
         let start = now - duration_ms(frame.len());
         if let Some(r) = &mut run.recorder {
             r.put(Voice::Caller, start, &frame);
+        }
+        if let Some(screen) = &mut self.screen {
+            screen.origin.get_or_insert(start);
+            for event in screen.detector.push(&frame) {
+                self.on_machine(run, event).await;
+            }
         }
         self.finish_played(run, now).await;
         let preroll_samples = (self.settings.preroll_ms * 8) as usize;
@@ -296,11 +400,12 @@ impl Live {
                 detector.words_coming();
             }
         }
-        if self.early.collect()
-            && self.pause_sent
-            && let Some((detector, _)) = &mut self.detector
-        {
-            detector.words(&self.early.text());
+        if self.early.collect() && self.pause_sent {
+            let text = self.early.text();
+            if let Some((detector, _)) = &mut self.detector {
+                detector.words(&text);
+            }
+            self.machine_words(run, &text).await;
         }
         // Speech heard over the agent for the threshold (not merely begun:
         // a short sound's hang-over does not count) is a barge-in.
@@ -392,6 +497,11 @@ impl Live {
                 }
             }
             Message::Spoken { turn } if current(turn, &self.speaking) => {
+                if let Some(Screen { message_turn: Some(t), verdict: Some((_, d)), .. }) = &mut self.screen
+                    && *t == turn
+                {
+                    d.message_left = true;
+                }
                 let now = run.now_ms();
                 self.finish_played(run, now).await;
                 if let Some(s) = self.speaking.take() {
@@ -432,10 +542,21 @@ impl Live {
                 if text == "[inaudible]" {
                     return;
                 }
+                self.machine_words(run, &text).await;
+                if self.machine_holds() {
+                    // Not answered: a machine's words, or words before the
+                    // verdict (a person's are answered after the greeting).
+                    if self.screen.as_ref().is_some_and(|s| s.verdict.is_none()) && !pick_up_words(&text) {
+                        self.after_greeting = Some(text);
+                    }
+                    return;
+                }
                 if let Some((greeting, _)) = self.waiting_greeting.take() {
                     // The callee spoke first: now the greeting, then an
                     // answer if they asked for one.
-                    self.after_greeting = (!pick_up_words(&text)).then_some(text);
+                    // A screening service's question is what the greeting answers.
+                    let screened = self.answered_by().is_some_and(|(_, d)| d.cause == MachineCause::Screening);
+                    self.after_greeting = (!pick_up_words(&text) && !screened).then_some(text);
                     self.speak_greeting(run, greeting);
                     return;
                 }
@@ -459,8 +580,14 @@ impl Live {
         }
     }
 
-    /// The call was answered: the agent greets as its agent asks.
+    /// The call was answered: the agent greets as its agent asks (with
+    /// answering-machine detection, once a person is judged to have
+    /// picked up).
     pub(crate) fn greet(&mut self, run: &mut Run, greeting: String) {
+        if self.screen.is_some() {
+            self.waiting_greeting = Some((greeting, None));
+            return;
+        }
         match self.settings.greeting {
             Greeting::SpeakFirst => self.speak_greeting(run, greeting),
             Greeting::WaitForCallee { wait_ms } => {
@@ -481,6 +608,9 @@ impl Live {
     /// The callee stayed silent: the agent greets first after all (unless
     /// they are speaking now: their words' end greets).
     pub(crate) fn greeting_wait_over(&mut self, run: &mut Run) {
+        if self.machine_holds() {
+            return;
+        }
         if self.utterance.is_some() {
             if let Some((_, at)) = &mut self.waiting_greeting {
                 *at = None;
@@ -489,6 +619,99 @@ impl Live {
         }
         if let Some((greeting, _)) = self.waiting_greeting.take() {
             self.speak_greeting(run, greeting);
+        }
+    }
+
+    /// Words heard from the callee, for answering-machine detection.
+    async fn machine_words(&mut self, run: &mut Run, text: &str) {
+        if let Some(event) = self.screen.as_mut().and_then(|s| s.detector.words(text)) {
+            self.on_machine(run, event).await;
+        }
+    }
+
+    /// When answering-machine detection stops waiting for audio the line
+    /// does not send (ms from the answer): for its verdict, or for the beep.
+    pub(crate) fn machine_due(&self) -> Option<i64> {
+        let screen = self.screen.as_ref()?;
+        let s = &screen.policy.settings;
+        match (&screen.verdict, &screen.policy.on_machine) {
+            (None, _) => Some(s.total_analysis_ms as i64 + NO_AUDIO_SLACK_MS),
+            (Some((AnsweredBy::Machine, d)), OnMachine::LeaveMessage(_))
+                if screen.message_turn.is_none() && !screen.answers(d) =>
+            {
+                Some(s.beep_wait_ms as i64 + NO_AUDIO_SLACK_MS)
+            }
+            _ => None,
+        }
+    }
+
+    /// The line sent too little audio for answering-machine detection to
+    /// decide by it: it decides now.
+    pub(crate) async fn machine_timeout(&mut self, run: &mut Run) {
+        if let Some(event) = self.screen.as_mut().and_then(|s| s.detector.timeout()) {
+            self.on_machine(run, event).await;
+        }
+    }
+
+    /// What answering-machine detection found: a person is greeted; a
+    /// machine is hung up on, or gets its message once the beep is over.
+    async fn on_machine(&mut self, run: &mut Run, event: MachineEvent) {
+        let now = run.now_ms();
+        let Some(screen) = &mut self.screen else { return };
+        let at = |at_ms: u64| screen.origin.map_or(now, |o| (o + at_ms as i64).min(now));
+        match event {
+            MachineEvent::Verdict { verdict, cause, at_ms } => {
+                let by = match verdict {
+                    Verdict::Human => AnsweredBy::Human,
+                    Verdict::Machine => AnsweredBy::Machine,
+                    Verdict::Uncertain => AnsweredBy::Uncertain,
+                };
+                let (cause, heard) = machine_cause(cause);
+                let decided_ms = if cause == MachineCause::NoAudio { now } else { at(at_ms) };
+                let beep_end_ms = screen.verdict.as_ref().and_then(|(_, d)| d.beep_end_ms);
+                let detection = MachineDetection { cause, heard, decided_ms, beep_end_ms, message_left: false };
+                let revised = screen.verdict.replace((by, detection.clone())).is_some();
+                let holds = screen.holds();
+                let hang_up = screen.policy.on_machine == OnMachine::HangUp
+                    || (detection.cause == MachineCause::Screening && !screen.policy.answer_screening);
+                let _ = run.progress.send(Progress::Answerer { by, detection }).await;
+                if !holds {
+                    self.greeting_wait_over(run);
+                    return;
+                }
+                // A machine after all ("Hello" was its greeting's first
+                // word): the agent stops whatever it began saying.
+                if revised {
+                    self.after_greeting = None;
+                    self.waiting_greeting = None;
+                    if self.speaking.is_some() || self.playing.is_some() {
+                        self.interrupt(run, now).await;
+                    }
+                }
+                if hang_up {
+                    self.waiting_greeting = None;
+                    run.act(Action::EndCall).await;
+                }
+            }
+            MachineEvent::BeepEnded { at_ms, .. } => {
+                let end = at(at_ms);
+                if let Some((_, d)) = &mut screen.verdict {
+                    d.beep_end_ms = Some(end);
+                }
+            }
+            MachineEvent::BeepStarted { .. } => {}
+            MachineEvent::Ready { .. } => {
+                let OnMachine::LeaveMessage(message) = screen.policy.on_machine.clone() else { return };
+                if !screen.holds() || screen.message_turn.is_some() || run.ending.is_some() {
+                    return;
+                }
+                self.waiting_greeting = None;
+                let turn = futures::stream::iter([Output::TextDelta(message), Output::EndCall, Output::EndOfTurn]);
+                self.speak_timed(run, turn.boxed(), None, true);
+                if let Some(screen) = &mut self.screen {
+                    screen.message_turn = Some(self.turn);
+                }
+            }
         }
     }
 

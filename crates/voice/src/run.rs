@@ -26,6 +26,11 @@ pub enum Progress {
     Answered,
     /// Reported when the speech has finished (or, for the agent, is queued).
     Segment(Segment),
+    /// Answering-machine detection's verdict (a second one revises it).
+    Answerer {
+        by: parley_domain::call::AnsweredBy,
+        detection: parley_domain::call::MachineDetection,
+    },
 }
 
 /// A running call.
@@ -61,7 +66,7 @@ pub(crate) struct Run {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Action {
     EndCall,
-    Transfer(String),
+    Transfer(crate::session::Transfer),
 }
 
 /// How long after the last key the keys pressed go to the agent (`#` sends them at once).
@@ -128,7 +133,7 @@ impl Run {
     pub(crate) async fn act(&mut self, action: Action) {
         let command = match &action {
             Action::EndCall => Command::Hangup,
-            Action::Transfer(to) => Command::Transfer(to.clone()),
+            Action::Transfer(t) => Command::Transfer(t.to.clone()),
         };
         self.ending = Some(action);
         let _ = self.commands.send(command).await;

@@ -29,6 +29,20 @@ pub enum Input {
     ToolResult { call_id: String, output: Value },
     /// Nobody said anything for the configured silence.
     Timeout,
+    /// A warm transfer did not reach the person (`why`: no answer, busy,
+    /// hung up before the caller was joined, failed): the agent is back
+    /// with the caller and should say so.
+    TransferFailed { to: String, why: String },
+}
+
+/// Where a call is handed on (the `transfer_call` tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transfer {
+    /// E.164 number or SIP URI.
+    pub to: String,
+    /// Warm: what the agent tells the person before joining the caller.
+    /// `None`: cold (the call is referred and the agent leaves at once).
+    pub summary: Option<String>,
 }
 
 /// What the agent produces during a turn, in order.
@@ -40,9 +54,9 @@ pub enum Output {
     ToolCall { call_id: String, name: String, arguments: Value },
     /// Hang up once what was said has been heard (the `end_call` tool).
     EndCall,
-    /// Hand the call to this number or SIP URI once what was said has
-    /// been heard (the `transfer_call` tool).
-    Transfer(String),
+    /// Hand the call on once what was said has been heard (the
+    /// `transfer_call` tool).
+    Transfer(Transfer),
     /// The turn is over.
     EndOfTurn,
 }
@@ -98,6 +112,7 @@ impl AgentSession for BuiltinAgent {
             Input::UserSaid(text) => Self::answer(&text),
             Input::Keys(keys) => Some(format!("You pressed {keys}.")),
             Input::Timeout => Some("Are you still there?".to_owned()),
+            Input::TransferFailed { .. } => Some("I could not reach them, sorry. I am still here.".to_owned()),
             Input::Interrupted { .. } | Input::ToolResult { .. } => None,
         };
         // Stream the reply as a model would: a word (with its space) at a time.

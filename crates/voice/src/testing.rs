@@ -113,6 +113,22 @@ pub fn sipp_callee_saying(speech: &[i16], port: u16, media_port: u16) -> Child {
     sipp_callee(&scenario_with_pcap("uas_caller_speaks.xml", &pcap, &dir), port, media_port)
 }
 
+/// A callee whose line (`line`, 8 kHz) starts as it picks up, and which
+/// takes Parley's hang-up at any time, or hangs up itself once the line
+/// has played (tests/sipp/uas_line.xml); its files go in a new directory
+/// under the system's temporary one.
+pub fn sipp_callee_line(line: &[i16], port: u16, media_port: u16) -> Child {
+    let dir = std::env::temp_dir().join(format!("parley-sipp-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let pcap = dir.join("line.pcap");
+    rtp_pcap(&pcap, line);
+    let path = scenario_with_pcap("uas_line.xml", &pcap, &dir);
+    let line_ms = line.len() / 8 + 500;
+    let text = std::fs::read_to_string(&path).expect("just written");
+    std::fs::write(&path, text.replace("LINE_MS", &line_ms.to_string())).expect("written");
+    sipp_callee_within(&path, port, media_port, (line_ms / 1000 + 20) as u64)
+}
+
 /// A callee that answers, plays `pcap` (a caller's line `seconds` long)
 /// 3 s later, and hangs up when it is over; written in `dir`.
 pub fn callee_line_scenario(pcap: &std::path::Path, seconds: usize, dir: &std::path::Path) -> String {

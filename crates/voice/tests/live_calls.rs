@@ -9,11 +9,13 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use parley_domain::call::EndedReason;
 use parley_domain::call::Speaker;
+use parley_domain::call::{AnsweredBy, MachineCause};
 use parley_speech::espeak::Espeak;
+use parley_speech::machine::MachineSettings;
 use parley_speech::turns::SmartSettings;
 use parley_speech::{Pcm, Transcript, synthesise};
 use parley_voice::engine::{self, Options, Outcome, Progress};
-use parley_voice::live::Greeting;
+use parley_voice::live::{Greeting, MachinePolicy, OnMachine};
 use parley_voice::provider::{Command, FarEnd, Placed, ProviderEvent};
 use parley_voice::session::{AgentSession, BuiltinAgent, Input, Output};
 use parley_voice::speech::Transcriber;
@@ -91,7 +93,8 @@ impl AgentSession for Scripting {
         match &input {
             Input::UserSaid(t) if t.contains("Goodbye") => said("Goodbye, take care.", Output::EndCall),
             Input::UserSaid(t) if t.contains("transfer") => {
-                said("Transferring you now.", Output::Transfer("sip:ana@127.0.0.1".into()))
+                let cold = parley_voice::session::Transfer { to: "sip:ana@127.0.0.1".into(), summary: None };
+                said("Transferring you now.", Output::Transfer(cold))
             }
             _ => self.builtin.respond(input),
         }
@@ -193,6 +196,17 @@ async fn call_with(
     heard: Vec<&'static str>,
     configure: impl FnOnce(&mut Options),
 ) -> (Outcome, Arc<Mutex<Line>>, std::path::PathBuf, Arc<Mutex<Vec<Input>>>) {
+    let (outcome, seen, wav, inputs, _) = call_reporting(first_message, script, heard, configure).await;
+    (outcome, seen, wav, inputs)
+}
+
+/// [`call_with`], with what the engine reported as the call ran.
+async fn call_reporting(
+    first_message: &str,
+    script: Vec<Step>,
+    heard: Vec<&'static str>,
+    configure: impl FnOnce(&mut Options),
+) -> (Outcome, Arc<Mutex<Line>>, std::path::PathBuf, Arc<Mutex<Vec<Input>>>, Vec<Progress>) {
     let transcriber = Scripted::new(heard, &script);
     let (placed, seen) = line(script);
     let dir = std::env::temp_dir().join(format!("parley-live-{}", ulid::Ulid::new()));
@@ -209,10 +223,16 @@ async fn call_with(
         inputs: inputs.clone(),
     });
     let (progress, mut reports) = mpsc::channel::<Progress>(256);
-    tokio::spawn(async move { while reports.recv().await.is_some() {} });
+    let reported = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(p) = reports.recv().await {
+            all.push(p);
+        }
+        all
+    });
     let (_hangup, hangup_rx) = oneshot::channel();
     let outcome = engine::run(placed, agent, options, progress, hangup_rx).await;
-    (outcome, seen, wav, inputs)
+    (outcome, seen, wav, inputs, reported.await.unwrap())
 }
 
 /// RMS of the recording's `channel` between two times.
@@ -494,4 +514,161 @@ async fn words_said_just_before_hanging_up_are_still_transcribed() {
         outcome.segments
     );
     assert!(inputs.lock().unwrap().is_empty(), "nobody is left to answer");
+}
+
+/// A steady tone, as an answering machine's beep (about sox's `synth sine`).
+fn tone(ms: usize, hz: f64) -> Pcm {
+    (0..ms * 8).map(|n| (16_384.0 * (std::f64::consts::TAU * hz * n as f64 / 8000.0).sin()) as i16).collect()
+}
+
+const VOICEMAIL_GREETING: &str =
+    "You have reached Alex Smith. I am not available right now. Please leave a message after the tone.";
+const MESSAGE: &str = "Hi Alex, this is Ada from Acme. Your order is ready. Goodbye.";
+
+/// Answering-machine detection with `on_machine`, the default thresholds.
+fn detecting(on_machine: OnMachine) -> impl FnOnce(&mut Options) {
+    move |o| {
+        o.listening.machine =
+            Some(MachinePolicy { on_machine, answer_screening: true, settings: MachineSettings::default() })
+    }
+}
+
+/// A voicemail greeting, a 500 ms beep at 1 kHz, then silence.
+async fn voicemail_line() -> Vec<Step> {
+    let greeting = speech(VOICEMAIL_GREETING).await;
+    vec![
+        Step::Audio(silence(300)),
+        Step::Audio(greeting),
+        Step::Audio(silence(300)),
+        Step::Audio(tone(500, 1000.0)),
+        Step::Audio(silence(8000)),
+    ]
+}
+
+/// The answering-machine verdicts reported.
+fn verdicts(progress: &[Progress]) -> Vec<(AnsweredBy, MachineCause)> {
+    progress
+        .iter()
+        .filter_map(|p| match p {
+            Progress::Answerer { by, detection } => Some((*by, detection.cause)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One verdict, a machine, from its greeting's length or words.
+fn assert_machine_by_its_greeting(progress: &[Progress]) {
+    let v = verdicts(progress);
+    assert!(matches!(v[..], [(AnsweredBy::Machine, MachineCause::LongGreeting | MachineCause::MaxWords)]), "{v:?}");
+}
+
+/// Where channel `channel` of the recording is loud, 20 ms frame by frame (ms).
+fn loud_frames(wav: &std::path::Path, channel: usize) -> Vec<i64> {
+    let mut reader = hound::WavReader::open(wav).unwrap();
+    let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+    let side: Vec<f64> = samples.chunks(2).map(|f| f64::from(f[channel])).collect();
+    side.chunks(160)
+        .enumerate()
+        .filter(|(_, f)| (f.iter().map(|x| x * x).sum::<f64>() / f.len() as f64).sqrt() > 300.0)
+        .map(|(i, _)| i as i64 * 20)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voicemail_gets_its_message_after_the_beep_and_no_greeting() {
+    let script = voicemail_line().await;
+    let heard = vec![VOICEMAIL_GREETING, ""];
+    let (outcome, seen, wav, inputs, progress) =
+        call_reporting("Hi, this is Ada from Acme.", script, heard, detecting(OnMachine::LeaveMessage(MESSAGE.into())))
+            .await;
+    assert_eq!(outcome.reason, EndedReason::Voicemail);
+    assert_machine_by_its_greeting(&progress);
+    let (by, d) = outcome.machine.clone().expect("a verdict");
+    assert_eq!(by, AnsweredBy::Machine);
+    assert!(d.message_left, "{d:?}");
+    assert!((1500..3000).contains(&d.decided_ms), "decided within the first seconds: {d:?}");
+    let beep_end = d.beep_end_ms.expect("the beep was heard");
+    let agent: Vec<_> = outcome.segments.iter().filter(|s| s.speaker == Speaker::Agent).collect();
+    assert_eq!(agent.len(), 1, "the message, and no greeting: {:#?}", outcome.segments);
+    assert_eq!((agent[0].text.as_str(), agent[0].interrupted), (MESSAGE, false));
+    assert!(inputs.lock().unwrap().is_empty(), "the machine's words are not answered");
+    // The recording: the caller side's last sound before the message is the
+    // beep; the agent starts after its end, and is silent before it.
+    let caller = loud_frames(&wav, 0);
+    let onset = *loud_frames(&wav, 1).first().expect("the agent spoke");
+    let beep_end_heard = caller.iter().filter(|&&t| t < onset).max().unwrap() + 20;
+    assert!(
+        (beep_end_heard - beep_end).abs() <= 40,
+        "beep end {beep_end} ms, heard in the recording at {beep_end_heard}"
+    );
+    assert!(
+        onset >= beep_end_heard && onset <= beep_end_heard + 1500,
+        "the message began {onset} ms, the beep ended {beep_end_heard}"
+    );
+    assert!(loudness(&wav, 1, 0, beep_end_heard) < 50.0, "the agent did not talk over the greeting or the beep");
+    // Hung up once the message was played.
+    let line = seen.lock().unwrap();
+    let (at, command) = &line.ended[0];
+    assert_eq!(command, &Command::Hangup);
+    assert!((at.as_millis() as i64) >= agent[0].end_ms - 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voicemail_is_hung_up_on_at_the_verdict_when_asked() {
+    let script = voicemail_line().await;
+    let (outcome, seen, wav, _, progress) = call_reporting(
+        "Hi, this is Ada from Acme.",
+        script,
+        vec![VOICEMAIL_GREETING, ""],
+        detecting(OnMachine::HangUp),
+    )
+    .await;
+    assert_eq!(outcome.reason, EndedReason::Voicemail);
+    assert_machine_by_its_greeting(&progress);
+    let decided = outcome.machine.unwrap().1.decided_ms;
+    let hung_up = seen.lock().unwrap().ended[0].0.as_millis() as i64;
+    assert!(hung_up >= decided && hung_up < decided + 1000, "hung up {hung_up} ms, decided {decided}");
+    assert!(outcome.segments.iter().all(|s| s.speaker == Speaker::Caller), "{:#?}", outcome.segments);
+    assert!(loudness(&wav, 1, 0, hung_up) < 50.0, "the agent never spoke");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_saying_hello_is_greeted_once_they_stop() {
+    let hello = speech("hello?").await;
+    let hello_ms = (hello.len() / 8) as i64;
+    let script = vec![Step::Audio(silence(300)), Step::Audio(hello), Step::Audio(silence(5000))];
+    let (outcome, _, _, _, progress) =
+        call_reporting("Hi, this is Ada from Acme.", script, vec!["Hello?"], detecting(OnMachine::HangUp)).await;
+    assert_eq!(verdicts(&progress), vec![(AnsweredBy::Human, MachineCause::AfterGreetingSilence)]);
+    assert_eq!(outcome.reason, EndedReason::CallerHangup);
+    let s = &outcome.segments;
+    let greeting = s.iter().find(|x| x.speaker == Speaker::Agent).expect("greeted");
+    assert_eq!(greeting.text, "Hi, this is Ada from Acme.");
+    assert!(
+        greeting.start_ms >= 300 + hello_ms && greeting.start_ms < 2500,
+        "greeted at {} ms: {s:#?}",
+        greeting.start_ms
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_screening_prompt_gets_the_greeting_and_the_call_goes_on() {
+    const PROMPT: &str = "Hi, the person you are calling is using a screening service. Go ahead and say your name and why you are calling.";
+    let prompt = speech(PROMPT).await;
+    let script = vec![Step::Audio(silence(300)), Step::Audio(prompt), Step::Audio(silence(6000))];
+    let (outcome, seen, _, inputs, progress) = call_reporting(
+        "Hi, this is Ada from Acme, calling about your order.",
+        script,
+        vec![PROMPT],
+        detecting(OnMachine::LeaveMessage(MESSAGE.into())),
+    )
+    .await;
+    let v = verdicts(&progress);
+    assert_eq!(v.last(), Some(&(AnsweredBy::Machine, MachineCause::Screening)), "{v:?}");
+    assert_eq!(outcome.reason, EndedReason::CallerHangup, "the agent did not hang up");
+    assert!(seen.lock().unwrap().ended.is_empty());
+    let agent: Vec<_> =
+        outcome.segments.iter().filter(|s| s.speaker == Speaker::Agent).map(|s| s.text.as_str()).collect();
+    assert_eq!(agent, vec!["Hi, this is Ada from Acme, calling about your order."], "{:#?}", outcome.segments);
+    assert!(inputs.lock().unwrap().is_empty(), "the prompt is answered by the greeting alone");
 }

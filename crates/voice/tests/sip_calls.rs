@@ -17,7 +17,7 @@ async fn provider() -> SipProvider {
 fn sipp_uas(port: u16, media_port: u16) -> std::process::Child {
     Process::new("sipp")
         .args(["-sn", "uas", "-i", "127.0.0.1", "-p", &port.to_string(), "-mp", &media_port.to_string()])
-        .args(["-rtp_echo", "-m", "1", "-timeout", "30s", "-timeout_error"])
+        .args(["-rtp_echo", "-m", "1", "-timeout", "60s", "-timeout_error"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -139,15 +139,7 @@ async fn an_agent_greets_hears_and_answers_a_sipp_caller_over_rtp() {
         ring_timeout: Duration::from_secs(10),
     };
     let placed = sip.dial(dial).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("parley-sip-{}", ulid::Ulid::new()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut options = parley_voice::engine::Options::new(Duration::from_secs(60), Some(dir.join("call.wav")));
-    options.voice = std::sync::Arc::new(espeak);
-    options.transcriber = Some(std::sync::Arc::new(parley_speech::wyoming::WyomingTranscriber {
-        address: stt.address(),
-        language: Some("en".into()),
-    }));
-    options.listening.live = true;
+    let options = live_options(espeak, &stt);
     let agent = Box::new(parley_voice::session::BuiltinAgent {
         name: "Ada".into(),
         first_message: Some("Hello, this is Ada.".into()),
@@ -306,4 +298,206 @@ fn regex_escape(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '@' || c == ':' { c.to_string() } else { format!("\\{c}") })
         .collect()
+}
+
+/// A live call's options: espeak-ng speaking, `stt` hearing, recorded in
+/// a new temporary directory.
+fn live_options(
+    espeak: parley_speech::espeak::Espeak,
+    stt: &parley_speech::local_servers::LocalServer,
+) -> parley_voice::engine::Options {
+    let dir = std::env::temp_dir().join(format!("parley-sip-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut options = parley_voice::engine::Options::new(Duration::from_secs(60), Some(dir.join("call.wav")));
+    options.voice = std::sync::Arc::new(espeak);
+    options.transcriber = Some(std::sync::Arc::new(parley_speech::wyoming::WyomingTranscriber {
+        address: stt.address(),
+        language: Some("en".into()),
+    }));
+    options.listening.live = true;
+    options
+}
+
+/// The agent of the warm transfer tests: asked for a person, it asks the
+/// caller to hold and transfers warm to `to` with [`SUMMARY`]; told the
+/// transfer failed, it says so.
+struct Transferring {
+    to: String,
+    inputs: std::sync::Arc<std::sync::Mutex<Vec<parley_voice::session::Input>>>,
+}
+
+const SUMMARY: &str = "I have a caller whose order never arrived and who would like to speak with a person.";
+const SORRY: &str = "Sorry, nobody answered. How else can I help?";
+
+impl parley_voice::session::AgentSession for Transferring {
+    fn greeting(&mut self) -> Option<String> {
+        Some("Hello, this is Ada.".into())
+    }
+    fn respond(
+        &mut self,
+        input: parley_voice::session::Input,
+    ) -> futures::stream::BoxStream<'static, parley_voice::session::Output> {
+        use futures::StreamExt;
+        use parley_voice::session::{Input, Output, Transfer};
+        self.inputs.lock().unwrap().push(input.clone());
+        let said = |text: &str| Output::TextDelta(text.to_owned());
+        let outputs = match input {
+            Input::UserSaid(t) if t.to_lowercase().contains("person") => {
+                let warm = Transfer { to: self.to.clone(), summary: Some(SUMMARY.into()) };
+                vec![said("Please hold while I call them."), Output::Transfer(warm)]
+            }
+            Input::TransferFailed { .. } => vec![said(SORRY)],
+            _ => vec![],
+        };
+        futures::stream::iter(outputs).chain(futures::stream::once(async { Output::EndOfTurn })).boxed()
+    }
+}
+
+/// A caller's line for the warm transfer tests: quiet through the
+/// greeting, asks for a person, holds quiet for `hold_s`, says `then`, and
+/// stays a little before hanging up.
+async fn asking_for_a_person(espeak: &parley_speech::espeak::Espeak, hold_s: usize, then: &str) -> Vec<i16> {
+    let quiet = |s: f64| vec![0i16; (s * 8000.0) as usize];
+    let mut line = quiet(2.5);
+    line.extend(parley_speech::synthesise(espeak, "I would like to talk to a person, please").await);
+    line.extend(quiet(hold_s as f64));
+    line.extend(parley_speech::synthesise(espeak, then).await);
+    line.extend(quiet(3.0));
+    line
+}
+
+/// Runs the engine on a call to the caller at `caller_port`, with the
+/// transfer line dialling from the same SIP endpoint.
+async fn warm_call(
+    sip: SipProvider,
+    caller_port: u16,
+    agent: Transferring,
+    stt: &parley_speech::local_servers::LocalServer,
+    ring_timeout: Duration,
+) -> parley_voice::engine::Outcome {
+    let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
+    let sip = std::sync::Arc::new(sip);
+    let dial =
+        Dial { call_id: "c".into(), from: None, to: format!("sip:caller@127.0.0.1:{caller_port}"), ring_timeout };
+    let placed = sip.dial(dial).await.unwrap();
+    let mut options = live_options(espeak, &stt);
+    options.transfer_line = Some(parley_voice::warm::TransferLine {
+        provider: sip,
+        call_id: "c-transfer".into(),
+        from: None,
+        ring_timeout,
+    });
+    let (progress, mut reports) = tokio::sync::mpsc::channel(256);
+    tokio::spawn(async move { while reports.recv().await.is_some() {} });
+    let (_hangup, hangup_rx) = tokio::sync::oneshot::channel();
+    parley_voice::engine::run(placed, Box::new(agent), options, progress, hangup_rx).await
+}
+
+/// Issue 35: a warm transfer to a second SIPp that answers. The person
+/// (SIPp echoing what it gets) hears the summary while the caller holds,
+/// then caller and person are joined: the caller's next words reach the
+/// person's line and come back from it, and the person hangs up after
+/// the caller. The transcript tells it all in order; the recording's right
+/// channel carries the person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_transfer_briefs_the_person_then_joins_the_caller_to_them() {
+    use parley_domain::call::{EndedReason, Speaker};
+    use parley_speech::local_servers::recall;
+    let stt = parley_speech::local_servers::whisper();
+    let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
+    let then = "hello, are you there? my parcel never came";
+    let line = asking_for_a_person(&espeak, 14, then).await;
+    let (caller_port, caller_media) = (free_udp_port(), free_udp_port());
+    let mut caller = parley_voice::testing::sipp_callee_line(&line, caller_port, caller_media);
+    let (person_port, person_media) = (free_udp_port(), free_udp_port());
+    let mut person = sipp_uas(person_port, person_media);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let to = format!("sip:desk@127.0.0.1:{person_port}");
+    let inputs = std::sync::Arc::default();
+    let agent = Transferring { to: to.clone(), inputs };
+    let outcome = warm_call(provider().await, caller_port, agent, &stt, Duration::from_secs(10)).await;
+
+    let s = &outcome.segments;
+    assert_eq!(
+        (outcome.reason, outcome.transfer_to.as_deref()),
+        (EndedReason::Transferred, Some(to.as_str())),
+        "{s:#?}"
+    );
+    let at = |speaker: Speaker, text: &str, from: usize| {
+        s.iter()
+            .enumerate()
+            .skip(from)
+            .find(|(_, x)| x.speaker == speaker && recall(text, &x.text) >= 0.6)
+            .map(|(i, _)| i)
+            .unwrap_or_else(|| panic!("no {speaker:?} segment like {text:?} after #{from}: {s:#?}"))
+    };
+    let asked = at(Speaker::Caller, "I would like to talk to a person, please", 0);
+    let hold = at(Speaker::Agent, "Please hold while I call them.", asked);
+    // The summary, said to the person only; their line echoes it back.
+    let briefed = s.iter().position(|x| x.speaker == Speaker::Agent && x.text == SUMMARY).expect("the summary");
+    assert!(briefed > hold, "{s:#?}");
+    let echoed = at(Speaker::Human, SUMMARY, briefed);
+    // (A segment starts with the 200 ms heard before its speech was detected.)
+    assert!(s[echoed].start_ms >= s[briefed].start_ms - 250, "{s:#?}");
+    // Joined: the caller's words go to the person's line and come back.
+    let spoke = at(Speaker::Caller, then, hold);
+    let back = at(Speaker::Human, then, echoed + 1);
+    assert!(s[back].start_ms >= s[spoke].start_ms - 250 && s[back].start_ms < s[spoke].end_ms, "{s:#?}");
+    // The agent said nothing to the caller after asking them to hold.
+    let after: Vec<_> = s[hold + 1..].iter().filter(|x| x.speaker == Speaker::Agent && x.text != SUMMARY).collect();
+    assert!(after.is_empty(), "{after:#?}");
+    // The recording: the person (their echo of the caller) on the right.
+    let recording = outcome.recording.expect("recorded");
+    let mut reader = hound::WavReader::open(&recording.path).unwrap();
+    let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+    let right: Vec<f64> = samples
+        .chunks(2)
+        .skip((s[back].start_ms * 8) as usize)
+        .take(((s[back].end_ms - s[back].start_ms) * 8) as usize)
+        .map(|f| f64::from(f[1]))
+        .collect();
+    let rms = (right.iter().map(|x| x * x).sum::<f64>() / right.len().max(1) as f64).sqrt();
+    assert!(rms > 300.0, "the person's side is in the recording: {rms}");
+    for (who, sipp) in [("caller", &mut caller), ("person", &mut person)] {
+        let status = sipp.wait().unwrap();
+        assert!(status.success(), "the {who}'s SIPp: {status:?}");
+    }
+}
+
+/// Issue 35: a warm transfer to a second SIPp that rings and never
+/// answers: after the ring timeout the agent is back with the caller,
+/// says so, and the call goes on until the caller hangs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_transfer_nobody_answers_comes_back_to_the_caller() {
+    use parley_domain::call::{EndedReason, Speaker};
+    use parley_voice::session::Input;
+    let stt = parley_speech::local_servers::whisper();
+    let espeak = parley_speech::espeak::Espeak::new("en-us", 160).unwrap();
+    let line = asking_for_a_person(&espeak, 9, "okay, thank you").await;
+    let (caller_port, caller_media) = (free_udp_port(), free_udp_port());
+    let mut caller = parley_voice::testing::sipp_callee_line(&line, caller_port, caller_media);
+    let (person_port, person_media) = (free_udp_port(), free_udp_port());
+    let mut person = sipp_callee("uas_rings_forever.xml", person_port, person_media);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let to = format!("sip:desk@127.0.0.1:{person_port}");
+    let inputs: std::sync::Arc<std::sync::Mutex<Vec<Input>>> = std::sync::Arc::default();
+    let agent = Transferring { to: to.clone(), inputs: inputs.clone() };
+    let outcome = warm_call(provider().await, caller_port, agent, &stt, Duration::from_secs(3)).await;
+
+    let s = &outcome.segments;
+    assert_eq!((outcome.reason, outcome.transfer_to.clone()), (EndedReason::CallerHangup, None), "{s:#?}");
+    let failed = Input::TransferFailed { to, why: "nobody answered".into() };
+    assert!(inputs.lock().unwrap().contains(&failed), "{:#?}", inputs.lock().unwrap());
+    let hold = s.iter().position(|x| x.text == "Please hold while I call them.").expect("asked to hold");
+    let sorry = s.iter().position(|x| x.speaker == Speaker::Agent && x.text == SORRY).expect("back with the caller");
+    // Rang for the timeout (3 s) after the hold message, then came back.
+    let rang = s[sorry].start_ms - s[hold].end_ms;
+    assert!((2500..6000).contains(&rang), "came back {rang} ms after the hold message: {s:#?}");
+    assert!(!s.iter().any(|x| x.text == SUMMARY || x.speaker == Speaker::Human), "{s:#?}");
+    for (who, sipp) in [("caller", &mut caller), ("person", &mut person)] {
+        let status = sipp.wait().unwrap();
+        assert!(status.success(), "the {who}'s SIPp: {status:?}");
+    }
 }

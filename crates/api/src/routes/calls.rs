@@ -30,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_calls, create_call))
         .routes(routes!(get_call))
         .routes(routes!(hangup_call))
+        .routes(routes!(analyze_call))
         .routes(routes!(get_transcript))
         .routes(routes!(get_recording))
         .routes(routes!(get_waveform))
@@ -253,6 +254,24 @@ async fn list_calls(
 )]
 async fn get_call(auth: Auth, State(s): State<AppState>, PathText(id): PathText) -> Result<Json<Call>, ApiError> {
     Ok(Json(calls::get(&s.services, auth.scope(), &id).await?))
+}
+
+/// Analyse an ended call again, with its agent's `analysis` plan as it is
+/// now (summary, extraction into `analysis.schema`, success evaluation).
+/// Answers 202 with the call; its `analysis` is replaced when the job is
+/// done (`call.analyzed`). Billed as a run (`analysis`).
+#[utoipa::path(
+    post, path = "/api/v1/calls/{call_id}/analysis", tag = "Calls",
+    params(("call_id" = String, Path)),
+    responses(
+        (status = 202, body = Call, description = "Queued; the call as it is now"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The call has not ended"),
+    )
+)]
+async fn analyze_call(auth: Auth, State(s): State<AppState>, PathText(id): PathText) -> Result<Response, ApiError> {
+    let call = calls::analyze(&s.services, auth.scope(), &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(call)).into_response())
 }
 
 /// Hang up a call (`ended_reason: agent_hangup`, or `canceled` before it

@@ -3,7 +3,8 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::Uri;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use parley_domain::call::Analysis;
 use parley_domain::conversation::{Conversation, ConversationItem, Message};
 use parley_domain::ids::ConversationId;
 use parley_domain::validation::{Parsed, QueryReader};
@@ -28,6 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(mark_read))
         .routes(routes!(reply_preview))
         .routes(routes!(list_messages))
+        .routes(routes!(analyze_conversation, get_conversation_analysis))
 }
 
 impl FromQuery for ConversationFilter {
@@ -119,6 +121,41 @@ async fn list_conversations(
 async fn get_conversation(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Json<Conversation>, ApiError> {
     let [id] = path.0.map(ConversationId);
     Ok(Json(conversations::get(&s.services, auth.scope(), id).await?))
+}
+
+/// Analyse a conversation so far with its agent's `analysis` plan (as a
+/// call is after it ends): a summary, the facts of `analysis.schema`, a
+/// success evaluation. Answers 202 with the conversation; the result is
+/// at `GET …/analysis` when done (`conversation.analyzed`). Billed as a
+/// run (`analysis`). 409 without an agent.
+#[utoipa::path(
+    post, path = "/api/v1/conversations/{conversation_id}/analysis", tag = "Conversations",
+    params(("conversation_id" = i64, Path)),
+    responses(
+        (status = 202, body = Conversation, description = "Queued"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "The conversation has no agent"),
+    )
+)]
+async fn analyze_conversation(auth: Auth, State(s): State<AppState>, path: Ids<1>) -> Result<Response, ApiError> {
+    let [id] = path.0.map(ConversationId);
+    let conversation = conversations::analyze(&s.services, auth.scope(), id).await?;
+    Ok((axum::http::StatusCode::ACCEPTED, Json(conversation)).into_response())
+}
+
+/// A conversation's latest analysis; 404 before the first.
+#[utoipa::path(
+    get, path = "/api/v1/conversations/{conversation_id}/analysis", tag = "Conversations",
+    params(("conversation_id" = i64, Path)),
+    responses((status = 200, body = Analysis), (status = 404, body = ErrorBody))
+)]
+async fn get_conversation_analysis(
+    auth: Auth,
+    State(s): State<AppState>,
+    path: Ids<1>,
+) -> Result<Json<Analysis>, ApiError> {
+    let [id] = path.0.map(ConversationId);
+    Ok(Json(conversations::analysis(&s.services, auth.scope(), id).await?))
 }
 
 /// Change a conversation's title, status, snooze or agent.

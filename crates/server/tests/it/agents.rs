@@ -210,6 +210,35 @@ both_backends! {
             (r#"["body","first_message_wait_s"]"#.to_owned(), "value_error.number.not_ge".to_owned()),
             (r#"["body","end_of_turn_max_ms"]"#.to_owned(), "value_error.number.not_le".to_owned()),
         ]);
+        // Answering-machine detection: off by default; a message exactly
+        // when one is left; null turns it off again.
+        assert_eq!(a["voicemail"], Value::Null);
+        let r = app.patch(&ws.live, &path, json!({"voicemail": {"action": "leave_message", "message": "Call us back.", "beep_wait_s": 12, "on_screening": "hang_up"}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["voicemail"], json!({"action": "leave_message", "message": "Call us back.", "beep_wait_s": 12, "on_screening": "hang_up"}));
+        let bad = app.patch(&ws.live, &path, json!({"voicemail": {"action": "leave_message"}})).await;
+        assert_eq!(bad.faults(), vec![(r#"["body","voicemail","message"]"#.to_owned(), "value_error.voicemail.message".to_owned())]);
+        let bad = app.patch(&ws.live, &path, json!({"voicemail": {"action": "hang_up", "message": "Hi", "beep_wait_s": 61, "extra": 1}})).await;
+        let mut faults = bad.faults();
+        faults.sort();
+        assert_eq!(faults, vec![
+            (r#"["body","voicemail","beep_wait_s"]"#.to_owned(), "value_error.number.not_le".to_owned()),
+            (r#"["body","voicemail","extra"]"#.to_owned(), "value_error.extra".to_owned()),
+            (r#"["body","voicemail","message"]"#.to_owned(), "value_error.voicemail.message".to_owned()),
+        ]);
+        assert_eq!(app.get(&ws.live, &path).await.body["voicemail"]["message"], "Call us back.", "nothing of a refused change is written");
+        let r = app.patch(&ws.live, &path, json!({"voicemail": null})).await;
+        assert_eq!(r.body["voicemail"], Value::Null);
+        // Post-call analysis: a summary by default; the schema must compile
+        // and describe an object.
+        assert_eq!(a["analysis"], json!({"summary": true, "schema": null, "success_criteria": null}));
+        let r = app.patch(&ws.live, &path, json!({"analysis": {"summary": false, "success_criteria": "Booked a table."}})).await;
+        assert_eq!(r.body["analysis"], json!({"summary": false, "schema": null, "success_criteria": "Booked a table."}), "{}", r.text);
+        let bad = app.patch(&ws.live, &path, json!({"analysis": {"schema": {"type": "string"}, "success_criteria": ""}})).await;
+        assert_eq!(bad.faults(), vec![
+            (r#"["body","analysis","schema"]"#.to_owned(), "value_error.json_schema".to_owned()),
+            (r#"["body","analysis","success_criteria"]"#.to_owned(), "value_error.string.too_short".to_owned()),
+        ]);
         // The OpenAPI document lists the configured engines as the values.
         let doc = app.send(reqwest::Method::GET, "/openapi.json", None, None, &[]).await.body;
         assert_eq!(doc["components"]["schemas"]["AgentVoice"]["properties"]["tts_engine"]["enum"], json!(["espeak"]));

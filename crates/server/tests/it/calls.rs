@@ -367,8 +367,9 @@ both_backends! {
             s.text_engines.insert("openai".into(), json!({"base_url": url, "model": "gpt-test"}));
         }).await;
         let ws = app.workspace("Acme").await;
+        // Post-call analysis off: only the turns ask the model here (analysis.rs tests it).
         let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "openai", "first_message": "Hi, Ava here.",
-            "system_prompt": "You help {{customer}} with orders."})).await["id"].as_i64().unwrap();
+            "system_prompt": "You help {{customer}} with orders.", "analysis": {"summary": false}})).await["id"].as_i64().unwrap();
         let r = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100", "variables": {"customer": "Ana"}})).await;
         assert_eq!(r.status, 201, "{}", r.text);
         let id = r.body["id"].as_str().unwrap().to_owned();
@@ -415,7 +416,9 @@ both_backends! {
         }).await;
         // Enough for the agent (50) and the call's first-minute hold (5): nothing left for the model.
         let ws = app.workspace_with_credit("Poor", 55).await;
-        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "paid"})).await["id"].as_i64().unwrap();
+        // Post-call analysis off: the call's end returns the unused hold,
+        // which an analysis would then spend.
+        let agent = app.create_agent(&ws.live, json!({"name": "Ava", "text_engine": "paid", "analysis": {"summary": false}})).await["id"].as_i64().unwrap();
         let r = place(&app, &ws.live, json!({"agent_id": agent, "to": "+14155550100"})).await;
         assert_eq!(r.status, 201, "{}", r.text);
         let id = r.body["id"].as_str().unwrap().to_owned();

@@ -284,6 +284,13 @@ fn sigterm_lets_an_in_flight_request_finish() {
     let live = key_in(&server.banner, "live").unwrap();
     let body = r#"{"name":"Finished after SIGTERM"}"#;
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A first request on the same connection: once it is answered the
+    // server holds the connection (however loaded the machine is), so the
+    // SIGTERM below falls on a request it is reading, not on a connection
+    // it has yet to accept.
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    read_response(&mut conn);
     let head = format!(
         "POST /api/v1/agents HTTP/1.1\r\nHost: x\r\nX-API-Key: {live}\r\nIdempotency-Key: sig\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -295,9 +302,7 @@ fn sigterm_lets_an_in_flight_request_finish() {
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     std::thread::sleep(Duration::from_millis(300));
     conn.write_all(&body.as_bytes()[5..]).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut response = String::new();
-    let _ = conn.read_to_string(&mut response);
+    let response = read_response(&mut conn);
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
     assert!(response.contains("Finished after SIGTERM"));
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -309,6 +314,29 @@ fn sigterm_lets_an_in_flight_request_finish() {
         assert!(Instant::now() < deadline, "server did not exit after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// One HTTP/1.1 response read off `conn` (its head and `Content-Length` body).
+fn read_response(conn: &mut std::net::TcpStream) -> String {
+    let mut reader = BufReader::new(conn);
+    let mut response = String::new();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return response;
+        }
+        if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = n.trim().parse().unwrap();
+        }
+        response.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    response + &String::from_utf8_lossy(&body)
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod support;
 mod receiver;
 
 mod agents;
+mod analysis;
 mod auth;
 mod billing;
 mod calls;

@@ -38,6 +38,9 @@ both_backends! {
             assert_eq!(r.status, 200, "{path}: {}", r.text);
             assert_eq!(r.body["result"]["protocolVersion"], "2025-06-18");
             assert_eq!(r.body["result"]["serverInfo"]["name"], "parley");
+            // The arguments many tools share are explained once, here.
+            let instructions = r.body["result"]["instructions"].as_str().unwrap();
+            assert!(["`limit`", "`offset`", "`idempotency_key`"].iter().all(|a| instructions.contains(a)), "{instructions}");
             assert!(r.header("mcp-session-id").is_none(), "stateless: no session");
         }
 
@@ -201,9 +204,11 @@ both_backends! {
 /// The most a full `tools/list` answer may weigh (85 KiB, some 21k
 /// tokens), so that listing the tools leaves a model's context for the
 /// work. (80 KiB until the inbox's label tools, 84 until web calls'
-/// `transport` and the webchat `calls` setting; the channel and agent
-/// tools' settings are two thirds of it: compress those before raising it
-/// again.)
+/// `transport` and the webchat `calls` setting. Voicemail detection and
+/// post-call analysis fit once `limit`, `offset` and `idempotency_key`
+/// were explained in the server's instructions instead of in every tool,
+/// with 80 bytes to spare. The channel and agent tools' settings are two
+/// thirds of it: compress those before raising it again.)
 const TOOLS_LIST_BUDGET_BYTES: usize = 85 * 1024;
 
 both_backends! {
@@ -229,6 +234,9 @@ both_backends! {
                 r.text.len() / 4
             );
             assert!(r.text.len() <= TOOLS_LIST_BUDGET_BYTES, "tools/list ({who} key) is {} bytes", r.text.len());
+            // Shared arguments are not explained again in each tool.
+            let calls = tools.iter().find(|t| t["name"] == "list_calls").unwrap();
+            assert_eq!(calls["inputSchema"]["properties"]["limit"], json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 50}));
         }
     }
 }

@@ -61,7 +61,7 @@ impl ScriptedEngine {
 
 /// The SSE frames of one answer. Tool calls come as OpenAI streams them:
 /// the id and name first, then the arguments in two fragments.
-fn frames(say: &Say) -> Vec<String> {
+pub(crate) fn frames(say: &Say) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});

@@ -112,6 +112,12 @@ pub struct AgentChanges {
     /// Seconds of caller silence (1–3,600) before the agent hangs up, or null for never.
     #[schema(value_type = Option<i64>, nullable, minimum = 1, maximum = 3600)]
     pub silence_hangup_s: Option<Option<i64>>,
+    /// Post-call analysis (replaces the whole object).
+    #[schema(nullable = false)]
+    pub analysis: Option<parley_domain::agent::AnalysisPlan>,
+    /// Voicemail detection on outbound calls, or null for none.
+    #[schema(value_type = Option<parley_domain::agent::Voicemail>, nullable)]
+    pub voicemail: Option<Option<parley_domain::agent::Voicemail>>,
     /// Prompt blocks of this workspace and mode, in render order (at most 50, no repeats).
     #[schema(schema_with = parley_domain::schema::unique_ids_50)]
     pub prompt_block_ids: Option<Vec<i64>>,
@@ -231,6 +237,8 @@ fn read_changes(r: &mut ObjectReader<'_>, engines: &EngineNames) -> AgentChanges
         end_of_turn_max_ms: r.optional("end_of_turn_max_ms", integer(300, 5_000)),
         silence_reprompt_s: r.nullable("silence_reprompt_s", integer(1, 600)),
         silence_hangup_s: r.nullable("silence_hangup_s", integer(1, 3_600)),
+        voicemail: r.nullable("voicemail", voicemail()),
+        analysis: r.optional("analysis", analysis_plan()),
         prompt_block_ids: r.optional("prompt_block_ids", unique_ids()),
         knowledge_collection_ids: r.optional("knowledge_collection_ids", unique_ids()),
         handoff: r.optional("handoff", handoff()),
@@ -267,6 +275,54 @@ fn agent_transcriber(engines: &[String]) -> impl FnOnce(Value, &[LocPart]) -> Pa
         let stt_engine = r.required("stt_engine", text_engine(engines));
         let language = r.nullable("language", language());
         Some(AgentTranscriber { stt_engine: stt_engine?, language: language.flatten() })
+    })
+}
+
+/// An agent's or a call's `voicemail`: `message` is required exactly when
+/// the action leaves one.
+pub fn voicemail() -> impl FnOnce(Value, &[LocPart]) -> Parsed<parley_domain::agent::Voicemail> {
+    use parley_domain::agent::{ScreeningAction, Voicemail, VoicemailAction};
+    object(|r| {
+        let action = r.required("action", enum_value::<VoicemailAction>());
+        let message = r.nullable("message", string(1, 1000)).flatten();
+        let beep_wait_s = r.optional("beep_wait_s", integer(1, 60));
+        let on_screening = r.optional("on_screening", enum_value::<ScreeningAction>());
+        match (action, &message) {
+            (Some(VoicemailAction::LeaveMessage), None) => r.push_error(FieldError::new(
+                r.loc_of("message"),
+                "value_error.voicemail.message",
+                "required with leave_message: what the agent says after the beep",
+            )),
+            (Some(VoicemailAction::HangUp), Some(_)) => r.push_error(FieldError::new(
+                r.loc_of("message"),
+                "value_error.voicemail.message",
+                "hang_up leaves no message: send null, or action leave_message",
+            )),
+            _ => {}
+        }
+        if r.has_errors() {
+            return None;
+        }
+        Some(Voicemail {
+            action: action?,
+            message,
+            beep_wait_s: beep_wait_s.unwrap_or(30),
+            on_screening: on_screening.unwrap_or(ScreeningAction::Respond),
+        })
+    })
+}
+
+/// An agent's `analysis`: what post-call analysis draws from each call.
+fn analysis_plan() -> impl FnOnce(Value, &[LocPart]) -> Parsed<parley_domain::agent::AnalysisPlan> {
+    object(|r| {
+        let summary = r.optional("summary", boolean());
+        let schema = r.nullable("schema", tools::schema());
+        let success_criteria = r.nullable("success_criteria", string(1, 2000));
+        Some(parley_domain::agent::AnalysisPlan {
+            summary: summary.unwrap_or(true),
+            schema: schema.flatten(),
+            success_criteria: success_criteria.flatten(),
+        })
     })
 }
 
@@ -405,6 +461,12 @@ fn apply(f: &mut AgentFields, c: AgentChanges, sealer: &parley_domain::crypto::S
     }
     if let Some(v) = c.silence_hangup_s {
         f.speech.silence_hangup_s = v;
+    }
+    if let Some(v) = c.voicemail {
+        f.speech.voicemail = v;
+    }
+    if let Some(v) = c.analysis {
+        f.speech.analysis = v;
     }
     if let Some(v) = c.prompt_block_ids {
         f.prompt_block_ids = v;

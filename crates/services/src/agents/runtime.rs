@@ -19,6 +19,8 @@ pub trait AgentRuntime: Send + Sync {
     fn run_handler(&self, svc: &Services) -> Arc<dyn parley_jobs::Handler>;
     /// The agent's side of a call that has been placed.
     fn call_session(&self, svc: &Services, scope: Scope, agent: CallAgent) -> Box<dyn AgentSession>;
+    /// The `call.analyze` and `conversation.analyze` job handlers.
+    fn analysis_handlers(&self, svc: &Services) -> Vec<Arc<dyn parley_jobs::Handler>>;
 }
 
 impl Services {
@@ -36,8 +38,11 @@ impl Services {
         }
     }
 
-    /// The `agent.run` handler, if a runtime was given.
-    pub(crate) fn run_handler(&self) -> Option<Arc<dyn parley_jobs::Handler>> {
-        self.agent_runtime.as_ref().map(|runtime| runtime.run_handler(self))
+    /// The `agent.run` and analysis handlers, if a runtime was given.
+    pub(crate) fn runtime_handlers(&self) -> Vec<Arc<dyn parley_jobs::Handler>> {
+        match &self.agent_runtime {
+            Some(runtime) => [vec![runtime.run_handler(self)], runtime.analysis_handlers(self)].concat(),
+            None => Vec::new(),
+        }
     }
 }

@@ -170,8 +170,9 @@ fn tool_name() -> impl FnOnce(Value, &[LocPart]) -> Parsed<String> {
     }
 }
 
-/// A JSON Schema for an arguments object: it must compile.
-fn schema() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Value> {
+/// A JSON Schema for an arguments object (a tool's, or what post-call
+/// analysis extracts): it must compile.
+pub(crate) fn schema() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Value> {
     |v, l| {
         let err = |msg: String| Err(vec![FieldError::new(l.to_vec(), "value_error.json_schema", msg)]);
         if !v.is_object() {
@@ -181,7 +182,7 @@ fn schema() -> impl FnOnce(Value, &[LocPart]) -> Parsed<Value> {
             return err("the schema is larger than 16 KiB".into());
         }
         if v.get("type").is_some_and(|t| t != "object") {
-            return err("the arguments schema must have type \"object\"".into());
+            return err("the schema must have type \"object\"".into());
         }
         match jsonschema::validator_for(&v) {
             Ok(_) => Ok(v),

@@ -339,6 +339,81 @@ pub async fn get(svc: &Services, scope: Scope, id: ConversationId) -> ServiceRes
     repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))
 }
 
+/// The job kind of a conversation's analysis on demand.
+pub const ANALYZE: &str = "conversation.analyze";
+
+#[derive(Debug, PartialEq, serde::Serialize, Deserialize)]
+pub struct AnalyzeConversation {
+    pub conversation_id: i64,
+}
+
+impl parley_jobs::BackgroundJob for AnalyzeConversation {
+    const KIND: &'static str = ANALYZE;
+}
+
+/// `POST /api/v1/conversations/{id}/analysis`: the conversation's agent
+/// analyses it as a call is after its end (its `analysis` plan over the
+/// messages so far); 409 without an agent. Answers the conversation; the
+/// analysis is read at `GET …/analysis` once done (`conversation.analyzed`).
+pub async fn analyze(svc: &Services, scope: Scope, id: ConversationId) -> ServiceResult<Conversation> {
+    let id = id.get();
+    svc.transaction(async |work| {
+        let conversation = repo::get(work, scope, id).await?.ok_or_else(|| not_found(id))?;
+        if conversation.agent_id.is_none() {
+            return Err(ServiceError::Conflict(format!("Conversation {id} has no agent to analyse it")));
+        }
+        let job = parley_jobs::Enqueue::of(&AnalyzeConversation { conversation_id: id }).for_scope(scope);
+        parley_jobs::enqueue(work, job).await?;
+        Ok(conversation)
+    })
+    .await
+}
+
+/// `GET /api/v1/conversations/{id}/analysis`: its latest analysis; 404
+/// before the first.
+pub async fn analysis(
+    svc: &Services,
+    scope: Scope,
+    id: ConversationId,
+) -> ServiceResult<parley_domain::call::Analysis> {
+    let id = id.get();
+    let mut c = svc.db.read().await?;
+    repo::get(&mut c, scope, id).await?.ok_or_else(|| not_found(id))?;
+    repo::analysis(&mut c, scope, id).await?.ok_or_else(|| ServiceError::not_found("Analysis of conversation", id))
+}
+
+/// What a conversation's analysis reads: the conversation, its messages
+/// (the latest `limit`, oldest first) and its agent.
+pub async fn analysis_context(
+    svc: &Services,
+    scope: Scope,
+    id: i64,
+    limit: i64,
+) -> ServiceResult<Option<(Conversation, Vec<parley_domain::conversation::Message>, Option<parley_domain::agent::Agent>)>>
+{
+    let mut c = svc.db.read().await?;
+    let Some(conversation) = repo::get(&mut c, scope, id).await? else { return Ok(None) };
+    let messages = repo::recent_messages(&mut c, scope, id, limit).await?;
+    let agent = match conversation.agent_id {
+        Some(agent_id) => parley_store::repo::agents::get(&mut c, scope, agent_id, false).await?,
+        None => None,
+    };
+    Ok(Some((conversation, messages, agent)))
+}
+
+/// Stores a conversation's analysis and tells subscribers (`conversation.analyzed`).
+pub async fn record_analysis(
+    tx: &mut Tx,
+    scope: Scope,
+    id: i64,
+    analysis: &parley_domain::call::Analysis,
+) -> ServiceResult<()> {
+    repo::set_analysis(tx, scope, id, analysis).await?;
+    let data = serde_json::json!({"conversation_id": id, "analysis": analysis});
+    events::append(tx, scope, EventType::ConversationAnalyzed, data).await?;
+    Ok(())
+}
+
 pub async fn list(
     svc: &Services,
     scope: Scope,

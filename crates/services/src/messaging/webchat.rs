@@ -181,6 +181,7 @@ pub async fn call(svc: &Services, chat: &Webchat, visitor: &Visitor) -> ServiceR
         max_duration_s: None,
         record: None,
         metadata: Some(metadata),
+        voicemail: None,
     };
     let placed = crate::calls::place(svc, chat.scope, None, input).await?;
     let body: Value = serde_json::from_str(&placed.answer.body).unwrap_or(Value::Null);

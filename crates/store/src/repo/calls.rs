@@ -1,8 +1,8 @@
 //! Voice calls and their transcript segments.
 
 use parley_domain::call::{
-    Call, CallDirection, CallLatency, CallRecording, CallStatus, EndedReason, RecordingStatus, Speaker,
-    TranscriptSegment, TurnLatency, Word,
+    Analysis, AnsweredBy, Call, CallDirection, CallLatency, CallRecording, CallStatus, EndedReason, MachineDetection,
+    RecordingStatus, Speaker, TranscriptSegment, TurnLatency, Word,
 };
 use parley_domain::validation::Page;
 use parley_domain::{Mode, Scope, Timestamp};
@@ -18,7 +18,8 @@ pub const VERSION_KEY: &str = "calls";
 const COLUMNS: &str = "id, public_id, workspace_id, livemode, agent_id, contact_id, conversation_id, direction, \
     from_address, to_address, status, ended_reason, first_message, max_duration_s, record, metadata, provider, \
     provider_call_id, owner, last_seen_at, created_at, ringing_at, answered_at, ended_at, duration_ms, cost_cents, \
-    recording_status, recording_key, recording_duration_ms, transfer_to, channel_id, latency";
+    recording_status, recording_key, recording_duration_ms, transfer_to, channel_id, latency, \
+    answered_by, machine_detection, analysis";
 
 /// A stored call, with what only the services need (owner, recording key).
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -55,6 +56,9 @@ pub struct CallRow {
     pub transfer_to: Option<String>,
     pub channel_id: Option<i64>,
     pub latency: Option<Json<CallLatency>>,
+    pub answered_by: Option<AnsweredBy>,
+    pub machine_detection: Option<Json<MachineDetection>>,
+    pub analysis: Option<Json<Analysis>>,
 }
 
 impl CallRow {
@@ -95,6 +99,9 @@ impl CallRow {
             transfer_to: self.transfer_to.clone(),
             channel_id: self.channel_id,
             latency: self.latency.as_ref().map(|l| l.0),
+            answered_by: self.answered_by,
+            machine_detection: self.machine_detection.as_ref().map(|m| m.0.clone()),
+            analysis: self.analysis.as_ref().map(|a| a.0.clone()),
         })
     }
 }
@@ -278,6 +285,8 @@ pub struct Ending {
     /// Where the call was transferred (`transferred` calls).
     pub transfer_to: Option<String>,
     pub latency: Option<CallLatency>,
+    /// Answering-machine detection's last word (`None` keeps what is stored).
+    pub machine: Option<(AnsweredBy, MachineDetection)>,
 }
 
 /// Ends a live call; false if it had already ended (terminal states never change).
@@ -288,6 +297,7 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
         sqlx::query(
             "UPDATE calls SET status = $4, ended_reason = $5, ended_at = $6, duration_ms = $7, cost_cents = $8,
                 recording_status = $9, recording_key = $10, recording_duration_ms = $11, transfer_to = $12, latency = $13, owner = NULL,
+                answered_by = COALESCE($14, answered_by), machine_detection = COALESCE($15, machine_detection),
                 updated_at = $6
              WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'ringing', 'in_progress')",
         )
@@ -303,6 +313,48 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, e: &Ending) ->
         .bind(recording_ms)
         .bind(&e.transfer_to)
         .bind(e.latency.map(Json))
+        .bind(e.machine.as_ref().map(|(by, _)| by.as_str()))
+        .bind(e.machine.as_ref().map(|(_, m)| Json(m)))
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(n > 0)
+}
+
+/// Stores an ended call's post-call analysis (replacing an earlier one).
+pub async fn set_analysis(c: &mut impl AsHandle, scope: Scope, id: i64, analysis: &Analysis) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE calls SET analysis = $4, updated_at = $5 WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
+        )
+        .bind_scope(scope)
+        .bind(id)
+        .bind(Json(analysis))
+        .bind(Timestamp::now())
+    )?;
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Ok(n > 0)
+}
+
+/// Records who picked up a live call, as answering-machine detection judged.
+pub async fn set_answered_by(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    by: AnsweredBy,
+    detection: &MachineDetection,
+) -> StoreResult<bool> {
+    let n = execute!(
+        c,
+        sqlx::query(
+            "UPDATE calls SET answered_by = $4, machine_detection = $5, updated_at = $6
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('ringing', 'in_progress')",
+        )
+        .bind_scope(scope)
+        .bind(id)
+        .bind(by.as_str())
+        .bind(Json(detection))
+        .bind(Timestamp::now())
     )?;
     versions::bump(c, scope, VERSION_KEY).await?;
     Ok(n > 0)

@@ -1075,3 +1075,44 @@ pub async fn opted_out(
     )?;
     Ok(row.map(|(k,)| k))
 }
+
+/// Stores conversation `id`'s latest analysis (replacing the one before).
+pub async fn set_analysis(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+    analysis: &parley_domain::call::Analysis,
+) -> StoreResult<()> {
+    execute!(
+        c,
+        sqlx::query(
+            "INSERT INTO conversation_analyses (conversation_id, workspace_id, livemode, analysis)
+             VALUES ($3, $1, $2, $4)
+             ON CONFLICT (conversation_id) DO UPDATE SET analysis = excluded.analysis
+             WHERE conversation_analyses.workspace_id = excluded.workspace_id
+               AND conversation_analyses.livemode = excluded.livemode",
+        )
+        .bind_scope(scope)
+        .bind(id)
+        .bind(sqlx::types::Json(analysis))
+    )?;
+    Ok(())
+}
+
+/// Conversation `id`'s latest analysis, if it has one.
+pub async fn analysis(
+    c: &mut impl AsHandle,
+    scope: Scope,
+    id: i64,
+) -> StoreResult<Option<parley_domain::call::Analysis>> {
+    let row: Option<(sqlx::types::Json<parley_domain::call::Analysis>,)> = fetch_optional!(
+        c,
+        sqlx::query_as(
+            "SELECT analysis FROM conversation_analyses
+             WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3",
+        )
+        .bind_scope(scope)
+        .bind(id)
+    )?;
+    Ok(row.map(|(a,)| a.0))
+}

@@ -48,6 +48,23 @@ export function TextField({ form, name, label, hint, type = "text", ...rest }) {
 }
 
 /**
+ * A text area bound to `form.values[name]`.
+ * @param {{form: Form, name: string, label: string, hint?: string, rows?: number, maxlength?: number,
+ *   class?: string, spellcheck?: string}} p
+ */
+export function TextAreaField({ form, name, label, hint, ...rest }) {
+  return html`<${Field} label=${label} hint=${hint} error=${form.errors[name]}>
+    ${(/** @type {any} */ a) => html`<textarea
+      ...${a}
+      ...${rest}
+      name=${name}
+      value=${form.values[name] ?? ""}
+      onInput=${(/** @type {any} */ e) => form.set(name, e.currentTarget.value)}
+    ></textarea>`}
+  <//>`;
+}
+
+/**
  * A select bound to `form.values[name]`.
  * @param {{form: Form, name: string, label: string, hint?: string, options: [string, string][]}} p
  *   `options` as `[value, label]` pairs.

@@ -22,6 +22,7 @@ import {
   PageHeader,
   SelectField,
   Skeleton,
+  TextAreaField,
   TextField,
   useCreate,
   useForm,
@@ -68,6 +69,8 @@ import { humanize as statusLabel } from "../lib/format.js";
  * @property {number} end_of_turn_max_ms
  * @property {number | null} [silence_reprompt_s]
  * @property {number | null} [silence_hangup_s]
+ * @property {{action: "hang_up" | "leave_message", message?: string | null, beep_wait_s: number, on_screening: "respond" | "hang_up"} | null} [voicemail]
+ * @property {{summary: boolean, schema?: Record<string, unknown> | null, success_criteria?: string | null}} analysis
  * @property {number[]} prompt_block_ids
  * @property {number[]} knowledge_collection_ids
  * @property {{keywords: string[], max_turns?: number | null, target_user_id?: number | null}} handoff
@@ -394,6 +397,13 @@ function valuesOf(a) {
     end_of_turn_max_ms: text(a.end_of_turn_max_ms),
     silence_reprompt_s: text(a.silence_reprompt_s),
     silence_hangup_s: text(a.silence_hangup_s),
+    "voicemail.action": a.voicemail?.action ?? "",
+    "voicemail.message": a.voicemail?.message ?? "",
+    "voicemail.beep_wait_s": text(a.voicemail?.beep_wait_s ?? 30),
+    "voicemail.on_screening": a.voicemail?.on_screening ?? "respond",
+    "analysis.summary": a.analysis.summary,
+    "analysis.schema": a.analysis.schema ? JSON.stringify(a.analysis.schema, null, 2) : "",
+    "analysis.success_criteria": a.analysis.success_criteria ?? "",
     metadata: JSON.stringify(a.metadata, null, 2),
   };
 }
@@ -522,6 +532,34 @@ function changes(a, v) {
   for (const k of /** @type {const} */ (["silence_reprompt_s", "silence_hangup_s"])) {
     if (!same(k)) body[k] = numberOrNull(v[k]);
   }
+  const voicemail = /** @type {const} */ (["voicemail.action", "voicemail.message", "voicemail.beep_wait_s", "voicemail.on_screening"]);
+  if (!voicemail.every(same)) {
+    const action = v["voicemail.action"];
+    body.voicemail = action
+      ? {
+          action,
+          message: action === "leave_message" ? v["voicemail.message"].trim() || null : null,
+          beep_wait_s: numberOrNull(v["voicemail.beep_wait_s"]) ?? 30,
+          on_screening: v["voicemail.on_screening"],
+        }
+      : null;
+  }
+  const analysis = /** @type {const} */ (["analysis.summary", "analysis.schema", "analysis.success_criteria"]);
+  if (!analysis.every(same)) {
+    const schema = v["analysis.schema"].trim();
+    /** @type {unknown} */
+    let parsed = null;
+    try {
+      parsed = schema ? JSON.parse(schema) : null;
+    } catch {
+      parsed = schema; // the API says what is wrong, next to the field
+    }
+    body.analysis = {
+      summary: v["analysis.summary"],
+      schema: parsed,
+      success_criteria: v["analysis.success_criteria"].trim() || null,
+    };
+  }
   if (!same("metadata")) {
     try {
       body.metadata = JSON.parse(v.metadata || "{}");
@@ -641,14 +679,13 @@ function Settings({ agent, saved, onSaved }) {
     <fieldset>
       <legend>Prompt</legend>
       <${BlockPicker} form=${form} blocks=${blocks.data ?? []} />
-      <${Field} label="System prompt" error=${form.errors.system_prompt} hint="Comes after the prompt blocks. {{variables}} are filled from the call or conversation.">
-        ${(/** @type {any} */ a) => html`<textarea
-          ...${a}
-          rows="8"
-          value=${v.system_prompt}
-          onInput=${(/** @type {any} */ e) => form.set("system_prompt", e.currentTarget.value)}
-        ></textarea>`}
-      <//>
+      <${TextAreaField}
+        form=${form}
+        name="system_prompt"
+        label="System prompt"
+        rows=${8}
+        hint="Comes after the prompt blocks. {{variables}} are filled from the call or conversation."
+      />
       <${TextField} form=${form} name="first_message" label="First message (optional)" maxlength=${2000} />
       <div class="row">
         <${SelectField}
@@ -878,6 +915,61 @@ function Settings({ agent, saved, onSaved }) {
         <${TextField} form=${form} name="silence_reprompt_s" label="Prompt again after (s)" type="number" hint="Empty for never." />
         <${TextField} form=${form} name="silence_hangup_s" label="Hang up after silence (s)" type="number" hint="Empty for never." />
       </div>
+      <div class="row">
+        <${SelectField}
+          form=${form}
+          name="voicemail.action"
+          label="When a machine answers"
+          hint="Outbound calls: the greeting waits until Parley knows a person picked up."
+          options=${[
+            /** @type {[string, string]} */ (["", "Don't check (greet at once)"]),
+            /** @type {[string, string]} */ (["hang_up", "Hang up"]),
+            /** @type {[string, string]} */ (["leave_message", "Leave a message after the beep"]),
+          ]}
+        />
+        <${SelectField}
+          form=${form}
+          name="voicemail.on_screening"
+          label="When a call screener asks who is calling"
+          options=${[
+            /** @type {[string, string]} */ (["respond", "Say the greeting and go on"]),
+            /** @type {[string, string]} */ (["hang_up", "Hang up"]),
+          ]}
+        />
+        <${TextField} form=${form} name="voicemail.beep_wait_s" label="Wait for the beep (s)" type="number" hint="1–60, from the answer." />
+      </div>
+      ${v["voicemail.action"] === "leave_message" &&
+      html`<${TextAreaField}
+        form=${form}
+        name="voicemail.message"
+        label="Voicemail message"
+        rows=${3}
+        maxlength=${1000}
+        hint="Said once the beep has passed; up to 1,000 characters."
+      />`}
+    </fieldset>
+
+    <fieldset>
+      <legend>After each call</legend>
+      <p class="hint">The agent's text engine reads the transcript of each answered call (a run, billed like any other).</p>
+      <${CheckField} form=${form} name="analysis.summary" label="Write a summary" />
+      <${TextAreaField}
+        form=${form}
+        name="analysis.schema"
+        label="Facts to extract (JSON Schema, optional)"
+        rows=${6}
+        class="code"
+        spellcheck="false"
+        hint='An object schema, e.g. {"type": "object", "properties": {"order_id": {"type": "string"}}}. An answer that does not fit is reported, not stored.'
+      />
+      <${TextAreaField}
+        form=${form}
+        name="analysis.success_criteria"
+        label="Success criteria (optional)"
+        rows=${2}
+        maxlength=${2000}
+        hint="What makes a call a success, e.g. the caller booked a table."
+      />
     </fieldset>
 
     <fieldset>

@@ -53,6 +53,20 @@ import { Runs } from "../components/runs.js";
  * @property {string} provider
  * @property {string | null} [transfer_to]
  * @property {{turns: number, voice_to_voice_p50_ms: number, voice_to_voice_p95_ms: number} | null} [latency]
+ * @property {"human" | "machine" | "uncertain" | null} [answered_by]
+ * @property {{cause: string, heard?: string | null, decided_ms: number, beep_end_ms?: number | null, message_left: boolean} | null} [machine_detection]
+ * @property {Analysis | null} [analysis]
+ */
+/**
+ * @typedef {object} Analysis
+ * @property {"completed" | "failed"} status
+ * @property {string | null} [summary]
+ * @property {unknown} [data]
+ * @property {string[]} data_errors
+ * @property {{result: boolean, reason: string} | null} [success]
+ * @property {string | null} [error]
+ * @property {number | null} [run_id]
+ * @property {string} analyzed_at
  */
 /**
  * @typedef {object} Segment
@@ -387,6 +401,7 @@ export function CallPage({ id }) {
       <div><dt>Voice to voice</dt><dd>${c.latency ? `p50 ${c.latency.voice_to_voice_p50_ms} ms · p95 ${c.latency.voice_to_voice_p95_ms} ms over ${c.latency.turns} turns` : "—"}</dd></div>
       <div><dt>Line</dt><dd>${c.provider}</dd></div>
       ${c.transfer_to && html`<div><dt>Transferred to</dt><dd>${c.transfer_to}</dd></div>`}
+      ${c.answered_by && html`<div><dt>Answered by</dt><dd>${answeredBy(c)}</dd></div>`}
       <div><dt>Call id</dt><dd><code>${c.id}</code></dd></div>
     </dl>
     <section class="section" aria-labelledby="timeline-h">
@@ -433,6 +448,7 @@ export function CallPage({ id }) {
         }}
       />`}
     </section>
+    ${!live && html`<${CallAnalysisSection} call=${c} onQueued=${call.reload} />`}
     ${turns.length > 0 &&
     html`<section class="section" aria-labelledby="latency-h">
       <h2 id="latency-h">Latency per turn</h2>
@@ -499,4 +515,66 @@ function callTitle(c) {
 function clock(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+/**
+ * Who picked up, as answering-machine detection judged, in a sentence.
+ * @param {Call} c
+ */
+function answeredBy(c) {
+  const d = c.machine_detection;
+  const by = { human: "A person", machine: "A machine", uncertain: "Not sure (treated as a person)" }[c.answered_by ?? "uncertain"];
+  if (!d) return by;
+  const why = d.heard ? `heard “${d.heard}”` : statusLabel(d.cause).toLowerCase();
+  const message = c.answered_by === "machine" ? (d.message_left ? " · message left" : " · no message") : "";
+  return `${by} (${why}, after ${(d.decided_ms / 1000).toFixed(1)} s)${message}`;
+}
+
+/**
+ * Post-call analysis: the summary, whether the call met the agent's
+ * criteria, the facts extracted (or why they were refused), and a way to
+ * run it again.
+ * @param {{call: Call, onQueued: () => void}} p
+ */
+function CallAnalysisSection({ call, onQueued }) {
+  const a = call.analysis;
+  const [state, setState] = useState(/** @type {"" | "queued" | string} */ (""));
+  const again = async () => {
+    setState("");
+    try {
+      await api("POST", `/api/v1/calls/${encodeURIComponent(call.id)}/analysis`);
+      setState("queued");
+      onQueued();
+    } catch (e) {
+      setState(e instanceof Error ? e.message : String(e));
+    }
+  };
+  return html`<section class="section" aria-labelledby="analysis-h">
+    <h2 id="analysis-h">Analysis</h2>
+    ${!a && html`<p class="muted">Not analysed: the agent's text engine must be a model, and its analysis plan ask for something (agent settings, "After each call").</p>`}
+    ${a?.status === "failed" && html`<p class="notice error">The analysis failed: ${a.error}</p>`}
+    ${a?.status === "completed" &&
+    html`<dl class="facts">
+      ${a.summary && html`<div><dt>Summary</dt><dd>${a.summary}</dd></div>`}
+      ${a.success && html`<div><dt>Success</dt><dd>${a.success.result ? "Met" : "Not met"}${a.success.reason ? ` — ${a.success.reason}` : ""}</dd></div>`}
+      ${a.data != null &&
+      html`<div><dt>Extracted</dt><dd><pre class="code">${JSON.stringify(a.data, null, 2)}</pre></dd></div>`}
+      ${a.data_errors.length > 0 &&
+      html`<div>
+        <dt>Not extracted</dt>
+        <dd>
+          The model's answer did not fit the schema, so nothing was stored:
+          <ul>
+            ${a.data_errors.map((e) => html`<li>${e}</li>`)}
+          </ul>
+        </dd>
+      </div>`}
+    </dl>`}
+    ${a && html`<p class="muted">Analysed ${formatDate(a.analyzed_at)}.</p>`}
+    <p>
+      <button type="button" onClick=${again} disabled=${state === "queued"}>${a ? "Analyse again" : "Analyse now"}</button>
+      ${state === "queued" && html` <span role="status">Queued: the analysis appears here when it is done.</span>`}
+    </p>
+    ${state && state !== "queued" && html`<div class="notice error" role="alert"><p>${state}</p></div>`}
+  </section>`;
 }

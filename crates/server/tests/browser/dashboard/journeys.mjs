@@ -435,6 +435,13 @@ const journeys = {
       { timeout: 20000 },
     );
     check(ranges.includes(206), `the recording was never fetched by range: ${ranges}`);
+    // Post-call analysis needs a model: asked for with the builtin engine,
+    // the page says why it could not be made (the live stream brings it).
+    const analysis = page.getByRole("region", { name: "Analysis" });
+    await analysis.getByText(/^Not analysed/).waitFor();
+    await analysis.getByRole("button", { name: "Analyse now" }).click();
+    await analysis.getByRole("status").filter({ hasText: "Queued" }).waitFor();
+    await analysis.getByText(/The analysis failed: .*not a model/).waitFor({ timeout: 20000 });
     // Another workspace's call, or a live one seen in test mode, is the
     // same "no such call" as a missing one.
     for (const id of [config.calls.foreign, config.calls.a, "call_nothing"]) {
@@ -521,6 +528,21 @@ const journeys = {
     const saved = (await api(base, "GET", `/api/v1/agents/${id}`, { key: config.live_key })).body;
     check(saved.system_prompt === "You are Nova. Be brief." && saved.end_of_turn_ms === 700, JSON.stringify(saved));
     check(saved.tools.some((t) => t.name === "book_table" && t.parameters.required[0] === "day"), JSON.stringify(saved.tools));
+
+    // Voicemail detection: leaving a message asks for the message, next to its field.
+    await page.getByLabel("When a machine answers").selectOption("leave_message");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    const voicemailMessage = page.getByLabel("Voicemail message");
+    await page.waitForFunction(() => document.activeElement?.getAttribute("aria-invalid") === "true");
+    check((await voicemailMessage.getAttribute("aria-invalid")) === "true", "the missing voicemail message is not marked");
+    await axe(page, "agent voicemail settings with an error", axeStates);
+    await page.getByRole("group", { name: "Voice on calls" }).screenshot({ path: `${screenshots}/agent-voice.png` });
+    await voicemailMessage.fill("Hi, this is Nova from Acme. Please call us back.");
+    const patched = page.waitForResponse((r) => r.request().method() === "PATCH" && r.url().endsWith(`/api/v1/agents/${id}`));
+    await page.getByRole("button", { name: "Save changes" }).click();
+    check((await patched).status() === 200, "the voicemail settings were refused");
+    const voicemail = (await api(base, "GET", `/api/v1/agents/${id}`, { key: config.live_key })).body.voicemail;
+    check(voicemail?.action === "leave_message" && voicemail.message.startsWith("Hi, this is Nova") && voicemail.beep_wait_s === 30, JSON.stringify(voicemail));
 
     // Status moves as the API allows.
     await page.getByRole("button", { name: "Pause" }).click();
