@@ -258,6 +258,7 @@ export function Inbox({ id }) {
           ${items.map(
             (c) =>
               html`<${ConversationRow}
+                key=${c.id}
                 c=${c}
                 dir=${dir}
                 selected=${c.id === selected}
@@ -361,7 +362,12 @@ function BulkBar({ items, picked, setPicked, dir, onDone }) {
   </div>`;
 }
 
-/** @param {{c: Conversation, dir: Directory, selected: boolean, picked: boolean, onPick: () => void, href: string}} p */
+/**
+ * One row of the list, keyed by the conversation's id: when a live reload
+ * reorders the list, the row's checkbox (and focus) move with their
+ * conversation instead of being reused for another one.
+ * @param {{c: Conversation, dir: Directory, selected: boolean, picked: boolean, onPick: () => void, href: string}} p
+ */
 function ConversationRow({ c, dir, selected, picked, onPick, href }) {
   const requested = c.handoff?.status === "requested";
   return html`<li class=${`conversation-row${selected ? " selected" : ""}${picked ? " picked" : ""}`}>

@@ -1165,8 +1165,21 @@ const journeys = {
     const path = `/inbox/${config.inbox.uma}?view=all`;
     const people = [member, config.second_member];
     const pages = [];
+    // Both presses reach the server together: each accept is held until
+    // the other has been pressed too. Otherwise, on a slow machine, the
+    // first accept's event reaches the other page before its click, its
+    // button goes (rightly), and there is no race to see.
+    let pressed = 0;
+    /** @type {(v?: unknown) => void} */
+    let release = () => {};
+    const bothPressed = new Promise((resolve) => (release = resolve));
     for (const who of people) {
       const { page } = await signedIn(browser, base, who);
+      await page.route("**/api/v1/handoffs/*/accept", async (route) => {
+        if (++pressed === people.length) release();
+        await bothPressed;
+        await route.continue();
+      });
       await page.goto(path);
       await page.getByRole("button", { name: "Accept handoff" }).waitFor();
       pages.push(page);
