@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::{ServiceError, ServiceResult, Services};
+use crate::{ServiceError, ServiceResult, Services, Work};
 
 /// Settings as sent: each value, or `null` to remove it (in an update).
 pub type SettingChanges = Map<String, Value>;
@@ -495,9 +495,17 @@ pub async fn check(svc: &Services, scope: Scope, id: ChannelId) -> ServiceResult
 /// The provider refused the channel's credentials while sending: the
 /// channel goes to `error` with the provider's words.
 pub async fn credentials_refused(svc: &Services, scope: Scope, id: ChannelId, error: &str) -> ServiceResult<()> {
+    let mut work = svc.begin().await?;
+    refuse_credentials(&mut work, scope, id, error).await?;
+    svc.commit(work).await
+}
+
+/// [`credentials_refused`] within the caller's unit of work (a poll ends
+/// its chain in the same commit, so nothing polls a channel in error).
+pub async fn refuse_credentials(work: &mut Work, scope: Scope, id: ChannelId, error: &str) -> ServiceResult<()> {
     let id = id.get();
     let reason = format!("The provider refused the channel's credentials: {error}");
-    set_status(svc, scope, id, ChannelStatus::Error, Some(reason)).await?;
+    set_status_in(work, scope, id, ChannelStatus::Error, Some(reason)).await?;
     tracing::warn!(channel = id, error, "a channel's provider refused its credentials; the channel is in error");
     Ok(())
 }
@@ -512,15 +520,28 @@ async fn set_status(
     reason: Option<String>,
 ) -> ServiceResult<Option<Channel>> {
     let mut work = svc.begin().await?;
-    let Some(current) = repo::get(&mut work, scope, id).await? else { return Ok(None) };
+    let moved = set_status_in(&mut work, scope, id, status, reason).await?;
+    if moved.is_some() {
+        svc.commit(work).await?;
+    }
+    Ok(moved)
+}
+
+async fn set_status_in(
+    work: &mut Work,
+    scope: Scope,
+    id: i64,
+    status: ChannelStatus,
+    reason: Option<String>,
+) -> ServiceResult<Option<Channel>> {
+    let Some(current) = repo::get(work, scope, id).await? else { return Ok(None) };
     if current.status == ChannelStatus::Disabled || (current.status == status && current.status_reason == reason) {
         return Ok(None);
     }
     let mut fields = ChannelFields::from(&current);
     fields.status = status;
     fields.status_reason = reason;
-    let row = repo::update(&mut work, scope, id, &fields).await?.ok_or_else(|| not_found(id))?;
-    svc.commit(work).await?;
+    let row = repo::update(work, scope, id, &fields).await?.ok_or_else(|| not_found(id))?;
     Ok(Some(row.to_api()?))
 }
 

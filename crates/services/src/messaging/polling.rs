@@ -179,14 +179,15 @@ impl Poller {
         let polled = match polled {
             Ok(polled) => polled,
             Err(Delivered::CredentialsRefused { error }) => {
-                crate::messaging::channels::credentials_refused(
-                    svc,
-                    scope,
-                    parley_domain::ids::ChannelId(row.id),
-                    &error,
-                )
-                .await?;
-                return Ok(Outcome::Done);
+                // The channel's error and the end of its poll chain commit
+                // together: nobody sees one without the other.
+                let mut work = svc.begin().await?;
+                if job.complete(&mut work).await? {
+                    let id = parley_domain::ids::ChannelId(row.id);
+                    crate::messaging::channels::refuse_credentials(&mut work, scope, id, &error).await?;
+                    svc.commit(work).await?;
+                }
+                return Ok(Outcome::Committed);
             }
             Err(outcome) => {
                 let wait = match &outcome {
