@@ -26,6 +26,12 @@ pub fn openapi(engines: &parley_services::agents::EngineNames) -> utoipa::openap
     openapi::with_engines(openapi::finish(routes::router().split_for_parts().1), engines)
 }
 
+/// `GET /metrics` alone and without a token, for a private address
+/// (`metrics.listen`).
+pub fn metrics_router(services: parley_services::Services) -> Router {
+    routes::health::metrics_only(services)
+}
+
 /// Builds the whole HTTP application and its OpenAPI document.
 pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
     app_with(state, Router::new())
@@ -46,7 +52,7 @@ pub fn app_with(state: AppState, mounted: Router) -> (Router, utoipa::openapi::O
         .method_not_allowed_fallback(middleware::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::admit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
-        .layer(axum::middleware::from_fn(middleware::request_context))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::request_context))
         .with_state(state);
     (router, doc)
 }

@@ -35,7 +35,7 @@ fn accepted_request_id(v: &HeaderValue) -> Option<String> {
 /// Assigns the request id (keeping a sane one sent by the client), opens the
 /// request's log span, echoes `X-Request-Id`, and gives every 500 a JSON body
 /// that names the request id instead of any internal detail.
-pub async fn request_context(mut req: Request, next: Next) -> Response {
+pub async fn request_context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let id =
         req.headers().get(&REQUEST_ID).and_then(accepted_request_id).unwrap_or_else(|| ulid::Ulid::new().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
@@ -48,8 +48,17 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
     );
     let started = Instant::now();
     let body_read = track_body(&mut req);
+    let method = metric_method(req.method());
+    let route = req.extensions().get::<axum::extract::MatchedPath>().map(|p| p.as_str().to_owned());
     let mut response = next.run(req).instrument(span.clone()).await;
     let status = response.status();
+    let route = route.as_deref().unwrap_or("unmatched");
+    let metrics = state.services.metrics();
+    metrics.http_requests.with_label_values(&[method, route, status.as_str()]).inc();
+    metrics.http_duration.with_label_values(&[method, route]).observe(started.elapsed().as_secs_f64());
+    if is_event_stream(&response) {
+        response = counted_stream(response, metrics.connected("sse"));
+    }
     span.in_scope(|| {
         tracing::info!(status = status.as_u16(), elapsed_ms = started.elapsed().as_secs_f64() * 1e3, "request finished")
     });
@@ -122,6 +131,41 @@ impl http_body::Body for TrackedBody {
     }
 }
 
+/// The method as a metric label: the ones the API serves, else `other`.
+fn metric_method(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"))
+}
+
+/// An event stream counted in `parley_stream_clients` until its body is
+/// dropped (the client went away or the stream ended).
+fn counted_stream(response: Response, open: parley_telemetry::Connected) -> Response {
+    use futures::StreamExt;
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _held = &open;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
 fn is_json(response: &Response) -> bool {
     response
         .headers()
@@ -169,10 +213,11 @@ fn takes_credentials(path: &str) -> bool {
         && !crate::openapi::UNAUTHENTICATED.iter().any(|t| crate::openapi::matches_template(path, t))
 }
 
-/// Routes a provider (or an api channel's system) calls, which check a
-/// signature or shared secret themselves.
+/// Routes a provider (or an api channel's system, or a metrics scraper)
+/// calls, which check a signature, shared secret or token themselves.
 fn checks_its_own_signature(path: &str) -> bool {
     path.starts_with("/hooks/")
+        || path == "/metrics"
         || ["/api/v1/channels/{channel_id}/inbound", "/api/v1/channels/{channel_id}/status"]
             .iter()
             .any(|t| crate::openapi::matches_template(path, t))

@@ -136,6 +136,15 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
                 .build(),
         ),
     );
+    components.add_security_scheme(
+        "metrics_token",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some("The server's metrics.token (GET /metrics only)"))
+                .build(),
+        ),
+    );
     let r = &mut components.responses;
     r.insert(
         "Unauthorized".into(),

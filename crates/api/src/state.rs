@@ -23,6 +23,8 @@ pub struct ApiConfig {
     /// How often a webchat socket reads its conversation even without a
     /// signal (signals reach every instance; this is the safety net).
     pub webchat_poll_interval: std::time::Duration,
+    /// `metrics.token`: `/metrics` answers to it (404 without one).
+    pub metrics_token: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -35,6 +37,7 @@ impl Default for ApiConfig {
             cookie_secure: false,
             public_url: "http://127.0.0.1:8080".to_owned(),
             webchat_poll_interval: std::time::Duration::from_secs(5),
+            metrics_token: None,
         }
     }
 }

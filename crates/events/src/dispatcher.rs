@@ -247,6 +247,8 @@ impl Dispatcher {
             Err(e) => (None, Some(e), None, None),
         };
         let succeeded = error.is_none();
+        let counted = if succeeded { "delivered" } else { "failed" };
+        self.db.metrics().webhook_attempts.with_label_values(&[counted]).inc();
         let gone = status_code == Some(410);
         let next_attempt_at = if succeeded || gone || attempt as usize > RETRY_SCHEDULE_S.len() {
             None

@@ -347,6 +347,7 @@ impl Worker {
 
     async fn run_one(&self, row: JobRow) {
         let Some(handler) = self.handlers.get(row.kind.as_str()).cloned() else { return };
+        let started = std::time::Instant::now();
         let job = Job {
             id: row.id,
             kind: row.kind.clone(),
@@ -367,6 +368,15 @@ impl Worker {
         } else {
             handler.run(&job).await
         };
+        let metrics = self.db.metrics();
+        metrics.job_duration.with_label_values(&[&job.kind]).observe(started.elapsed().as_secs_f64());
+        let counted = match &outcome {
+            Outcome::Committed | Outcome::Done => "done",
+            Outcome::Later(_) => "later",
+            Outcome::Retry { .. } if handler.retry_policy().wait_after(job.attempt).is_some() => "retry",
+            Outcome::Retry { .. } | Outcome::Fail(_) => "failed",
+        };
+        metrics.job_runs.with_label_values(&[&job.kind, counted]).inc();
         if let Err(e) = self.settle(handler.as_ref(), &job, outcome).await {
             // The lease lapses and the job runs again.
             tracing::warn!(job = job.id, kind = %job.kind, error = format!("{e:#}"), "could not record a job's outcome");

@@ -34,6 +34,7 @@ pub struct Settings {
     pub storage: StorageSettings,
     pub webchat: WebchatSettings,
     pub mcp: McpSettings,
+    pub metrics: MetricsSettings,
     pub voice: VoiceSettings,
     pub telephony: TelephonySettings,
     /// Where clients reach this server, for links Parley hands out (file
@@ -73,6 +74,7 @@ impl Default for Settings {
             storage: StorageSettings::default(),
             webchat: WebchatSettings::default(),
             mcp: McpSettings::default(),
+            metrics: MetricsSettings::default(),
             voice: VoiceSettings::default(),
             telephony: TelephonySettings::default(),
             public_url: None,
@@ -161,6 +163,19 @@ pub struct TurnModelSettings {
     pub silero_vad: std::path::PathBuf,
     /// `smart-turn-v3.2-cpu.onnx`.
     pub smart_turn: std::path::PathBuf,
+}
+
+/// `/metrics` (Prometheus text format; docs/operations.md). Off unless
+/// one of these is set.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// Serves `/metrics` on the API's address to `Authorization: Bearer
+    /// <token>` (at least 16 characters; PARLEY_METRICS__TOKEN).
+    pub token: Option<String>,
+    /// Serves `/metrics` on this address too, without a token (keep it
+    /// private: 127.0.0.1 or an internal network), e.g. `127.0.0.1:9464`.
+    pub listen: Option<String>,
 }
 
 /// The MCP endpoint and its OAuth authorization server.
@@ -836,6 +851,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "storage",
     "webchat",
     "mcp",
+    "metrics",
     "public_url",
     "voice",
     "telephony",
@@ -874,6 +890,9 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
         settings.text_engine_settings()?;
         settings.speech_engines().map_err(anyhow::Error::msg)?;
+        if settings.metrics.token.as_ref().is_some_and(|t| t.trim().chars().count() < 16) {
+            anyhow::bail!("metrics.token: use at least 16 characters (e.g. head -c 24 /dev/urandom | base64)");
+        }
         settings.storage.backend()?;
         if settings.storage.backend == "s3" && !cfg!(feature = "s3") {
             anyhow::bail!("storage.backend = \"s3\" needs a build with the `s3` feature (the default build has it)");
@@ -1009,6 +1028,7 @@ impl Settings {
             cookie_secure: self.auth.cookie_secure,
             public_url: self.public_url(),
             webchat_poll_interval: std::time::Duration::from_millis(self.webchat.poll_interval_ms.max(100)),
+            metrics_token: self.metrics.token.clone(),
         }
     }
 

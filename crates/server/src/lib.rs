@@ -185,6 +185,25 @@ pub async fn serve(
     let hangups = tokio::spawn(parley_services::calls::follow_hangups(services.clone(), stop_rx.clone()));
     let answering =
         inbound_calls.map(|calls| tokio::spawn(parley_services::calls::answer_inbound(services.clone(), calls)));
+    let metrics_listening = match &settings.metrics.listen {
+        Some(address) => {
+            let listener = TcpListener::bind(address)
+                .await
+                .with_context(|| format!("metrics.listen: could not listen on {address}"))?;
+            tracing::info!(address = %listener.local_addr()?, "metrics served at /metrics");
+            let mut stopped = stop_rx.clone();
+            let app = parley_api::metrics_router(services.clone());
+            Some(tokio::spawn(async move {
+                let until_stop = async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                };
+                if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(until_stop).await {
+                    tracing::warn!(error = %e, "the metrics listener failed");
+                }
+            }))
+        }
+        None => None,
+    };
     let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let listener = parley_api::listener::Listener(listener);
@@ -205,6 +224,9 @@ pub async fn serve(
         }
     };
     maintenance.abort();
+    if let Some(metrics) = metrics_listening {
+        metrics.abort();
+    }
     if let Some(answering) = answering {
         answering.abort();
     }

@@ -133,6 +133,11 @@ impl CallRuntime {
     fn hangups(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
         self.hangups.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Calls this instance runs now.
+    pub fn active(&self) -> usize {
+        self.hangups().len()
+    }
 }
 
 impl Default for CallRuntime {
@@ -931,6 +936,12 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
         }
         Progress::Segment(segment) => {
             repo::add_segment(&mut tx, call.id, &segment).await?;
+            if let Some(l) = segment.latency {
+                tx.tally(move |m| {
+                    m.voice_to_voice.observe(l.voice_to_voice_ms as f64 / 1000.0);
+                    m.end_of_turn.observe(l.end_of_turn_ms as f64 / 1000.0);
+                });
+            }
             if let Some(conversation_id) = call.conversation_id {
                 let (direction, author, status) = match segment.speaker {
                     Speaker::Caller => (

@@ -30,6 +30,7 @@ pub mod housekeeping;
 pub mod jobs;
 pub mod list_cache;
 pub mod live;
+pub mod metrics;
 pub mod signals;
 pub mod unit;
 
@@ -182,6 +183,17 @@ impl Services {
     /// Whether the database answers (the health check).
     pub async fn ping(&self) -> ServiceResult<()> {
         Ok(self.db.ping().await?)
+    }
+
+    /// Whether the database answers within `within`, and if not why (for
+    /// `/readyz`: words fit for anyone to read).
+    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), &'static str> {
+        self.db.readiness(within).await
+    }
+
+    /// This instance's metrics (see [`metrics`] for what a scrape adds).
+    pub fn metrics(&self) -> &parley_telemetry::Metrics {
+        self.db.metrics()
     }
 }
 

@@ -41,12 +41,14 @@ pub enum Backend {
 }
 
 /// A database: SQLite (WAL, one writer, several readers) or PostgreSQL,
-/// and the bell its committed transactions ring for the job workers.
+/// the bell its committed transactions ring for the job workers, and the
+/// instance's metrics (every layer holds this handle, so it carries them).
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: Pool,
     bell: JobBell,
     event_bell: EventBell,
+    metrics: parley_telemetry::Metrics,
 }
 
 /// The connections behind a [`Db`].
@@ -210,7 +212,28 @@ impl Db {
     }
 
     fn new(pool: Pool) -> Db {
-        Db { pool, bell: JobBell::default(), event_bell: EventBell::default() }
+        Db { pool, bell: JobBell::default(), event_bell: EventBell::default(), metrics: Default::default() }
+    }
+
+    /// This instance's metrics.
+    pub fn metrics(&self) -> &parley_telemetry::Metrics {
+        &self.metrics
+    }
+
+    /// Sets `parley_db_connections` to the pools' state now (for a scrape).
+    pub fn gauge_connections(&self) {
+        let set = |pool: &str, size: u32, idle: usize| {
+            let c = &self.metrics.db_connections;
+            c.with_label_values(&[pool, "idle"]).set(idle as i64);
+            c.with_label_values(&[pool, "busy"]).set(size.saturating_sub(idle as u32) as i64);
+        };
+        match &self.pool {
+            Pool::Sqlite { read, write } => {
+                set("read", read.size(), read.num_idle());
+                set("write", write.size(), write.num_idle());
+            }
+            Pool::Postgres(pool) => set("read", pool.size(), pool.num_idle()),
+        }
     }
 
     /// The connections.
@@ -246,10 +269,13 @@ impl Db {
 
     /// A connection for reads outside a transaction.
     pub async fn read(&self) -> StoreResult<Conn> {
-        Ok(match &self.pool {
+        let asked = std::time::Instant::now();
+        let conn = match &self.pool {
             Pool::Sqlite { read, .. } => Conn::Sqlite(read.acquire().await?),
             Pool::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
-        })
+        };
+        self.metrics.db_acquire.with_label_values(&["read"]).observe(asked.elapsed().as_secs_f64());
+        Ok(conn)
     }
 
     /// Starts a write transaction. On SQLite it is `BEGIN IMMEDIATE`, so it
@@ -260,8 +286,10 @@ impl Db {
             Pool::Sqlite { write, .. } => TxInner::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
             Pool::Postgres(pool) => TxInner::Postgres(pool.begin().await?),
         };
-        tracing::debug!(target: "parley_store::tx", waited_us = asked.elapsed().as_micros() as u64, "begun");
-        Ok(Tx::new(inner, self.bell.clone(), self.event_bell.clone()))
+        let waited = asked.elapsed();
+        self.metrics.db_acquire.with_label_values(&["write"]).observe(waited.as_secs_f64());
+        tracing::debug!(target: "parley_store::tx", waited_us = waited.as_micros() as u64, "begun");
+        Ok(Tx::new(inner, self.bell.clone(), self.event_bell.clone(), self.metrics.clone()))
     }
 
     /// Checks that the database answers.
@@ -269,6 +297,26 @@ impl Db {
         let mut c = self.read().await?;
         crate::execute!(&mut c, sqlx::query("SELECT 1"))?;
         Ok(())
+    }
+
+    /// Checks that the database answers within `within`; if not, says why
+    /// in words fit for anyone to read (no host, user or query).
+    pub async fn readiness(&self, within: Duration) -> Result<(), &'static str> {
+        let error = match tokio::time::timeout(within, self.ping()).await {
+            Ok(Ok(())) => return Ok(()),
+            Err(_) => return Err("it did not answer in time"),
+            Ok(Err(StoreError::Database(e))) => e,
+            Ok(Err(_)) => return Err("it could not be queried"),
+        };
+        Err(match error {
+            sqlx::Error::PoolTimedOut => "no connection could be had in time",
+            sqlx::Error::PoolClosed => "this instance has closed its connections (it is stopping)",
+            sqlx::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "the connection was refused",
+            sqlx::Error::Io(_) => "the connection failed",
+            sqlx::Error::Tls(_) => "the TLS handshake failed",
+            sqlx::Error::Database(_) => "it answered with an error",
+            _ => "it could not be queried",
+        })
     }
 
     /// Whether `close` was called (by any clone).
@@ -321,13 +369,20 @@ pub struct Tx {
     marks: Vec<Mark>,
     bell: JobBell,
     begun: std::time::Instant,
+    /// Metrics to count once it commits (a rolled-back run never ended).
+    tallies: Vec<Tally>,
+    metrics: parley_telemetry::Metrics,
 }
+
+/// A count a transaction makes in the instance's metrics once it commits.
+pub type Tally = Box<dyn FnOnce(&parley_telemetry::Metrics) + Send>;
 
 /// What a transaction had noted in memory when a savepoint was made.
 struct Mark {
     name: &'static str,
     events: usize,
     taken: usize,
+    tallies: usize,
     bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
 }
 
@@ -420,7 +475,13 @@ impl Tx {
     /// Marks a point this transaction can roll back to (`name` is a fixed identifier).
     pub async fn savepoint(&mut self, name: &'static str) -> StoreResult<()> {
         self.run_raw(format!("SAVEPOINT {name}")).await?;
-        let mark = Mark { name, events: self.events.len(), taken: self.taken.len(), bumped: self.bumped.clone() };
+        let mark = Mark {
+            name,
+            events: self.events.len(),
+            taken: self.taken.len(),
+            tallies: self.tallies.len(),
+            bumped: self.bumped.clone(),
+        };
         self.marks.push(mark);
         Ok(())
     }
@@ -443,6 +504,7 @@ impl Tx {
         if let Some(mark) = self.marks.iter().rev().find(|m| m.name == name) {
             self.events.truncate(mark.events);
             self.taken.truncate(mark.taken);
+            self.tallies.truncate(mark.tallies);
             self.bumped = mark.bumped.clone();
         }
         // What it remembered may have been read from the undone writes.
@@ -484,8 +546,15 @@ impl Tx {
         Ok(())
     }
 
-    fn new(inner: TxInner, bell: JobBell, event_bell: EventBell) -> Self {
+    /// Counts `tally` in the instance's metrics if (once) this transaction commits.
+    pub fn tally(&mut self, tally: impl FnOnce(&parley_telemetry::Metrics) + Send + 'static) {
+        self.tallies.push(Box::new(tally));
+    }
+
+    fn new(inner: TxInner, bell: JobBell, event_bell: EventBell, metrics: parley_telemetry::Metrics) -> Self {
         Tx {
+            tallies: Vec::new(),
+            metrics,
             inner,
             bumped: Default::default(),
             subscribers: Default::default(),
@@ -515,6 +584,9 @@ impl Tx {
         for (taker, job) in self.taken {
             // A worker that stopped meanwhile lets the lease lapse.
             let _ = taker.jobs.send(job);
+        }
+        for tally in self.tallies {
+            tally(&self.metrics);
         }
         Ok(())
     }

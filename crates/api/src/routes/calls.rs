@@ -183,7 +183,11 @@ async fn web_call_socket(
         ApiError::Status(StatusCode::UPGRADE_REQUIRED, "Connect with a WebSocket (Upgrade: websocket)".into())
     })?;
     let web_calls = calls::web_calls(&s.services);
-    Ok(upgrade.max_message_size(MAX_WEB_FRAME_BYTES).on_upgrade(move |socket| web_bridge(web_calls, socket)))
+    let open = s.services.metrics().connected("websocket");
+    Ok(upgrade.max_message_size(MAX_WEB_FRAME_BYTES).on_upgrade(move |socket| async move {
+        let _open = open;
+        web_bridge(web_calls, socket).await
+    }))
 }
 
 /// Largest web-call frame (20 ms at 48 kHz is 1,920 bytes).

@@ -179,7 +179,11 @@ async fn media(
     let upgrade = upgrade.map_err(|_| {
         ApiError::Status(StatusCode::UPGRADE_REQUIRED, "Connect with a WebSocket (Upgrade: websocket)".into())
     })?;
-    Ok(upgrade.max_message_size(MAX_FRAME_BYTES).on_upgrade(move |socket| bridge(twilio, socket)))
+    let open = s.services.metrics().connected("websocket");
+    Ok(upgrade.max_message_size(MAX_FRAME_BYTES).on_upgrade(move |socket| async move {
+        let _open = open;
+        bridge(twilio, socket).await
+    }))
 }
 
 /// Carries the socket's text frames to and from the provider.

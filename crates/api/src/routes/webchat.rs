@@ -147,7 +147,9 @@ async fn connect(
     let upgrade = upgrade.map_err(|_| {
         ApiError::Status(StatusCode::UPGRADE_REQUIRED, "Connect with a WebSocket (Upgrade: websocket)".into())
     })?;
+    let open = s.services.metrics().connected("websocket");
     Ok(upgrade.max_message_size(MAX_FRAME_BYTES).on_upgrade(move |socket| async move {
+        let _open = open;
         if let Err(e) = Session::run(s, chat, socket).await {
             tracing::debug!(error = %e, "webchat session ended");
         }

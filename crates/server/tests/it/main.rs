@@ -29,6 +29,7 @@ mod labels;
 mod mcp;
 mod members;
 mod messages;
+mod metrics;
 mod notes;
 mod oauth;
 mod operations;

@@ -12,6 +12,7 @@ use crate::support::*;
 const ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/docs/{file}"),
@@ -229,7 +230,7 @@ both_backends! {
         app.db.close().await;
         let r = app.send(Method::GET, "/readyz", None, None, &[]).await;
         assert_eq!(r.status, 503);
-        assert_eq!(r.body, json!({"detail": "The database is unavailable"}));
+        assert_eq!(r.body, json!({"detail": "The database is unavailable: this instance has closed its connections (it is stopping)"}));
     }
 
     async fn the_openapi_document_matches_the_router(backend) {

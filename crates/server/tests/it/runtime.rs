@@ -15,7 +15,7 @@ use crate::support::*;
 
 /// An agent answering every message on every channel, without tools (the
 /// builtin engine then answers without asking for a person).
-async fn catch_all_agent(app: &TestApp, key: &str, name: &str) -> Value {
+pub(crate) async fn catch_all_agent(app: &TestApp, key: &str, name: &str) -> Value {
     catch_all_agent_with(app, key, json!({"name": name, "tools": []})).await
 }
 

@@ -22,6 +22,7 @@ async fn sip_app(backend: Backend, sip_port: u16, whisper: &LocalServer) -> Test
         s.telephony.sip.trusted_addresses = vec!["127.0.0.1".into()];
         s.speech.stt.insert("whisper".into(), stt);
         s.speech.default_stt = Some("whisper".into());
+        s.metrics.token = Some(crate::metrics::TOKEN.into());
     })
     .await
 }
@@ -285,6 +286,15 @@ both_backends! {
         let brief: Vec<String> = segments.iter().map(|s| format!("{} {}-{} {}", s["speaker"], s["start_ms"], s["end_ms"], s["text"])).collect();
         assert_eq!(timed, 2, "both caller lines were answered: {brief:#?}");
         assert_eq!(call["latency"]["turns"], 2);
+        // Each timed turn is in the instance's histograms, to the millisecond.
+        let text = crate::metrics::scrape(&app).await;
+        for (family, field) in [("voice_to_voice", "voice_to_voice_ms"), ("end_of_turn", "end_of_turn_ms")] {
+            let total: f64 = segments.iter().filter_map(|s| s["latency"][field].as_i64()).sum::<i64>() as f64 / 1000.0;
+            let series = |part: &str| crate::metrics::sample(&text, &format!("parley_call_{family}_seconds_{part}"));
+            assert_eq!(series("count"), Some(2.0), "{text}");
+            assert!((series("sum").unwrap() - total).abs() < 1e-6, "{family}: {:?} against {total}", series("sum"));
+        }
+        crate::metrics::promtool_accepts(&text);
     }
 
     async fn an_inbound_sip_call_is_routed_by_trigger_and_the_agent_hears_its_keys(backend) {

@@ -154,8 +154,9 @@ impl<'a> RunEnd<'a> {
 }
 
 /// Records how run `id` ended (keeping its model if `end.model` is empty);
-/// false if it had already ended.
-pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, end: &RunEnd<'_>) -> StoreResult<bool> {
+/// false if it had already ended. Counted in `parley_agent_runs_total`
+/// (and its duration) when the transaction commits.
+pub async fn finish(c: &mut crate::Tx, scope: Scope, id: i64, end: &RunEnd<'_>) -> StoreResult<bool> {
     let done = execute!(
         c,
         sqlx::query(
@@ -179,6 +180,15 @@ pub async fn finish(c: &mut impl AsHandle, scope: Scope, id: i64, end: &RunEnd<'
         .bind(end.error)
         .bind(Timestamp::now())
     )?;
+    if done == 1 {
+        let (outcome, total_ms) = (end.status.as_str(), end.total_ms);
+        c.tally(move |m| {
+            m.agent_runs.with_label_values(&[outcome]).inc();
+            if let Some(ms) = total_ms {
+                m.agent_run_duration.observe(ms as f64 / 1000.0);
+            }
+        });
+    }
     Ok(done == 1)
 }
 

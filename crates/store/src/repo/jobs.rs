@@ -287,3 +287,31 @@ pub async fn of_kind(c: &mut impl AsHandle, kind: &str) -> StoreResult<Vec<JobRo
     let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM jobs WHERE kind = $1 ORDER BY id"));
     Ok(fetch_all!(c, sqlx::query_as(sql).bind(kind))?)
 }
+
+/// The pending jobs of one kind, for the metrics.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct KindDepth {
+    pub kind: String,
+    /// Not under a live lease (due or not).
+    pub queued: i64,
+    /// Under a live lease.
+    pub running: i64,
+    /// The earliest `run_at` among the due, unleased ones.
+    pub oldest_due: Option<Timestamp>,
+}
+
+/// The queue's depth by kind at `now` (dead jobs are not counted): one
+/// pass over the pending jobs (`jobs_due` covers them).
+pub async fn depths(c: &mut impl AsHandle, now: Timestamp) -> StoreResult<Vec<KindDepth>> {
+    Ok(fetch_all!(
+        c,
+        sqlx::query_as(
+            "SELECT kind,
+                CAST(SUM(CASE WHEN lease_until IS NULL OR lease_until < $1 THEN 1 ELSE 0 END) AS BIGINT) AS queued,
+                CAST(SUM(CASE WHEN lease_until >= $1 THEN 1 ELSE 0 END) AS BIGINT) AS running,
+                MIN(CASE WHEN (lease_until IS NULL OR lease_until < $1) AND run_at <= $1 THEN run_at END) AS oldest_due
+             FROM jobs WHERE status = 'pending' GROUP BY kind ORDER BY kind",
+        )
+        .bind(now)
+    )?)
+}

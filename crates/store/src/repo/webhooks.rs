@@ -631,3 +631,12 @@ pub async fn purge_created_before(c: &mut impl AsHandle, before: Timestamp) -> S
     )?;
     Ok(a + d)
 }
+
+/// Deliveries waiting to be made (every endpoint, workspace and mode), and
+/// when the oldest was created: for the metrics.
+pub async fn backlog(c: &mut impl AsHandle) -> StoreResult<(i64, Option<Timestamp>)> {
+    Ok(fetch_one!(
+        c,
+        sqlx::query_as("SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE status = 'pending'")
+    )?)
+}
