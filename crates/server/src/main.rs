@@ -42,6 +42,14 @@ enum Command {
     },
     /// Apply database migrations and exit.
     Migrate,
+    /// Copy a SQLite database to a new file while the server keeps running
+    /// (a consistent snapshot, integrity-checked). Restore by serving the
+    /// copy (docs/operations.md). PostgreSQL: use pg_dump.
+    Backup {
+        /// The file to write; it must not exist.
+        #[arg(long)]
+        to: PathBuf,
+    },
     /// Manage workspaces.
     Workspace {
         #[command(subcommand)]
@@ -270,6 +278,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate => {
             open_database(&settings).await?;
             print_json(&json!({ "migrated": true }));
+            Ok(())
+        }
+        Command::Backup { to } => {
+            // Connected, not migrated: a backup copies the database as it is.
+            let db =
+                parley_store::Db::connect(&settings.database_url, &settings.db_options()).await.with_context(|| {
+                    format!("could not open the database at {}", parley_server::describe_database(&settings))
+                })?;
+            let started = std::time::Instant::now();
+            let bytes = db.backup_to(&to).await.with_context(|| format!("could not back up to {}", to.display()));
+            db.close().await;
+            let path = std::fs::canonicalize(&to).unwrap_or(to);
+            print_json(&json!({
+                "backup": path.display().to_string(),
+                "bytes": bytes?,
+                "seconds": (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+                "integrity": "ok",
+            }));
             Ok(())
         }
         Command::Workspace { command: WorkspaceCommand::Create { name, voice, credit_cents } } => {

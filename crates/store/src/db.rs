@@ -319,6 +319,50 @@ impl Db {
         })
     }
 
+    /// Writes a consistent copy of a SQLite database to `to` while it stays
+    /// in use (`VACUUM INTO`: one read transaction, so writers go on and
+    /// the copy is the database as of one commit, compacted), then checks
+    /// the copy's integrity. The copy is written beside `to` and renamed
+    /// into place, so `to` is never a half-written file. PostgreSQL has
+    /// its own tools (`pg_dump`, base backups; docs/operations.md).
+    pub async fn backup_to(&self, to: &Path) -> StoreResult<u64> {
+        let Pool::Sqlite { read, .. } = &self.pool else {
+            return Err(StoreError::Unsupported(
+                "`parley backup` copies SQLite databases; back PostgreSQL up with pg_dump (docs/operations.md)",
+            ));
+        };
+        if to.exists() {
+            return Err(StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} exists; name a new file", to.display()),
+            )));
+        }
+        let partial = to.with_extension(format!("partial-{}", std::process::id()));
+        let _ = std::fs::remove_file(&partial);
+        let target = partial.to_str().ok_or_else(|| {
+            StoreError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the backup path is not UTF-8"))
+        })?;
+        let copied = async {
+            sqlx::query("VACUUM INTO $1").bind(target).execute(read).await?;
+            // The copy is checked where it lies, before it takes the name.
+            let copy = SqliteConnectOptions::new().filename(&partial).read_only(true);
+            let mut conn = sqlx::ConnectOptions::connect(&copy).await?;
+            let (verdict,): (String,) = sqlx::query_as("PRAGMA integrity_check").fetch_one(&mut conn).await?;
+            sqlx::Connection::close(conn).await?;
+            if verdict != "ok" {
+                return Err(StoreError::Corrupt(format!("the copy failed its integrity check: {verdict}")));
+            }
+            std::fs::File::open(&partial)?.sync_all()?;
+            std::fs::rename(&partial, to)?;
+            Ok(std::fs::metadata(to)?.len())
+        }
+        .await;
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        copied
+    }
+
     /// Whether `close` was called (by any clone).
     pub fn is_closed(&self) -> bool {
         match &self.pool {

@@ -13,6 +13,9 @@ pub enum StoreError {
     UnsupportedUrl(String),
     #[error("could not prepare the database directory: {0}")]
     Io(#[from] std::io::Error),
+    /// The operation does not exist for this backend; the text says what to do.
+    #[error("{0}")]
+    Unsupported(&'static str),
     /// A stored value no longer parses: a bug or a manual edit.
     #[error("corrupt row: {0}")]
     Corrupt(String),

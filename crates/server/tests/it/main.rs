@@ -8,6 +8,7 @@ mod receiver;
 mod agents;
 mod analysis;
 mod auth;
+mod backup;
 mod billing;
 mod calls;
 mod channels;

@@ -104,6 +104,12 @@ impl TestApp {
         app
     }
 
+    /// A server on a database no test owns (a restored copy, say): nothing
+    /// is dropped or checked after it.
+    pub async fn serving(url: &str) -> TestApp {
+        Self::serve_url(url, |_| {}).await
+    }
+
     /// A second instance on this app's database (several instances, one database).
     pub async fn sibling(&self) -> TestApp {
         Self::serve_url(&self.database_url, |_| {}).await
