@@ -39,6 +39,10 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     let id =
         req.headers().get(&REQUEST_ID).and_then(accepted_request_id).unwrap_or_else(|| ulid::Ulid::new().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
+    if !state.config.trusted_proxies.is_empty() {
+        let client = ClientIp::behind(ClientIp::peer(req.extensions()), req.headers(), &state.config.trusted_proxies);
+        req.extensions_mut().insert(client);
+    }
     let span = tracing::info_span!(
         "request",
         request_id = %id,

@@ -25,6 +25,8 @@ pub struct ApiConfig {
     pub webchat_poll_interval: std::time::Duration,
     /// `metrics.token`: `/metrics` answers to it (404 without one).
     pub metrics_token: Option<String>,
+    /// `proxy.trusted`: peers whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for ApiConfig {
@@ -38,6 +40,7 @@ impl Default for ApiConfig {
             public_url: "http://127.0.0.1:8080".to_owned(),
             webchat_poll_interval: std::time::Duration::from_secs(5),
             metrics_token: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

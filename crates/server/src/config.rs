@@ -35,6 +35,7 @@ pub struct Settings {
     pub webchat: WebchatSettings,
     pub mcp: McpSettings,
     pub metrics: MetricsSettings,
+    pub proxy: ProxySettings,
     pub voice: VoiceSettings,
     pub telephony: TelephonySettings,
     /// Where clients reach this server, for links Parley hands out (file
@@ -75,6 +76,7 @@ impl Default for Settings {
             webchat: WebchatSettings::default(),
             mcp: McpSettings::default(),
             metrics: MetricsSettings::default(),
+            proxy: ProxySettings::default(),
             voice: VoiceSettings::default(),
             telephony: TelephonySettings::default(),
             public_url: None,
@@ -176,6 +178,30 @@ pub struct MetricsSettings {
     /// Serves `/metrics` on this address too, without a token (keep it
     /// private: 127.0.0.1 or an internal network), e.g. `127.0.0.1:9464`.
     pub listen: Option<String>,
+}
+
+/// The reverse proxies in front of this server (docs/operations.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxySettings {
+    /// Addresses or ranges (`127.0.0.1`, `10.0.0.0/8`, `fd00::/8`) of the
+    /// proxies whose `X-Forwarded-For` names the client: per-IP limits then
+    /// count each client, not the proxy. Empty: the header is ignored.
+    pub trusted: Vec<String>,
+}
+
+impl ProxySettings {
+    /// The trusted ranges, each checked (a bare address is a range of one).
+    pub fn parse(&self) -> anyhow::Result<Vec<ipnet::IpNet>> {
+        self.trusted
+            .iter()
+            .map(|t| {
+                t.parse::<ipnet::IpNet>()
+                    .or_else(|_| t.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| anyhow::anyhow!("proxy.trusted: `{t}` is not an IP address or a CIDR range"))
+            })
+            .collect()
+    }
 }
 
 /// The MCP endpoint and its OAuth authorization server.
@@ -852,6 +878,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "webchat",
     "mcp",
     "metrics",
+    "proxy",
     "public_url",
     "voice",
     "telephony",
@@ -890,6 +917,7 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("contacts.default_region: {e}"))?;
         settings.text_engine_settings()?;
         settings.speech_engines().map_err(anyhow::Error::msg)?;
+        settings.proxy.parse()?;
         if settings.metrics.token.as_ref().is_some_and(|t| t.trim().chars().count() < 16) {
             anyhow::bail!("metrics.token: use at least 16 characters (e.g. head -c 24 /dev/urandom | base64)");
         }
@@ -1029,6 +1057,8 @@ impl Settings {
             public_url: self.public_url(),
             webchat_poll_interval: std::time::Duration::from_millis(self.webchat.poll_interval_ms.max(100)),
             metrics_token: self.metrics.token.clone(),
+            // Checked when the settings were loaded.
+            trusted_proxies: self.proxy.parse().unwrap_or_default(),
         }
     }
 

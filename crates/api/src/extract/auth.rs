@@ -138,8 +138,39 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
 pub struct ClientIp(pub Option<std::net::IpAddr>);
 
 impl ClientIp {
+    /// The client as the request context found it (behind a trusted proxy,
+    /// the address it forwarded for), else the peer.
     pub(crate) fn of(extensions: &axum::http::Extensions) -> ClientIp {
+        extensions.get::<ClientIp>().copied().unwrap_or_else(|| ClientIp::peer(extensions))
+    }
+
+    /// The TCP peer.
+    pub(crate) fn peer(extensions: &axum::http::Extensions) -> ClientIp {
         ClientIp(extensions.get::<axum::extract::ConnectInfo<crate::listener::PeerAddr>>().map(|c| c.0.0.ip()))
+    }
+
+    /// The client behind `trusted` proxies: when the peer is one of them,
+    /// the rightmost address of `X-Forwarded-For` that is not (each proxy
+    /// appends the address it saw; what a client wrote in stays on the
+    /// left and is never believed). Otherwise, or when the header is
+    /// missing or malformed, the peer.
+    pub(crate) fn behind(peer: ClientIp, headers: &axum::http::HeaderMap, trusted: &[ipnet::IpNet]) -> ClientIp {
+        let is_trusted = |ip: &std::net::IpAddr| trusted.iter().any(|net| net.contains(ip));
+        let Some(peer_ip) = peer.0.filter(|ip| is_trusted(ip)) else { return peer };
+        let mut hops: Vec<&str> = Vec::new();
+        for value in headers.get_all("x-forwarded-for") {
+            let Ok(value) = value.to_str() else { return peer };
+            hops.extend(value.split(',').map(str::trim));
+        }
+        let mut client = peer_ip;
+        for hop in hops.iter().rev() {
+            let Ok(ip) = hop.parse::<std::net::IpAddr>() else { return ClientIp(Some(client)) };
+            client = ip;
+            if !is_trusted(&ip) {
+                break;
+            }
+        }
+        ClientIp(Some(client))
     }
 
     /// The bucket of per-IP quotas. An IPv6 client is counted by its /64:

@@ -421,6 +421,49 @@ both_backends! {
     }
 }
 
+/// Sends a request with a wrong key as if forwarded for `chain` (the
+/// `X-Forwarded-For` a proxy would send), and gives its status.
+async fn refused_as(app: &TestApp, chain: &str) -> u16 {
+    app.send(Method::GET, "/api/v1/agents", Some("parley_live_wrong"), None, &[("x-forwarded-for", chain)]).await.status
+}
+
+/// Behind a trusted proxy (HAProxy adds `X-Forwarded-For`), per-IP limits
+/// count each client apart; the header is believed only from a trusted
+/// peer, and only its addresses the trusted proxies added: a client cannot
+/// choose its bucket by writing one in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_ip_limits_count_the_forwarded_client_only_behind_a_trusted_proxy() {
+    let limited = |s: &mut parley_server::Settings| s.rate_limit.auth_failures_per_minute = 2;
+    let app = TestApp::spawn_with(Backend::Sqlite, move |s| {
+        limited(s);
+        s.proxy.trusted = vec!["127.0.0.0/8".into(), "10.1.0.2".into()];
+    })
+    .await;
+    assert_eq!((refused_as(&app, "203.0.113.5").await, refused_as(&app, "203.0.113.5").await), (401, 401));
+    assert_eq!(refused_as(&app, "203.0.113.5").await, 429, "the third failure of one client");
+    // Another client behind the same proxy has its own quota…
+    assert_eq!(refused_as(&app, "203.0.113.6").await, 401);
+    // …and one that writes an address in is counted by the address the
+    // proxy saw (the rightmost one not a trusted proxy's).
+    assert_eq!(refused_as(&app, "198.51.100.77, 203.0.113.5").await, 429);
+    assert_eq!(refused_as(&app, "203.0.113.6, 10.1.0.2").await, 401, "a trusted hop is skipped");
+    assert_eq!(refused_as(&app, "203.0.113.6, 10.1.0.2").await, 429);
+
+    // Without trusted proxies the header means nothing: one peer, one quota.
+    let app = TestApp::spawn_with(Backend::Sqlite, limited).await;
+    assert_eq!((refused_as(&app, "203.0.113.5").await, refused_as(&app, "203.0.113.6").await), (401, 401));
+    assert_eq!(refused_as(&app, "203.0.113.7").await, 429);
+}
+
+#[test]
+fn a_trusted_proxy_that_is_not_an_address_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("parley.toml");
+    std::fs::write(&config, "[proxy]\ntrusted = [\"10.0.0.0/33\"]\n").unwrap();
+    let err = parley_server::Settings::load(Some(&config)).unwrap_err();
+    assert!(err.to_string().contains("proxy.trusted: `10.0.0.0/33`"), "{err}");
+}
+
 /// The reference page in a real browser: Swagger UI renders the document
 /// (title, every operation, markdown as HTML, request schemas) and its
 /// console answers a request. A blank page, raw markdown or a missing
