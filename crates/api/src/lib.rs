@@ -32,27 +32,35 @@ pub fn metrics_router(services: parley_services::Services) -> Router {
     routes::health::metrics_only(services)
 }
 
-/// Builds the whole HTTP application and its OpenAPI document.
-pub fn app(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
-    app_with(state, Router::new())
+/// Builds the whole HTTP application.
+pub fn app(state: AppState) -> Router {
+    app_with(state, |_| Router::new())
 }
 
-/// [`app`] with `mounted` routes (the MCP endpoint) behind the same
-/// request context, panic guard and admission layer (identity and rate
-/// limits): the admission layer leaves the caller's
+/// [`app`] with the routes `mount` makes from the OpenAPI document (the
+/// MCP endpoint's tools come from it), behind the same request context,
+/// panic guard and admission layer (identity and rate limits): the
+/// admission layer leaves the caller's
 /// `parley_services::tenancy::auth::Principal` in the request's extensions.
-pub fn app_with(state: AppState, mounted: Router) -> (Router, utoipa::openapi::OpenApi) {
-    let (api, _) = routes::router().split_for_parts();
-    let api = api.merge(mounted.with_state(()));
-    let doc = openapi(&parley_services::agents::EngineNames::of(state.services.config()));
+///
+/// The router and its document are built once: building them runs every
+/// route's and schema's generated code and allocates the whole document
+/// (about 20 MB at its peak), which a server start pays only here.
+pub fn app_with(state: AppState, mount: impl FnOnce(&serde_json::Value) -> Router) -> Router {
+    let (api, doc) = routes::router().split_for_parts();
+    let engines = parley_services::agents::EngineNames::of(state.services.config());
+    let doc = openapi::with_engines(openapi::finish(doc), &engines);
     let json = serde_json::to_string(&doc).expect("the OpenAPI document serialises");
-    let router = api
+    drop(doc);
+    let value: serde_json::Value = serde_json::from_str(&json).expect("the OpenAPI document reads back");
+    let mounted = mount(&value);
+    drop(value);
+    api.merge(mounted.with_state(()))
         .layer(axum::Extension(routes::docs::OpenApiJson(json.into())))
         .fallback(middleware::not_found)
         .method_not_allowed_fallback(middleware::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::admit))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(middleware::panic_response))
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::request_context))
-        .with_state(state);
-    (router, doc)
+        .with_state(state)
 }

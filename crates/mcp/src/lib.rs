@@ -59,8 +59,6 @@ pub struct McpConfig {
     /// port): the public URL's, loopback ones, and those configured. A
     /// request with another `Origin` gets a 403; one without is not checked.
     pub allowed_origins: Vec<String>,
-    /// The REST API's OpenAPI document: the tools' schemas come from it.
-    pub openapi: serde_json::Value,
     /// The REST API's list-page cache, shared.
     pub lists: Arc<parley_services::list_cache::ListCache>,
     /// Where the protected-resource metadata is (the 401's challenge).
@@ -69,11 +67,7 @@ pub struct McpConfig {
 
 impl McpConfig {
     /// Allows the host of `public_url` besides loopback.
-    pub fn new(
-        public_url: &str,
-        openapi: serde_json::Value,
-        lists: Arc<parley_services::list_cache::ListCache>,
-    ) -> Self {
+    pub fn new(public_url: &str, lists: Arc<parley_services::list_cache::ListCache>) -> Self {
         let mut allowed_hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
         let mut allowed_origins: Vec<String> =
             ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"].map(str::to_owned).to_vec();
@@ -90,7 +84,7 @@ impl McpConfig {
         }
         let resource_metadata =
             format!("{}/.well-known/oauth-protected-resource/mcp", public_url.trim_end_matches('/'));
-        Self { allowed_hosts, allowed_origins, openapi, lists, resource_metadata }
+        Self { allowed_hosts, allowed_origins, lists, resource_metadata }
     }
 }
 
@@ -106,15 +100,16 @@ impl McpConfig {
 const MAX_BODY_BYTES: usize = 1 << 20;
 
 /// The endpoint's routes (`/mcp` and `/mcp/`, neither redirected), to be
-/// mounted behind the API's admission layer.
-pub fn router(svc: Services, config: McpConfig) -> Router {
+/// mounted behind the API's admission layer; its tools' schemas come from
+/// the REST API's OpenAPI document, `openapi`.
+pub fn router(svc: Services, config: McpConfig, openapi: &serde_json::Value) -> Router {
     let transport = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_allowed_hosts(config.allowed_hosts)
         .with_allowed_origins(config.allowed_origins);
-    let handler = Handler { svc, catalog: Arc::new(Catalog::new(&config.openapi, config.lists)) };
+    let handler = Handler { svc, catalog: Arc::new(Catalog::new(openapi, config.lists)) };
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), transport);
     let challenge = Arc::new(config.resource_metadata);
