@@ -93,10 +93,15 @@ impl IntoResponse for ApiError {
                     | ServiceError::Forbidden(d)
                     | ServiceError::BadRequest(d)
                     | ServiceError::PaymentRequired(d)
-                    | ServiceError::Unavailable(d)
                     | ServiceError::BadGateway(d)
                     | ServiceError::TooManyRequests(d) => detail(status, d),
                     ServiceError::KeyInUse => ApiError::InProgress.into_response(),
+                    ServiceError::Unavailable(d) => {
+                        // What cannot serve now (the database, file storage) is usually back within seconds.
+                        let mut r = detail(status, d);
+                        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                        r
+                    }
                     ServiceError::Store(e) => ApiError::Internal(e.to_string()).into_response(),
                     ServiceError::Internal(e) => ApiError::Internal(format!("{e:#}")).into_response(),
                 }

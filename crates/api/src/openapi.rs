@@ -74,6 +74,9 @@ pub(crate) const UNAUTHENTICATED: &[&str] = &[
     "/api/v1/channels/{channel_id}/status",
 ];
 
+/// Routes that never read the database (so never answer its 503).
+const NO_DATABASE: &[&str] = &["/healthz", "/metrics", "/openapi.json", "/docs", "/docs/{file}", "/webchat/widget.js"];
+
 /// Routes that need a signed-in user's session (a Bearer access token): an
 /// API key gets a 403 there, so only the `bearer` scheme is listed.
 const SESSION_ONLY: &[&str] = &[
@@ -173,6 +176,14 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     );
     r.insert("ValidationError".into(), error_response("Invalid input; every fault is listed", "ValidationErrorBody"));
     r.insert("InternalError".into(), error_response("Unexpected failure; quote the request id", "InternalErrorBody"));
+    r.insert(
+        "Unavailable".into(),
+        error_response(
+            "The database (or another backend the request needs) cannot serve it now; retry after Retry-After \
+             seconds",
+            "ErrorBody",
+        ),
+    );
 
     let schemas = components.schemas.clone();
     let string = || utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::String).build();
@@ -231,6 +242,9 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
                 responses.entry("422".into()).or_insert_with(|| shared("ValidationError"));
             }
             responses.entry("500".into()).or_insert_with(|| shared("InternalError"));
+            if !NO_DATABASE.contains(&path.as_str()) {
+                responses.entry("503".into()).or_insert_with(|| shared("Unavailable"));
+            }
             for response in responses.values_mut() {
                 if let RefOr::T(resp) = response {
                     for (name, description) in common_headers {

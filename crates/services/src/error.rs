@@ -34,7 +34,7 @@ pub enum ServiceError {
     #[error("a request with this idempotency key is still in progress")]
     KeyInUse,
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// A failure that is nobody's input: a bug or a broken dependency. It
     /// keeps its source chain, logged once by whoever answers the caller.
     #[error("internal error: {0:#}")]
@@ -78,6 +78,22 @@ impl ServiceError {
             ServiceError::Unavailable(_) => 503,
             ServiceError::BadGateway(_) => 502,
             ServiceError::Store(_) | ServiceError::Internal(_) => 500,
+        }
+    }
+}
+
+/// What a request is told when the database cannot be reached.
+pub const DATABASE_UNAVAILABLE: &str = "The database is unavailable; retry shortly";
+
+impl From<StoreError> for ServiceError {
+    /// A database that cannot be reached is a 503 the caller may retry
+    /// (with `Retry-After`), not a 500.
+    fn from(e: StoreError) -> Self {
+        if e.is_unavailable() {
+            // Logged once per outage, where it starts (`parley_store::Db`).
+            ServiceError::Unavailable(DATABASE_UNAVAILABLE.to_owned())
+        } else {
+            ServiceError::Store(e)
         }
     }
 }

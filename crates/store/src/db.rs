@@ -20,12 +20,68 @@ pub struct DbOptions {
     /// SQLite reader connections. Each runs on its own thread; about one per
     /// core measured best (more threads cost more context switches).
     pub sqlite_readers: u32,
+    /// How long a request waits for SQLite's writer (or a reader) before
+    /// it gets a 503: the writer is a queue, and a busy one is slow, not gone.
     pub acquire_timeout: Duration,
+    /// How long a request waits for a PostgreSQL connection before it gets
+    /// a 503: longer means an exhausted pool or a server that is down.
+    pub postgres_acquire_timeout: Duration,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        Self { max_connections: 16, sqlite_readers: default_sqlite_readers(), acquire_timeout: Duration::from_secs(10) }
+        Self {
+            max_connections: 16,
+            sqlite_readers: default_sqlite_readers(),
+            acquire_timeout: Duration::from_secs(10),
+            postgres_acquire_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// How long a request waits for PostgreSQL while it is known to be
+/// unreachable (it failed to give a connection in the last
+/// [`OUTAGE_MEMORY`]): the first requests of an outage wait the acquire
+/// timeout, the rest are answered (503) almost at once, and each still
+/// tries, so the first to get through ends the outage.
+const OUTAGE_PROBE: Duration = Duration::from_millis(250);
+const OUTAGE_MEMORY: Duration = Duration::from_secs(2);
+
+/// Whether PostgreSQL is unreachable now, and since when (ms since the
+/// epoch; 0: it is not).
+#[derive(Debug, Default)]
+struct Outage {
+    since_ms: std::sync::atomic::AtomicI64,
+    last_failure_ms: std::sync::atomic::AtomicI64,
+}
+
+impl Outage {
+    fn now_ms() -> i64 {
+        parley_domain::Timestamp::now().unix_micros() / 1000
+    }
+
+    fn recent(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.since_ms.load(Relaxed) != 0
+            && Self::now_ms() - self.last_failure_ms.load(Relaxed) < OUTAGE_MEMORY.as_millis() as i64
+    }
+
+    fn failed(&self, error: &sqlx::Error) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = Self::now_ms();
+        self.last_failure_ms.store(now, Relaxed);
+        if self.since_ms.compare_exchange(0, now, Relaxed, Relaxed).is_ok() {
+            tracing::error!(%error, "the database is unreachable; requests get 503 with Retry-After until it answers");
+        }
+    }
+
+    fn ended(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let since = self.since_ms.swap(0, Relaxed);
+        if since != 0 {
+            let seconds = (Self::now_ms() - since) as f64 / 1000.0;
+            tracing::warn!(seconds, "the database answers again");
+        }
     }
 }
 
@@ -49,6 +105,7 @@ pub struct Db {
     bell: JobBell,
     event_bell: EventBell,
     metrics: parley_telemetry::Metrics,
+    outage: std::sync::Arc<Outage>,
 }
 
 /// The connections behind a [`Db`].
@@ -167,7 +224,7 @@ impl Db {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
                 .max_connections(opts.max_connections)
-                .acquire_timeout(opts.acquire_timeout)
+                .acquire_timeout(opts.postgres_acquire_timeout)
                 .connect_with(options)
                 .await?;
             return Ok(Db::new(Pool::Postgres(pool)));
@@ -212,7 +269,13 @@ impl Db {
     }
 
     fn new(pool: Pool) -> Db {
-        Db { pool, bell: JobBell::default(), event_bell: EventBell::default(), metrics: Default::default() }
+        Db {
+            pool,
+            bell: JobBell::default(),
+            event_bell: EventBell::default(),
+            metrics: Default::default(),
+            outage: Default::default(),
+        }
     }
 
     /// This instance's metrics.
@@ -272,7 +335,7 @@ impl Db {
         let asked = std::time::Instant::now();
         let conn = match &self.pool {
             Pool::Sqlite { read, .. } => Conn::Sqlite(read.acquire().await?),
-            Pool::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
+            Pool::Postgres(pool) => Conn::Postgres(self.reaching(pool.acquire()).await?),
         };
         self.metrics.db_acquire.with_label_values(&["read"]).observe(asked.elapsed().as_secs_f64());
         Ok(conn)
@@ -284,12 +347,29 @@ impl Db {
         let asked = std::time::Instant::now();
         let inner = match &self.pool {
             Pool::Sqlite { write, .. } => TxInner::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
-            Pool::Postgres(pool) => TxInner::Postgres(pool.begin().await?),
+            Pool::Postgres(pool) => TxInner::Postgres(self.reaching(pool.begin()).await?),
         };
         let waited = asked.elapsed();
         self.metrics.db_acquire.with_label_values(&["write"]).observe(waited.as_secs_f64());
         tracing::debug!(target: "parley_store::tx", waited_us = waited.as_micros() as u64, "begun");
         Ok(Tx::new(inner, self.bell.clone(), self.event_bell.clone(), self.metrics.clone()))
+    }
+
+    /// Runs `attempt` (a connection or a transaction from the PostgreSQL
+    /// pool), briefly while an outage is known, noting whether the
+    /// database is reachable.
+    async fn reaching<T>(&self, attempt: impl Future<Output = Result<T, sqlx::Error>>) -> Result<T, sqlx::Error> {
+        let result = if self.outage.recent() {
+            tokio::time::timeout(OUTAGE_PROBE, attempt).await.unwrap_or(Err(sqlx::Error::PoolTimedOut))
+        } else {
+            attempt.await
+        };
+        match &result {
+            Ok(_) => self.outage.ended(),
+            Err(e) if crate::error::unreachable_database(e) => self.outage.failed(e),
+            Err(_) => {}
+        }
+        result
     }
 
     /// Checks that the database answers.

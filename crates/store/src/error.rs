@@ -30,4 +30,33 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+impl StoreError {
+    /// Whether the database could not be reached or is going away (as
+    /// opposed to refusing a statement): the request may succeed later,
+    /// elsewhere or after a restart.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Database(e) => unreachable_database(e),
+            _ => false,
+        }
+    }
+}
+
+/// Connection failures, a pool that could give no connection in time or
+/// is closed, and PostgreSQL's connection exceptions (SQLSTATE class 08)
+/// and shutdowns (57P01 admin, 57P02 crash, 57P03 cannot connect now).
+pub(crate) fn unreachable_database(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|c| c.starts_with("08") || matches!(c.as_ref(), "57P01" | "57P02" | "57P03"))
+        }
+        _ => false,
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -34,6 +34,7 @@ mod metrics;
 mod notes;
 mod oauth;
 mod operations;
+mod outages;
 mod overview;
 mod presence;
 mod prompt_blocks;
