@@ -151,11 +151,7 @@ fn metric_method(m: &axum::http::Method) -> &'static str {
 }
 
 fn is_event_stream(response: &Response) -> bool {
-    response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("text/event-stream"))
+    is_of(response, "text/event-stream")
 }
 
 /// An event stream counted in `parley_stream_clients` until its body is
@@ -170,20 +166,21 @@ fn counted_stream(response: Response, open: parley_telemetry::Connected) -> Resp
     Response::from_parts(parts, Body::from_stream(body))
 }
 
-fn is_json(response: &Response) -> bool {
+/// Whether the response's `Content-Type` is of `kind` (`text/html`, …).
+fn is_of(response: &Response, kind: &str) -> bool {
     response
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("application/json"))
+        .is_some_and(|t| t.starts_with(kind))
+}
+
+fn is_json(response: &Response) -> bool {
+    is_of(response, "application/json")
 }
 
 fn is_html(response: &Response) -> bool {
-    response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("text/html"))
+    is_of(response, "text/html")
 }
 
 /// Rewrites an error a framework layer answered in plain text (an

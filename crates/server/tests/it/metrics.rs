@@ -194,9 +194,6 @@ async fn metrics_are_off_by_default_and_served_without_a_token_on_their_own_addr
 
 #[test]
 fn a_short_metrics_token_is_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("parley.toml");
-    std::fs::write(&config, "[metrics]\ntoken = \"short\"\n").unwrap();
-    let err = parley_server::Settings::load(Some(&config)).unwrap_err();
-    assert!(err.to_string().contains("metrics.token: use at least 16 characters"), "{err}");
+    let err = refused_configuration("[metrics]\ntoken = \"short\"\n");
+    assert!(err.contains("metrics.token: use at least 16 characters"), "{err}");
 }

@@ -457,11 +457,8 @@ async fn per_ip_limits_count_the_forwarded_client_only_behind_a_trusted_proxy() 
 
 #[test]
 fn a_trusted_proxy_that_is_not_an_address_is_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("parley.toml");
-    std::fs::write(&config, "[proxy]\ntrusted = [\"10.0.0.0/33\"]\n").unwrap();
-    let err = parley_server::Settings::load(Some(&config)).unwrap_err();
-    assert!(err.to_string().contains("proxy.trusted: `10.0.0.0/33`"), "{err}");
+    let err = refused_configuration("[proxy]\ntrusted = [\"10.0.0.0/33\"]\n");
+    assert!(err.contains("proxy.trusted: `10.0.0.0/33`"), "{err}");
 }
 
 /// The reference page in a real browser: Swagger UI renders the document

@@ -291,6 +291,14 @@ impl Drop for TestApp {
     }
 }
 
+/// Why the server refuses to start with `toml` as its configuration file.
+pub fn refused_configuration(toml: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("parley.toml");
+    std::fs::write(&config, toml).unwrap();
+    parley_server::Settings::load(Some(&config)).expect_err("the configuration is refused").to_string()
+}
+
 /// Accounts whose stored balance or held amount is not the sum of their
 /// ledger entries or holds, read on a connection of its own.
 pub fn ledger_discrepancies(url: &str) -> Vec<parley_store::repo::billing::Discrepancy> {
