@@ -11,6 +11,10 @@
 # document, the dashboard — and prints the memory after them.
 # Target: resident ≤ 40 MB at rest, first requests as fast as before.
 #
+# The file-backed part (the binary's code mapped as the start runs it)
+# depends on what the page cache holds: each run first evicts the binary
+# from it, so every run starts as a cold start does, and runs compare.
+#
 # Usage: bench/idle_memory.sh [idle_seconds] [runs]   (BENCH_BIN=path for a prebuilt binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +36,7 @@ first() { # label, curl arguments…: prints the time of one request in ms
 
 for run in $(seq 1 "$RUNS"); do
   rm -rf data banner.txt
+  python3 -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$BIN"
   start_server
   sleep "$IDLE"
   echo "run $run: at rest after ${IDLE} s: RSS $(mb "$(kib VmRSS)") MB (anonymous $(mb "$(kib RssAnon)") MB, file $(mb "$(kib RssFile)") MB)"
