@@ -152,8 +152,9 @@ impl ClientIp {
     /// The client behind `trusted` proxies: when the peer is one of them,
     /// the rightmost address of `X-Forwarded-For` that is not (each proxy
     /// appends the address it saw; what a client wrote in stays on the
-    /// left and is never believed). Otherwise, or when the header is
-    /// missing or malformed, the peer.
+    /// left and is never believed). From any other peer, or without the
+    /// header, the peer; at a hop that is not an address, the last trusted
+    /// proxy before it.
     pub(crate) fn behind(peer: ClientIp, headers: &axum::http::HeaderMap, trusted: &[ipnet::IpNet]) -> ClientIp {
         let is_trusted = |ip: &std::net::IpAddr| trusted.iter().any(|net| net.contains(ip));
         let Some(peer_ip) = peer.0.filter(|ip| is_trusted(ip)) else { return peer };
