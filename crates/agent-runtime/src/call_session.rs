@@ -13,6 +13,7 @@ use parley_domain::Scope;
 use parley_domain::agent::RunTrigger;
 use parley_engines::{ChatMessage, TextEngine};
 use parley_voice::session::{AgentSession, Input, Output};
+use tracing::Instrument;
 
 use parley_services::calls::CallAgent;
 
@@ -125,30 +126,34 @@ impl AgentSession for CallSession {
         let (deltas, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let (act_tx, act_rx) = tokio::sync::oneshot::channel::<Option<Output>>();
         let (svc, scope, call, memory) = (self.svc.clone(), self.scope, self.call.clone(), self.memory.clone());
-        tokio::spawn(async move {
-            let (said, stop) = match turn(&svc, scope, &call, &memory, &heard, &deltas).await {
-                Ok(done) => done,
-                Err(e) => {
-                    tracing::error!(error = %e, "a call's agent turn could not be recorded");
-                    (String::new(), None)
-                }
-            };
-            // A turn that produced nothing says the fallback, so the caller is never met with silence.
-            let said = if said.is_empty() && stop.is_none() {
-                let fallback = svc.config().runtime.fallback_message.clone();
-                let _ = deltas.send(fallback.clone());
-                fallback
-            } else {
-                said
-            };
-            Memory::lock(&memory).reply(this_turn, said);
-            let action = match stop {
-                Some(Stop::EndCall) => Some(Output::EndCall),
-                Some(Stop::Transfer(to)) => Some(Output::Transfer(to)),
-                _ => None,
-            };
-            let _ = act_tx.send(action);
-        });
+        // In the call's span: the turn's run is in the call's trace.
+        tokio::spawn(
+            async move {
+                let (said, stop) = match turn(&svc, scope, &call, &memory, &heard, &deltas).await {
+                    Ok(done) => done,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a call's agent turn could not be recorded");
+                        (String::new(), None)
+                    }
+                };
+                // A turn that produced nothing says the fallback, so the caller is never met with silence.
+                let said = if said.is_empty() && stop.is_none() {
+                    let fallback = svc.config().runtime.fallback_message.clone();
+                    let _ = deltas.send(fallback.clone());
+                    fallback
+                } else {
+                    said
+                };
+                Memory::lock(&memory).reply(this_turn, said);
+                let action = match stop {
+                    Some(Stop::EndCall) => Some(Output::EndCall),
+                    Some(Stop::Transfer(to)) => Some(Output::Transfer(to)),
+                    _ => None,
+                };
+                let _ = act_tx.send(action);
+            }
+            .in_current_span(),
+        );
         let deltas =
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (Output::TextDelta(t), rx)) });
         let action = futures::stream::once(async move { act_rx.await.ok().flatten() }).filter_map(|a| async { a });

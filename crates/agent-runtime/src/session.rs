@@ -14,6 +14,7 @@ use parley_store::Tx;
 use parley_store::repo::agent_runs::{self as run_repo, NewRun, RunEnd};
 use parley_store::repo::events;
 use tokio::sync::mpsc::UnboundedSender;
+use tracing::Instrument;
 
 use parley_services::{ServiceResult, Services};
 
@@ -59,6 +60,48 @@ pub async fn think(
     turn: Turn<'_>,
     deltas: Option<&UnboundedSender<String>>,
 ) -> Result<Thought, EngineError> {
+    // OpenTelemetry's GenAI conventions: the run, its model calls and tool calls.
+    let model = turn.agent.model.clone().unwrap_or_else(|| engine.model().to_owned());
+    let provider = engine.kind().as_str();
+    let span = tracing::info_span!(
+        "invoke_agent",
+        otel.name = %format_args!("invoke_agent {}", turn.agent.name),
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.id = %turn.agent.id,
+        gen_ai.agent.name = %turn.agent.name,
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = %model,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        parley.agent_run.id = turn.place.run_id,
+        parley.conversation.id = turn.place.conversation_id,
+        parley.call.id = turn.place.call_id.as_deref(),
+        workspace_id = turn.place.scope.workspace_id,
+    );
+    let thought = rounds(host, engine, turn, deltas, &model).instrument(span.clone()).await;
+    match &thought {
+        Ok(t) => {
+            span.record("gen_ai.usage.input_tokens", t.usage.input_tokens as i64);
+            span.record("gen_ai.usage.output_tokens", t.usage.output_tokens as i64);
+        }
+        Err(e) => {
+            span.record("otel.status_code", "error");
+            span.record("error.type", e.kind());
+        }
+    }
+    thought
+}
+
+/// [`think`]'s rounds: ask the model, carry out its tool calls, ask again.
+async fn rounds(
+    host: &dyn ToolHost,
+    engine: &Arc<dyn TextEngine>,
+    turn: Turn<'_>,
+    deltas: Option<&UnboundedSender<String>>,
+    model: &str,
+) -> Result<Thought, EngineError> {
     let specs = tools::specs(turn.agent, turn.on_call);
     let mut messages = turn.messages;
     let mut thought = Thought::default();
@@ -76,24 +119,51 @@ pub async fn think(
             tools: if closing { Vec::new() } else { specs.clone() },
             passages: turn.passages.clone(),
         };
+        let chat = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {model}"),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = engine.kind().as_str(),
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
         let mut text = String::new();
         let mut calls = Vec::new();
-        let mut stream = engine.stream(request);
-        while let Some(event) = stream.next().await {
-            match event? {
-                EngineEvent::Delta(delta) => {
-                    thought.first_token_ms.get_or_insert(asked.elapsed().as_millis() as i64);
-                    if let Some(out) = deltas {
-                        let _ = out.send(delta.clone());
+        let mut usage = Usage::default();
+        let streamed: Result<(), EngineError> = async {
+            let mut stream = engine.stream(request);
+            while let Some(event) = stream.next().await {
+                match event? {
+                    EngineEvent::Delta(delta) => {
+                        thought.first_token_ms.get_or_insert(asked.elapsed().as_millis() as i64);
+                        if let Some(out) = deltas {
+                            let _ = out.send(delta.clone());
+                        }
+                        text.push_str(&delta);
                     }
-                    text.push_str(&delta);
-                }
-                EngineEvent::ToolCall(call) => calls.push(call),
-                EngineEvent::Usage(u) => {
-                    thought.usage.input_tokens += u.input_tokens;
-                    thought.usage.output_tokens += u.output_tokens;
+                    EngineEvent::ToolCall(call) => calls.push(call),
+                    EngineEvent::Usage(u) => {
+                        usage.input_tokens += u.input_tokens;
+                        usage.output_tokens += u.output_tokens;
+                    }
                 }
             }
+            Ok(())
+        }
+        .instrument(chat.clone())
+        .await;
+        chat.record("gen_ai.usage.input_tokens", usage.input_tokens as i64);
+        chat.record("gen_ai.usage.output_tokens", usage.output_tokens as i64);
+        thought.usage.input_tokens += usage.input_tokens;
+        thought.usage.output_tokens += usage.output_tokens;
+        if let Err(e) = streamed {
+            chat.record("otel.status_code", "error");
+            chat.record("error.type", e.kind());
+            return Err(e);
         }
         let said = text.trim();
         if !said.is_empty() {

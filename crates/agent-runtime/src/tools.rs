@@ -154,6 +154,31 @@ pub struct Executed {
 
 /// Carries out one tool call. Never fails: every refusal is the result.
 pub async fn execute(host: &dyn ToolHost, agent: &Agent, place: &Place, call: &ToolCall) -> Executed {
+    use tracing::Instrument;
+    // OpenTelemetry's GenAI conventions; never the arguments or the result.
+    let kind = match agent.tools.iter().find(|t| t.name() == call.name) {
+        Some(AgentTool::Http(_)) => "extension",
+        _ => "function",
+    };
+    let span = tracing::info_span!(
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {}", call.name),
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.name,
+        gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.type = kind,
+        error.type = tracing::field::Empty,
+    );
+    let executed = carry_out(host, agent, place, call).instrument(span.clone()).await;
+    if executed.record.error.is_some() {
+        span.record("otel.status_code", "error");
+        span.record("error.type", "tool_error");
+    }
+    executed
+}
+
+async fn carry_out(host: &dyn ToolHost, agent: &Agent, place: &Place, call: &ToolCall) -> Executed {
     let started = Instant::now();
     let arguments: Value = serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments })
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));

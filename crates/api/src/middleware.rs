@@ -43,19 +43,30 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
         let client = ClientIp::behind(ClientIp::peer(req.extensions()), req.headers(), &state.config.trusted_proxies);
         req.extensions_mut().insert(client);
     }
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id,
-        method = %req.method(),
-        path = %req.uri().path(),
-        workspace_id = tracing::field::Empty,
-    );
-    let started = Instant::now();
-    let body_read = track_body(&mut req);
     let method = metric_method(req.method());
     let route = req.extensions().get::<axum::extract::MatchedPath>().map(|p| p.as_str().to_owned());
+    // Named and described as OpenTelemetry's HTTP conventions say, for traces.
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format_args!("{} {}", req.method(), route.as_deref().unwrap_or("unmatched")),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        request_id = %id,
+        http.request.method = %req.method(),
+        url.path = %req.uri().path(),
+        http.route = route.as_deref(),
+        http.response.status_code = tracing::field::Empty,
+        workspace_id = tracing::field::Empty,
+    );
+    parley_telemetry::traces::continue_trace(&span, req.headers());
+    let started = Instant::now();
+    let body_read = track_body(&mut req);
     let mut response = next.run(req).instrument(span.clone()).await;
     let status = response.status();
+    span.record("http.response.status_code", i64::from(status.as_u16()));
+    if status.is_server_error() {
+        span.record("otel.status_code", "error");
+    }
     let route = route.as_deref().unwrap_or("unmatched");
     let metrics = state.services.metrics();
     metrics.http_requests.with_label_values(&[method, route, status.as_str()]).inc();

@@ -111,6 +111,16 @@ pub enum EngineError {
     Permanent(String),
 }
 
+impl EngineError {
+    /// `transient` or `permanent` (a trace's `error.type`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineError::Transient(_) => "transient",
+            EngineError::Permanent(_) => "permanent",
+        }
+    }
+}
+
 /// A stream of an engine's answer.
 pub type EngineStream = BoxStream<'static, Result<EngineEvent, EngineError>>;
 

@@ -357,6 +357,15 @@ impl Worker {
             interrupted: row.interruptions.max(0) as u32,
             worker: Arc::clone(&self.id),
         };
+        let span = tracing::info_span!(
+            "job",
+            otel.name = %format_args!("job {}", job.kind),
+            job.id = job.id,
+            job.kind = %job.kind,
+            job.attempt = i64::from(job.attempt),
+            job.outcome = tracing::field::Empty,
+            workspace_id = job.scope.map(|s| s.workspace_id),
+        );
         // A job whose runs keep killing their process (see `repo::claim`)
         // is buried unrun, whatever its kind's retry schedule.
         let outcome = if job.interrupted >= MAX_INTERRUPTIONS {
@@ -366,7 +375,8 @@ impl Worker {
                 row.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default()
             ))
         } else {
-            handler.run(&job).await
+            use tracing::Instrument;
+            handler.run(&job).instrument(span.clone()).await
         };
         let metrics = self.db.metrics();
         metrics.job_duration.with_label_values(&[&job.kind]).observe(started.elapsed().as_secs_f64());
@@ -377,6 +387,7 @@ impl Worker {
             Outcome::Retry { .. } | Outcome::Fail(_) => "failed",
         };
         metrics.job_runs.with_label_values(&[&job.kind, counted]).inc();
+        span.record("job.outcome", counted);
         if let Err(e) = self.settle(handler.as_ref(), &job, outcome).await {
             // The lease lapses and the job runs again.
             tracing::warn!(job = job.id, kind = %job.kind, error = format!("{e:#}"), "could not record a job's outcome");

@@ -35,6 +35,7 @@ pub struct Settings {
     pub webchat: WebchatSettings,
     pub mcp: McpSettings,
     pub metrics: MetricsSettings,
+    pub traces: TraceSettings,
     pub proxy: ProxySettings,
     pub voice: VoiceSettings,
     pub telephony: TelephonySettings,
@@ -76,6 +77,7 @@ impl Default for Settings {
             webchat: WebchatSettings::default(),
             mcp: McpSettings::default(),
             metrics: MetricsSettings::default(),
+            traces: TraceSettings::default(),
             proxy: ProxySettings::default(),
             voice: VoiceSettings::default(),
             telephony: TelephonySettings::default(),
@@ -178,6 +180,64 @@ pub struct MetricsSettings {
     /// Serves `/metrics` on this address too, without a token (keep it
     /// private: 127.0.0.1 or an internal network), e.g. `127.0.0.1:9464`.
     pub listen: Option<String>,
+}
+
+/// OpenTelemetry traces over OTLP/HTTP (docs/operations.md). Off unless
+/// `endpoint` is set.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TraceSettings {
+    /// The collector's OTLP/HTTP address, e.g. `http://127.0.0.1:4318`
+    /// (spans go to its `/v1/traces`, as protobuf).
+    pub endpoint: Option<String>,
+    /// `service.name` on every span.
+    pub service_name: String,
+    /// The share of traces kept, 0 to 1; a trace a caller started with
+    /// `traceparent` follows the caller's sampling decision.
+    pub sample_ratio: f64,
+    /// Headers sent with every export (a hosted collector's key); never logged.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl Default for TraceSettings {
+    fn default() -> Self {
+        Self { endpoint: None, service_name: "parley".into(), sample_ratio: 1.0, headers: BTreeMap::new() }
+    }
+}
+
+impl std::fmt::Debug for TraceSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceSettings")
+            .field("endpoint", &self.endpoint)
+            .field("service_name", &self.service_name)
+            .field("sample_ratio", &self.sample_ratio)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl TraceSettings {
+    /// The exporter's configuration, if traces are on; an error names the
+    /// setting that is wrong.
+    pub fn config(&self) -> anyhow::Result<Option<parley_telemetry::traces::TraceConfig>> {
+        let Some(endpoint) = &self.endpoint else { return Ok(None) };
+        let url = url::Url::parse(endpoint).map_err(|e| anyhow::anyhow!("traces.endpoint: {e}"))?;
+        anyhow::ensure!(
+            matches!(url.scheme(), "http" | "https") && url.host().is_some(),
+            "traces.endpoint: use the collector's http:// or https:// address (OTLP/HTTP, usually port 4318)"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.sample_ratio),
+            "traces.sample_ratio: use a number from 0 (no traces) to 1 (every trace)"
+        );
+        anyhow::ensure!(!self.service_name.trim().is_empty(), "traces.service_name: name the service");
+        Ok(Some(parley_telemetry::traces::TraceConfig {
+            endpoint: endpoint.clone(),
+            service_name: self.service_name.clone(),
+            sample_ratio: self.sample_ratio,
+            headers: self.headers.clone().into_iter().collect(),
+        }))
+    }
 }
 
 /// The reverse proxies in front of this server (docs/operations.md).
@@ -878,6 +938,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "webchat",
     "mcp",
     "metrics",
+    "traces",
     "proxy",
     "public_url",
     "voice",
@@ -918,6 +979,7 @@ impl Settings {
         settings.text_engine_settings()?;
         settings.speech_engines().map_err(anyhow::Error::msg)?;
         settings.proxy.parse()?;
+        settings.traces.config()?;
         if settings.metrics.token.as_ref().is_some_and(|t| t.trim().chars().count() < 16) {
             anyhow::bail!("metrics.token: use at least 16 characters (e.g. head -c 24 /dev/urandom | base64)");
         }

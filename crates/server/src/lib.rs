@@ -301,14 +301,50 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown requested; finishing in-flight requests");
 }
 
-/// Sets up logging to stderr (stdout is for the CLI's JSON and the first-start banner).
-pub fn init_logging(settings: &Settings) {
+/// The process's logging, and its traces if they are on: flush them
+/// before the process ends.
+#[derive(Clone, Default)]
+pub struct Logging {
+    traces: Option<parley_telemetry::traces::Traces>,
+}
+
+impl Logging {
+    /// Sends the traces still buffered; blocks (call it off the async threads).
+    pub fn flush_traces(&self) {
+        if let Some(t) = &self.traces {
+            t.flush();
+        }
+    }
+
+    /// Sends what is buffered and stops the exporter; blocks.
+    pub fn shutdown(&self) {
+        if let Some(t) = &self.traces {
+            t.shutdown();
+        }
+    }
+}
+
+/// Sets up logging to stderr (stdout is for the CLI's JSON and the
+/// first-start banner) and, when `traces.endpoint` is set, the export of
+/// Parley's spans over OTLP. The log filter (`log.level`, `RUST_LOG`)
+/// chooses log lines only: spans are traced whatever it says.
+pub fn init_logging(settings: &Settings) -> anyhow::Result<Logging> {
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::prelude::*;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if settings.log.format == "json" {
-        builder.json().flatten_event(true).with_current_span(true).try_init()
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = if settings.log.format == "json" {
+        fmt.json().flatten_event(true).with_current_span(true).boxed()
     } else {
-        builder.compact().try_init()
+        fmt.compact().boxed()
     };
+    let (traces, exporting) = match settings.traces.config()? {
+        Some(config) => {
+            let (traces, layer) = parley_telemetry::traces::Traces::start(&config).map_err(anyhow::Error::msg)?;
+            (Some(traces), Some(layer))
+        }
+        None => (None, None),
+    };
+    let _ = tracing_subscriber::registry().with(exporting).with(fmt.with_filter(filter)).try_init();
+    Ok(Logging { traces })
 }

@@ -261,7 +261,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(l) = listen {
                 settings.listen = l;
             }
-            init_logging(&settings);
+            let logging = init_logging(&settings)?;
             let db = open_database(&settings).await?;
             // Fail before the first start's banner if the master key is unusable.
             settings.master_key()?;
@@ -273,7 +273,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("could not listen on {}", settings.listen))?;
             tracing::info!(address = %listener.local_addr()?, database = %parley_server::describe_database(&settings), "Parley is listening");
-            serve(settings, db, listener, shutdown_signal()).await
+            let served = serve(settings, db, listener, shutdown_signal()).await;
+            tokio::task::spawn_blocking(move || logging.shutdown()).await?;
+            served
         }
         Command::Migrate => {
             open_database(&settings).await?;

@@ -21,7 +21,8 @@ use parley_domain::Scope;
 use parley_domain::Timestamp;
 use parley_domain::agent::{EngineKind, FirstMessageMode, TurnDetection};
 use parley_domain::call::{
-    AnsweredBy, CallDirection, CallStatus, CallTransport, EndedReason, Speaker, TranscriptSegment, WebCallJoin,
+    AnsweredBy, CallDirection, CallStatus, CallTransport, EndedReason, Speaker, TranscriptSegment, TurnLatency,
+    WebCallJoin,
 };
 use parley_domain::contact::Identity;
 use parley_domain::conversation::{Author, AuthorType, ConversationKind, ConversationStatus, Direction, MessageStatus};
@@ -40,6 +41,7 @@ use parley_voice::provider::{Dial, Placed, Provider};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 use utoipa::ToSchema;
 
 use crate::crm::contacts;
@@ -767,13 +769,24 @@ pub fn start(svc: &Services, dialed: Dialed) {
     let (hang, hangup) = oneshot::channel();
     svc.calls.hangups().insert(dialed.call.public_id.clone(), hang);
     let svc = svc.clone();
-    tokio::spawn(async move {
-        let call_id = dialed.call.public_id.clone();
-        if let Err(e) = supervise(&svc, dialed, hangup).await {
-            tracing::error!(call = %call_id, error = %e, "a call could not be recorded; it will be ended as failed");
+    // The call's span: its turns and the agent's runs are its children.
+    let span = tracing::info_span!(
+        "call",
+        parley.call.id = %dialed.call.public_id,
+        parley.agent.id = dialed.call.agent_id,
+        call.direction = dialed.call.direction.as_str(),
+        workspace_id = dialed.scope.workspace_id,
+    );
+    tokio::spawn(
+        async move {
+            let call_id = dialed.call.public_id.clone();
+            if let Err(e) = supervise(&svc, dialed, hangup).await {
+                tracing::error!(call = %call_id, error = %e, "a call could not be recorded; it will be ended as failed");
+            }
+            svc.calls.hangups().remove(&call_id);
         }
-        svc.calls.hangups().remove(&call_id);
-    });
+        .instrument(span),
+    );
 }
 
 async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>) -> ServiceResult<()> {
@@ -808,14 +821,40 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>
         });
     }
     let session = svc.call_session(scope, agent);
-    let running = tokio::spawn(engine::run(placed, session, options, progress_tx, hangup));
+    let running = tokio::spawn(engine::run(placed, session, options, progress_tx, hangup).in_current_span());
     let heartbeat = tokio::spawn(keep_alive(svc.clone()));
+    let mut answered_at = None;
     while let Some(p) = progress.recv().await {
+        if let Progress::Segment(TranscriptSegment { start_ms, end_ms, latency: Some(latency), .. }) = &p {
+            trace_turn(&call, *start_ms, latency, answered_at.get_or_insert_with(|| answer_time(*end_ms)));
+        }
         record_progress(svc, scope, &call, p).await?;
     }
     heartbeat.abort();
     let outcome = running.await.map_err(|e| ServiceError::internal(e, "the call engine stopped"))?;
     conclude(svc, scope, &call, outcome).await
+}
+
+/// When the call was answered, from a segment that ends `end_ms` after
+/// the answer and is reported as it ends.
+fn answer_time(end_ms: i64) -> std::time::SystemTime {
+    std::time::SystemTime::now() - Duration::from_millis(end_ms.max(0) as u64)
+}
+
+/// A timed turn's span (caller stops → agent's first audio out), with
+/// its phases as children, in the call's trace.
+fn trace_turn(call: &CallRow, first_out_ms: i64, l: &TurnLatency, answered_at: &std::time::SystemTime) {
+    use parley_telemetry::traces::{KeyValue, Phase, timed_span};
+    let speech_end_ms = first_out_ms - l.voice_to_voice_ms;
+    let phases = [
+        Phase { name: "end_of_turn", ms: l.end_of_turn_ms },
+        Phase { name: "stt", ms: l.stt_ms },
+        Phase { name: "llm.first_token", ms: l.llm_first_token_ms },
+        Phase { name: "tts.first_audio", ms: l.tts_first_audio_ms },
+    ];
+    let start = *answered_at + Duration::from_millis(speech_end_ms.max(0) as u64);
+    let attributes = vec![KeyValue::new("parley.call.id", call.public_id.clone())];
+    timed_span("call.turn", start, l.voice_to_voice_ms, attributes, &phases);
 }
 
 /// How the agent speaks and listens on this call: its engines (else the

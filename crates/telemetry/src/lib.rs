@@ -12,6 +12,8 @@
 //! unmatched path is `unmatched`), kinds and outcomes fixed names; never an
 //! id, a workspace or anything a caller wrote.
 
+pub mod traces;
+
 use std::ops::Deref;
 use std::sync::Arc;
 

@@ -46,6 +46,7 @@ mod sms;
 mod stream;
 mod telegram;
 mod tools;
+mod traces;
 mod twilio_voice;
 mod voice;
 mod web_calls;

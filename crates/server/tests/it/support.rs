@@ -123,7 +123,7 @@ impl TestApp {
     async fn serve_url(url: &str, configure: impl FnOnce(&mut Settings)) -> TestApp {
         let mut settings = test_settings(url);
         if std::env::var("PARLEY_TEST_LOG").is_ok() {
-            parley_server::init_logging(&settings);
+            let _ = parley_server::init_logging(&settings);
         }
         configure(&mut settings);
         let db = parley_server::open_database(&settings).await.expect("open test database");
