@@ -60,6 +60,9 @@ string_enum!(
         /// A machine answered an outbound call: the agent hung up, or left
         /// its message after the beep (`voicemail.action`).
         Voicemail = "voicemail",
+        /// The server running the call stopped (SIGTERM), and the call had
+        /// not ended within `voice.shutdown_grace_seconds`.
+        Shutdown = "shutdown",
     }
 );
 

@@ -409,6 +409,9 @@ pub struct VoiceSettings {
     /// A call whose instance stops renewing it for this long (a crash) is
     /// ended as `failed`/`error` and charged for the time it ran.
     pub lease_seconds: u64,
+    /// After SIGTERM, calls in progress may go on this long; those still
+    /// running are then hung up with `ended_reason: shutdown`.
+    pub shutdown_grace_seconds: u64,
     /// Answering-machine detection's thresholds (calls whose agent or
     /// request sets `voicemail`).
     pub machine_detection: MachineDetectionSettings,
@@ -420,6 +423,7 @@ impl Default for VoiceSettings {
             max_concurrent_calls: 10,
             ring_timeout_seconds: 30,
             lease_seconds: 30,
+            shutdown_grace_seconds: 60,
             machine_detection: MachineDetectionSettings::default(),
         }
     }
@@ -1096,6 +1100,7 @@ impl Settings {
                 max_concurrent_calls: self.voice.max_concurrent_calls.max(1),
                 ring_timeout: std::time::Duration::from_secs(self.voice.ring_timeout_seconds.max(1)),
                 lease: std::time::Duration::from_secs(self.voice.lease_seconds.max(1)),
+                shutdown_grace: std::time::Duration::from_secs(self.voice.shutdown_grace_seconds),
                 machine_detection: self.voice.machine_detection.settings(),
             },
         }

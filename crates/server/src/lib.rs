@@ -137,7 +137,8 @@ async fn telephony(
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then lets
-/// in-flight requests finish (at most `shutdown_grace_seconds`).
+/// in-flight requests finish (at most `shutdown_grace_seconds`), and calls
+/// in progress end or are hung up (`voice.shutdown_grace_seconds`).
 pub async fn serve(
     settings: Settings,
     db: Db,
@@ -206,6 +207,7 @@ pub async fn serve(
         }
         None => None,
     };
+    let calls = services.clone();
     let relaying = tokio::spawn(parley_services::signals::relay(services, stop_rx.clone()));
     let mut grace_rx = stop_rx.clone();
     let listener = parley_api::listener::Listener(listener);
@@ -232,6 +234,9 @@ pub async fn serve(
     if let Some(answering) = answering {
         answering.abort();
     }
+    // No call starts here any more; those in progress go on (up to
+    // voice.shutdown_grace_seconds) and are recorded before the database closes.
+    parley_services::calls::drain(&calls).await;
     // The dispatcher saw the same stop signal; let it finish and release its leases.
     let _ = dispatching.await;
     let _ = working.await;

@@ -60,6 +60,9 @@ pub struct CallsConfig {
     pub ring_timeout: Duration,
     /// A call whose owner has not renewed it for this long is ended as failed.
     pub lease: Duration,
+    /// How long calls in progress when the server stops may go on; the
+    /// rest are then hung up (`shutdown`).
+    pub shutdown_grace: Duration,
     /// Answering-machine detection's thresholds (`[voice.machine_detection]`).
     pub machine_detection: parley_speech::machine::MachineSettings,
 }
@@ -70,6 +73,7 @@ impl Default for CallsConfig {
             max_concurrent_calls: 10,
             ring_timeout: Duration::from_secs(30),
             lease: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(60),
             machine_detection: Default::default(),
         }
     }
@@ -99,7 +103,9 @@ pub struct CallRuntime {
     live: Arc<dyn Provider>,
     /// Names this instance as the owner of the calls it runs; new at every start.
     pub instance: String,
-    hangups: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    hangups: Mutex<HashMap<String, oneshot::Sender<EndedReason>>>,
+    /// The tasks running this instance's calls, until each is recorded.
+    running: tokio_util::task::TaskTracker,
     /// The Twilio provider, when it carries live calls: its webhooks and
     /// media streams arrive through the API.
     twilio: Option<Arc<parley_voice::twilio::TwilioProvider>>,
@@ -116,6 +122,7 @@ impl CallRuntime {
             live,
             instance: format!("calls-{}", ulid::Ulid::new()),
             hangups: Mutex::default(),
+            running: tokio_util::task::TaskTracker::new(),
             twilio: None,
             web_calls: web_calls.clone(),
             web: Arc::new(parley_voice::webcall::Web(web_calls)),
@@ -132,7 +139,7 @@ impl CallRuntime {
         if scope.livemode() { &self.live } else { &self.simulated }
     }
 
-    fn hangups(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
+    fn hangups(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<EndedReason>>> {
         self.hangups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -777,7 +784,7 @@ pub fn start(svc: &Services, dialed: Dialed) {
         call.direction = dialed.call.direction.as_str(),
         workspace_id = dialed.scope.workspace_id,
     );
-    tokio::spawn(
+    svc.calls.running.clone().spawn(
         async move {
             let call_id = dialed.call.public_id.clone();
             if let Err(e) = supervise(&svc, dialed, hangup).await {
@@ -789,7 +796,7 @@ pub fn start(svc: &Services, dialed: Dialed) {
     );
 }
 
-async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<()>) -> ServiceResult<()> {
+async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<EndedReason>) -> ServiceResult<()> {
     let Dialed { scope, call, placed, agent, streams_audio } = dialed;
     let (progress_tx, mut progress) = mpsc::channel(64);
     // The recording is written to the spool as the call runs, then stored.
@@ -1360,10 +1367,39 @@ async fn watch_call(svc: &Services, scope: Scope, id: &str) -> ServiceResult<par
 fn hang_up_here(svc: &Services, id: &str) -> bool {
     match svc.calls.hangups().remove(id) {
         Some(signal) => {
-            let _ = signal.send(());
+            let _ = signal.send(EndedReason::AgentHangup);
             true
         }
         None => false,
+    }
+}
+
+/// When the server stops: lets the calls this instance runs go on for up
+/// to `voice.shutdown_grace_seconds`, hangs up those still running
+/// (`shutdown`), and waits until each is recorded (its recording stored,
+/// its charge made). Call once no new call can start here.
+pub async fn drain(svc: &Services) {
+    let calls = &svc.calls;
+    calls.running.close();
+    let grace = svc.config.calls.shutdown_grace;
+    if calls.running.is_empty() {
+        return;
+    }
+    tracing::info!(calls = calls.running.len(), grace_s = grace.as_secs(), "waiting for calls in progress to end");
+    if tokio::time::timeout(grace, calls.running.wait()).await.is_ok() {
+        return;
+    }
+    let still: Vec<_> = calls.hangups().drain().collect();
+    tracing::warn!(calls = still.len(), "the shutdown grace is over: hanging up the calls still in progress");
+    for (_, signal) in still {
+        let _ = signal.send(EndedReason::Shutdown);
+    }
+    // Recording a call that was hung up takes moments; one that cannot be
+    // recorded now is ended by another instance once its lease lapses.
+    if tokio::time::timeout(Duration::from_secs(15), calls.running.wait()).await.is_err() {
+        tracing::warn!(
+            "calls hung up at shutdown were not recorded in time; another instance ends them after their lease"
+        );
     }
 }
 

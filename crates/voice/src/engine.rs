@@ -75,13 +75,15 @@ pub const RECORDING_WINDOW: Duration = Duration::from_secs(60);
 /// disk trails the call by this much (and by the 1 s between writes).
 pub const LIVE_RECORDING_WINDOW: Duration = Duration::from_secs(2);
 
-/// Runs a placed call until it ends. `hangup` ends it from Parley's side.
+/// Runs a placed call until it ends. `hangup` ends it from Parley's side,
+/// for the reason it carries (`agent_hangup` when asked through the API,
+/// `shutdown` when the server stops).
 pub async fn run(
     placed: Placed,
     agent: Box<dyn AgentSession>,
     options: Options,
     progress: mpsc::Sender<Progress>,
-    mut hangup: oneshot::Receiver<()>,
+    mut hangup: oneshot::Receiver<EndedReason>,
 ) -> Outcome {
     let Placed { mut events, commands, .. } = placed;
     let mut run = Run {
@@ -158,12 +160,13 @@ pub async fn run(
                 // The provider went away without ending the call.
                 None => break (CallStatus::Failed, EndedReason::Error),
             },
-            _ = &mut hangup => {
+            asked = &mut hangup => {
                 let _ = run.commands.send(Command::Hangup).await;
-                break if run.answered.is_some() {
-                    (CallStatus::Completed, EndedReason::AgentHangup)
-                } else {
-                    (CallStatus::Canceled, EndedReason::Canceled)
+                let reason = asked.unwrap_or(EndedReason::AgentHangup);
+                break match (run.answered.is_some(), reason) {
+                    (true, reason) => (CallStatus::Completed, reason),
+                    (false, EndedReason::AgentHangup) => (CallStatus::Canceled, EndedReason::Canceled),
+                    (false, reason) => (CallStatus::Canceled, reason),
                 };
             }
             Some(message) = live.next() => live.handle(&mut run, message).await,
@@ -304,7 +307,7 @@ mod tests {
         if let Some(after) = hang_up_after {
             tokio::spawn(async move {
                 tokio::time::sleep(after).await;
-                let _ = hang.send(());
+                let _ = hang.send(EndedReason::AgentHangup);
             });
         } else {
             std::mem::forget(hang);

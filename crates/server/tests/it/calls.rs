@@ -42,6 +42,51 @@ fn wav_shape(bytes: &[u8]) -> (u16, u32, u16, usize) {
 }
 
 both_backends! {
+    async fn a_stopping_server_lets_calls_end_within_its_grace_then_hangs_up_the_rest_as_shutdown(backend) {
+        let mut app = TestApp::spawn_with(backend, |s| {
+            s.voice.shutdown_grace_seconds = 1;
+            s.voice.ring_timeout_seconds = 60;
+        })
+        .await;
+        let ws = app.workspace("Acme").await;
+        let agent = app.create_agent(&ws.test, json!({"name": "Ava"})).await["id"].as_i64().unwrap();
+        let mut ids = Vec::new();
+        // Answered and talking; ringing until the ring timeout; ringing, then failed by the network.
+        for (to, state) in [("+14155550123", "in_progress"), ("+15005550003", "ringing"), ("+15005550004", "ringing")] {
+            let r = place(&app, &ws.test, json!({"agent_id": agent, "to": to})).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            let id = r.body["id"].as_str().unwrap().to_owned();
+            wait_for(&app, &ws.test, &id, |c| c["status"] == state).await;
+            ids.push(id);
+        }
+        let stopping = Instant::now();
+        app.shut_down().await;
+        let took = stopping.elapsed();
+        assert!(took >= Duration::from_secs(1), "the calls had their grace: stopped after {took:?}");
+        assert!(took < Duration::from_secs(8), "then were hung up, not waited for: stopped after {took:?}");
+
+        // Read back by another instance: each ended and was recorded before the first one exited.
+        let after = TestApp::serving(&app.database_url).await;
+        let mut ended_as = Vec::new();
+        for id in &ids {
+            let call = after.get(&ws.test, &format!("/api/v1/calls/{id}")).await.body;
+            ended_as.push((call["status"].clone(), call["ended_reason"].clone()));
+            if call["answered_at"].is_string() {
+                assert_eq!(call["recording"]["status"], "available", "{call}");
+                assert!(call["duration_ms"].as_i64().unwrap() >= 1000, "{call}");
+            }
+        }
+        assert_eq!(ended_as, [
+            (json!("completed"), json!("shutdown")),
+            (json!("canceled"), json!("shutdown")),
+            (json!("failed"), json!("error")),
+        ]);
+        let completed = after.events(ws.id, Mode::Test, "call.completed").await;
+        assert_eq!(completed.len(), 3, "one call.completed per call");
+    }
+}
+
+both_backends! {
     async fn an_answered_call_runs_to_its_end_with_transcript_recording_and_one_charge(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("Acme").await;

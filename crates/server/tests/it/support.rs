@@ -80,6 +80,8 @@ pub struct TestApp {
     pub db: Db,
     pub database_url: String,
     stop: Option<oneshot::Sender<()>>,
+    /// The server's task: it ends when the server has stopped.
+    served: Option<tokio::task::JoinHandle<()>>,
     /// This instance's file store (removed with it).
     pub storage_path: std::path::PathBuf,
     // Dropped last: the database outlives the server. `None` for a sibling
@@ -132,7 +134,7 @@ impl TestApp {
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let serve_db = db.clone();
-        tokio::spawn(async move {
+        let served = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
             };
@@ -144,8 +146,20 @@ impl TestApp {
             db,
             database_url: url.to_owned(),
             stop: Some(stop),
+            served: Some(served),
             storage_path,
             _database: None,
+        }
+    }
+
+    /// Stops the server as SIGTERM would, and waits until it has stopped
+    /// (its requests, jobs and calls drained, its database pool closed).
+    pub async fn shut_down(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(served) = self.served.take() {
+            served.await.expect("the server stopped cleanly");
         }
     }
 

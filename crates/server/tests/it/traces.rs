@@ -288,7 +288,10 @@ async fn requests_jobs_agent_runs_and_call_turns_are_traced_over_otlp_without_th
 fn trace_settings_that_cannot_work_are_refused_at_start_naming_the_setting() {
     for (toml, says) in [
         ("[traces]\nendpoint = \"127.0.0.1:4318\"\n", "traces.endpoint"),
-        ("[traces]\nendpoint = \"grpc://127.0.0.1:4317\"\n", "traces.endpoint: use the collector's http:// or https:// address"),
+        (
+            "[traces]\nendpoint = \"grpc://127.0.0.1:4317\"\n",
+            "traces.endpoint: use the collector's http:// or https:// address",
+        ),
         ("[traces]\nendpoint = \"http://127.0.0.1:4318\"\nsample_ratio = 1.5\n", "traces.sample_ratio"),
         ("[traces]\nendpoint = \"http://127.0.0.1:4318\"\nservice_name = \" \"\n", "traces.service_name"),
     ] {
