@@ -388,9 +388,35 @@ impl Worker {
         };
         metrics.job_runs.with_label_values(&[&job.kind, counted]).inc();
         span.record("job.outcome", counted);
-        if let Err(e) = self.settle(handler.as_ref(), &job, outcome).await {
-            // The lease lapses and the job runs again.
-            tracing::warn!(job = job.id, kind = %job.kind, error = format!("{e:#}"), "could not record a job's outcome");
+        self.settle_until_recorded(handler.as_ref(), &job, outcome).await;
+    }
+
+    /// Writes what became of a job, again and again while it cannot (the
+    /// database is down): the job stays this worker's meanwhile — its lease
+    /// is renewed with the others, so nobody runs it twice — and its outcome
+    /// is recorded once the database answers. A worker that stops first
+    /// hands the job back with its other leases.
+    async fn settle_until_recorded(&self, handler: &dyn Handler, job: &Job, outcome: Outcome) {
+        let mut wait = Duration::from_millis(250);
+        let mut failures = 0u32;
+        loop {
+            match self.settle(handler, job, outcome.clone()).await {
+                Ok(()) if failures > 0 => {
+                    tracing::info!(job = job.id, kind = %job.kind, failures, "recorded a job's outcome after all");
+                    return;
+                }
+                Ok(()) => return,
+                Err(e) => {
+                    // Said once, then once a minute (every 12th try at 5 s).
+                    if failures % 12 == 0 {
+                        tracing::warn!(job = job.id, kind = %job.kind, error = format!("{e:#}"),
+                            "could not record a job's outcome; trying again");
+                    }
+                    failures += 1;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
         }
     }
 

@@ -117,7 +117,12 @@ async fn run_batch<J: Clone + Sync, R>(svc: Services, steps: Steps<J, R>, mut jo
             Err(Failure::Transaction(e)) => {
                 let shared = Arc::new(e);
                 for (_, reply) in jobs {
-                    let _ = reply.send(Err(ServiceError::Internal(GroupFailed(shared.clone()).into())));
+                    // An outage stays one (503 with Retry-After), not an internal error.
+                    let each = match shared.as_ref() {
+                        ServiceError::Unavailable(why) => ServiceError::Unavailable(why.clone()),
+                        _ => ServiceError::Internal(GroupFailed(shared.clone()).into()),
+                    };
+                    let _ = reply.send(Err(each));
                 }
                 return;
             }

@@ -10,8 +10,10 @@ use serde_json::json;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::runtime::eventually;
+use crate::conversations::inbound;
+use crate::runtime::{catch_all_agent_with, eventually, replies};
 use crate::support::*;
+use crate::tools::{Say, frames};
 
 /// A TCP forwarder to PostgreSQL that can be cut — every connection
 /// dropped, new ones refused, as when the server restarts — and restored
@@ -59,21 +61,28 @@ impl Cuttable {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_answers_503_at_once_and_the_instance_recovers_without_half_writes() {
+/// A fresh PostgreSQL database reached through a [`Cuttable`]: its URL.
+async fn behind_a_forwarder() -> (parley_store::testing::TestDatabase, Cuttable, String) {
     let database = fresh_database(Backend::Postgres).await;
     let mut url = url::Url::parse(&database.url).unwrap();
     let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
     let forwarder = Cuttable::start(&target).await;
     url.set_host(Some("127.0.0.1")).unwrap();
     url.set_port(Some(forwarder.port)).unwrap();
-    let app = TestApp::serving(url.as_str()).await;
+    (database, forwarder, url.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_answers_503_at_once_and_the_instance_recovers_without_half_writes() {
+    let (database, forwarder, url) = behind_a_forwarder().await;
+    let app = TestApp::serving(&url).await;
     let ws = app.workspace("Acme").await;
     let create = |key: &'static str| {
         let (app, ws) = (&app, &ws);
         async move { app.post_idem(&ws.live, "/api/v1/agents", key, json!({"name": "Ava"})).await }
     };
     assert_eq!(create("before").await.status, 201);
+    let (channel, secret) = crate::conversations::api_channel(&app, &ws.live).await;
 
     forwarder.cut();
     let mut slowest_after_first = Duration::ZERO;
@@ -93,6 +102,10 @@ async fn a_database_outage_answers_503_at_once_and_the_instance_recovers_without
         }
     }
     assert!(slowest_after_first < Duration::from_secs(1), "{slowest_after_first:?}");
+    // An inbound message (written in a group commit) is refused the same way.
+    let r = inbound(&app, channel, &secret, json!({"from": "user-1", "text": "Hello?", "external_id": "m-1"})).await;
+    assert_eq!((r.status, r.header("retry-after")), (503, Some("5")), "{}", r.text);
+    assert_eq!(r.body, json!({"detail": "The database is unavailable; retry shortly"}));
     let r = app.send(Method::GET, "/api/v1/agents", Some(&ws.live), None, &[]).await;
     assert_eq!((r.status, r.header("retry-after")), (503, Some("5")));
     let asked = Instant::now();
@@ -121,6 +134,65 @@ async fn a_database_outage_answers_503_at_once_and_the_instance_recovers_without
     let direct = database.url.clone();
     let wrong = std::thread::spawn(move || ledger_discrepancies(&direct)).join().unwrap();
     assert!(wrong.is_empty(), "the balances agree with their ledgers: {wrong:?}");
+    drop(app);
+    drop(database);
+}
+
+/// A job whose outcome cannot be written (the database went away while it
+/// ran) keeps its lease and records its outcome once the database is back:
+/// here an agent run cut off mid-reply is retried and answers once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_by_an_outage_is_retried_once_the_database_is_back_and_answers_once() {
+    let (database, forwarder, url) = behind_a_forwarder().await;
+    // An engine that takes 1.5 s to answer, and says when it is asked.
+    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let engine = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let asked_tx = asked_tx.clone();
+            async move {
+                let _ = asked_tx.send(());
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                let body = frames(&Say::Text("Your order ships today.")).concat();
+                ([("content-type", "text/event-stream")], body)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let engine_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, engine).await.unwrap() });
+    let app = TestApp::serving_with(&url, move |s| {
+        s.agents.debounce_ms = 0;
+        s.agents.retry_scale = 0.01;
+        s.text_engines.insert("slow".into(), json!({"base_url": engine_url, "model": "m", "max_retries": 0}));
+    })
+    .await;
+    let ws = app.workspace("Acme").await;
+    let rx = crate::receiver::Receiver::start().await;
+    let (channel, secret) = crate::messages::sending_channel(&app, &ws.live, &rx.url).await;
+    catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "text_engine": "slow", "tools": []})).await;
+    let r =
+        inbound(&app, channel, &secret, json!({"from": "user-1", "text": "Where is my order?", "external_id": "m-1"}))
+            .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let conversation = r.body["conversation_id"].as_i64().unwrap();
+
+    // While the engine thinks, the database goes away; it answers into the
+    // outage, and the run's failure cannot be written either (the first
+    // write waits out the 3 s acquire timeout: the outage outlasts it).
+    tokio::time::timeout(Duration::from_secs(15), asked.recv()).await.expect("the run asked its engine");
+    forwarder.cut();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    forwarder.restore();
+
+    eventually("the cut-off run was never retried", || async {
+        (replies(&app, &ws.live, conversation, Duration::ZERO).await.len() == 1).then_some(())
+    })
+    .await;
+    rx.wait_for(1, Duration::from_secs(15)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(replies(&app, &ws.live, conversation, Duration::ZERO).await.len(), 1, "answered once");
+    assert_eq!(rx.received().len(), 1, "delivered once");
     drop(app);
     drop(database);
 }

@@ -112,6 +112,11 @@ impl TestApp {
         Self::serve_url(url, |_| {}).await
     }
 
+    /// A server on a database no test owns, configured by `configure`.
+    pub async fn serving_with(url: &str, configure: impl FnOnce(&mut Settings)) -> TestApp {
+        Self::serve_url(url, configure).await
+    }
+
     /// A second instance on this app's database (several instances, one database).
     pub async fn sibling(&self) -> TestApp {
         Self::serve_url(&self.database_url, |_| {}).await
