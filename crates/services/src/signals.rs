@@ -59,6 +59,9 @@ pub struct Signals {
     /// connection, however many signals a burst of traffic raises).
     outbox: tokio::sync::mpsc::Sender<String>,
     outbox_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<String>>>,
+    /// Signals were dropped with the outbox full: the other instances are
+    /// told `Missed` (their live views catch up) once there is room.
+    overflowed: std::sync::atomic::AtomicBool,
 }
 
 impl Signals {
@@ -71,6 +74,7 @@ impl Signals {
             events: broadcast::channel(8192).0,
             outbox,
             outbox_rx: std::sync::Mutex::new(Some(outbox_rx)),
+            overflowed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -106,17 +110,44 @@ impl Signals {
     }
 
     /// Sends `signal` to every instance (after the change it announces has
-    /// been committed). Best effort: live views also poll, and calls end on
-    /// their own, so a lost signal delays but never loses anything.
+    /// been committed). When signals come faster than they can be sent, the
+    /// live views' are dropped and the other instances are then told
+    /// `Missed` (they catch up from the database); a hang-up always waits
+    /// for its turn.
     pub fn send(&self, signal: Signal) {
+        use std::sync::atomic::Ordering;
         self.deliver_here(signal.clone());
-        if self.shared {
-            let payload =
-                serde_json::to_string(&Envelope { from: self.instance.clone(), signal }).expect("signals serialise");
-            if self.outbox.try_send(payload).is_err() {
-                tracing::warn!("too many signals waiting; one was not sent to the other instances");
+        if !self.shared {
+            return;
+        }
+        let hang_up = matches!(signal, Signal::HangUp { .. });
+        let payload =
+            serde_json::to_string(&Envelope { from: self.instance.clone(), signal }).expect("signals serialise");
+        match self.outbox.try_send(payload) {
+            Ok(()) => {}
+            Err(tokio::sync::mpsc::error::TrySendError::Full(payload)) if hang_up => {
+                let outbox = self.outbox.clone();
+                tokio::spawn(async move {
+                    let _ = outbox.send(payload).await;
+                });
+            }
+            Err(_) => {
+                if !self.overflowed.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(
+                        "signals to the other instances come faster than they can be sent; \
+                         their live views will catch up from the database"
+                    );
+                }
             }
         }
+    }
+
+    /// After an overflow: the `Missed` to send the other instances, once.
+    fn missed_after_overflow(&self) -> Option<String> {
+        self.overflowed.swap(false, std::sync::atomic::Ordering::AcqRel).then(|| {
+            serde_json::to_string(&Envelope { from: self.instance.clone(), signal: Signal::Missed })
+                .expect("signals serialise")
+        })
     }
 
     /// Announces the events a committed transaction wrote, one signal per scope.
@@ -183,6 +214,10 @@ async fn send(
             },
         };
         let mut batch = format!("[{first}");
+        if let Some(missed) = svc.signals.missed_after_overflow() {
+            batch.push(',');
+            batch.push_str(&missed);
+        }
         while let Ok(next) = outbox.try_recv() {
             if batch.len() + next.len() + 2 > BATCH_BYTES {
                 carried = Some(next);
@@ -250,5 +285,40 @@ async fn receive(svc: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
                 svc.signals.deliver_here(Signal::Missed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(rx: &mut tokio::sync::mpsc::Receiver<String>) -> Vec<Signal> {
+        let mut out = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            out.push(serde_json::from_str::<Envelope>(&p).unwrap().signal);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_full_outbox_drops_live_view_signals_for_one_missed_but_keeps_hang_ups() {
+        let signals = Signals::new(parley_store::Backend::Postgres);
+        let mut rx = signals.outbox_rx.lock().unwrap().take().unwrap();
+        for id in 0..OUTBOX as i64 + 10 {
+            signals.send(Signal::ConversationChanged { conversation_id: id });
+        }
+        signals.send(Signal::HangUp { call_id: "call_1".into() });
+        // The other instances get the first OUTBOX signals, then one Missed (once).
+        let first = sent(&mut rx);
+        assert_eq!(first.len(), OUTBOX);
+        let missed = signals.missed_after_overflow().expect("an overflow is reported");
+        assert!(matches!(serde_json::from_str::<Envelope>(&missed).unwrap().signal, Signal::Missed));
+        assert!(signals.missed_after_overflow().is_none(), "once per overflow");
+        // The hang-up waited for room rather than being dropped.
+        tokio::task::yield_now().await;
+        let later = tokio::time::timeout(std::time::Duration::from_secs(1), rx.recv()).await.unwrap().unwrap();
+        assert!(
+            matches!(serde_json::from_str::<Envelope>(&later).unwrap().signal, Signal::HangUp { call_id } if call_id == "call_1")
+        );
     }
 }
