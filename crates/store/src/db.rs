@@ -496,6 +496,9 @@ pub struct Tx {
     /// Metrics to count once it commits (a rolled-back run never ended).
     tallies: Vec<Tally>,
     metrics: parley_telemetry::Metrics,
+    /// Statements sent so far, BEGIN included (each macro of `repo` asks
+    /// for the handle once per statement).
+    statements: u32,
 }
 
 /// A count a transaction makes in the instance's metrics once it commits.
@@ -679,6 +682,7 @@ impl Tx {
         Tx {
             tallies: Vec::new(),
             metrics,
+            statements: 1,
             inner,
             bumped: Default::default(),
             subscribers: Default::default(),
@@ -702,7 +706,14 @@ impl Tx {
             TxInner::Sqlite(t) => t.commit().await?,
             TxInner::Postgres(t) => t.commit().await?,
         }
-        tracing::debug!(target: "parley_store::tx", held_us = self.begun.elapsed().as_micros() as u64, "committed");
+        let statements = self.statements + 1;
+        self.metrics.db_transaction_statements.observe(f64::from(statements));
+        tracing::debug!(
+            target: "parley_store::tx",
+            held_us = self.begun.elapsed().as_micros() as u64,
+            statements,
+            "committed"
+        );
         self.bell.ring(&self.queued);
         self.event_bell.ring(&self.written);
         for (taker, job) in self.taken {
@@ -786,6 +797,7 @@ impl AsHandle for Conn {
 
 impl AsHandle for Tx {
     fn handle(&mut self) -> Handle<'_> {
+        self.statements += 1;
         match &mut self.inner {
             TxInner::Sqlite(t) => Handle::Sqlite(t),
             TxInner::Postgres(t) => Handle::Postgres(t),

@@ -65,6 +65,10 @@ pub struct Families {
     /// `parley_db_acquire_seconds{pool}`: waits for a connection (`read`)
     /// or for the write transaction to begin (`write`).
     pub db_acquire: HistogramVec,
+    /// `parley_db_transaction_statements`: statements a committed write
+    /// transaction sent the database, its BEGIN and COMMIT included (each
+    /// is a round trip: the writer's cost).
+    pub db_transaction_statements: Histogram,
     /// `parley_db_connections{pool, state}`: `idle` or `busy`, at the scrape.
     pub db_connections: IntGaugeVec,
     /// `parley_stream_clients{kind}`: open `sse` streams and `websocket`s.
@@ -102,6 +106,8 @@ const VOICE: &[f64] = &[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0
 const TURN: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0];
 /// Connection waits: 100 µs to 10 s (the acquire timeout).
 const WAITS: &[f64] = &[0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 10.0];
+/// Statements a transaction: 2 (BEGIN, COMMIT) to hundreds (an import).
+const STATEMENTS: &[f64] = &[2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0, 512.0];
 
 impl Metrics {
     pub fn new() -> Self {
@@ -154,6 +160,11 @@ impl Metrics {
                 &["pool"],
                 WAITS,
             ),
+            db_transaction_statements: histogram(
+                "parley_db_transaction_statements",
+                "Statements a committed write transaction sent, BEGIN and COMMIT included.",
+                STATEMENTS,
+            ),
             db_connections: int_gauges(
                 "parley_db_connections",
                 "Database connections by pool and state.",
@@ -182,6 +193,7 @@ impl Metrics {
             Box::new(f.voice_to_voice.clone()),
             Box::new(f.end_of_turn.clone()),
             Box::new(f.db_acquire.clone()),
+            Box::new(f.db_transaction_statements.clone()),
             Box::new(f.db_connections.clone()),
             Box::new(f.stream_clients.clone()),
             Box::new(f.database_up.clone()),

@@ -197,3 +197,57 @@ fn a_short_metrics_token_is_refused_at_start() {
     let err = refused_configuration("[metrics]\ntoken = \"short\"\n");
     assert!(err.contains("metrics.token: use at least 16 characters"), "{err}");
 }
+
+/// The writer's work for one agent reply, as the benchmark's messages make
+/// it (a new sender, a new conversation, the builtin engine, the reply
+/// POSTed to an api channel): statements sent in committed write
+/// transactions, BEGIN and COMMIT included: (transactions, statements).
+/// Ceilings at today's cost, to lower as the write path is cut
+/// (docs/research/write-path.md); a change that adds round trips to every
+/// reply fails here.
+const REPLY_WRITES_SQLITE: (f64, f64) = (3.0, 46.0);
+const REPLY_WRITES_POSTGRES: (f64, f64) = (5.0, 54.0);
+
+both_backends! {
+    async fn an_agent_reply_costs_at_most_its_budget_of_writer_statements(backend) {
+        let app = TestApp::spawn_with(backend, |s| {
+            s.metrics.token = Some(TOKEN.into());
+            s.agents.debounce_ms = 0;
+        })
+        .await;
+        let ws = app.workspace("Acme").await;
+        let rx = Receiver::start().await;
+        let (channel, secret) = sending_channel(&app, &ws.live, &rx.url).await;
+        catch_all_agent(&app, &ws.live, "Ava").await;
+        let written = |text: &str| {
+            let (count, sum) = (sample(text, "parley_db_transaction_statements_count"), sample(text, "parley_db_transaction_statements_sum"));
+            (count.unwrap(), sum.unwrap())
+        };
+        let mut costs = Vec::new();
+        for n in 0..3 {
+            let before = written(&scrape(&app).await);
+            let r = inbound(&app, channel, &secret, json!({"from": format!("user-{n}"), "text": "Where is my order?", "external_id": format!("m-{n}")})).await;
+            assert_eq!(r.status, 201, "{}", r.text);
+            let conversation = r.body["conversation_id"].as_i64().unwrap();
+            // Answered, and the answer's delivery recorded.
+            eventually("the reply was not sent", || async {
+                let page = app.get(&ws.live, &format!("/api/v1/conversations/{conversation}/messages")).await.body;
+                page["items"].as_array().unwrap().iter().any(|m| m["direction"] == "outbound" && m["status"] == "sent").then_some(())
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let after = written(&scrape(&app).await);
+            costs.push((after.0 - before.0, after.1 - before.1));
+        }
+        eprintln!("one reply's writes (transactions, statements): {costs:?}");
+        // The first pays for what later ones find remembered; the others are the steady cost.
+        let (most_transactions, most_statements) = match backend {
+            Backend::Sqlite => REPLY_WRITES_SQLITE,
+            Backend::Postgres => REPLY_WRITES_POSTGRES,
+        };
+        for &(transactions, statements) in &costs[1..] {
+            assert!(transactions <= most_transactions, "{transactions} write transactions for one reply: {costs:?}");
+            assert!(statements <= most_statements, "{statements} writer statements for one reply: {costs:?}");
+        }
+    }
+}
