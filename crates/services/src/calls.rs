@@ -835,11 +835,42 @@ async fn supervise(svc: &Services, dialed: Dialed, hangup: oneshot::Receiver<End
         if let Progress::Segment(TranscriptSegment { start_ms, end_ms, latency: Some(latency), .. }) = &p {
             trace_turn(&call, *start_ms, latency, answered_at.get_or_insert_with(|| answer_time(*end_ms)));
         }
-        record_progress(svc, scope, &call, p).await?;
+        // Through an outage the call goes on; its progress waits here (the
+        // engine's channel buffers the rest) and is written once the
+        // database answers.
+        despite_outages(&call.public_id, || record_progress(svc, scope, &call, p.clone())).await?;
     }
     heartbeat.abort();
     let outcome = running.await.map_err(|e| ServiceError::internal(e, "the call engine stopped"))?;
     conclude(svc, scope, &call, outcome).await
+}
+
+/// Runs `write` until the database does not refuse it for an outage;
+/// any other outcome is given back.
+async fn despite_outages<T, F: Future<Output = ServiceResult<T>>>(
+    call_id: &str,
+    mut write: impl FnMut() -> F,
+) -> ServiceResult<T> {
+    let mut wait = Duration::from_millis(250);
+    let mut waited = false;
+    loop {
+        match write().await {
+            Err(ServiceError::Unavailable(_)) => {
+                if !waited {
+                    tracing::warn!(call = %call_id, "the database is unavailable: the call goes on, its record waits");
+                    waited = true;
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            other => {
+                if waited {
+                    tracing::info!(call = %call_id, "the call's record caught up");
+                }
+                return other;
+            }
+        }
+    }
 }
 
 /// When the call was answered, from a segment that ends `end_ms` after
@@ -1118,7 +1149,7 @@ async fn adopt_recording(svc: &Services, call: Option<CallRow>, path: &std::path
 /// Writes the end of a call: recording, charge, state, events.
 async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome) -> ServiceResult<()> {
     let mut recording = None;
-    if let Some(r) = outcome.recording {
+    if let Some(r) = &outcome.recording {
         let key = recording_key(scope, &call.public_id);
         match svc.storage.put_file(&key, &r.path, "audio/wav").await {
             Ok(()) => recording = Some((key, r.duration_ms)),
@@ -1128,6 +1159,17 @@ async fn conclude(svc: &Services, scope: Scope, call: &CallRow, outcome: Outcome
             }
         }
     }
+    despite_outages(&call.public_id, || write_end(svc, scope, call, &outcome, recording.clone())).await
+}
+
+/// The end of a call in one transaction: charge, state, events.
+async fn write_end(
+    svc: &Services,
+    scope: Scope,
+    call: &CallRow,
+    outcome: &Outcome,
+    recording: Option<(String, i64)>,
+) -> ServiceResult<()> {
     let mut tx = svc.begin().await?;
     let charged =
         billing::charge_call(&mut tx, scope, &svc.config.billing, &call.public_id, outcome.duration_ms).await?;

@@ -196,3 +196,38 @@ async fn a_run_cut_off_by_an_outage_is_retried_once_the_database_is_back_and_ans
     drop(app);
     drop(database);
 }
+
+/// A call goes on through an outage: what it reports meanwhile waits and
+/// is written once the database answers, and it ends recorded, not left
+/// `in_progress` by an instance that gave up on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_goes_on_through_an_outage_and_is_recorded_when_the_database_is_back() {
+    let (database, forwarder, url) = behind_a_forwarder().await;
+    let app = TestApp::serving(&url).await;
+    let ws = app.workspace("Acme").await;
+    let agent = app.create_agent(&ws.test, json!({"name": "Ava", "first_message": "Hi, Ava here."})).await;
+    let r = crate::calls::place(&app, &ws.test, json!({"agent_id": agent["id"], "to": "+14155550123"})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.body["id"].as_str().unwrap().to_owned();
+    crate::calls::wait_for(&app, &ws.test, &id, |c| c["status"] == "in_progress").await;
+    // Longer than the pool's 3 s acquire timeout: the call's writes fail meanwhile.
+    forwarder.cut();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    forwarder.restore();
+    let call = crate::calls::wait_for(&app, &ws.test, &id, crate::calls::ended).await;
+    assert_eq!(
+        (call["status"].clone(), call["ended_reason"].clone()),
+        (json!("completed"), json!("caller_hangup")),
+        "{call}"
+    );
+    assert_eq!(call["recording"]["status"], "available", "{call}");
+    let transcript = app.get(&ws.test, &format!("/api/v1/calls/{id}/transcript")).await.body;
+    let caller = transcript["segments"].as_array().unwrap().iter().filter(|s| s["speaker"] == "caller").count();
+    assert_eq!(
+        caller,
+        parley_voice::simulated::CALLER_LINES.len(),
+        "every line the caller said was kept: {transcript}"
+    );
+    drop(app);
+    drop(database);
+}
