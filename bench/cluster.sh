@@ -15,7 +15,8 @@
 #   - test calls: one test-mode call every CALL_EVERY s, on the simulated
 #     line with live audio (the caller's lines spoken by espeak-ng, 20 ms
 #     frames, recorded as SIP calls are; a speech-to-text engine is named
-#     but nobody listens on its port, so the agent only greets).
+#     but nobody listens on its port, so the agent only greets and the
+#     caller waits 15 s for each answer: a call lasts ~35 s).
 # Then, once the work settles, the database is checked: every acknowledged
 # message stored once with its message.received event, every conversation
 # answered once, every delivery made.
