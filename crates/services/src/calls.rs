@@ -1012,7 +1012,11 @@ async fn record_progress(svc: &Services, scope: Scope, call: &CallRow, p: Progre
             }
         }
         Progress::Segment(segment) => {
-            repo::add_segment(&mut tx, call.id, &segment).await?;
+            // Already there: a retried write whose commit went through as
+            // the database went away. Its message and counts came with it.
+            if !repo::add_segment(&mut tx, call.id, &segment).await? {
+                return Ok(());
+            }
             if let Some(l) = segment.latency {
                 tx.tally(move |m| {
                     m.voice_to_voice.observe(l.voice_to_voice_ms as f64 / 1000.0);

@@ -30,7 +30,8 @@ parley_store::on_both_backends!(
     a_lookahead_answers_what_is_missing_until_it_is_written,
     a_message_is_noted_on_its_conversation_as_it_is_stored,
     change_counters_move_once_at_commit_and_not_for_undone_work,
-    knowledge_candidates_come_ranked_or_in_index_order_within_the_scope
+    knowledge_candidates_come_ranked_or_in_index_order_within_the_scope,
+    a_transcript_segment_is_written_once_however_often_it_is_written
 );
 
 async fn open(url: &str) -> Db {
@@ -587,4 +588,56 @@ async fn a_lookahead_is_forgotten_with_the_work_undone_to_a_savepoint_on_postgre
     tx.rollback_to("open").await.unwrap();
     let found = conversations::find_open(&mut tx, mine, channel, channel_ref).await.unwrap();
     assert_eq!(found.map(|c| c.item.id), Some(winner.item.id));
+}
+
+/// A call's progress is written again when the database went away before
+/// its commit answered: a segment already there is not a conflict, and
+/// not a second line.
+async fn a_transcript_segment_is_written_once_however_often_it_is_written(database: TestDatabase) {
+    use parley_domain::call::{CallDirection, Speaker, TranscriptSegment};
+    use parley_store::repo::calls;
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let mut tx = db.begin().await.unwrap();
+    let ava = agents::insert(&mut tx, mine, &agent("Ava")).await.unwrap().unwrap();
+    let none = serde_json::Map::new();
+    let call = calls::insert(
+        &mut tx,
+        mine,
+        &calls::NewCall {
+            public_id: "call_1",
+            agent_id: ava.id,
+            contact_id: None,
+            conversation_id: None,
+            from: None,
+            to: "+14155550100",
+            first_message: None,
+            variables: &none,
+            max_duration_s: 60,
+            record: false,
+            metadata: &none,
+            provider: "simulated",
+            owner: "calls-test",
+            direction: CallDirection::Outbound,
+            channel_id: 1,
+        },
+    )
+    .await
+    .unwrap();
+    let line = |text: &str| TranscriptSegment {
+        index: 0,
+        speaker: Speaker::Caller,
+        text: text.into(),
+        start_ms: 0,
+        end_ms: 900,
+        interrupted: false,
+        words: Vec::new(),
+        latency: None,
+    };
+    assert!(calls::add_segment(&mut tx, call.id, &line("Hello?")).await.unwrap());
+    assert!(!calls::add_segment(&mut tx, call.id, &line("Hello?")).await.unwrap(), "already there");
+    tx.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    let kept = calls::segments(&mut c, call.id).await.unwrap();
+    assert_eq!(kept.iter().map(|s| s.text.as_str()).collect::<Vec<_>>(), ["Hello?"]);
 }

@@ -410,12 +410,15 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, f: &CallFilter, page: Pag
     super::newest_page(c, "calls c", COLUMNS, &w, page).await
 }
 
-pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegment) -> StoreResult<()> {
-    execute!(
+/// Adds a transcript segment; false if the call has one at its index
+/// already (a write retried after its commit went through).
+pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegment) -> StoreResult<bool> {
+    let added = execute!(
         c,
         sqlx::query(
             "INSERT INTO call_segments (call_id, idx, speaker, text, start_ms, end_ms, interrupted, words, latency)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (call_id, idx) DO NOTHING",
         )
         .bind(call_id)
         .bind(s.index)
@@ -427,7 +430,7 @@ pub async fn add_segment(c: &mut impl AsHandle, call_id: i64, s: &TranscriptSegm
         .bind(Json(&s.words))
         .bind(s.latency.map(Json))
     )?;
-    Ok(())
+    Ok(added == 1)
 }
 
 pub async fn segments(c: &mut impl AsHandle, call_id: i64) -> StoreResult<Vec<TranscriptSegment>> {
