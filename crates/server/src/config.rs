@@ -231,6 +231,17 @@ impl TraceSettings {
             "traces.sample_ratio: use a number from 0 (no traces) to 1 (every trace)"
         );
         anyhow::ensure!(!self.service_name.trim().is_empty(), "traces.service_name: name the service");
+        for (name, value) in &self.headers {
+            // The exporter would drop a header it cannot send, silently.
+            anyhow::ensure!(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).is_ok(),
+                "traces.headers: `{name}` is not a header name"
+            );
+            anyhow::ensure!(
+                axum::http::HeaderValue::from_str(value).is_ok(),
+                "traces.headers.{name}: the value has characters a header cannot carry"
+            );
+        }
         Ok(Some(parley_telemetry::traces::TraceConfig {
             endpoint: endpoint.clone(),
             service_name: self.service_name.clone(),

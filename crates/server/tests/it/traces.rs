@@ -294,6 +294,14 @@ fn trace_settings_that_cannot_work_are_refused_at_start_naming_the_setting() {
         ),
         ("[traces]\nendpoint = \"http://127.0.0.1:4318\"\nsample_ratio = 1.5\n", "traces.sample_ratio"),
         ("[traces]\nendpoint = \"http://127.0.0.1:4318\"\nservice_name = \" \"\n", "traces.service_name"),
+        (
+            "[traces]\nendpoint = \"http://127.0.0.1:4318\"\n[traces.headers]\n\"x key\" = \"v\"\n",
+            "traces.headers: `x key` is not a header name",
+        ),
+        (
+            "[traces]\nendpoint = \"http://127.0.0.1:4318\"\n[traces.headers]\nx-key = \"line\\nbreak\"\n",
+            "traces.headers.x-key: the value has characters",
+        ),
     ] {
         let err = refused_configuration(toml);
         assert!(err.contains(says), "{toml}: {err}");
