@@ -54,6 +54,13 @@ pub struct Balance {
     pub mode: Mode,
 }
 
+/// `GET /api/v1/billing/balances`: a workspace's balance in each mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Balances {
+    pub live: Balance,
+    pub test: Balance,
+}
+
 /// What a call of `duration_ms` costs: every started second is billed, and
 /// the call's total is rounded up to a whole cent.
 pub fn call_cost_cents(duration_ms: i64, per_minute_cents: i64) -> i64 {

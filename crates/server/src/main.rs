@@ -359,12 +359,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::User { command: UserCommand::ResetPassword { email } } => {
+            warn_of_assumed_public_url(&settings);
             let services = parley_server::services(&settings, open_database(&settings).await?).await?;
             let link = members::reset_link(&services, &email).await?;
             print_json(&serde_json::to_value(&link)?);
             Ok(())
         }
         Command::User { command: UserCommand::Invite { workspace, email, role } } => {
+            warn_of_assumed_public_url(&settings);
             let services = parley_server::services(&settings, open_database(&settings).await?).await?;
             let input =
                 members::parse_invite(json!({ "email": email, "role": Role::from(role) })).map_err(|faults| {
@@ -436,6 +438,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::ExtractDocument { .. } => unreachable!("handled before the runtime starts"),
+    }
+}
+
+/// A link printed by the CLI starts with `public_url`; unset, it is the
+/// configured listen address, which may not be where the server runs or
+/// where people reach it: say so beside the link (on stderr, so the JSON
+/// stays clean).
+fn warn_of_assumed_public_url(settings: &Settings) {
+    if settings.public_url.is_none() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: public_url is not set, so the link starts with {}; if people open the dashboard elsewhere, \
+             set PARLEY_PUBLIC_URL (or public_url in the configuration) and run this again",
+            settings.public_url()
+        );
     }
 }
 

@@ -6,8 +6,9 @@
 //! when the balance crosses the threshold downward. Charges carry a key
 //! (`agent_create:<id>`, `call:<id>`), so a retried charge never posts twice.
 
-use parley_domain::billing::{Balance, EntryType, LedgerEntry, call_cost_cents};
+use parley_domain::billing::{Balance, Balances, EntryType, LedgerEntry, call_cost_cents};
 use parley_domain::event::EventType;
+use parley_domain::ids::WorkspaceId;
 use parley_domain::validation::{Page, Parsed, QueryReader, integer, loc, parse_object, string};
 use parley_domain::{Mode, Scope};
 use parley_store::repo::billing::{self as repo, Account, Holding, NewEntry, Posting};
@@ -95,6 +96,16 @@ pub async fn balance(svc: &Services, scope: Scope) -> ServiceResult<Balance> {
     let mut c = svc.db.read().await?;
     let account = repo::account(&mut c, scope).await?;
     Ok(balance_of(scope, account, &svc.config.billing))
+}
+
+/// A workspace's balance in both modes, on one connection (for a
+/// signed-in person, who may switch between them).
+pub async fn balances(svc: &Services, workspace: WorkspaceId) -> ServiceResult<Balances> {
+    let mut c = svc.db.read().await?;
+    let (live, test) = (Scope::new(workspace.0, Mode::Live), Scope::new(workspace.0, Mode::Test));
+    let live = balance_of(live, repo::account(&mut c, live).await?, &svc.config.billing);
+    let test = balance_of(test, repo::account(&mut c, test).await?, &svc.config.billing);
+    Ok(Balances { live, test })
 }
 
 pub async fn transactions(

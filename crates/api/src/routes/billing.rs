@@ -5,7 +5,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use parley_domain::billing::{Balance, EntryType, LedgerEntry};
+use parley_domain::billing::{Balance, Balances, EntryType, LedgerEntry};
+use parley_domain::ids::WorkspaceId;
 use parley_domain::overview::Usage;
 use parley_domain::validation::{Parsed, QueryReader};
 use parley_services::billing::EntryFilter;
@@ -24,6 +25,7 @@ use crate::state::AppState;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_balance))
+        .routes(routes!(get_balances))
         .routes(routes!(get_usage))
         .routes(routes!(list_transactions))
         .routes(routes!(add_credit))
@@ -66,6 +68,23 @@ struct TransactionListParams {
 )]
 async fn get_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
     Ok(Json(billing::balance(&s.services, auth.scope()).await?))
+}
+
+/// The balance of the session's workspace in both modes, live and test.
+///
+/// For a signed-in person, who may switch between the modes (the
+/// dashboard's Billing page shows both). An API key or MCP grant is bound to
+/// one mode and reads that mode's balance at `/api/v1/billing/balance`: 403.
+#[utoipa::path(
+    get, path = "/api/v1/billing/balances", tag = "Billing",
+    responses(
+        (status = 200, body = Balances),
+        (status = 403, body = ErrorBody, description = "An API key or MCP grant"),
+    )
+)]
+async fn get_balances(auth: Auth, State(s): State<AppState>) -> Result<Json<Balances>, ApiError> {
+    auth.0.require_user()?;
+    Ok(Json(billing::balances(&s.services, WorkspaceId(auth.scope().workspace_id)).await?))
 }
 
 impl FromQuery for UsageQuery {
@@ -152,14 +171,17 @@ async fn add_credit(
 /// Set the test balance back to its starting amount (test mode only).
 ///
 /// The ledger is not rewritten: one `adjustment` entry brings the balance back.
+/// Owners' and admins' sessions and API keys may; a member's session gets 403
+/// (billing is managed by owners and admins).
 #[utoipa::path(
     post, path = "/api/v1/billing/reset", tag = "Billing",
     responses(
         (status = 200, body = Balance),
-        (status = 403, body = ErrorBody, description = "A live-mode key or session"),
+        (status = 403, body = ErrorBody, description = "A live-mode key or session, or a member's session"),
     )
 )]
 async fn reset_test_balance(auth: Auth, State(s): State<AppState>) -> Result<Json<Balance>, ApiError> {
+    auth.0.refuse_member("reset the test balance")?;
     let scope = auth.scope();
     let config = s.services.config().clone();
     let balance = s

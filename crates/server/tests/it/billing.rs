@@ -173,6 +173,42 @@ both_backends! {
         assert_eq!(balance(&app, &ws.live).await, 1234);
     }
 
+    async fn people_see_both_modes_balances_and_only_managers_reset_the_test_one(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace_with_credit("Acme", 1_234).await;
+        app.user("admin@acme.test", "admin-password-1", ws.id, Role::Admin).await;
+        app.user("member@acme.test", "member-password-1", ws.id, Role::Member).await;
+        let member = app.token("member@acme.test", "member-password-1").await;
+        let both = app.bearer(Method::GET, "/api/v1/billing/balances", &member, None).await;
+        assert_eq!(both.status, 200, "{}", both.text);
+        assert_eq!(
+            (both.body["live"]["balance_cents"].clone(), both.body["live"]["mode"].clone(), both.body["test"]["mode"].clone()),
+            (json!(1234), json!("live"), json!("test"))
+        );
+        let start = both.body["test"]["balance_cents"].as_i64().unwrap();
+        // Keys are bound to one mode: the other mode's balance is not theirs to read.
+        for key in [&ws.live, &ws.test] {
+            let r = app.get(key, "/api/v1/billing/balances").await;
+            assert_eq!(r.status, 403, "{}", r.text);
+        }
+        // Spend some test money, then try the reset as each role, in test mode.
+        app.create_agent(&ws.test, json!({"name": "Spender"})).await;
+        let in_test = async |token: &str| {
+            let body = json!({"workspace_id": ws.id, "mode": "test"});
+            let r = app.bearer(Method::POST, "/api/v1/auth/workspace", token, Some(body)).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.body["access_token"].as_str().unwrap().to_owned()
+        };
+        let member_test = in_test(&member).await;
+        let r = app.bearer(Method::POST, "/api/v1/billing/reset", &member_test, None).await;
+        assert_eq!((r.status, r.body["detail"].clone()), (403, json!("Only owners and admins can reset the test balance")));
+        let spent = app.bearer(Method::GET, "/api/v1/billing/balances", &member, None).await.body["test"]["balance_cents"].clone();
+        assert_eq!(spent, json!(start - 50), "the refused reset changed the balance");
+        let admin = in_test(&app.token("admin@acme.test", "admin-password-1").await).await;
+        let r = app.bearer(Method::POST, "/api/v1/billing/reset", &admin, None).await;
+        assert_eq!((r.status, r.body["balance_cents"].clone()), (200, json!(start)), "{}", r.text);
+    }
+
     async fn the_ledger_is_listed_newest_first_with_filters(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace_with_credit("Acme", 1_000).await;

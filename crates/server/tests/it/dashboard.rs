@@ -94,9 +94,13 @@ async fn journeys(app: &TestApp, config: serde_json::Value, only: &[String]) -> 
 // tested on both backends by the API tests. They run once, on PostgreSQL
 // (production's database, where the inbox's race is a real one): a second
 // run on SQLite cost CI about three minutes of the machine to themselves.
+// `PARLEY_JOURNEYS_BACKEND=sqlite` runs them on SQLite (as before a release).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_journeys_pass_in_chromium() {
-    let backend = Backend::Postgres;
+    let backend = match std::env::var("PARLEY_JOURNEYS_BACKEND").as_deref() {
+        Ok("sqlite") => Backend::Sqlite,
+        _ => Backend::Postgres,
+    };
     let app = TestApp::spawn_with(backend, |s| s.auth.access_token_ttl_seconds = ACCESS_TOKEN_TTL).await;
     let a = app.workspace("Acme").await;
     // A name is whatever its owner typed: shown as text, never markup.
@@ -436,6 +440,18 @@ async fn the_dashboard_journeys_pass_in_chromium() {
         "inbox, accepted by another",
         "inbox, email reply",
         "inbox, whatsapp template",
+        "/ on a phone",
+        "/agents on a phone",
+        "/calls on a phone",
+        "/calls/{id} on a phone",
+        "/contacts on a phone",
+        "/knowledge on a phone",
+        "/channels on a phone",
+        "/billing on a phone",
+        "/runs on a phone",
+        "/developers/api-keys on a phone",
+        "/settings/members on a phone",
+        "/developers/webhooks on a phone",
     ] {
         assert!(axed.contains(&state), "axe-core did not check {state}: {axed:?}");
     }

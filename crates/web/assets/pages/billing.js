@@ -1,6 +1,6 @@
-// Billing: the mode's balance (held and available), what agents cost by
+// Billing: both modes' balances (the shown mode's held and available), what agents cost by
 // day and agent (a stacked chart), the ledger with its filters in the URL,
-// owners' credits and the test-balance reset. And Runs: every agent run of
+// owners' credits and the test-balance reset (owners and admins). And Runs: every agent run of
 // the mode, and one page per run with its tokens, timings, tool calls
 // (arguments and results, as text) and the passages it retrieved.
 
@@ -31,6 +31,7 @@ import { Runs } from "../components/runs.js";
  * @typedef {{id: number, type: string, amount_cents: number, balance_after_cents: number, description: string,
  *   resource_type?: string | null, resource_id?: string | null, created_at: string}} Entry
  * @typedef {{date: string, total_cents: number, agents: {agent_id: number, cents: number}[]}} UsageDay
+ * @typedef {{balance_cents: number, held_cents: number, available_cents: number, low_balance_threshold_cents: number}} Balance
  */
 
 const PAGE = 50;
@@ -46,7 +47,11 @@ export function Billing() {
   const mode = me?.mode ?? "live";
   const filters = { type: query.get("type") ?? "", from: query.get("from") ?? "", to: query.get("to") ?? "" };
   const offset = Math.max(0, Number(query.get("offset")) || 0);
-  const balance = useResource((signal) => api("GET", "/api/v1/billing/balance", { signal }), []);
+  // Both modes' (a person may switch between them); the page is about the shown one.
+  const balance = useResource(
+    (signal) => /** @type {Promise<{live: Balance, test: Balance}>} */ (api("GET", "/api/v1/billing/balances", { signal })),
+    [],
+  );
   const ledger = useResource(
     (signal) => {
       const to = dayStart(filters.to);
@@ -81,12 +86,15 @@ export function Billing() {
     ledger.reload();
   };
   const owner = membership?.role === "owner";
+  const manager = owner || membership?.role === "admin";
   const actions = html`${owner && html`<button type="button" class="primary" onClick=${() => setDialog("credit")}>Add credit</button>`}
-    ${mode === "test" && html`<button type="button" onClick=${() => setDialog("reset")}>Reset the test balance</button>`}`;
+    ${mode === "test" && manager && html`<button type="button" onClick=${() => setDialog("reset")}>Reset the test balance</button>`}`;
   /** @type {Entry[]} */
   const entries = ledger.data?.items ?? [];
   const total = ledger.data?.total ?? 0;
-  const b = balance.data;
+  const b = balance.data?.[mode];
+  const otherMode = mode === "live" ? "test" : "live";
+  const other = balance.data?.[otherMode];
   return html`<${PageHeader} title="Billing" actions=${actions}>
       Money in whole cents, on an append-only ledger. This is the ${mode} account${mode === "live" ? "; test mode has its own" : ""}.
     <//>
@@ -99,6 +107,7 @@ export function Billing() {
         <p class="muted">${money(b.available_cents)} available · ${money(b.held_cents)} held by calls in progress</p>
         ${b.balance_cents < b.low_balance_threshold_cents &&
         html`<p class="error">Below ${money(b.low_balance_threshold_cents)}: calls and paid engines stop when it runs out.</p>`}
+        ${other && html`<p class="muted">${otherMode === "live" ? "Live" : "Test"} balance: ${money(other.balance_cents)} (switch to ${otherMode} mode for its ledger)</p>`}
       </section>
       <section class="tile usage" aria-label="Usage">
         <h2>Usage by agent, last 30 days</h2>

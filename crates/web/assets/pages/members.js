@@ -82,6 +82,8 @@ export function Members() {
           ${people.map((m) => {
             const self = m.user_id === me?.user.id;
             const editable = admin && !self && (owner || m.role !== "owner");
+            // The API keeps a workspace's last owner (409): say so instead of offering Leave.
+            const lastOwner = self && m.role === "owner" && people.filter((p) => p.role === "owner").length === 1;
             return html`<tr>
               <th scope="row">${m.email}${self && html` <span class="muted">(you)</span>`}</th>
               <td>
@@ -93,7 +95,8 @@ export function Members() {
               </td>
               <td><${When} value=${m.joined_at} /></td>
               <td class="row-actions">
-                ${(editable || self) &&
+                ${lastOwner && html`<span class="muted">The only owner: make someone else an owner to leave</span>`}
+                ${(editable || (self && !lastOwner)) &&
                 html`<button type="button" class="danger subtle" onClick=${() => setRemoving(m)}>
                   ${self ? "Leave workspace" : html`Remove<span class="visually-hidden"> ${m.email}</span>`}
                 </button>`}

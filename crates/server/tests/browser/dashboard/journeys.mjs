@@ -166,6 +166,18 @@ const journeys = {
     check(!(await page.getByRole("button", { name: "Add credit" }).count()), "a member is offered Add credit");
     const credit = await api(base, "POST", "/api/v1/billing/credits", { token, body: { amount_cents: 100 } });
     check(credit.status === 403, `a member adding credit got ${credit.status}`);
+    // Nor a test-balance reset: not offered in test mode, and refused.
+    await page.getByRole("switch", { name: "Test mode" }).click();
+    await page.getByRole("status").filter({ hasText: "Test mode" }).waitFor();
+    await page.getByRole("region", { name: "Balance" }).getByText(/^Live balance: \$/).waitFor();
+    check(!(await page.getByRole("button", { name: "Reset the test balance" }).count()), "a member is offered the reset");
+    const test = await api(base, "POST", "/api/v1/auth/workspace", {
+      token,
+      body: { workspace_id: config.workspaces.a.id, mode: "test" },
+    });
+    check(test.status === 200, `member to test mode: ${test.text}`);
+    const reset = await api(base, "POST", "/api/v1/billing/reset", { token: test.body.access_token });
+    check(reset.status === 403, `a member resetting the test balance got ${reset.status}`);
   },
 
   async xss(browser) {
@@ -198,6 +210,10 @@ const journeys = {
     await page.getByRole("heading", { name: "Members", level: 1 }).waitFor();
     await page.getByRole("row", { name: new RegExp(member.email) }).waitFor();
     await axe(page, "members", axeStates);
+    // The only owner is not offered Leave (the API would answer 409): told why instead.
+    const ownRow = page.getByRole("row", { name: new RegExp(owner.email) });
+    await ownRow.getByText("The only owner: make someone else an owner to leave").waitFor();
+    check(!(await ownRow.getByRole("button", { name: "Leave workspace" }).count()), "the only owner is offered Leave");
     await page.getByRole("button", { name: "Invite member" }).click();
     const dialog = page.getByRole("dialog", { name: "Invite a member" });
     await dialog.getByRole("button", { name: "Create invitation" }).click();
@@ -893,6 +909,8 @@ const journeys = {
       // The page starts at the top: the navigation is folded away.
       const box = await heading.boundingBox();
       check(box !== null && box.y < 250, `${path}: the heading starts at ${box?.y}px, far down the screen`);
+      // Every page with its rows (the other journeys check most of them empty, at desktop width).
+      await axe(page, `${path === `/calls/${config.calls.a}` ? "/calls/{id}" : path} on a phone`, axeStates);
     }
     await page.screenshot({ path: `${screenshots}/phone.png` });
     // The Menu button unfolds the navigation; following a link folds it again.
@@ -1242,6 +1260,21 @@ const journeys = {
     await page.getByText("Preview as Email shows it").click();
     const rendered = page.getByRole("group").filter({ hasText: "Preview as Email shows it" }).getByText("new zipper", { exact: true });
     check((await rendered.evaluate((e) => e.tagName)) === "STRONG", "the preview does not render the markup");
+    // The preview is the one place HTML is rendered: markup runs nothing and
+    // a javascript: link loses its address.
+    const reply = await page.getByRole("textbox", { name: "Reply" }).inputValue();
+    const preview = page.getByRole("group").filter({ hasText: "Preview as Email shows it" });
+    await page
+      .getByRole("textbox", { name: "Reply" })
+      .fill(`<img src=x onerror="window.__pwned=7"><script>window.__pwned=9</script> [click me](javascript:window.__pwned=8)`);
+    const link = preview.getByText("click me", { exact: true });
+    await link.waitFor();
+    check((await link.evaluate((e) => e.closest("[href]")?.getAttribute("href") ?? null)) === null, "a javascript: link kept its address");
+    await link.click();
+    check((await page.evaluate(() => window.__pwned)) === undefined, "the email preview ran a payload");
+    check(!(await preview.locator("img, script, [onerror]").count()), "the email preview kept markup it should drop");
+    await page.getByRole("textbox", { name: "Reply" }).fill(reply);
+    await preview.getByText("new zipper", { exact: true }).waitFor();
     await axe(page, "inbox, email reply", axeStates);
     await page.screenshot({ path: `${screenshots}/inbox-email.png` });
     await page.getByRole("button", { name: "Send" }).click();
