@@ -73,9 +73,7 @@ impl parley_jobs::Handler for Runner {
         Box::pin(async move {
             let (Some(scope), Ok(due)) = (job.scope, job.read::<RunJob>()) else { return Ok(()) };
             let end = RunEnd { status: RunStatus::Failed, error: Some(error), ..RunEnd::empty("") };
-            if repo::finish(tx, scope, due.run_id, &end).await?
-                && let Some(run) = repo::get(tx, scope, due.run_id).await?
-            {
+            if let Some(run) = repo::finish(tx, scope, due.run_id, &end).await? {
                 events::append(tx, scope, EventType::AgentRunFailed, event_data(&run)?).await?;
                 fall_back(tx, &self.svc, scope, &run, error).await?;
             }

@@ -277,7 +277,7 @@ pub struct TurnEnd<'a> {
 /// `agent.run.failed`.
 pub async fn record(tx: &mut Tx, svc: &Services, scope: Scope, end: TurnEnd<'_>) -> ServiceResult<()> {
     let total_ms = Some(end.started.elapsed().as_millis() as i64);
-    let kind = match end.thought {
+    let (kind, finished) = match end.thought {
         Ok(thought) => {
             let usage = thought.usage;
             let figures = RunEnd {
@@ -293,7 +293,7 @@ pub async fn record(tx: &mut Tx, svc: &Services, scope: Scope, end: TurnEnd<'_>)
                 retrieval: end.retrieval,
                 error: None,
             };
-            run_repo::finish(tx, scope, end.run_id, &figures).await?;
+            let finished = run_repo::finish(tx, scope, end.run_id, &figures).await?;
             let mut tokens = format!("{} tokens in, {} out", usage.input_tokens, usage.output_tokens);
             if let Some(what) = end.what {
                 tokens.push_str(&format!(" ({what})"));
@@ -307,16 +307,20 @@ pub async fn record(tx: &mut Tx, svc: &Services, scope: Scope, end: TurnEnd<'_>)
                 &tokens,
             )
             .await?;
-            EventType::AgentRunCompleted
+            (EventType::AgentRunCompleted, finished)
         }
         Err(e) => {
             let error = e.to_string();
             let figures = RunEnd { status: RunStatus::Failed, total_ms, error: Some(&error), ..RunEnd::empty("") };
-            run_repo::finish(tx, scope, end.run_id, &figures).await?;
-            EventType::AgentRunFailed
+            (EventType::AgentRunFailed, run_repo::finish(tx, scope, end.run_id, &figures).await?)
         }
     };
-    if let Some(done) = run_repo::get(tx, scope, end.run_id).await? {
+    // A run ended already (by an earlier holder) is read as it is.
+    let done = match finished {
+        Some(run) => Some(run),
+        None => run_repo::get(tx, scope, end.run_id).await?,
+    };
+    if let Some(done) = done {
         events::append(tx, scope, kind, event_data(&done)?).await?;
     }
     Ok(())

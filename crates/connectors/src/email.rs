@@ -664,6 +664,9 @@ impl Connector for EmailConnector {
     fn embeds_files(&self) -> bool {
         true
     }
+    fn threads(&self) -> bool {
+        true
+    }
     fn outbound_details(
         &self,
         text: &str,

@@ -102,6 +102,12 @@ pub trait Connector: Send + Sync {
     fn service_window(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Whether a reply names the conversation's last message (email's
+    /// threading headers): only then is `previous` read for
+    /// [`Connector::outbound_details`], a statement saved on every other send.
+    fn threads(&self) -> bool {
+        false
+    }
     /// What the channel adds to a message queued with this text: the
     /// details of [`Connector::details`], and for email the threading
     /// headers (a reply to `previous`, the conversation's last message).

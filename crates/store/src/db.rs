@@ -580,11 +580,25 @@ pub(crate) fn forget_absent(c: &mut impl AsHandle, absent: &Absent) {
     }
 }
 
-/// A scope's routable triggers for an event (see `repo::triggers::routable`).
-pub type RouteMemo = std::collections::HashMap<
-    (parley_domain::Scope, parley_domain::agent::TriggerEvent),
-    Vec<parley_domain::agent::Trigger>,
->;
+/// What a transaction has read for routing: a scope's routable triggers
+/// per event (`repo::triggers::routable`) and the agents routing answered
+/// with (`repo::agents::get_for_routing`), so a group commit's messages cost
+/// one statement each, not one per message. Agent and trigger writes forget it.
+#[derive(Debug, Default)]
+pub struct RouteMemo {
+    pub(crate) triggers: std::collections::HashMap<
+        (parley_domain::Scope, parley_domain::agent::TriggerEvent),
+        Vec<parley_domain::agent::Trigger>,
+    >,
+    pub(crate) agents: std::collections::HashMap<(parley_domain::Scope, i64), Option<parley_domain::agent::Agent>>,
+}
+
+impl RouteMemo {
+    pub(crate) fn clear(&mut self) {
+        self.triggers.clear();
+        self.agents.clear();
+    }
+}
 
 enum TxInner {
     Sqlite(Transaction<'static, Sqlite>),

@@ -86,8 +86,9 @@ pub async fn route(
     let candidates = triggers::routable(tx, scope, traffic.event).await?;
     let Some(agent_id) = choose(&candidates, &traffic) else { return Ok(None) };
     let c = conversation;
-    conversations::set_handler(tx, scope, c.item.id, c.handler, c.assignee_user_id, Some(agent_id)).await?;
-    if let Some(routed) = conversations::get(tx, scope, conversation.item.id).await? {
+    let routed =
+        conversations::set_handler(tx, scope, c.item.id, c.handler, c.assignee_user_id, Some(agent_id)).await?;
+    if let Some(routed) = routed {
         events::append(tx, scope, EventType::ConversationUpdated, event_data(&routed)?).await?;
     }
     Ok(Some(agent_id))
@@ -96,23 +97,26 @@ pub async fn route(
 /// Queues the answer of agent `agent_id` to the conversation's newest
 /// message, in the caller's transaction, if the agent should answer: the
 /// conversation is the agent's (not a person's), the agent is active, and
-/// no run is already waiting to answer it.
+/// no run is already waiting to answer it. `opened_here`: the conversation
+/// was opened in this transaction, so no run can be waiting yet (nothing
+/// to read).
 pub async fn queue_answer(
     tx: &mut Tx,
     svc: &Services,
     scope: Scope,
     conversation: &Conversation,
+    opened_here: bool,
     agent_id: i64,
 ) -> ServiceResult<Option<AgentRun>> {
     if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
         return Ok(None);
     }
-    let Some(agent) = agent_repo::get(tx, scope, agent_id, false).await? else { return Ok(None) };
+    let Some(agent) = agent_repo::get_for_routing(tx, scope, agent_id).await? else { return Ok(None) };
     if agent.status != AgentStatus::Active || agent.is_template {
         return Ok(None);
     }
     let conversation_id = conversation.item.id;
-    if run_repo::queued_for_conversation(tx, scope, conversation_id).await?.is_some() {
+    if !opened_here && run_repo::queued_for_conversation(tx, scope, conversation_id).await?.is_some() {
         return Ok(None);
     }
     let model = match &agent.model {

@@ -165,7 +165,7 @@ pub async fn receive(
         text: &inbound.text,
     };
     if let Some(agent_id) = routing::route(tx, scope, &conversation, traffic).await? {
-        crate::agents::routing::queue_answer(tx, svc, scope, &conversation, agent_id).await?;
+        crate::agents::routing::queue_answer(tx, svc, scope, &conversation, created, agent_id).await?;
     }
     Ok(Received { message, new: true })
 }

@@ -215,8 +215,9 @@ async fn hand_to(
     agent_id: Option<i64>,
 ) -> ServiceResult<()> {
     let id = current.item.id;
-    conversation_repo::set_handler(tx, scope, id, handler, assignee, agent_id).await?;
-    let updated = conversation(tx, scope, id).await?;
+    let updated = conversation_repo::set_handler(tx, scope, id, handler, assignee, agent_id)
+        .await?
+        .ok_or_else(|| ServiceError::not_found("Conversation", id))?;
     events::append(tx, scope, EventType::ConversationUpdated, event_data(&updated)?).await?;
     Ok(())
 }

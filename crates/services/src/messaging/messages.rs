@@ -418,7 +418,10 @@ pub async fn send(
             conversation.item.channel_ref, channel.id
         )));
     }
-    let previous = repo::latest_message(tx, scope, id).await?.map(|m| m.details);
+    let previous = match kind.threads() {
+        true => repo::latest_message(tx, scope, id).await?.map(|m| m.details),
+        false => None,
+    };
     let mut details = kind.outbound_details(
         &input.text,
         &channel.config.0,
@@ -681,8 +684,10 @@ pub async fn advance(
     external_id: Option<&str>,
     error: Option<&str>,
 ) -> ServiceResult<Message> {
-    let moved = repo::advance_status(tx, scope, id, status, external_id, error).await?;
-    let mut message = repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?;
+    let (mut message, moved) = match repo::advance_status(tx, scope, id, status, external_id, error).await? {
+        Some(moved) => (moved, true),
+        None => (repo::get_message(tx, scope, id).await?.ok_or_else(|| not_found(id))?, false),
+    };
     storage.present(&mut message);
     if moved && let Some(event) = status_event(status) {
         events::append(tx, scope, event, event_data(&message)?).await?;

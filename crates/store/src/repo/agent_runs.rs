@@ -153,34 +153,38 @@ impl<'a> RunEnd<'a> {
     }
 }
 
-/// Records how run `id` ended (keeping its model if `end.model` is empty);
-/// false if it had already ended. Counted in `parley_agent_runs_total`
+/// Records how run `id` ended (keeping its model if `end.model` is empty),
+/// and answers the run so ended; `None` if it had already ended. Counted in `parley_agent_runs_total`
 /// (and its duration) when the transaction commits.
-pub async fn finish(c: &mut crate::Tx, scope: Scope, id: i64, end: &RunEnd<'_>) -> StoreResult<bool> {
-    let done = execute!(
-        c,
-        sqlx::query(
+pub async fn finish(c: &mut crate::Tx, scope: Scope, id: i64, end: &RunEnd<'_>) -> StoreResult<Option<AgentRun>> {
+    // RETURNING: the run's event needs the row (a re-read would be one more
+    // statement in the reply's transaction).
+    let sql = sqlx::AssertSqlSafe(format!(
             "UPDATE agent_runs SET status = $4, model = COALESCE(NULLIF($5, ''), model), input_tokens = $6, output_tokens = $7, cost_cents = $8,
                 first_token_ms = $9, total_ms = $10, reply_message_id = $11, tool_calls = $12, retrieval = $13,
                 error = $14, completed_at = $15
-             WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'running')",
-        )
-        .bind_scope(scope)
-        .bind(id)
-        .bind(end.status.as_str())
-        .bind(end.model)
-        .bind(end.input_tokens)
-        .bind(end.output_tokens)
-        .bind(end.cost_cents)
-        .bind(end.first_token_ms)
-        .bind(end.total_ms)
-        .bind(end.reply_message_id)
-        .bind(Json(end.tool_calls))
-        .bind(Json(end.retrieval))
-        .bind(end.error)
-        .bind(Timestamp::now())
+             WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND status IN ('queued', 'running')
+             RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(
+        c,
+        sqlx::query_as(sql)
+            .bind_scope(scope)
+            .bind(id)
+            .bind(end.status.as_str())
+            .bind(end.model)
+            .bind(end.input_tokens)
+            .bind(end.output_tokens)
+            .bind(end.cost_cents)
+            .bind(end.first_token_ms)
+            .bind(end.total_ms)
+            .bind(end.reply_message_id)
+            .bind(Json(end.tool_calls))
+            .bind(Json(end.retrieval))
+            .bind(end.error)
+            .bind(Timestamp::now())
     )?;
-    if done == 1 {
+    if row.is_some() {
         let (outcome, total_ms) = (end.status.as_str(), end.total_ms);
         c.tally(move |m| {
             m.agent_runs.with_label_values(&[outcome]).inc();
@@ -189,7 +193,7 @@ pub async fn finish(c: &mut crate::Tx, scope: Scope, id: i64, end: &RunEnd<'_>) 
             }
         });
     }
-    Ok(done == 1)
+    Ok(row.map(Into::into))
 }
 
 /// Marks run `id` running (from queued).

@@ -208,6 +208,19 @@ pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool)
     row.map(Agent::try_from).transpose()
 }
 
+/// Agent `id` as routing reads it: once a transaction (a group commit's
+/// messages share it), remembered until an agent or trigger is written.
+pub async fn get_for_routing(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult<Option<Agent>> {
+    if let Some(known) = c.route_memo().and_then(|m| m.agents.get(&(scope, id))) {
+        return Ok(known.clone());
+    }
+    let agent = get(c, scope, id, false).await?;
+    if let Some(memo) = c.route_memo() {
+        memo.agents.insert((scope, id), agent.clone());
+    }
+    Ok(agent)
+}
+
 /// Slugs in the scope equal to `base` or of the form `base-N`, except agent `except_id`'s.
 pub async fn slugs_like(
     c: &mut impl AsHandle,

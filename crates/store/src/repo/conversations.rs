@@ -736,9 +736,10 @@ pub async fn get_message(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreR
     row.map(Message::try_from).transpose()
 }
 
-/// Moves an outbound message's status forward to `to` (never back): true
-/// when it moved. Reaching a later state fills the earlier timestamps it
-/// skipped; `failed` is reachable only before delivery.
+/// Moves an outbound message's status forward to `to` (never back):
+/// the message so moved, or `None` when it did not move. Reaching a later
+/// state fills the earlier timestamps it skipped; `failed` is reachable
+/// only before delivery.
 pub async fn advance_status(
     c: &mut impl AsHandle,
     scope: Scope,
@@ -746,7 +747,7 @@ pub async fn advance_status(
     to: MessageStatus,
     external_id: Option<&str>,
     error: Option<&str>,
-) -> StoreResult<bool> {
+) -> StoreResult<Option<Message>> {
     let (from, set) = match to {
         MessageStatus::Sent => ("'queued'", "sent_at = $5"),
         MessageStatus::Delivered => ("'queued', 'sent'", "sent_at = COALESCE(sent_at, $5), delivered_at = $5"),
@@ -755,15 +756,18 @@ pub async fn advance_status(
             "sent_at = COALESCE(sent_at, $5), delivered_at = COALESCE(delivered_at, $5), read_at = $5",
         ),
         MessageStatus::Failed => ("'queued', 'sent'", "error = $7"),
-        MessageStatus::Queued | MessageStatus::Received => return Ok(false),
+        MessageStatus::Queued | MessageStatus::Received => return Ok(None),
     };
+    // RETURNING: the caller's event needs the row (no re-read in the
+    // courier's transaction).
     let sql = sqlx::AssertSqlSafe(format!(
         "UPDATE messages SET status = $4, {set}, external_id = COALESCE($6, external_id)
-         WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND direction = 'outbound' AND status IN ({from})"
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3 AND direction = 'outbound' AND status IN ({from})
+         RETURNING {MESSAGE_COLUMNS}"
     ));
-    let n = execute!(
+    let row: Option<MessageRow> = fetch_optional!(
         c,
-        sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind_scope(scope)
             .bind(id)
             .bind(to.as_str())
@@ -771,7 +775,7 @@ pub async fn advance_status(
             .bind(external_id)
             .bind(error)
     )?;
-    Ok(n > 0)
+    row.map(Message::try_from).transpose()
 }
 
 /// Stamps `read_at` on the conversation's inbound messages not yet read
@@ -799,21 +803,26 @@ pub async fn set_handler(
     handler: Handler,
     assignee_user_id: Option<i64>,
     agent_id: Option<i64>,
-) -> StoreResult<()> {
-    execute!(
+) -> StoreResult<Option<Conversation>> {
+    // RETURNING: the caller's `conversation.updated` event needs the row,
+    // and a re-read would be one more statement in the writer's transaction.
+    let sql = sqlx::AssertSqlSafe(format!(
+        "UPDATE conversations SET handler = $4, assignee_user_id = $5, agent_id = $6, updated_at = $7
+         WHERE workspace_id = $1 AND livemode = $2 AND id = $3 RETURNING {COLUMNS}"
+    ));
+    let row: Option<Row> = fetch_optional!(
         c,
-        sqlx::query(
-            "UPDATE conversations SET handler = $4, assignee_user_id = $5, agent_id = $6, updated_at = $7
-             WHERE workspace_id = $1 AND livemode = $2 AND id = $3",
-        )
-        .bind_scope(scope)
-        .bind(id)
-        .bind(handler.as_str())
-        .bind(assignee_user_id)
-        .bind(agent_id)
-        .bind(Timestamp::now())
+        sqlx::query_as(sql)
+            .bind_scope(scope)
+            .bind(id)
+            .bind(handler.as_str())
+            .bind(assignee_user_id)
+            .bind(agent_id)
+            .bind(Timestamp::now())
     )?;
-    versions::bump(c, scope, VERSION_KEY).await
+    let Some(row) = row else { return Ok(None) };
+    versions::bump(c, scope, VERSION_KEY).await?;
+    Conversation::try_from(row).map(Some)
 }
 
 /// The conversation's latest `limit` messages, oldest first.

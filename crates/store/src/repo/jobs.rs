@@ -87,17 +87,29 @@ pub async fn enqueue_unless_queued(c: &mut impl AsHandle, job: NewJob<'_>) -> St
 }
 
 async fn insert(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<Option<i64>> {
-    c.queued_job(job.kind);
-    let taker = match c.job_taker(job.kind) {
-        Some(taker) if first_in_queue(c, job.queue.as_deref()).await? => Some(taker),
-        _ => None,
+    // Handed over when this instance's worker takes the kind and the job is
+    // the first pending one of its queue, checked inside the INSERT (no
+    // statement of its own). On PostgreSQL a queued job is always left to a
+    // claim: a concurrent transaction may queue behind the same queue
+    // unseen, commit first and be claimed elsewhere, and then two jobs of one
+    // queue would run at once (locking the queue instead would make such
+    // transactions wait on each other, in any order, and risk deadlocks).
+    // SQLite has one writer.
+    let postgres = matches!(c.handle(), Handle::Postgres(_));
+    let taker = c.job_taker(job.kind).filter(|_| job.queue.is_none() || !postgres);
+    let (leased_by, lease_until) = match (&taker, &job.queue) {
+        (Some(_), Some(_)) => (
+            "CASE WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = $2 AND status = 'pending') THEN NULL ELSE $8 END",
+            "CASE WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = $2 AND status = 'pending') THEN NULL ELSE $9 END",
+        ),
+        _ => ("$8", "$9"),
     };
     let now = Timestamp::now();
     let row: Option<JobRow> = fetch_optional!(
         c,
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "INSERT INTO jobs (kind, queue, payload, workspace_id, livemode, run_at, created_at, leased_by, lease_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, {leased_by}, {lease_until}) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
         )))
         .bind(job.kind)
         .bind(&job.queue)
@@ -109,31 +121,18 @@ async fn insert(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<Option<i6
         .bind(taker.as_ref().map(|t| t.worker.as_ref()))
         .bind(taker.as_ref().map(|t| now.plus_duration(t.lease)))
     )?;
-    let Some(row) = row else { return Ok(None) };
-    let id = row.id;
-    if let Some(taker) = taker {
-        c.hand_over(taker, row);
+    match (taker, row) {
+        (Some(taker), Some(row)) if row.leased_by.is_some() => {
+            // Its worker gets it after the commit: no need to wake it to claim.
+            let id = row.id;
+            c.hand_over(taker, row);
+            Ok(Some(id))
+        }
+        (_, row) => {
+            c.queued_job(job.kind);
+            Ok(row.map(|r| r.id))
+        }
     }
-    Ok(Some(id))
-}
-
-/// Whether a job queued in `queue` now may be handed to this instance's
-/// worker: it has no queue, or (SQLite) it is the queue's first pending
-/// job. On PostgreSQL a queued job is always left to a claim: a concurrent
-/// transaction may queue behind the same queue unseen, commit first and be
-/// claimed elsewhere, and then two jobs of one queue would run at once
-/// (locking the queue instead would make such transactions wait on each
-/// other, in any order, and risk deadlocks). SQLite has one writer.
-async fn first_in_queue(c: &mut impl AsHandle, queue: Option<&str>) -> StoreResult<bool> {
-    let Some(queue) = queue else { return Ok(true) };
-    if matches!(c.handle(), Handle::Postgres(_)) {
-        return Ok(false);
-    }
-    let found: Option<(i32,)> = fetch_optional!(
-        c,
-        sqlx::query_as("SELECT 1 FROM jobs WHERE queue = $1 AND status = 'pending' LIMIT 1").bind(queue)
-    )?;
-    Ok(found.is_none())
 }
 
 /// Whether any job of `kinds` is claimable now: a read, so a worker looks

@@ -158,7 +158,7 @@ pub async fn list(c: &mut impl AsHandle, scope: Scope, agent_id: i64, page: Page
 pub async fn routable(c: &mut impl AsHandle, scope: Scope, event: TriggerEvent) -> StoreResult<Vec<Trigger>> {
     // A transaction reads them once: a group commit's messages are routed
     // with one statement, not one each. Agent and trigger writes forget them.
-    if let Some(known) = c.route_memo().and_then(|m| m.get(&(scope, event))) {
+    if let Some(known) = c.route_memo().and_then(|m| m.triggers.get(&(scope, event))) {
         return Ok(known.clone());
     }
     let columns = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
@@ -172,7 +172,7 @@ pub async fn routable(c: &mut impl AsHandle, scope: Scope, event: TriggerEvent) 
     let rows: Vec<Row> = fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(event.as_str()))?;
     let triggers = rows.into_iter().map(Trigger::try_from).collect::<StoreResult<Vec<_>>>()?;
     if let Some(memo) = c.route_memo() {
-        memo.insert((scope, event), triggers.clone());
+        memo.triggers.insert((scope, event), triggers.clone());
     }
     Ok(triggers)
 }
