@@ -71,6 +71,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/events/{event_id}"),
     ("GET", "/api/v1/stream"),
     ("GET", "/api/v1/billing/balance"),
+    ("GET", "/api/v1/billing/balances"),
     ("GET", "/api/v1/billing/transactions"),
     ("POST", "/api/v1/billing/credits"),
     ("POST", "/api/v1/billing/reset"),
