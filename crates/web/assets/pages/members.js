@@ -34,7 +34,7 @@ const ROLES = [
   ["admin", "Admin"],
   ["owner", "Owner"],
 ];
-const ROLE_HELP = "Members use the workspace. Admins also manage keys, webhooks, credits and members. Owners also grant the owner role.";
+const ROLE_HELP = "Members use the workspace. Admins also manage keys, webhooks, members and the test balance. Owners also add credit and grant the owner role.";
 
 export function Members() {
   const { me, membership } = current();
