@@ -160,3 +160,58 @@ both_backends! {
         assert_eq!(app.get(&ws.test, "/api/v1/agents").await.body["total"], 1);
     }
 }
+
+both_backends! {
+    // Messages per day come from quarter-hour counts kept by a trigger when
+    // the reader's midnight is on a quarter hour (UTC+05:45 here), and are
+    // counted from the messages otherwise (UTC+05:46): both put each
+    // message on its day in that offset, and both see one scope only.
+    async fn messages_per_day_are_the_same_from_the_quarter_hour_counts_and_from_the_messages(backend) {
+        let app = TestApp::spawn(backend).await;
+        let ws = app.workspace("Acme").await;
+        let (channel, secret) = crate::conversations::api_channel(&app, &ws.live).await;
+        let r = crate::conversations::inbound(&app, channel, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+
+        // Around the midnight two days ago at UTC+05:45 (a minute after
+        // UTC+05:46's), in both directions, plus one in test mode and one
+        // older than the window.
+        let nepal = time::UtcOffset::from_whole_seconds(345 * 60).unwrap();
+        let midnight = time::OffsetDateTime::now_utc().to_offset(nepal).date().midnight().assume_offset(nepal) - time::Duration::days(2);
+        let at = |minutes: i64| Timestamp::from_datetime(midnight + time::Duration::minutes(minutes));
+        let mut written = vec![(Timestamp::now(), "inbound", true)];
+        for (minutes, direction) in [(-1, "inbound"), (-1, "outbound"), (0, "inbound"), (14, "outbound"), (15, "outbound"), (1439, "inbound"), (1440, "outbound")] {
+            written.push((at(minutes), direction, true));
+        }
+        written.push((at(30), "inbound", false));
+        written.push((at(-6 * 1440), "inbound", true));
+        for (instant, direction, live) in &written[1..] {
+            let mut tx = app.db.begin().await.unwrap();
+            parley_store::execute!(&mut tx, sqlx::query(
+                "INSERT INTO messages (workspace_id, livemode, conversation_id, channel_id, direction, author_type, text, status, created_at)
+                 SELECT workspace_id, $2, conversation_id, channel_id, $3, author_type, text, status, $4 FROM messages WHERE workspace_id = $1 AND id = (SELECT MIN(id) FROM messages WHERE workspace_id = $1)")
+                .bind(ws.id).bind(*live).bind(*direction).bind(*instant)).unwrap();
+            tx.commit().await.unwrap();
+        }
+
+        for offset in [345, 346] {
+            let o = app.get(&ws.live, &format!("/api/v1/overview?days=5&utc_offset_minutes={offset}")).await;
+            assert_eq!(o.status, 200, "{}", o.text);
+            let got: Vec<(i64, i64)> = o.body["days"].as_array().unwrap().iter()
+                .map(|d| (d["messages_in"].as_i64().unwrap(), d["messages_out"].as_i64().unwrap())).collect();
+            let dates: Vec<String> = (0..5).rev().map(|ago| date(offset, ago)).collect();
+            let zone = time::UtcOffset::from_whole_seconds((offset * 60) as i32).unwrap();
+            let mut want = vec![(0, 0); 5];
+            for (instant, direction, live) in &written {
+                let day = instant.as_datetime().to_offset(zone).date().to_string();
+                if let (true, Some(i)) = (*live, dates.iter().position(|d| *d == day)) {
+                    if *direction == "inbound" { want[i].0 += 1 } else { want[i].1 += 1 }
+                }
+            }
+            assert_eq!(got, want, "UTC+{offset} minutes, days {dates:?}");
+            assert_ne!(want[1], want[2], "the day boundaries split the messages");
+        }
+        let test = app.get(&ws.test, "/api/v1/overview?days=5&utc_offset_minutes=345").await.body;
+        assert_eq!(test["days"][2]["messages_in"], 1, "test mode counts its own message only: {test}");
+    }
+}
