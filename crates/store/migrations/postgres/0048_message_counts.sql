@@ -8,6 +8,8 @@
 -- to one of them, so concurrent transactions rarely wait on each other's
 -- row lock. The trigger is deferred to commit, so that lock is held for
 -- the commit alone, not for the rest of the writer's transaction.
+-- Messages are only ever inserted: a path that deletes one or changes its
+-- created_at or direction must adjust these counts too.
 CREATE TABLE message_counts (
     workspace_id BIGINT      NOT NULL,
     livemode     BOOLEAN     NOT NULL,

@@ -4,6 +4,8 @@
 -- Counting a busy week's ~250,000 index entries cost ~20 ms per read;
 -- summing its buckets costs well under one. One writer at a time: one row
 -- per bucket (`shard` 0; PostgreSQL spreads a bucket over 16).
+-- Messages are only ever inserted: a path that deletes one or changes its
+-- created_at or direction must adjust these counts too.
 CREATE TABLE message_counts (
     workspace_id INTEGER NOT NULL,
     livemode     INTEGER NOT NULL,
