@@ -4,10 +4,15 @@
 -- Counting a busy week's ~250,000 index entries cost ~46 ms per read;
 -- summing its buckets costs well under one.
 --
--- A bucket has 16 rows (`shard`, the message id mod 16): each writer adds
--- to one of them, so concurrent transactions rarely wait on each other's
--- row lock. The trigger is deferred to commit, so that lock is held for
--- the commit alone, not for the rest of the writer's transaction.
+-- A bucket has 16 rows (`shard`, the writing transaction's id mod 16), so
+-- concurrent transactions rarely wait on each other's row lock, and the
+-- trigger is deferred to commit, so that lock is held for the commit
+-- alone. One transaction writes one shard: a transaction whose messages
+-- are all in one scope and quarter hour (nearly every one) locks a single
+-- row and cannot deadlock; two that each span the same two scopes in
+-- opposite orders (multi-workspace batches, on two instances, in the same
+-- shard) still can. (The migration's own count uses the id: any spread is
+-- a valid one.)
 -- Messages are only ever inserted: a path that deletes one or changes its
 -- created_at or direction must adjust these counts too.
 CREATE TABLE message_counts (
@@ -24,7 +29,7 @@ CREATE FUNCTION message_counts_add() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO message_counts AS c (workspace_id, livemode, bucket_start, shard, inbound, outbound)
     VALUES (NEW.workspace_id, NEW.livemode, to_timestamp(floor(extract(epoch FROM NEW.created_at) / 900) * 900),
-            NEW.id % 16, CASE WHEN NEW.direction = 'inbound' THEN 1 ELSE 0 END,
+            txid_current() % 16, CASE WHEN NEW.direction = 'inbound' THEN 1 ELSE 0 END,
             CASE WHEN NEW.direction = 'outbound' THEN 1 ELSE 0 END)
     ON CONFLICT (workspace_id, livemode, bucket_start, shard)
     DO UPDATE SET inbound = c.inbound + EXCLUDED.inbound, outbound = c.outbound + EXCLUDED.outbound;
