@@ -39,17 +39,17 @@ pub async fn calls(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> Sto
 /// Messages per day: `(day, inbound, outbound)`.
 ///
 /// From the quarter-hour counts the `messages_count` trigger keeps
-/// (migration 0048) when the window starts on a quarter hour, as it does
-/// at midnight in every real time zone: a busy week is at most 672
-/// buckets (x16 on PostgreSQL) instead of ~250,000 messages. Any other
-/// start counts the messages themselves.
+/// (migrations 0048, 0049) when the window starts on a quarter hour, as it
+/// does at midnight in every real time zone: a busy week is at most 672
+/// buckets (plus the last minute's unfolded deltas on PostgreSQL) instead
+/// of ~250,000 messages. Any other start counts the messages themselves.
 pub async fn messages(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> StoreResult<Vec<(i64, i64, i64)>> {
     if since.unix_micros() % QUARTER_HOUR_MICROS != 0 {
         return count_messages(c, scope, since).await;
     }
     let day = day_of(c, "x.bucket_start");
     let sql = sqlx::AssertSqlSafe(format!(
-        "SELECT {day} AS day, CAST(SUM(x.inbound) AS BIGINT), CAST(SUM(x.outbound) AS BIGINT) FROM message_counts x
+        "SELECT {day} AS day, CAST(SUM(x.inbound) AS BIGINT), CAST(SUM(x.outbound) AS BIGINT) FROM message_count_totals x
          WHERE x.workspace_id = $1 AND x.livemode = $2 AND x.bucket_start >= $3 GROUP BY 1"
     ));
     Ok(fetch_all!(c, sqlx::query_as(sql).bind_scope(scope).bind(since))?)
@@ -57,6 +57,31 @@ pub async fn messages(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> 
 
 /// `message_counts`' bucket width.
 const QUARTER_HOUR_MICROS: i64 = 900_000_000;
+
+/// Folds the message-count deltas PostgreSQL's trigger appends into
+/// `message_counts`, returning how many it folded (SQLite's trigger counts
+/// in place: 0). One instance folds at a time (a transaction-scoped
+/// advisory lock; the others skip), so the upserts never wait on each other;
+/// the delete and the sums commit together, so readers count each message once.
+pub async fn fold_message_counts(c: &mut impl AsHandle) -> StoreResult<u64> {
+    let Handle::Postgres(conn) = c.handle() else { return Ok(0) };
+    let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(4907384521)").fetch_one(&mut *conn).await?;
+    if !ours {
+        return Ok(0);
+    }
+    let folded: i64 = sqlx::query_scalar(
+        "WITH d AS (DELETE FROM message_count_deltas RETURNING workspace_id, livemode, bucket_start, inbound, outbound),
+              s AS (INSERT INTO message_counts AS c (workspace_id, livemode, bucket_start, shard, inbound, outbound)
+                    SELECT workspace_id, livemode, bucket_start, 0, SUM(inbound), SUM(outbound) FROM d
+                    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+                    ON CONFLICT (workspace_id, livemode, bucket_start, shard)
+                    DO UPDATE SET inbound = c.inbound + EXCLUDED.inbound, outbound = c.outbound + EXCLUDED.outbound)
+         SELECT COUNT(*) FROM d",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(folded as u64)
+}
 
 /// Messages per day, counted from the messages: one index range count per
 /// day takes half the time of grouping every row by its day (measured on
