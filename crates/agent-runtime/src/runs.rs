@@ -14,22 +14,25 @@
 //! never left in silence: the agent sends the fallback message and hands
 //! the conversation to a person.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use parley_domain::agent::RetrievalHit;
 use parley_domain::agent::{AgentRun, AgentStatus, RunStatus};
 use parley_domain::conversation::{Author, AuthorType, ConversationStatus, Direction, Handler, HandoffTarget};
 use parley_domain::event::EventType;
 use parley_domain::ids::ConversationId;
 use parley_domain::{Scope, Timestamp};
-use parley_engines::{ChatMessage, EngineError};
+use parley_engines::{ChatMessage, EngineError, TextEngine};
 use parley_jobs::{Job, Outcome, RetryPolicy};
 use parley_services::agents::runs::{KIND, RETRY_SCHEDULE_S, RunJob};
 use parley_services::agents::{context, prompt, routing};
+use parley_services::group_commit::GroupCommit;
 use parley_services::messaging::conversations::{self, UpdateConversation};
 use parley_services::messaging::handoffs::{self, CreateHandoff};
 use parley_services::messaging::messages::{self, Recipient, SendMessage, Sender};
-use parley_services::{ServiceError, ServiceResult, Services};
+use parley_services::{ServiceError, ServiceResult, Services, Work};
 use parley_store::Tx;
 use parley_store::repo::agent_runs::{self as repo, RunEnd};
 use parley_store::repo::{conversations as conversation_repo, events};
@@ -41,11 +44,13 @@ use crate::tools::Stop;
 /// The `agent.run` job handler.
 pub struct Runner {
     svc: Services,
+    /// Replies, written in groups.
+    replies: GroupCommit<Reply, Replied>,
 }
 
 impl Runner {
     pub fn new(svc: Services) -> Self {
-        Self { svc }
+        Self { svc, replies: GroupCommit::new("reply", write_reply).sqlite_only() }
     }
 }
 
@@ -61,7 +66,7 @@ impl parley_jobs::Handler for Runner {
 
     fn run<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            match answer(&self.svc, job).await {
+            match answer(self, job).await {
                 Ok(outcome) => outcome,
                 // The database: worth another try.
                 Err(e) => Outcome::Retry { error: e.to_string(), after: None },
@@ -123,7 +128,8 @@ async fn fall_back(tx: &mut Tx, svc: &Services, scope: Scope, run: &AgentRun, er
 
 /// Runs one job: waits out the debounce, checks the agent should still
 /// answer, asks the engine, and writes the answer.
-async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
+async fn answer(runner: &Runner, job: &Job) -> ServiceResult<Outcome> {
+    let svc = &runner.svc;
     let started = Instant::now();
     let Some(scope) = job.scope else { return Ok(Outcome::Fail("the job has no scope".into())) };
     let due = match job.read::<RunJob>() {
@@ -202,74 +208,115 @@ async fn answer(svc: &Services, job: &Job) -> ServiceResult<Outcome> {
         return Ok(Outcome::Retry { error: "the engine gave an empty answer".into(), after: None });
     }
 
-    let mut work = svc.begin().await?;
-    let mut reply_id = None;
-    if !thought.text.is_empty() {
-        let send = SendMessage {
-            conversation_id: Some(conversation.item.id),
-            channel_id: None,
-            to: None,
-            contact_id: None,
-            channel: None,
-            text: thought.text.chars().take(10_000).collect(),
-            attachments: None,
-            template: None,
-            subject: None,
-            recipient: Recipient::Conversation(conversation.item.id),
-        };
-        match messages::send(&mut work, svc, scope, Sender::Agent, send, &[]).await {
-            Ok(reply) => reply_id = Some(reply.id),
-            Err(ServiceError::Conflict(why)) => {
-                drop(work);
-                // A person took over while the engine was thinking: the
-                // answer is dropped, never sent. Otherwise the channel
-                // cannot send.
-                let now = conversations::get(svc, scope, ConversationId(conversation.item.id)).await?;
-                if now.handler != Handler::Agent {
-                    return cancel(
-                        svc,
-                        job,
-                        scope,
-                        &run,
-                        "a person took over the conversation before the answer was sent",
-                    )
-                    .await;
-                }
-                return Ok(Outcome::Fail(why));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    match &thought.stop {
-        Some(Stop::Handoff(reason)) => request_handoff(&mut work, scope, &agent, conversation.item.id, reason).await?,
-        Some(Stop::EndConversation) => {
-            let close = UpdateConversation { status: Some(ConversationStatus::Closed), ..Default::default() };
-            match conversations::update(&mut work, scope, ConversationId(conversation.item.id), close).await {
-                Ok(_) | Err(ServiceError::Conflict(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        // Call tools are not offered outside calls.
-        Some(Stop::EndCall | Stop::Transfer(_)) | None => {}
-    }
-    let end = session::TurnEnd {
+    let reply = Reply(Arc::new(ReplyParts {
+        scope,
+        job: job.clone(),
+        agent,
+        conversation_id: conversation.item.id,
         run_id: run.id,
-        engine: engine.as_ref(),
-        model: agent.model.as_deref().unwrap_or(engine.model()),
+        engine: engine.clone(),
         started,
-        thought: Ok(&thought),
-        retrieval: &knowledge.hits,
-        reply_message_id: reply_id,
-        what: None,
-    };
-    session::record(&mut work, svc, scope, end).await?;
-    if !job.complete(&mut work).await? {
-        // Another instance took the job over; it answers.
-        return Ok(Outcome::Committed);
+        thought,
+        retrieval: knowledge.hits,
+    }));
+    match runner.replies.submit(svc, reply).await {
+        // Written, or another instance took the job over: it answers.
+        Ok(Replied::Written | Replied::LeaseLost) => Ok(Outcome::Committed),
+        Err(ServiceError::Conflict(why)) => {
+            // A person took over while the engine was thinking: the
+            // answer is dropped, never sent. Otherwise the channel
+            // cannot send.
+            let now = conversations::get(svc, scope, ConversationId(conversation.item.id)).await?;
+            if now.handler != Handler::Agent {
+                return cancel(svc, job, scope, &run, "a person took over the conversation before the answer was sent")
+                    .await;
+            }
+            Ok(Outcome::Fail(why))
+        }
+        Err(e) => Err(e),
     }
-    work.conversation_changed(conversation.item.id);
-    svc.commit(work).await?;
-    Ok(Outcome::Committed)
+}
+
+/// An answer ready to be written with its run's figures and its job's
+/// completion, in a group commit with the other replies ready at the same
+/// time (see `parley_services::group_commit`): one transaction and one
+/// flush for the group.
+#[derive(Clone)]
+struct Reply(Arc<ReplyParts>);
+
+struct ReplyParts {
+    scope: Scope,
+    job: Job,
+    agent: parley_domain::agent::Agent,
+    conversation_id: i64,
+    run_id: i64,
+    engine: Arc<dyn TextEngine>,
+    started: Instant,
+    thought: session::Thought,
+    retrieval: Vec<RetrievalHit>,
+}
+
+/// What became of a reply in its group.
+enum Replied {
+    Written,
+    /// This worker's lease lapsed and another took the job over: nothing
+    /// was written; the other answers.
+    LeaseLost,
+}
+
+/// Writes one reply: the message (queued for its channel), what the turn
+/// ended with, the run's figures and the job's completion. A conflict (a
+/// person took the conversation over) takes this reply out of its group.
+fn write_reply<'a>(work: &'a mut Work, svc: &'a Services, reply: Reply) -> BoxFuture<'a, ServiceResult<Replied>> {
+    Box::pin(async move {
+        let r = &*reply.0;
+        // First: nothing else is written unless this worker still holds the job.
+        if !r.job.complete(work).await? {
+            return Ok(Replied::LeaseLost);
+        }
+        let conversation_id = r.conversation_id;
+        let mut reply_id = None;
+        if !r.thought.text.is_empty() {
+            let send = SendMessage {
+                conversation_id: Some(conversation_id),
+                channel_id: None,
+                to: None,
+                contact_id: None,
+                channel: None,
+                text: r.thought.text.chars().take(10_000).collect(),
+                attachments: None,
+                template: None,
+                subject: None,
+                recipient: Recipient::Conversation(conversation_id),
+            };
+            reply_id = Some(messages::send(work, svc, r.scope, Sender::Agent, send, &[]).await?.id);
+        }
+        match &r.thought.stop {
+            Some(Stop::Handoff(reason)) => request_handoff(work, r.scope, &r.agent, conversation_id, reason).await?,
+            Some(Stop::EndConversation) => {
+                let close = UpdateConversation { status: Some(ConversationStatus::Closed), ..Default::default() };
+                match conversations::update(work, r.scope, ConversationId(conversation_id), close).await {
+                    Ok(_) | Err(ServiceError::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            // Call tools are not offered outside calls.
+            Some(Stop::EndCall | Stop::Transfer(_)) | None => {}
+        }
+        let end = session::TurnEnd {
+            run_id: r.run_id,
+            engine: r.engine.as_ref(),
+            model: r.agent.model.as_deref().unwrap_or(r.engine.model()),
+            started: r.started,
+            thought: Ok(&r.thought),
+            retrieval: &r.retrieval,
+            reply_message_id: reply_id,
+            what: None,
+        };
+        session::record(work, svc, r.scope, end).await?;
+        work.conversation_changed(conversation_id);
+        Ok(Replied::Written)
+    })
 }
 
 /// Hands the conversation to a person as `POST /conversations/{id}/handoff`

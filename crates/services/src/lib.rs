@@ -117,6 +117,8 @@ pub struct Services {
     /// Inbound messages, committed in groups.
     pub(crate) inbound:
         Arc<group_commit::GroupCommit<messaging::conversations::InboundJob, messaging::conversations::Received>>,
+    /// Sends the courier made, recorded in groups.
+    pub(crate) sent: Arc<group_commit::GroupCommit<messaging::courier::SentJob, bool>>,
     /// Runs agents (see [`agents::runtime`]).
     pub(crate) agent_runtime: Option<Arc<dyn agents::runtime::AgentRuntime>>,
     /// This instance's live streams of events, one hub per scope watched.
@@ -142,9 +144,10 @@ impl Services {
             live: Arc::default(),
             frequencies: Arc::default(),
             inbound: Arc::new(
-                group_commit::GroupCommit::new(messaging::conversations::run_receive)
+                group_commit::GroupCommit::new("inbound", messaging::conversations::run_receive)
                     .with_look_ahead(messaging::conversations::look_ahead_receive),
             ),
+            sent: Arc::new(group_commit::GroupCommit::new("sent", messaging::courier::record_sent).sqlite_only()),
             agent_runtime: None,
         }
     }

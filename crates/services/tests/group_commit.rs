@@ -28,7 +28,7 @@ async fn a_burst_larger_than_a_batch_is_all_committed_and_answered(database: Tes
     let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
     db.migrate().await.unwrap();
     let svc = Services::new(db.clone(), support::config(), SecretBox::new([7; 32]));
-    let group = Arc::new(GroupCommit::new(create));
+    let group = Arc::new(GroupCommit::new("test", create));
     let submits = (0..300u32).map(|n| {
         let (group, svc) = (group.clone(), svc.clone());
         tokio::spawn(async move { (n, group.submit(&svc, n).await) })

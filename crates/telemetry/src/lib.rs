@@ -69,6 +69,10 @@ pub struct Families {
     /// transaction sent the database, its BEGIN and COMMIT included (each
     /// is a round trip: the writer's cost).
     pub db_transaction_statements: Histogram,
+    /// `parley_group_commit_writes{kind}`: writes each group commit held
+    /// (`inbound` messages, agent `reply`s, courier `sent` records): how
+    /// much a busy writer shares its transactions and disk flushes.
+    pub group_commit_writes: HistogramVec,
     /// `parley_db_connections{pool, state}`: `idle` or `busy`, at the scrape.
     pub db_connections: IntGaugeVec,
     /// `parley_stream_clients{kind}`: open `sse` streams and `websocket`s.
@@ -106,6 +110,8 @@ const VOICE: &[f64] = &[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0
 const TURN: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0];
 /// Connection waits: 100 µs to 10 s (the acquire timeout).
 const WAITS: &[f64] = &[0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 10.0];
+/// Writes a group commit held: 1 (no contention) to 32 (the cap).
+const GROUPS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
 /// Statements a transaction: 2 (BEGIN, COMMIT) to hundreds (an import).
 const STATEMENTS: &[f64] = &[2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0, 512.0];
 
@@ -165,6 +171,12 @@ impl Metrics {
                 "Statements a committed write transaction sent, BEGIN and COMMIT included.",
                 STATEMENTS,
             ),
+            group_commit_writes: histograms(
+                "parley_group_commit_writes",
+                "Writes one group commit held, by kind.",
+                &["kind"],
+                GROUPS,
+            ),
             db_connections: int_gauges(
                 "parley_db_connections",
                 "Database connections by pool and state.",
@@ -194,6 +206,7 @@ impl Metrics {
             Box::new(f.end_of_turn.clone()),
             Box::new(f.db_acquire.clone()),
             Box::new(f.db_transaction_statements.clone()),
+            Box::new(f.group_commit_writes.clone()),
             Box::new(f.db_connections.clone()),
             Box::new(f.stream_clients.clone()),
             Box::new(f.database_up.clone()),

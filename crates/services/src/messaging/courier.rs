@@ -22,7 +22,7 @@ use parley_store::{StoreResult, Tx};
 use serde::{Deserialize, Serialize};
 
 use crate::messaging::messages;
-use crate::{ServiceError, ServiceResult, Services};
+use crate::{ServiceError, ServiceResult, Services, Work};
 use parley_connectors::{Delivered, Delivery, connector};
 
 /// The job kind.
@@ -219,34 +219,9 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
     };
     match delivered {
         Delivered::Sent { external_id } => {
-            let mut work = svc.begin().await?;
-            messages::advance(
-                &mut work,
-                &svc.storage,
-                scope,
-                due.message_id,
-                MessageStatus::Sent,
-                external_id.as_deref(),
-                None,
-            )
-            .await?;
-            if let Some(external_id) = external_id.as_deref() {
-                messages::apply_early_reports(
-                    &mut work,
-                    &svc.storage,
-                    scope,
-                    due.channel_id,
-                    due.message_id,
-                    external_id,
-                )
-                .await?;
-            }
-            if !job.complete(&mut work).await? {
-                // Another instance took the job over; it records the send.
-                return Ok(Outcome::Committed);
-            }
-            work.conversation_changed(due.conversation_id);
-            svc.commit(work).await?;
+            let sent = SentJob { scope, send: due, external_id, job: job.clone() };
+            // Recorded, or another instance took the job over and records the send.
+            svc.sent.submit(svc, sent).await?;
             Ok(Outcome::Committed)
         }
         Delivered::Retry { error, after } => Ok(Outcome::Retry { error, after }),
@@ -262,6 +237,49 @@ async fn send(svc: &Services, client: &reqwest::Client, job: &Job) -> ServiceRes
             Ok(Outcome::Fail(error))
         }
     }
+}
+
+/// A message the provider took, to be recorded `sent` with its job's
+/// completion: in a group commit with the others sent at the same time
+/// (see [`crate::group_commit`]), one transaction and flush for all.
+#[derive(Clone)]
+pub(crate) struct SentJob {
+    scope: Scope,
+    send: Send,
+    external_id: Option<String>,
+    job: Job,
+}
+
+/// Records one send (a [`SentJob`]), unless the job's lease lapsed (false):
+/// then it writes nothing, and the job's new holder records the send.
+pub(crate) fn record_sent<'a>(
+    work: &'a mut Work,
+    svc: &'a Services,
+    sent: SentJob,
+) -> BoxFuture<'a, ServiceResult<bool>> {
+    Box::pin(async move {
+        let SentJob { scope, send, external_id, job } = sent;
+        // First: the rest is written only by the job's holder.
+        if !job.complete(work).await? {
+            return Ok(false);
+        }
+        messages::advance(
+            work,
+            &svc.storage,
+            scope,
+            send.message_id,
+            MessageStatus::Sent,
+            external_id.as_deref(),
+            None,
+        )
+        .await?;
+        if let Some(external_id) = external_id.as_deref() {
+            messages::apply_early_reports(work, &svc.storage, scope, send.channel_id, send.message_id, external_id)
+                .await?;
+        }
+        work.conversation_changed(send.conversation_id);
+        Ok(true)
+    })
 }
 
 /// The first of the provider's `sids` that no message of the channel has
