@@ -96,18 +96,7 @@ async fn fall_back(tx: &mut Tx, svc: &Services, scope: Scope, run: &AgentRun, er
     if conversation.handler != Handler::Agent || conversation.status == ConversationStatus::Closed {
         return Ok(());
     }
-    let send = SendMessage {
-        conversation_id: Some(conversation_id),
-        channel_id: None,
-        to: None,
-        contact_id: None,
-        channel: None,
-        text: svc.config().runtime.fallback_message.clone(),
-        attachments: None,
-        template: None,
-        subject: None,
-        recipient: Recipient::Conversation(conversation_id),
-    };
+    let send = into_conversation(conversation_id, svc.config().runtime.fallback_message.clone());
     match messages::send(tx, svc, scope, Sender::Agent, send, &[]).await {
         Ok(_) | Err(ServiceError::Conflict(_)) => {}
         Err(e) => return Err(e),
@@ -123,6 +112,22 @@ async fn fall_back(tx: &mut Tx, svc: &Services, scope: Scope, run: &AgentRun, er
     match handoffs::request(tx, scope, ConversationId(conversation_id), by, handoff).await {
         Ok(_) | Err(ServiceError::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// The agent's `text`, sent into the conversation on its own channel.
+fn into_conversation(conversation_id: i64, text: String) -> SendMessage {
+    SendMessage {
+        conversation_id: Some(conversation_id),
+        channel_id: None,
+        to: None,
+        contact_id: None,
+        channel: None,
+        text,
+        attachments: None,
+        template: None,
+        subject: None,
+        recipient: Recipient::Conversation(conversation_id),
     }
 }
 
@@ -277,18 +282,7 @@ fn write_reply<'a>(work: &'a mut Work, svc: &'a Services, reply: Reply) -> BoxFu
         let conversation_id = r.conversation_id;
         let mut reply_id = None;
         if !r.thought.text.is_empty() {
-            let send = SendMessage {
-                conversation_id: Some(conversation_id),
-                channel_id: None,
-                to: None,
-                contact_id: None,
-                channel: None,
-                text: r.thought.text.chars().take(10_000).collect(),
-                attachments: None,
-                template: None,
-                subject: None,
-                recipient: Recipient::Conversation(conversation_id),
-            };
+            let send = into_conversation(conversation_id, r.thought.text.chars().take(10_000).collect());
             reply_id = Some(messages::send(work, svc, r.scope, Sender::Agent, send, &[]).await?.id);
         }
         match &r.thought.stop {

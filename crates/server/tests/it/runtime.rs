@@ -125,20 +125,22 @@ async fn streaming_engine(
 
 /// A chat-completions server that streams `text` only after `delay`.
 async fn slow_engine(text: &'static str, delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    engine_server(move |_| {
-        let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
-            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]});
-        let frames = format!("data: {chunk}\n\ndata: [DONE]\n\n");
-        let later = futures::stream::once(async move {
-            tokio::time::sleep(delay).await;
-            Ok::<_, std::convert::Infallible>(frames)
-        });
-        axum::response::Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(axum::body::Body::from_stream(later))
-            .unwrap()
-    })
-    .await
+    engine_server(move |_| answer_once(text, tokio::time::sleep(delay))).await
+}
+
+/// A streamed answer of `text` in one chunk, sent once `ready` resolves.
+fn answer_once(text: &'static str, ready: impl Future<Output = ()> + Send + 'static) -> axum::response::Response {
+    let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]});
+    let frames = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+    let later = futures::stream::once(async move {
+        ready.await;
+        Ok::<_, std::convert::Infallible>(frames)
+    });
+    axum::response::Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(axum::body::Body::from_stream(later))
+        .unwrap()
 }
 
 /// A chat-completions server that streams `text` once `gate` lets it
@@ -148,18 +150,8 @@ async fn gated_engine(
     gate: std::sync::Arc<tokio::sync::Semaphore>,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     engine_server(move |_| {
-        let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
-            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]});
-        let frames = format!("data: {chunk}\n\ndata: [DONE]\n\n");
         let gate = gate.clone();
-        let later = futures::stream::once(async move {
-            gate.acquire().await.unwrap().forget();
-            Ok::<_, std::convert::Infallible>(frames)
-        });
-        axum::response::Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(axum::body::Body::from_stream(later))
-            .unwrap()
+        answer_once(text, async move { gate.acquire().await.unwrap().forget() })
     })
     .await
 }
