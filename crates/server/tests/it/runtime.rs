@@ -156,6 +156,27 @@ async fn gated_engine(
     .await
 }
 
+/// A workspace with a member (Ana), a channel sending to a local receiver,
+/// and an agent on the `openai` engine answering every message.
+struct Desk {
+    ws: Ws,
+    ana: i64,
+    rx: Receiver,
+    ch: i64,
+    secret: parley_events::signing::WebhookSecret,
+}
+
+impl Desk {
+    async fn open(app: &TestApp) -> Desk {
+        let ws = app.workspace("Acme").await;
+        let ana = app.user("ana@example.com", "correct horse battery", ws.id, parley_domain::user::Role::Member).await;
+        let rx = Receiver::start().await;
+        let (ch, secret) = sending_channel(app, &ws.live, &rx.url).await;
+        catch_all_agent_with(app, &ws.live, json!({"name": "Ava", "text_engine": "openai", "tools": []})).await;
+        Desk { ws, ana, rx, ch, secret }
+    }
+}
+
 both_backends! {
     // Answers the engine gives at the same moment are written in shared
     // transactions on SQLite (group commit; on PostgreSQL each commits
@@ -170,11 +191,7 @@ both_backends! {
             s.metrics.token = Some(crate::metrics::TOKEN.into());
             s.text_engines.insert("openai".into(), json!({"base_url": engine_url, "api_key": "sk-test", "model": "gpt-test", "max_retries": 0}));
         }).await;
-        let ws = app.workspace("Acme").await;
-        let ana = app.user("ana@example.com", "correct horse battery", ws.id, parley_domain::user::Role::Member).await;
-        let rx = Receiver::start().await;
-        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
-        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "text_engine": "openai", "tools": []})).await;
+        let Desk { ws, ana, rx, ch, secret } = Desk::open(&app).await;
         let mut conversations = Vec::new();
         for i in 0..N {
             let r = inbound(&app, ch, &secret, json!({"from": format!("user-{i}"), "text": "Hi", "external_id": format!("m-{i}")})).await;
@@ -234,11 +251,7 @@ both_backends! {
             s.agents.debounce_ms = 0;
             s.text_engines.insert("openai".into(), json!({"base_url": engine_url, "api_key": "sk-test", "model": "gpt-test", "max_retries": 0}));
         }).await;
-        let ws = app.workspace("Acme").await;
-        let ana = app.user("ana@example.com", "correct horse battery", ws.id, parley_domain::user::Role::Member).await;
-        let rx = Receiver::start().await;
-        let (ch, secret) = sending_channel(&app, &ws.live, &rx.url).await;
-        catch_all_agent_with(&app, &ws.live, json!({"name": "Ava", "text_engine": "openai", "tools": []})).await;
+        let Desk { ws, ana, rx, ch, secret } = Desk::open(&app).await;
         let r = inbound(&app, ch, &secret, json!({"from": "user-1", "text": "Hi", "external_id": "m-1"})).await;
         let conversation = r.body["conversation_id"].as_i64().unwrap();
         eventually("the engine was asked", || async { (requests.load(std::sync::atomic::Ordering::SeqCst) > 0).then_some(()) }).await;
