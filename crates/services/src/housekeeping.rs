@@ -25,8 +25,8 @@ pub struct Purged {
 }
 
 /// Folds the message-count deltas (its own short transaction: readers
-/// and writers never wait for it); purges idempotency keys, events and delivery logs past their retention,
-/// signing keys retired a day ago (they signed no token still valid) and
+/// and writers never wait for it); purges idempotency keys, events and
+/// delivery logs past their retention, signing keys retired a day ago (they signed no token still valid) and
 /// OAuth codes and tokens expired a day ago, in one transaction; then
 /// removes files staged for a row that never came (a crash between the
 /// two), an hour on.

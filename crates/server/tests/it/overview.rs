@@ -197,6 +197,18 @@ both_backends! {
         }
 
         for folded in [false, true] {
+            if folded && app.database_url.starts_with("postgres") {
+                // One instance folds at a time: while another holds the
+                // fold's lock, a fold skips and leaves every delta.
+                let unfolded = deltas(&app).await;
+                let mut other = app.db.begin().await.unwrap();
+                parley_store::execute!(&mut other, sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(parley_store::repo::overview::FOLD_LOCK)).unwrap();
+                let mut tx = app.db.begin().await.unwrap();
+                assert_eq!(parley_store::repo::overview::fold_message_counts(&mut tx).await.unwrap(), 0);
+                tx.commit().await.unwrap();
+                assert_eq!(deltas(&app).await, unfolded);
+                other.commit().await.unwrap();
+            }
             if folded {
                 let unfolded = deltas(&app).await;
                 let mut tx = app.db.begin().await.unwrap();

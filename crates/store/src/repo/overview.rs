@@ -58,6 +58,9 @@ pub async fn messages(c: &mut impl AsHandle, scope: Scope, since: Timestamp) -> 
 /// `message_counts`' bucket width.
 const QUARTER_HOUR_MICROS: i64 = 900_000_000;
 
+/// The advisory lock a fold holds (PostgreSQL): one instance folds at a time.
+pub const FOLD_LOCK: i64 = 4_907_384_521;
+
 /// Folds the message-count deltas PostgreSQL's trigger appends into
 /// `message_counts`, returning how many it folded (SQLite's trigger counts
 /// in place: 0). One instance folds at a time (a transaction-scoped
@@ -65,7 +68,8 @@ const QUARTER_HOUR_MICROS: i64 = 900_000_000;
 /// the delete and the sums commit together, so readers count each message once.
 pub async fn fold_message_counts(c: &mut impl AsHandle) -> StoreResult<u64> {
     let Handle::Postgres(conn) = c.handle() else { return Ok(0) };
-    let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(4907384521)").fetch_one(&mut *conn).await?;
+    let ours: bool =
+        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)").bind(FOLD_LOCK).fetch_one(&mut *conn).await?;
     if !ours {
         return Ok(0);
     }
