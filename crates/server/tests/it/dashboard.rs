@@ -530,7 +530,10 @@ async fn the_dashboard_journeys_pass_in_chromium() {
 
 /// Lighthouse (npm `lighthouse@12.2.3`, mobile emulation, simulated
 /// throttling) on Home, Agents and a call page, signed in, over the demo's
-/// data: performance >= 90, accessibility >= 95, best practices >= 95.
+/// data: performance >= 90, accessibility >= 95, best practices >= 95, and
+/// no run warning (a page that never settles). A page under target is
+/// measured twice more and its median run of three decides (lighthouse.mjs:
+/// one run varies with the machine's load).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_scores_in_lighthouse() {
     let app = TestApp::spawn(Backend::Sqlite).await;

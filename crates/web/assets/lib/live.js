@@ -68,7 +68,14 @@ async function run() {
       /** @type {Record<string, string>} */
       const headers = { Accept: "text/event-stream", ...authHeaders() };
       if (lastId) headers["Last-Event-ID"] = lastId;
-      const response = await fetch("/api/v1/stream", { headers, signal: controller.signal, credentials: "same-origin" });
+      // Low priority: the stream never finishes, so it must not compete
+      // with the page's own loads, nor count as one still under way.
+      const response = await fetch("/api/v1/stream", {
+        headers,
+        signal: controller.signal,
+        credentials: "same-origin",
+        priority: "low",
+      });
       if (response.status === 401) {
         refused = true;
       } else if (response.status === 429) {
