@@ -66,6 +66,10 @@ impl parley_store::AsHandle for Work {
         self.tx.handle()
     }
 
+    fn is_postgres(&mut self) -> bool {
+        self.tx.is_postgres()
+    }
+
     fn defer_bump(&mut self, scope: Scope, resource: &str) -> bool {
         self.tx.defer_bump(scope, resource)
     }

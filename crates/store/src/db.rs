@@ -751,6 +751,10 @@ pub enum Handle<'a> {
 pub trait AsHandle: Send {
     fn handle(&mut self) -> Handle<'_>;
 
+    /// Whether this runs on PostgreSQL. Asking sends nothing, so unlike
+    /// [`AsHandle::handle`] it does not count as a statement.
+    fn is_postgres(&mut self) -> bool;
+
     /// Keeps the bump of `resource`'s change counter in `scope` to write at
     /// the commit, once (a transaction does: true), or says to write it now.
     fn defer_bump(&mut self, _scope: parley_domain::Scope, _resource: &str) -> bool {
@@ -807,6 +811,10 @@ impl AsHandle for Conn {
             Conn::Postgres(c) => Handle::Postgres(c),
         }
     }
+
+    fn is_postgres(&mut self) -> bool {
+        matches!(self, Conn::Postgres(_))
+    }
 }
 
 impl AsHandle for Tx {
@@ -816,6 +824,10 @@ impl AsHandle for Tx {
             TxInner::Sqlite(t) => Handle::Sqlite(t),
             TxInner::Postgres(t) => Handle::Postgres(t),
         }
+    }
+
+    fn is_postgres(&mut self) -> bool {
+        matches!(self.inner, TxInner::Postgres(_))
     }
 
     fn defer_bump(&mut self, scope: parley_domain::Scope, resource: &str) -> bool {

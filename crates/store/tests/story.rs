@@ -562,6 +562,50 @@ async fn concurrent_first_deliveries_of_an_endpoint_make_one_drain_on_postgres()
     assert_eq!(drains.len(), 1, "{drains:?}");
 }
 
+/// On PostgreSQL a change counter is split over shard rows, so writers in
+/// one workspace do not queue on it: while one transaction holds the row it
+/// bumped (until its commit), another bumps the same counter and commits at
+/// once; readers (the snapshot and an API key's authentication) sum both.
+#[tokio::test]
+async fn writers_in_one_workspace_bump_a_counter_without_waiting_on_each_other_on_postgres() {
+    let database = TestDatabase::postgres().await;
+    let db = open(&database.url).await;
+    let (mine, _, _) = scopes(&db).await;
+    let mut c = db.read().await.unwrap();
+    let before = versions::snapshot(&mut c, mine).await.unwrap().get(agents::VERSION_KEY);
+    drop(c);
+    let mut first = db.begin().await.unwrap();
+    versions::bump_all(&mut first, [(mine, agents::VERSION_KEY.to_owned())]).await.unwrap();
+    let second = async {
+        let mut tx = db.begin().await.unwrap();
+        versions::bump(&mut tx, mine, agents::VERSION_KEY).await.unwrap();
+        tx.commit().await.unwrap();
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), second)
+        .await
+        .expect("the second bump waited for the first transaction's commit");
+    let mut c = db.read().await.unwrap();
+    assert_eq!(versions::snapshot(&mut c, mine).await.unwrap().get(agents::VERSION_KEY), before + 1);
+    drop(c);
+    first.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    assert_eq!(versions::snapshot(&mut c, mine).await.unwrap().get(agents::VERSION_KEY), before + 2);
+    // An API key of the scope reads the same sum with its authentication.
+    let key = parley_store::repo::api_keys::NewApiKey {
+        workspace_id: mine.workspace_id,
+        mode: Mode::Test,
+        name: "ci",
+        key_hash: "hash-of-the-ci-key",
+        hint: "ci",
+        workspace_locked: false,
+        created_by: None,
+        expires_at: None,
+    };
+    parley_store::repo::api_keys::insert(&mut c, &key).await.unwrap();
+    let auth = parley_store::repo::api_keys::find_for_auth(&mut c, key.key_hash).await.unwrap().unwrap();
+    assert_eq!(auth.versions.get(agents::VERSION_KEY), before + 2);
+}
+
 /// On PostgreSQL another instance may open a conversation between a
 /// lookahead and the write: the insert then fails, and once the work is
 /// undone to its savepoint, the lookup that follows reads the winner's row

@@ -205,8 +205,10 @@ fn a_short_metrics_token_is_refused_at_start() {
 /// Ceilings at today's cost, to lower as the write path is cut
 /// (docs/research/write-path.md); a change that adds round trips to every
 /// reply fails here.
-const REPLY_WRITES_SQLITE: (f64, f64) = (3.0, 39.0);
-const REPLY_WRITES_POSTGRES: (f64, f64) = (5.0, 49.0);
+/// (A backend check is not a statement: until 2026-11-28 each counted as
+/// one, and these read 39 and 49.)
+const REPLY_WRITES_SQLITE: (f64, f64) = (3.0, 34.0);
+const REPLY_WRITES_POSTGRES: (f64, f64) = (5.0, 42.0);
 
 both_backends! {
     async fn an_agent_reply_costs_at_most_its_budget_of_writer_statements(backend) {

@@ -200,7 +200,7 @@ pub async fn update(c: &mut impl AsHandle, scope: Scope, id: i64, f: &AgentField
 /// Reads an agent. With `for_update`, PostgreSQL locks the row until the
 /// transaction ends (SQLite's single writer already serialises writes).
 pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool) -> StoreResult<Option<Agent>> {
-    let lock = if for_update && matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let lock = if for_update && c.is_postgres() { " FOR UPDATE" } else { "" };
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM agents a WHERE a.workspace_id = $1 AND a.livemode = $2 AND a.id = $3{lock}"
     ));

@@ -11,7 +11,7 @@ use parley_domain::{Scope, Timestamp};
 
 use super::{Arg, Where, bind_args};
 use crate::repo::BindScope;
-use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// The change counter of ledger lists.
 pub const VERSION_KEY: &str = "billing";
@@ -117,7 +117,7 @@ pub async fn account(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Account
 }
 
 async fn read_account(c: &mut impl AsHandle, scope: Scope, lock: bool) -> StoreResult<Option<Account>> {
-    let lock = if lock && matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let lock = if lock && c.is_postgres() { " FOR UPDATE" } else { "" };
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT balance_cents, held_cents FROM billing_accounts WHERE workspace_id = $1 AND livemode = $2{lock}"
     ));

@@ -11,7 +11,7 @@ use sqlx::types::Json;
 use super::{Arg, Where, bind_args, versions};
 use crate::db::{Absent, forget_absent, known_absent, note_absent};
 use crate::repo::BindScope;
-use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 /// The `scope_versions` counter every contact write bumps.
 pub const VERSION_KEY: &str = "contacts";
@@ -166,16 +166,16 @@ pub async fn insert(
         Some((first, rest)) => (Some(first), rest),
         None => (None, identities),
     };
-    let sql = sqlx::AssertSqlSafe(match (first, c.handle()) {
+    let sql = sqlx::AssertSqlSafe(match (first, c.is_postgres()) {
         (None, _) => format!("{contact} RETURNING {COLUMNS}"),
         // The contact's id is its rowid (`INTEGER PRIMARY KEY`); the search
         // index's trigger does not change `last_insert_rowid()` afterwards.
-        (Some(_), Handle::Sqlite(_)) => {
+        (Some(_), false) => {
             format!(
                 "{contact} RETURNING {COLUMNS};\n{identity} VALUES ($1, $2, last_insert_rowid(), $14, $15, $16, $13)"
             )
         }
-        (Some(_), Handle::Postgres(_)) => format!(
+        (Some(_), true) => format!(
             "WITH created AS ({contact} RETURNING {COLUMNS}),
                   identified AS ({identity} SELECT $1, $2, created.id, $14, $15, $16, $13 FROM created)
              SELECT * FROM created"
@@ -305,7 +305,7 @@ pub async fn delete(c: &mut impl AsHandle, scope: Scope, id: i64) -> StoreResult
 /// Reads a contact with its identities. With `for_update`, PostgreSQL locks
 /// the row until the transaction ends.
 pub async fn get(c: &mut impl AsHandle, scope: Scope, id: i64, for_update: bool) -> StoreResult<Option<Contact>> {
-    let lock = if for_update && matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let lock = if for_update && c.is_postgres() { " FOR UPDATE" } else { "" };
     let sql = sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM contacts WHERE workspace_id = $1 AND livemode = $2 AND id = $3{lock}"
     ));
@@ -323,7 +323,7 @@ pub async fn get_many(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Store
         let list = w.list(chunk.iter().map(|id| Arg::I64(*id)));
         // Without statistics SQLite would rather scan the scope's index than
         // look the ids up: tell it not to.
-        let table = if matches!(c.handle(), Handle::Postgres(_)) { "contacts c" } else { "contacts c NOT INDEXED" };
+        let table = if c.is_postgres() { "contacts c" } else { "contacts c NOT INDEXED" };
         let sql = sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM {table}{} AND c.id IN ({list})", w.sql()));
         let rows: Vec<Row> = fetch_all!(c, bind_args!(sqlx::query_as(sql), w.args.clone()))?;
         let mut identities = identities_of(c, scope, chunk).await?;
@@ -464,7 +464,7 @@ async fn identities_of(c: &mut impl AsHandle, scope: Scope, ids: &[i64]) -> Stor
     }
     let mut w = Where::scoped(scope, "i");
     let list = w.list(ids.iter().map(|id| Arg::I64(*id)));
-    let table = if matches!(c.handle(), Handle::Postgres(_)) {
+    let table = if c.is_postgres() {
         "contact_identities i"
     } else {
         "contact_identities i INDEXED BY contact_identities_contact"
@@ -590,7 +590,7 @@ pub async fn list(
     filter: &ContactFilter,
     page: Page,
 ) -> StoreResult<(Vec<Contact>, i64)> {
-    let pg = matches!(c.handle(), Handle::Postgres(_));
+    let pg = c.is_postgres();
     let mut w = Where::scoped(scope, "c");
     let indexed = filter.q.as_ref().is_some_and(|q| add_search(&mut w, pg, q));
     if let Some(tag) = &filter.tag {

@@ -12,7 +12,7 @@ use sqlx::types::Json;
 use super::{Arg, Where, bind_args, versions};
 use crate::db::{Absent, forget_absent, known_absent, note_absent};
 use crate::repo::BindScope;
-use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 pub const VERSION_KEY: &str = "conversations";
 
@@ -311,7 +311,7 @@ pub async fn inbox(
     filter: &InboxFilter,
     page: Page,
 ) -> StoreResult<(Vec<Conversation>, i64)> {
-    let pg = !matches!(c.handle(), Handle::Sqlite(_));
+    let pg = c.is_postgres();
     let mut w = inbox_where(scope, filter.view, pg);
     if let Some(st) = filter.status {
         w.and("c.status = ?", [Arg::Text(st.as_str().to_owned())]);
@@ -375,7 +375,7 @@ pub struct InboxCounts {
 
 pub async fn inbox_counts(c: &mut impl AsHandle, scope: Scope, user_id: Option<i64>) -> StoreResult<InboxCounts> {
     let mut counts = InboxCounts::default();
-    let pg = !matches!(c.handle(), Handle::Sqlite(_));
+    let pg = c.is_postgres();
     let views =
         [InboxView::All, InboxView::Unassigned, InboxView::Handoffs].into_iter().chain(user_id.map(InboxView::Mine));
     // One count per view, each a range of an index (`conversations_triage`,
@@ -651,9 +651,10 @@ pub async fn insert_message(c: &mut impl AsHandle, scope: Scope, m: &NewMessage<
     // Two statements, one trip to the database: SQLite runs both in one
     // call (the insert first, so that a refused message changes nothing);
     // PostgreSQL takes the update as a data-modifying WITH.
-    let sql = sqlx::AssertSqlSafe(match c.handle() {
-        Handle::Sqlite(_) => format!("{insert};\n{update}"),
-        Handle::Postgres(_) => format!("WITH noted AS ({update}) {insert}"),
+    let sql = sqlx::AssertSqlSafe(if c.is_postgres() {
+        format!("WITH noted AS ({update}) {insert}")
+    } else {
+        format!("{insert};\n{update}")
     });
     let rows: Vec<MessageRow> = fetch_all!(
         c,

@@ -9,7 +9,7 @@ use parley_domain::{Mode, Scope, Timestamp};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_optional};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_optional};
 
 /// A kind of background job, by its payload's type. The payload's JSON is
 /// a contract with jobs an earlier version queued and a later one runs (a
@@ -95,7 +95,7 @@ async fn insert(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<Option<i6
     // queue would run at once (locking the queue instead would make such
     // transactions wait on each other, in any order, and risk deadlocks).
     // SQLite has one writer.
-    let postgres = matches!(c.handle(), Handle::Postgres(_));
+    let postgres = c.is_postgres();
     let taker = c.job_taker(job.kind).filter(|_| job.queue.is_none() || !postgres);
     let (leased_by, lease_until) = match (&taker, &job.queue) {
         (Some(_), Some(_)) => (
@@ -178,7 +178,7 @@ pub async fn claim(
     if kinds.is_empty() {
         return Ok(Vec::new());
     }
-    let skip_locked = if matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let skip_locked = if c.is_postgres() { " FOR UPDATE SKIP LOCKED" } else { "" };
     // Kinds are the workers' own constants, bound as parameters all the same.
     let placeholders: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 5)).collect();
     let sql = sqlx::AssertSqlSafe(format!(

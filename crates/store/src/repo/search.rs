@@ -14,7 +14,7 @@ use parley_domain::search::Query;
 use parley_domain::{Scope, Timestamp};
 
 use super::{Arg, Where, bind_args};
-use crate::{AsHandle, Handle, StoreResult, fetch_all, fetch_one};
+use crate::{AsHandle, StoreResult, fetch_all, fetch_one};
 
 #[derive(Debug, Clone, Default)]
 pub struct SearchFilter {
@@ -77,7 +77,7 @@ pub async fn resolve(c: &mut impl AsHandle, scope: Scope, filter: &SearchFilter)
         join_contact: false,
         no_messages: false,
     };
-    if !matches!(c.handle(), Handle::Postgres(_)) {
+    if !c.is_postgres() {
         resolved.no_messages = !resolve_message_tags(c, &mut resolved).await?;
     }
     Ok(resolved)
@@ -314,7 +314,7 @@ pub async fn count(c: &mut impl AsHandle, target: Target, r: &Resolved, query: &
     if target == Target::Messages && r.no_messages {
         return Ok(0);
     }
-    let pg = matches!(c.handle(), Handle::Postgres(_));
+    let pg = c.is_postgres();
     if target == Target::Messages && !pg && tokens_suffice(r) {
         // Counted inside FTS5 without reading a row: the scope token is
         // derived from each message's own workspace and mode (a generated
@@ -352,7 +352,7 @@ pub async fn newest(
     if target == Target::Messages && r.no_messages {
         return Ok(Vec::new());
     }
-    let pg = matches!(c.handle(), Handle::Postgres(_));
+    let pg = c.is_postgres();
     if target == Target::Messages && !pg && tokens_suffice(r) {
         // The page's rowids come from FTS5 alone, so rows skipped by
         // `offset` are never read; only the page's rows are.

@@ -10,8 +10,17 @@ use crate::{AsHandle, StoreResult, fetch_all};
 pub struct Snapshot(Vec<(String, i64)>);
 
 impl Snapshot {
+    /// The counters from `(resource, version)` rows: a resource's shards
+    /// (several rows) add up to its counter.
     pub fn from_pairs(pairs: impl IntoIterator<Item = (String, i64)>) -> Self {
-        Snapshot(pairs.into_iter().collect())
+        let mut counters: Vec<(String, i64)> = Vec::new();
+        for (resource, version) in pairs {
+            match counters.iter_mut().find(|(r, _)| *r == resource) {
+                Some((_, total)) => *total += version,
+                None => counters.push((resource, version)),
+            }
+        }
+        Snapshot(counters)
     }
 
     /// The counter of `resource` (0 before its first change).
@@ -27,7 +36,7 @@ pub async fn snapshot(c: &mut impl AsHandle, scope: Scope) -> StoreResult<Snapsh
         sqlx::query_as("SELECT resource, version FROM scope_versions WHERE workspace_id = $1 AND livemode = $2")
             .bind_scope(scope)
     )?;
-    Ok(Snapshot(rows))
+    Ok(Snapshot::from_pairs(rows))
 }
 
 /// Records a change to `resource` in `scope`; in a transaction, at its
@@ -39,11 +48,22 @@ pub async fn bump(c: &mut impl AsHandle, scope: Scope, resource: &str) -> StoreR
     bump_all(c, [(scope, resource.to_owned())]).await
 }
 
-/// Bumps every counter named, once each, in one statement.
-pub(crate) async fn bump_all(
-    c: &mut impl AsHandle,
-    counters: impl IntoIterator<Item = (Scope, String)>,
-) -> StoreResult<()> {
+/// How many rows a counter is split over on PostgreSQL. Each bump adds 1
+/// to one of them, in turn, and holds that row's lock until its commit:
+/// writers in one workspace then wait on each other only when more than
+/// this many commit at once. Readers sum the rows, at most this many a
+/// resource. SQLite's single writer always bumps shard 0.
+const SHARDS: usize = 8;
+
+/// The shard the next PostgreSQL transaction bumps.
+fn next_shard() -> i16 {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS) as i16
+}
+
+/// Bumps every counter named, once each, in one statement, now (a
+/// transaction's commit calls it for the bumps it kept; use [`bump`]).
+pub async fn bump_all(c: &mut impl AsHandle, counters: impl IntoIterator<Item = (Scope, String)>) -> StoreResult<()> {
     let mut counters: Vec<(Scope, String)> = counters.into_iter().collect();
     if counters.is_empty() {
         return Ok(());
@@ -52,12 +72,20 @@ pub(crate) async fn bump_all(
     // counters lock their rows in the same order (no deadlock).
     counters.sort_by(|a, b| (a.0.workspace_id, a.0.livemode(), &a.1).cmp(&(b.0.workspace_id, b.0.livemode(), &b.1)));
     counters.dedup();
+    // One shard for all of a transaction's counters, so its locks follow
+    // the sorted order above.
+    let shard = if c.is_postgres() { next_shard() } else { 0 };
     crate::dispatch!(c, conn => {
-        let mut q = sqlx::QueryBuilder::new("INSERT INTO scope_versions (workspace_id, livemode, resource, version) ");
+        let mut q =
+            sqlx::QueryBuilder::new("INSERT INTO scope_versions (workspace_id, livemode, resource, shard, version) ");
         q.push_values(&counters, |mut b, (scope, resource)| {
-            b.push_bind(scope.workspace_id).push_bind(scope.livemode()).push_bind(resource).push_bind(1_i64);
+            b.push_bind(scope.workspace_id)
+                .push_bind(scope.livemode())
+                .push_bind(resource)
+                .push_bind(shard)
+                .push_bind(1_i64);
         });
-        q.push(" ON CONFLICT (workspace_id, livemode, resource) DO UPDATE SET version = scope_versions.version + 1");
+        q.push(" ON CONFLICT (workspace_id, livemode, resource, shard) DO UPDATE SET version = scope_versions.version + 1");
         q.build().execute(conn).await.map(|r| r.rows_affected())
     })?;
     Ok(())

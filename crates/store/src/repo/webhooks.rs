@@ -12,7 +12,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::repo::BindScope;
-use crate::{AsHandle, Handle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
+use crate::{AsHandle, StoreResult, execute, fetch_all, fetch_one, fetch_optional};
 
 const COLUMNS: &str = "id, workspace_id, livemode, url, description, events, status, disabled_reason, sealed_secret, \
     sealed_previous_secret, previous_secret_expires_at, failing_since, created_at, updated_at";
@@ -421,7 +421,7 @@ async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]
     let mut endpoint_ids = endpoint_ids.to_vec();
     endpoint_ids.sort_unstable();
     endpoint_ids.dedup();
-    let lock = if matches!(c.handle(), Handle::Postgres(_)) { " FOR SHARE" } else { "" };
+    let lock = if c.is_postgres() { " FOR SHARE" } else { "" };
     let queues: Vec<String> = endpoint_ids.iter().map(|id| drain_queue(*id)).collect();
     let now = Timestamp::now();
     // A drain waiting for a retry hours away runs now for the new delivery.
@@ -469,7 +469,7 @@ async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]
 /// row is locked first, so deliveries queued meanwhile (which share-lock
 /// it) have committed and are seen. False if the worker lost the job.
 pub async fn settle_drain(c: &mut impl AsHandle, job_id: i64, worker: &str, endpoint_id: i64) -> StoreResult<bool> {
-    let lock = if matches!(c.handle(), Handle::Postgres(_)) { " FOR UPDATE" } else { "" };
+    let lock = if c.is_postgres() { " FOR UPDATE" } else { "" };
     let held: Option<(i64,)> = fetch_optional!(
         c,
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
