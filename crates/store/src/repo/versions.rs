@@ -49,10 +49,10 @@ pub async fn bump(c: &mut impl AsHandle, scope: Scope, resource: &str) -> StoreR
 }
 
 /// How many rows a counter is split over on PostgreSQL. Each bump adds 1
-/// to one of them, in turn, and holds that row's lock until its commit:
-/// writers in one workspace then wait on each other only when more than
-/// this many commit at once. Readers sum the rows, at most this many a
-/// resource. SQLite's single writer always bumps shard 0.
+/// to one of them, each instance's transactions in turn, and holds that
+/// row's lock until its commit: writers in one workspace wait on each other
+/// only when two commit on one shard at once. Readers sum the rows, at
+/// most this many a resource. SQLite's single writer always bumps shard 0.
 const SHARDS: usize = 8;
 
 /// The shard the next PostgreSQL transaction bumps.

@@ -53,7 +53,8 @@ export async function signedInBrowser(base, email, password, watch = async (_pag
  * One Lighthouse run. A run that Lighthouse itself could not complete (a
  * `runtimeError`: the tab did not paint within its timeout on a loaded CI
  * machine, a protocol timeout) measured nothing, so it is tried again, twice
- * at most; a low score is never retried.
+ * at most. A low score is not retried here: `score` measures the page twice
+ * more and judges the median run.
  */
 async function measure(port, url, name, print) {
   let lhr;
