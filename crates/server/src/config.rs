@@ -344,6 +344,9 @@ pub struct AuthSettings {
     pub access_token_ttl_seconds: i64,
     /// Lifetime of refresh tokens (each use rotates it).
     pub refresh_token_ttl_seconds: i64,
+    /// How long a rotated refresh token is still accepted (its successor may
+    /// not have reached the browser); after that, reuse ends the session.
+    pub refresh_reuse_grace_seconds: i64,
     /// Mark the refresh cookie `Secure`; turn on when serving over HTTPS.
     pub cookie_secure: bool,
 }
@@ -354,6 +357,7 @@ impl Default for AuthSettings {
         Self {
             access_token_ttl_seconds: d.access_token_ttl_s,
             refresh_token_ttl_seconds: d.refresh_token_ttl_s,
+            refresh_reuse_grace_seconds: d.refresh_reuse_grace_s,
             cookie_secure: false,
         }
     }
@@ -1067,6 +1071,7 @@ impl Settings {
             auth: parley_services::tenancy::identity::AuthConfig {
                 access_token_ttl_s: self.auth.access_token_ttl_seconds,
                 refresh_token_ttl_s: self.auth.refresh_token_ttl_seconds,
+                refresh_reuse_grace_s: self.auth.refresh_reuse_grace_seconds.max(0),
             },
             oauth: parley_services::tenancy::oauth::OAuthConfig {
                 issuer: self.public_url(),

@@ -295,8 +295,10 @@ pub(crate) async fn limited_sign_in<T>(
 
 /// Exchange the refresh-token cookie for a new access token.
 ///
-/// The refresh token rotates on every use. Presenting one that was already
-/// used revokes every token of its session (reuse means it was copied).
+/// The refresh token rotates on every use. Presenting one rotated more than
+/// `auth.refresh_reuse_grace_seconds` (30 s) ago revokes every token of its
+/// session (reuse means it was copied); within the grace it still renews the
+/// session (its successor may never have reached the browser).
 /// A browser request from another site's page (its `Origin`) gets a 403.
 #[utoipa::path(
     post, path = "/api/v1/auth/refresh", tag = "Authentication",

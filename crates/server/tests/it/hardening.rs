@@ -121,6 +121,11 @@ both_backends! {
         assert_eq!(rotated.status, 200);
         let second_token = rotated.body["access_token"].as_str().unwrap().to_owned();
         assert_eq!(app.bearer(Method::GET, "/api/v1/agents", &second_token, None).await.status, 200);
+        let mut tx = app.db.begin().await.unwrap();
+        let past_the_grace = parley_domain::Timestamp::now().plus_seconds(-31);
+        parley_store::execute!(&mut tx, sqlx::query("UPDATE refresh_tokens SET rotated_at = $1 WHERE rotated_at IS NOT NULL").bind(past_the_grace))
+            .unwrap();
+        tx.commit().await.unwrap();
         assert_eq!(app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[("Cookie", &first)]).await.status, 401);
         for token in [&first_token, &second_token] {
             assert_eq!(other_instance.bearer(Method::GET, "/api/v1/agents", token, None).await.status, 401);

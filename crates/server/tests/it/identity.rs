@@ -71,7 +71,7 @@ both_backends! {
         assert_eq!(r.status, 401);
     }
 
-    async fn refresh_rotates_and_reusing_a_rotated_token_revokes_the_family(backend) {
+    async fn refresh_rotates_and_reusing_a_rotated_token_after_the_grace_revokes_the_family(backend) {
         let app = TestApp::spawn(backend).await;
         let ws = app.workspace("A").await;
         app.user("ana@example.com", PW, ws.id, Role::Admin).await;
@@ -88,11 +88,23 @@ both_backends! {
         let second = r.refresh_cookie().unwrap();
         assert_ne!(second, first);
         assert_eq!(app.bearer(Method::GET, "/api/v1/agents", r.body["access_token"].as_str().unwrap(), None).await.status, 200);
-        // Replaying the first token is reuse: 401, and the whole family dies.
+        // Presented again within the grace (its answer lost: a tab closed
+        // mid-refresh), the first token still renews the session.
+        let lost = refresh(first.clone()).await;
+        assert_eq!(lost.status, 200, "{}", lost.text);
+        let third = lost.refresh_cookie().unwrap();
+        assert_eq!(lost.body["workspace_id"], json!(ws.id));
+        // Past the grace, replaying it is reuse: 401, and the whole family dies.
+        let mut tx = app.db.begin().await.unwrap();
+        let past = parley_domain::Timestamp::now().plus_seconds(-31);
+        parley_store::execute!(&mut tx, sqlx::query("UPDATE refresh_tokens SET rotated_at = $1 WHERE rotated_at IS NOT NULL").bind(past))
+            .unwrap();
+        tx.commit().await.unwrap();
         let reuse = refresh(first).await;
         assert_eq!(reuse.status, 401);
         assert_eq!(reuse.body, json!({"detail": "Refresh token reuse detected; sign in again"}));
         assert_eq!(refresh(second).await.status, 401);
+        assert_eq!(refresh(third).await.status, 401);
         // No cookie at all.
         assert_eq!(app.send(Method::POST, "/api/v1/auth/refresh", None, None, &[]).await.status, 401);
     }

@@ -30,11 +30,15 @@ use crate::{ServiceError, ServiceResult, Services, Work};
 pub struct AuthConfig {
     pub access_token_ttl_s: i64,
     pub refresh_token_ttl_s: i64,
+    /// How long a just-rotated refresh token is still honoured: the answer
+    /// carrying its successor can be lost on the way (a tab closed or
+    /// reloaded mid-refresh), and the browser then presents the old one.
+    pub refresh_reuse_grace_s: i64,
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { access_token_ttl_s: 15 * 60, refresh_token_ttl_s: 30 * 24 * 3600 }
+        Self { access_token_ttl_s: 15 * 60, refresh_token_ttl_s: 30 * 24 * 3600, refresh_reuse_grace_s: 30 }
     }
 }
 
@@ -432,8 +436,15 @@ pub async fn refresh(svc: &Services, raw: &str) -> ServiceResult<Session> {
     if token.revoked_at.is_some() || token.expires_at <= Timestamp::now() || token.purpose != DASHBOARD {
         return Err(invalid());
     }
-    if token.rotated_at.is_some() || !sessions::mark_rotated(&mut tx, token.id).await? {
-        // Reuse of a rotated token: whoever holds the family is not to be trusted.
+    let rotated_now = token.rotated_at.is_none() && sessions::mark_rotated(&mut tx, token.id).await?;
+    // Rotated already: within the grace its successor most likely never
+    // reached the browser (a tab closed or reloaded while the refresh was on
+    // its way; another request rotating it this instant), so the session
+    // goes on, as Auth0's reuse interval and Okta's grace period allow.
+    // Later, reuse means the token was copied: the family ends.
+    let grace = svc.config.auth.refresh_reuse_grace_s;
+    let just_rotated = token.rotated_at.is_none_or(|at| at.plus_seconds(grace) > Timestamp::now());
+    if !rotated_now && !just_rotated {
         sessions::revoke_family(&mut tx, &token.family_id).await?;
         svc.commit(tx).await?;
         tracing::warn!(user_id = token.user_id, "refresh token reuse detected; session family revoked");
