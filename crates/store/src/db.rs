@@ -325,7 +325,20 @@ impl Db {
     pub async fn migrate(&self) -> StoreResult<()> {
         match &self.pool {
             Pool::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
-            Pool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+            Pool::Postgres(pool) => {
+                POSTGRES_MIGRATIONS.run(pool).await?;
+                // Without autovacuum no table is ever analyzed, and a
+                // statement planned while its table was small keeps a plan
+                // that reads a workspace's every row through a tenant index
+                // (docs/operations.md). Said at every start, once.
+                let (autovacuum,): (String,) = sqlx::query_as("SHOW autovacuum").fetch_one(pool).await?;
+                if autovacuum != "on" {
+                    tracing::warn!(
+                        "PostgreSQL runs with autovacuum off: tables are never analyzed and queries slow down as \
+                         they grow; turn it on (ALTER SYSTEM SET autovacuum = on) or ANALYZE on a schedule"
+                    );
+                }
+            }
         }
         Ok(())
     }
