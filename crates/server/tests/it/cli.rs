@@ -339,6 +339,22 @@ fn read_response(conn: &mut std::net::TcpStream) -> String {
     response + &String::from_utf8_lossy(&body)
 }
 
+/// On PostgreSQL the start warns, once, when autovacuum is off (no table is
+/// ever analyzed and plans go stale, docs/operations.md), and says nothing
+/// when it is on: the same test holds on either server.
+#[tokio::test]
+async fn a_postgresql_without_autovacuum_is_named_once_in_the_log_at_start() {
+    let database = TestDatabase::postgres().await;
+    let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+    let (autovacuum,): (String,) = sqlx::query_as("SHOW autovacuum").fetch_one(&pool).await.unwrap();
+    pool.close().await;
+    // Migrations, and the check, run before the server answers.
+    let server = start_server(&database.url);
+    let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+    let warnings = log.matches("PostgreSQL runs with autovacuum off").count();
+    assert_eq!(warnings, usize::from(autovacuum != "on"), "autovacuum {autovacuum}:\n{log}");
+}
+
 #[test]
 fn the_turn_models_load_at_start_and_a_missing_one_stops_it() {
     let paths = parley_speech::local_servers::turn_model_paths();
