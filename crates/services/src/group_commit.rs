@@ -11,6 +11,12 @@
 //! that holds its write, so nothing acknowledged can be lost. With no
 //! contention a batch is a single job and this costs nothing.
 //!
+//! A job that loses a race to another transaction (another batch or
+//! instance wrote the same unique key first, or a deadlock) runs again,
+//! with its batch, in a new transaction that sees the winner's rows (up to
+//! [`RACE_RETRIES`] times): a webhook delivered twice at once is stored
+//! once and both deliveries are answered.
+//!
 //! A kind of job may also read ahead for the whole batch (see
 //! [`GroupCommit::with_look_ahead`]): what its jobs would each look up and
 //! not find is then found missing in one statement for all of them.
@@ -38,6 +44,11 @@ type Waiting<J, R> = (J, oneshot::Sender<ServiceResult<R>>);
 /// run one after another, and the first of them waits for the last, so a
 /// burst is committed in slices of a few milliseconds each.
 const MAX_BATCH: usize = 32;
+
+/// Times a job that lost a race runs again before its error is answered.
+/// Once is enough for one race (the next transaction sees the winner);
+/// two allows for a second race on another key in the same job.
+const RACE_RETRIES: u8 = 2;
 
 pub struct GroupCommit<J, R> {
     /// Its `kind` in `parley_group_commit_writes`.
@@ -131,8 +142,10 @@ struct GroupFailed(#[source] Arc<ServiceError>);
 
 /// Runs the jobs in one transaction. Optimistically, without a savepoint
 /// each (two statements saved per job): when a job fails, the transaction
-/// is rolled back, that job gets its error, and the others run again.
+/// is rolled back, that job gets its error, and the others run again (a
+/// job that lost a race runs again with them, see [`RACE_RETRIES`]).
 async fn run_batch<J: Clone + Sync, R>(svc: Services, steps: Steps<J, R>, mut jobs: Vec<Waiting<J, R>>) {
+    let mut retries = vec![0u8; jobs.len()];
     while !jobs.is_empty() {
         match attempt(&svc, steps, &jobs).await {
             Ok(results) => {
@@ -141,7 +154,13 @@ async fn run_batch<J: Clone + Sync, R>(svc: Services, steps: Steps<J, R>, mut jo
                 }
                 return;
             }
+            Err(Failure::Job(i, e)) if lost_a_race(&e) && retries[i] < RACE_RETRIES => {
+                retries[i] += 1;
+                tracing::debug!(kind = steps.kind, error = %e, "a grouped write lost a race; running it again");
+                svc.db.metrics().group_commit_races.with_label_values(&[steps.kind]).inc();
+            }
             Err(Failure::Job(i, e)) => {
+                retries.remove(i);
                 let (_, reply) = jobs.remove(i);
                 let _ = reply.send(Err(e));
             }
@@ -159,6 +178,10 @@ async fn run_batch<J: Clone + Sync, R>(svc: Services, steps: Steps<J, R>, mut jo
             }
         }
     }
+}
+
+fn lost_a_race(e: &ServiceError) -> bool {
+    matches!(e, ServiceError::Store(store) if store.lost_a_race())
 }
 
 enum Failure {

@@ -40,6 +40,20 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// Whether the write lost a race to a concurrent transaction: a unique
+    /// key another one wrote first (committed while this one waited on
+    /// it), a deadlock, or a serialization failure (SQLSTATE 40P01, 40001).
+    /// Run again in a new transaction, the same work sees the winner's rows.
+    pub fn lost_a_race(&self) -> bool {
+        match self {
+            StoreError::UniqueViolation => true,
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                db.code().is_some_and(|c| matches!(c.as_ref(), "40P01" | "40001"))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Connection failures, a pool that could give no connection in time or

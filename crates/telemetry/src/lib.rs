@@ -73,6 +73,10 @@ pub struct Families {
     /// (`inbound` messages, agent `reply`s, courier `sent` records): how
     /// much a busy writer shares its transactions and disk flushes.
     pub group_commit_writes: HistogramVec,
+    /// `parley_group_commit_races_total{kind}`: grouped writes run again
+    /// because another transaction wrote the same unique key first (or a
+    /// deadlock): one webhook delivered to two instances at once, say.
+    pub group_commit_races: IntCounterVec,
     /// `parley_db_connections{pool, state}`: `idle` or `busy`, at the scrape.
     pub db_connections: IntGaugeVec,
     /// `parley_stream_clients{kind}`: open `sse` streams and `websocket`s.
@@ -177,6 +181,11 @@ impl Metrics {
                 &["kind"],
                 GROUPS,
             ),
+            group_commit_races: counters(
+                "parley_group_commit_races_total",
+                "Grouped writes run again after losing a race to another transaction, by kind.",
+                &["kind"],
+            ),
             db_connections: int_gauges(
                 "parley_db_connections",
                 "Database connections by pool and state.",
@@ -207,6 +216,7 @@ impl Metrics {
             Box::new(f.db_acquire.clone()),
             Box::new(f.db_transaction_statements.clone()),
             Box::new(f.group_commit_writes.clone()),
+            Box::new(f.group_commit_races.clone()),
             Box::new(f.db_connections.clone()),
             Box::new(f.stream_clients.clone()),
             Box::new(f.database_up.clone()),

@@ -249,6 +249,45 @@ both_backends! {
         assert_eq!(message_count(&app, &ws.live).await, 20);
     }
 
+    // A provider that retries, or a load balancer that sends a webhook to
+    // two instances, makes instances race to store the same message, and
+    // new senders race to open the same contact and conversation: the
+    // loser of each race finds the winner's row, answers 200 and stores
+    // nothing twice.
+    async fn the_same_webhooks_reaching_two_instances_at_once_are_each_stored_once(backend) {
+        let (twilio, _) = messages_server().await;
+        let one = TestApp::spawn(backend).await;
+        let two = one.sibling().await;
+        let ws = one.workspace("Shop").await;
+        let (_, public_id) = twilio_channel(&one, &ws, "sms", "+14155550100", &twilio).await;
+        let path = format!("/hooks/twilio/{public_id}/inbound");
+        let mut posts = Vec::new();
+        for n in 0..8 {
+            for m in 0..3 {
+                let form = [("MessageSid", format!("SM{n:016}{m:016}")), ("AccountSid", ACCOUNT.to_owned()),
+                    ("From", format!("+1415555091{n}")), ("To", "+14155550100".to_owned()),
+                    ("Body", format!("Message {m}")), ("NumMedia", "0".to_owned())];
+                let params: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                for app in [&one, &two] {
+                    let url = app.url(&path);
+                    let signature = official_signature(TOKEN, &url, &params);
+                    posts.push(one.client.post(url).header("X-Twilio-Signature", signature).form(&form).send());
+                }
+            }
+        }
+        for r in futures::future::join_all(posts).await {
+            let r = r.unwrap();
+            assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        }
+        let conversations = one.get(&ws.live, "/api/v1/conversations?channel=sms&limit=100").await.body;
+        assert_eq!(conversations["total"], 8, "{conversations}");
+        for conversation in conversations["items"].as_array().unwrap() {
+            assert_eq!(thread(&one, &ws.live, &conversation["id"]).await.len(), 3, "{conversation}");
+        }
+        assert_eq!(one.get(&ws.live, "/api/v1/contacts?limit=100").await.body["total"], 8);
+        assert_eq!(message_count(&one, &ws.live).await, 24);
+    }
+
     async fn an_sms_is_received_answered_sent_through_twilio_and_its_delivery_reported(backend) {
         let (twilio, sent) = messages_server().await;
         let app = TestApp::spawn(backend).await;
