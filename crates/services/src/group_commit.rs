@@ -9,7 +9,9 @@
 //! again), commits once, and answers all of them; a request still queued
 //! then leads the next batch. A request is answered only after the commit
 //! that holds its write, so nothing acknowledged can be lost. With no
-//! contention a batch is a single job and this costs nothing.
+//! contention a batch is a single job and this costs nothing. On
+//! PostgreSQL a few leaders run batches side by side (see
+//! [`POSTGRES_LEADERS`]).
 //!
 //! A job that loses a race to another transaction (another batch or
 //! instance wrote the same unique key first, or a deadlock) runs again,
@@ -50,12 +52,23 @@ const MAX_BATCH: usize = 32;
 /// two allows for a second race on another key in the same job.
 const RACE_RETRIES: u8 = 2;
 
+/// Batches in flight at once per instance on PostgreSQL. SQLite has one
+/// writer, so a second batch would only wait for it; PostgreSQL runs
+/// transactions side by side, and one batch at a time left its backends
+/// waiting on the client ~90% of the time (docs/research/write-path.md §6).
+/// Several instances already commit batches side by side; this is the same
+/// within one. A few, not one per request: each batch is a connection the
+/// agent runs and reads then cannot use.
+const POSTGRES_LEADERS: usize = 4;
+
 pub struct GroupCommit<J, R> {
     /// Its `kind` in `parley_group_commit_writes`.
     kind: &'static str,
     queue: std::sync::Mutex<Vec<Waiting<J, R>>>,
-    /// Held by the leader while it drains the queue.
-    turn: tokio::sync::Mutex<()>,
+    /// A permit is held by each leader while it runs a batch: one on
+    /// SQLite, [`POSTGRES_LEADERS`] on PostgreSQL (made at first use, when
+    /// the backend is known).
+    turn: std::sync::OnceLock<tokio::sync::Semaphore>,
     run: Run<J, R>,
     look_ahead: Option<LookAhead<J>>,
     /// Groups on SQLite only (see [`GroupCommit::sqlite_only`]).
@@ -68,7 +81,7 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
         Self {
             kind,
             queue: std::sync::Mutex::new(Vec::new()),
-            turn: tokio::sync::Mutex::new(()),
+            turn: std::sync::OnceLock::new(),
             run,
             look_ahead: None,
             sqlite_only: false,
@@ -110,22 +123,34 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
             return answer.try_recv().unwrap_or_else(|_| Err(lost()));
         }
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).push((job, reply));
+        let turns = self.turn.get_or_init(|| {
+            let leaders = match svc.db.backend() {
+                parley_store::Backend::Sqlite => 1,
+                parley_store::Backend::Postgres => POSTGRES_LEADERS,
+            };
+            tokio::sync::Semaphore::new(leaders)
+        });
         loop {
-            let turn = self.turn.lock().await;
+            let turn = turns.acquire().await.map_err(|_| lost())?;
             match answer.try_recv() {
                 Ok(result) => return result,
                 Err(oneshot::error::TryRecvError::Closed) => return Err(lost()),
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            // Not answered yet: this job is still queued (a taken job is
-            // answered before its taker gives the turn up). Lead a batch.
+            // Not answered yet: this job is still queued, or (with several
+            // leaders) in a batch another leader is running. Lead a batch
+            // of what is queued; with nothing left, ours is running: wait
+            // for its answer. (With one leader a taken job is answered
+            // before its taker gives the turn up, so the queue holds it.)
             let jobs = self.take_batch();
-            if !jobs.is_empty() {
-                // In a task of its own, so a caller that goes away (a dropped
-                // connection) cannot abandon the others' writes half-way.
-                let (svc, steps) = (svc.clone(), self.steps());
-                let _ = tokio::spawn(run_batch(svc, steps, jobs)).await;
+            if jobs.is_empty() {
+                drop(turn);
+                return answer.await.unwrap_or_else(|_| Err(lost()));
             }
+            // In a task of its own, so a caller that goes away (a dropped
+            // connection) cannot abandon the others' writes half-way.
+            let (svc, steps) = (svc.clone(), self.steps());
+            let _ = tokio::spawn(run_batch(svc, steps, jobs)).await;
             drop(turn);
         }
     }

@@ -54,3 +54,46 @@ async fn a_burst_larger_than_a_batch_is_all_committed_and_answered(database: Tes
 }
 
 parley_store::on_both_backends!(a_burst_larger_than_a_batch_is_all_committed_and_answered);
+
+static IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static MOST_IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Creates workspace `n`, slowly, counting how many such writes are under
+/// way at once: jobs of one batch run one after another, so that is how
+/// many batches are in flight.
+fn create_slowly<'a>(tx: &'a mut Work, _svc: &'a Services, n: u32) -> BoxFuture<'a, ServiceResult<i64>> {
+    use std::sync::atomic::Ordering::SeqCst;
+    Box::pin(async move {
+        let now = IN_FLIGHT.fetch_add(1, SeqCst) + 1;
+        MOST_IN_FLIGHT.fetch_max(now, SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let id = workspaces::insert(tx, &format!("w{n}"), false).await;
+        IN_FLIGHT.fetch_sub(1, SeqCst);
+        Ok(id?.id)
+    })
+}
+
+async fn batches_run_one_at_a_time_on_sqlite_and_a_few_side_by_side_on_postgres(database: TestDatabase) {
+    let postgres = database.url.starts_with("postgres");
+    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
+    db.migrate().await.unwrap();
+    let svc = Services::new(db.clone(), support::config(), SecretBox::new([7; 32]));
+    let group = Arc::new(GroupCommit::new("test", create_slowly));
+    let submits = (0..200u32).map(|n| {
+        let (group, svc) = (group.clone(), svc.clone());
+        tokio::spawn(async move { group.submit(&svc, n).await })
+    });
+    let answers = tokio::time::timeout(std::time::Duration::from_secs(60), futures::future::join_all(submits))
+        .await
+        .expect("a request was never answered");
+    assert!(answers.into_iter().all(|a| a.unwrap().is_ok()));
+    assert_eq!(workspaces::count(&mut db.read().await.unwrap()).await.unwrap(), 200);
+    let most = MOST_IN_FLIGHT.load(std::sync::atomic::Ordering::SeqCst);
+    if postgres {
+        assert!((2..=4).contains(&most), "{most} batches at once on PostgreSQL");
+    } else {
+        assert_eq!(most, 1, "batches at once on SQLite");
+    }
+}
+
+parley_store::on_both_backends!(batches_run_one_at_a_time_on_sqlite_and_a_few_side_by_side_on_postgres);
