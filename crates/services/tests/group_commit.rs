@@ -24,21 +24,31 @@ fn create<'a>(tx: &'a mut Work, _svc: &'a Services, n: u32) -> BoxFuture<'a, Ser
     })
 }
 
-async fn a_burst_larger_than_a_batch_is_all_committed_and_answered(database: TestDatabase) {
+/// Submits workspaces 0..n at once to a group committing `run`; each
+/// answer with its number, once all came (within a minute).
+async fn burst(
+    database: &TestDatabase,
+    run: parley_services::group_commit::Run<u32, i64>,
+    n: u32,
+) -> (Db, Vec<(u32, ServiceResult<i64>)>) {
     let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
     db.migrate().await.unwrap();
     let svc = Services::new(db.clone(), support::config(), SecretBox::new([7; 32]));
-    let group = Arc::new(GroupCommit::new("test", create));
-    let submits = (0..300u32).map(|n| {
+    let group = Arc::new(GroupCommit::new("test", run));
+    let submits = (0..n).map(|n| {
         let (group, svc) = (group.clone(), svc.clone());
         tokio::spawn(async move { (n, group.submit(&svc, n).await) })
     });
     let answers = tokio::time::timeout(std::time::Duration::from_secs(60), futures::future::join_all(submits))
         .await
         .expect("a request was never answered");
+    (db, answers.into_iter().map(|a| a.unwrap()).collect())
+}
+
+async fn a_burst_larger_than_a_batch_is_all_committed_and_answered(database: TestDatabase) {
+    let (db, answers) = burst(&database, create, 300).await;
     let mut created = 0;
-    for answer in answers {
-        let (n, result) = answer.unwrap();
+    for (n, result) in answers {
         match result {
             Ok(id) => {
                 created += 1;
@@ -75,18 +85,8 @@ fn create_slowly<'a>(tx: &'a mut Work, _svc: &'a Services, n: u32) -> BoxFuture<
 
 async fn batches_run_one_at_a_time_on_sqlite_and_a_few_side_by_side_on_postgres(database: TestDatabase) {
     let postgres = database.url.starts_with("postgres");
-    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
-    db.migrate().await.unwrap();
-    let svc = Services::new(db.clone(), support::config(), SecretBox::new([7; 32]));
-    let group = Arc::new(GroupCommit::new("test", create_slowly));
-    let submits = (0..200u32).map(|n| {
-        let (group, svc) = (group.clone(), svc.clone());
-        tokio::spawn(async move { group.submit(&svc, n).await })
-    });
-    let answers = tokio::time::timeout(std::time::Duration::from_secs(60), futures::future::join_all(submits))
-        .await
-        .expect("a request was never answered");
-    assert!(answers.into_iter().all(|a| a.unwrap().is_ok()));
+    let (db, answers) = burst(&database, create_slowly, 200).await;
+    assert!(answers.iter().all(|(_, a)| a.is_ok()));
     assert_eq!(workspaces::count(&mut db.read().await.unwrap()).await.unwrap(), 200);
     let most = MOST_IN_FLIGHT.load(std::sync::atomic::Ordering::SeqCst);
     if postgres {
