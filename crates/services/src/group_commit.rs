@@ -40,6 +40,10 @@ pub type Run<J, R> = for<'a> fn(&'a mut Work, &'a Services, J) -> BoxFuture<'a, 
 pub type LookAhead<J> =
     for<'a> fn(&'a mut Tx, &'a Services, Vec<&'a J>) -> BoxFuture<'a, parley_store::StoreResult<()>>;
 
+/// Orders a batch's jobs by the rows they lock (see
+/// [`GroupCommit::with_lock_order`]).
+pub type LockOrder<J> = fn(&J, &J) -> std::cmp::Ordering;
+
 type Waiting<J, R> = (J, oneshot::Sender<ServiceResult<R>>);
 
 /// Jobs in one transaction at most: a batch holds the writer while its jobs
@@ -71,6 +75,7 @@ pub struct GroupCommit<J, R> {
     turn: std::sync::OnceLock<tokio::sync::Semaphore>,
     run: Run<J, R>,
     look_ahead: Option<LookAhead<J>>,
+    lock_order: Option<LockOrder<J>>,
     /// Groups on SQLite only (see [`GroupCommit::sqlite_only`]).
     sqlite_only: bool,
 }
@@ -84,6 +89,7 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
             turn: std::sync::OnceLock::new(),
             run,
             look_ahead: None,
+            lock_order: None,
             sqlite_only: false,
         }
     }
@@ -106,11 +112,24 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
         Self { look_ahead: Some(look_ahead), ..self }
     }
 
-    /// The oldest queued jobs, at most [`MAX_BATCH`].
+    /// Has each batch run its jobs in `order` (a stable sort: equal jobs
+    /// keep their arrival order). Batches on PostgreSQL run side by side;
+    /// two that lock the same rows in opposite orders (conversation X then
+    /// Y, and Y then X) deadlock, and PostgreSQL then aborts one of them.
+    /// Ordered by the rows they lock, they wait for each other instead.
+    pub fn with_lock_order(self, order: LockOrder<J>) -> Self {
+        Self { lock_order: Some(order), ..self }
+    }
+
+    /// The oldest queued jobs, at most [`MAX_BATCH`], in the lock order.
     fn take_batch(&self) -> Vec<Waiting<J, R>> {
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         let n = queue.len().min(MAX_BATCH);
-        queue.drain(..n).collect()
+        let mut batch: Vec<_> = queue.drain(..n).collect();
+        if let Some(order) = self.lock_order {
+            batch.sort_by(|(a, _), (b, _)| order(a, b));
+        }
+        batch
     }
 
     /// Runs `job` (with whatever else is queued) and answers after its commit.
@@ -249,4 +268,24 @@ async fn attempt<J: Clone + Sync, R>(
     svc.commit(work).await.map_err(Failure::Transaction)?;
     svc.db.metrics().group_commit_writes.with_label_values(&[steps.kind]).observe(jobs.len() as f64);
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nothing<'a>(_: &'a mut Work, _: &'a Services, _: (u32, u32)) -> BoxFuture<'a, ServiceResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    #[test]
+    fn a_batch_runs_in_the_lock_order_and_equal_jobs_in_arrival_order() {
+        let group = GroupCommit::new("test", nothing).with_lock_order(|a: &(u32, u32), b| a.0.cmp(&b.0));
+        // (row it locks, arrival)
+        for job in [(2, 0), (1, 1), (2, 2), (0, 3), (1, 4)] {
+            group.queue.lock().unwrap().push((job, oneshot::channel().0));
+        }
+        let taken: Vec<(u32, u32)> = group.take_batch().into_iter().map(|(job, _)| job).collect();
+        assert_eq!(taken, [(0, 3), (1, 1), (1, 4), (2, 0), (2, 2)]);
+    }
 }

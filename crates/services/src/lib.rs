@@ -145,7 +145,8 @@ impl Services {
             frequencies: Arc::default(),
             inbound: Arc::new(
                 group_commit::GroupCommit::new("inbound", messaging::conversations::run_receive)
-                    .with_look_ahead(messaging::conversations::look_ahead_receive),
+                    .with_look_ahead(messaging::conversations::look_ahead_receive)
+                    .with_lock_order(messaging::conversations::receive_lock_order),
             ),
             sent: Arc::new(group_commit::GroupCommit::new("sent", messaging::courier::record_sent).sqlite_only()),
             agent_runtime: None,

@@ -52,6 +52,18 @@ pub struct InboundJob {
     pub attachments: Vec<parley_domain::conversation::Attachment>,
 }
 
+/// The order a batch of inbound messages runs in: by the conversation each
+/// locks (its channel and sender, or group), so that batches side by side
+/// on PostgreSQL lock conversations in one order and never deadlock.
+/// Messages of one conversation keep their arrival order.
+pub fn receive_lock_order(a: &InboundJob, b: &InboundJob) -> std::cmp::Ordering {
+    fn key(j: &InboundJob) -> (i64, bool, i64, &str) {
+        let sender = j.inbound.group.as_ref().map_or(j.inbound.from.as_str(), |g| g.address.as_str());
+        (j.scope.workspace_id, j.scope.livemode(), j.channel.id, sender)
+    }
+    key(a).cmp(&key(b))
+}
+
 /// [`receive`] as a group-commit job (see [`crate::group_commit`]).
 /// A new message wakes its conversation's live views once committed.
 pub fn run_receive<'a>(
