@@ -97,3 +97,64 @@ async fn batches_run_one_at_a_time_on_sqlite_and_a_few_side_by_side_on_postgres(
 }
 
 parley_store::on_both_backends!(batches_run_one_at_a_time_on_sqlite_and_a_few_side_by_side_on_postgres);
+
+/// Two writers of one label name: each reads it absent, meets the other,
+/// then inserts (the read-then-write an inbound message makes for its
+/// provider id, contact and conversation).
+#[derive(Clone)]
+struct SameName {
+    scope: parley_domain::Scope,
+    met: Arc<tokio::sync::Barrier>,
+    passes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn label_once<'a>(tx: &'a mut Work, _svc: &'a Services, job: SameName) -> BoxFuture<'a, ServiceResult<i64>> {
+    use parley_store::repo::labels;
+    Box::pin(async move {
+        if let Some(found) = labels::by_name(tx, job.scope, "Urgent").await? {
+            return Ok(found.id);
+        }
+        // Only the first two passes meet. On SQLite the second cannot begin
+        // while the first holds the writer, so the first goes on alone.
+        if job.passes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), job.met.wait()).await;
+        }
+        let fields = labels::LabelFields { name: "Urgent".into(), color: "#ff0000".into(), description: None };
+        Ok(labels::insert(tx, job.scope, &fields).await?.id)
+    })
+}
+
+async fn a_job_that_loses_a_race_to_a_unique_key_runs_again_and_finds_the_winner(database: TestDatabase) {
+    let db = Db::connect(&database.url, &DbOptions::default()).await.unwrap();
+    db.migrate().await.unwrap();
+    let svc = Services::new(db.clone(), support::config(), SecretBox::new([7; 32]));
+    let mut tx = db.begin().await.unwrap();
+    let workspace = workspaces::insert(&mut tx, "w", false).await.unwrap();
+    tx.commit().await.unwrap();
+    let job = SameName {
+        scope: parley_domain::Scope::new(workspace.id, parley_domain::Mode::Live),
+        met: Arc::new(tokio::sync::Barrier::new(2)),
+        passes: Default::default(),
+    };
+    // Two groups: two instances' writers (or two leaders of one), each
+    // committing its own batch.
+    let submits = (0..2).map(|_| {
+        let (group, svc, job) = (GroupCommit::new("race", label_once), svc.clone(), job.clone());
+        tokio::spawn(async move { group.submit(&svc, job).await })
+    });
+    let answers = tokio::time::timeout(std::time::Duration::from_secs(30), futures::future::join_all(submits))
+        .await
+        .expect("a request was never answered");
+    let ids: Vec<i64> = answers.into_iter().map(|a| a.unwrap().expect("both are answered with the label")).collect();
+    assert_eq!(ids[0], ids[1], "one label, the winner's");
+    let labels = parley_store::repo::labels::count(&mut db.read().await.unwrap(), job.scope).await.unwrap();
+    assert_eq!(labels, 1);
+    let races = db.metrics().group_commit_races.with_label_values(&["race"]).get();
+    if database.url.starts_with("postgres") {
+        assert_eq!(races, 1, "both read the name absent, so one insert lost");
+    } else {
+        assert_eq!(races, 0, "SQLite has one writer: the second read found the first's label");
+    }
+}
+
+parley_store::on_both_backends!(a_job_that_loses_a_race_to_a_unique_key_runs_again_and_finds_the_winner);
