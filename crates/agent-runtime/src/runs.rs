@@ -50,7 +50,7 @@ pub struct Runner {
 
 impl Runner {
     pub fn new(svc: Services) -> Self {
-        Self { svc, replies: GroupCommit::new("reply", write_reply).sqlite_only() }
+        Self { svc, replies: GroupCommit::new("reply", write_reply) }
     }
 }
 

@@ -76,8 +76,6 @@ pub struct GroupCommit<J, R> {
     run: Run<J, R>,
     look_ahead: Option<LookAhead<J>>,
     lock_order: Option<LockOrder<J>>,
-    /// Groups on SQLite only (see [`GroupCommit::sqlite_only`]).
-    sqlite_only: bool,
 }
 
 impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
@@ -90,17 +88,7 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
             run,
             look_ahead: None,
             lock_order: None,
-            sqlite_only: false,
         }
-    }
-
-    /// Has each job commit alone on PostgreSQL. Grouping pays where writes
-    /// queue for one writer and each commit is a flush of its own (SQLite);
-    /// PostgreSQL runs separate transactions in parallel, and a group that
-    /// spans workspaces could lock rows (balances, counters) in an order
-    /// another transaction crosses. Measured on agent replies: no gain there.
-    pub fn sqlite_only(self) -> Self {
-        Self { sqlite_only: true, ..self }
     }
 
     fn steps(&self) -> Steps<J, R> {
@@ -135,12 +123,6 @@ impl<J: Clone + Send + Sync + 'static, R: Send + 'static> GroupCommit<J, R> {
     /// Runs `job` (with whatever else is queued) and answers after its commit.
     pub async fn submit(&self, svc: &Services, job: J) -> ServiceResult<R> {
         let (reply, mut answer) = oneshot::channel();
-        if self.sqlite_only && svc.db.backend() == parley_store::Backend::Postgres {
-            // In a task of its own, as a batch is: a caller that goes away
-            // cannot abandon the write half-way.
-            let _ = tokio::spawn(run_batch(svc.clone(), self.steps(), vec![(job, reply)])).await;
-            return answer.try_recv().unwrap_or_else(|_| Err(lost()));
-        }
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).push((job, reply));
         let turns = self.turn.get_or_init(|| {
             let leaders = match svc.db.backend() {

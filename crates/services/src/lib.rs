@@ -148,7 +148,7 @@ impl Services {
                     .with_look_ahead(messaging::conversations::look_ahead_receive)
                     .with_lock_order(messaging::conversations::receive_lock_order),
             ),
-            sent: Arc::new(group_commit::GroupCommit::new("sent", messaging::courier::record_sent).sqlite_only()),
+            sent: Arc::new(group_commit::GroupCommit::new("sent", messaging::courier::record_sent)),
             agent_runtime: None,
         }
     }
