@@ -9,7 +9,8 @@
 # times the first request of each kind a new server meets — /healthz, a
 # list, a contact with a phone number (the numbering plans), the OpenAPI
 # document, the dashboard — and prints the memory after them.
-# Target: resident ≤ 40 MB at rest, first requests as fast as before.
+# Target: resident ≤ 40 MB at rest, first requests as fast as before
+# (docs/research/idle-memory.md: the release build holds ~29 MB).
 #
 # The file-backed part (the binary's code mapped as the start runs it)
 # depends on what the page cache holds: each run first evicts the binary
