@@ -397,7 +397,10 @@ both_backends! {
         let rx = Receiver::start().await;
         let env: Vec<(String, String)> = vec![
             ("PARLEY_WEBHOOKS__ALLOW_PRIVATE_TARGETS".into(), "true".into()),
+            // A run's lease is the larger of these and twice the courier's
+            // timeout (30 s by default): 6 s here.
             ("PARLEY_MESSAGES__LEASE_SECONDS".into(), "2".into()),
+            ("PARLEY_MESSAGES__TIMEOUT_SECONDS".into(), "3".into()),
             ("PARLEY_MESSAGES__POLL_INTERVAL_MS".into(), "100".into()),
             ("PARLEY_AGENTS__DEBOUNCE_MS".into(), "50".into()),
             ("PARLEY_TEXT_ENGINES__MODEL__BASE_URL".into(), engine_url),
@@ -450,7 +453,7 @@ both_backends! {
         let _ = first.child.wait();
 
         let second = start(database.url.clone(), env).await;
-        // The dead server's lease on the run lapses first (~30 s here); the rest is margin for a busy machine.
+        // The dead server's lease on the run lapses first (6 s); the rest is margin for a busy machine.
         let got = rx.wait_for(1, Duration::from_secs(45)).await;
         assert_eq!(got[0].json()["data"]["text"], "Your order ships today.");
         // Settle, then count: one reply, one run, the engine asked twice.
