@@ -255,13 +255,18 @@ impl Db {
         }
         // One writer: SQLite allows one write transaction at a time anyway, and
         // queueing in the pool is fairer and cheaper than busy-waiting.
+        // No ping before each use (sqlx's default): a SQLite connection is a
+        // handle in this process that cannot drop like a socket, and the ping
+        // is a round trip to its worker thread, as long as a point read.
         let write = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .acquire_timeout(opts.acquire_timeout)
             .connect_with(base.clone())
             .await?;
         let read = SqlitePoolOptions::new()
             .max_connections(opts.sqlite_readers.max(1))
+            .test_before_acquire(false)
             .acquire_timeout(opts.acquire_timeout)
             .connect_with(base.read_only(true))
             .await?;
