@@ -12,10 +12,12 @@
 //!   Only where the C library building it is glibc 2.36 or newer, the first
 //!   with a loader that applies them (a binary built so needs one too).
 //!
-//! Both are for x86_64 Linux with Rust's default linker there, lld; a build
-//! that chose another linker (`linker` in .cargo/config, `-fuse-ld` or
-//! `-Zlinker-features` in its RUSTFLAGS) or sets `PARLEY_PLAIN_LINK=1`
-//! links as Rust would by default.
+//! Both are for x86_64 Linux with the linker rustup's Rust uses there by
+//! default since 1.90 (this workspace's `rust-version`): its own lld, found
+//! in the toolchain. A toolchain without it (some distributions' packages),
+//! a build that chose another linker (`linker` in .cargo/config, `-fuse-ld`,
+//! `-Zlinker-features` or `-Clink-self-contained` in its RUSTFLAGS) or
+//! `PARLEY_PLAIN_LINK=1` links as Rust would by default.
 
 use std::env;
 use std::path::Path;
@@ -29,8 +31,12 @@ fn main() {
     let rustflags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     // A linker set in .cargo/config reaches build scripts as RUSTC_LINKER.
     let other_linker = env::var_os("RUSTC_LINKER").is_some()
-        || ["fuse-ld", "linker-features", "linker="].iter().any(|flag| rustflags.contains(flag));
-    if target != "x86_64-unknown-linux-gnu" || other_linker || env::var_os("PARLEY_PLAIN_LINK").is_some() {
+        || ["fuse-ld", "linker-features", "link-self-contained", "linker="].iter().any(|flag| rustflags.contains(flag));
+    if target != "x86_64-unknown-linux-gnu"
+        || other_linker
+        || env::var_os("PARLEY_PLAIN_LINK").is_some()
+        || !toolchain_has_lld(&target)
+    {
         return;
     }
     let order = Path::new(&env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("startup.order");
@@ -41,6 +47,17 @@ fn main() {
     if glibc_at_least(2, 36) {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+}
+
+/// Whether the compiling toolchain ships the lld it links with by default
+/// (`<sysroot>/lib/rustlib/<target>/bin/gcc-ld/ld.lld`, as rustup's do).
+fn toolchain_has_lld(target: &str) -> bool {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
+        return false;
+    };
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    Path::new(&sysroot).join("lib/rustlib").join(target).join("bin/gcc-ld/ld.lld").exists()
 }
 
 /// The building machine's glibc version (`getconf GNU_LIBC_VERSION` prints
