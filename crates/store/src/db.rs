@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
 use crate::error::{StoreError, StoreResult};
+use crate::sqlite::{LiteConnection, LitePool, ReadConn, WriteConn};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -17,8 +18,8 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 pub struct DbOptions {
     /// PostgreSQL pool size.
     pub max_connections: u32,
-    /// SQLite reader connections. Each runs on its own thread; about one per
-    /// core measured best (more threads cost more context switches).
+    /// SQLite reader connections: how many reads (outside transactions)
+    /// run at once; their statements run on the tasks that await them.
     pub sqlite_readers: u32,
     /// How long a request waits for SQLite's writer (or a reader) before
     /// it gets a 503: the writer is a queue, and a busy one is slow, not gone.
@@ -111,7 +112,12 @@ pub struct Db {
 /// The connections behind a [`Db`].
 #[derive(Clone, Debug)]
 pub enum Pool {
-    Sqlite { read: SqlitePool, write: SqlitePool },
+    /// SQLite through [`crate::sqlite`], and how sqlx's own driver opens
+    /// the file to migrate it.
+    Sqlite {
+        pool: LitePool,
+        options: SqliteConnectOptions,
+    },
     Postgres(PgPool),
 }
 
@@ -232,45 +238,27 @@ impl Db {
         if !url.starts_with("sqlite:") {
             return Err(StoreError::UnsupportedUrl(url.to_owned()));
         }
-        let base = SqliteConnectOptions::from_str(url)?
+        let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // FULL: a committed transaction survives power loss, not only a crash.
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
-            // SQLite's default page cache is 2 MiB: too small for a server's
-            // working set. Memory-mapped reads save a syscall per page miss.
-            .pragma("cache_size", "-16384")
-            .pragma("mmap_size", "268435456")
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Full)
+            .busy_timeout(crate::sqlite::BUSY_TIMEOUT)
             .foreign_keys(true);
-        let file = Path::new(base.get_filename());
-        // In-memory databases are named `:memory:` or `file:sqlx-in-memory-…`.
-        let in_memory = file.to_str().is_some_and(|f| f.contains(":memory:") || f.starts_with("file:"));
-        if !in_memory && !file.as_os_str().is_empty() {
-            if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-                crate::files::create_private_dir(dir)?;
-            }
-            // SQLite gives its -wal and -shm files the database file's mode.
-            crate::files::create_private_file(file)?;
+        let file = Path::new(options.get_filename()).to_owned();
+        // In-memory databases are named `:memory:` or `file:…?mode=memory`:
+        // each connection would have its own.
+        if file.to_str().is_some_and(|f| f.contains(":memory:") || f.starts_with("file:"))
+            || file.as_os_str().is_empty()
+        {
+            return Err(StoreError::Unsupported("SQLite in memory is not supported: name a database file"));
         }
-        // One writer: SQLite allows one write transaction at a time anyway, and
-        // queueing in the pool is fairer and cheaper than busy-waiting.
-        // No ping before each use (sqlx's default): a SQLite connection is a
-        // handle in this process that cannot drop like a socket, and the ping
-        // is a round trip to its worker thread, as long as a point read.
-        let write = SqlitePoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .acquire_timeout(opts.acquire_timeout)
-            .connect_with(base.clone())
-            .await?;
-        let read = SqlitePoolOptions::new()
-            .max_connections(opts.sqlite_readers.max(1))
-            .test_before_acquire(false)
-            .acquire_timeout(opts.acquire_timeout)
-            .connect_with(base.read_only(true))
-            .await?;
-        Ok(Db::new(Pool::Sqlite { read, write }))
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            crate::files::create_private_dir(dir)?;
+        }
+        // SQLite gives its -wal and -shm files the database file's mode.
+        crate::files::create_private_file(&file)?;
+        let pool = LitePool::open(&file, opts.sqlite_readers, opts.acquire_timeout)?;
+        Ok(Db::new(Pool::Sqlite { pool, options }))
     }
 
     fn new(pool: Pool) -> Db {
@@ -296,9 +284,10 @@ impl Db {
             c.with_label_values(&[pool, "busy"]).set(size.saturating_sub(idle as u32) as i64);
         };
         match &self.pool {
-            Pool::Sqlite { read, write } => {
-                set("read", read.size(), read.num_idle());
-                set("write", write.size(), write.num_idle());
+            Pool::Sqlite { pool, .. } => {
+                let (size, idle) = pool.reader_counts();
+                set("read", size, idle);
+                set("write", 1, usize::from(pool.writer_idle()));
             }
             Pool::Postgres(pool) => set("read", pool.size(), pool.num_idle()),
         }
@@ -329,7 +318,12 @@ impl Db {
     /// Applies pending migrations. Safe to run from several processes at once.
     pub async fn migrate(&self) -> StoreResult<()> {
         match &self.pool {
-            Pool::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
+            Pool::Sqlite { options, .. } => {
+                // sqlx's migrator needs its own driver: one connection for it.
+                let mut conn = sqlx::ConnectOptions::connect(options).await?;
+                SQLITE_MIGRATIONS.run(&mut conn).await?;
+                sqlx::Connection::close(conn).await?;
+            }
             Pool::Postgres(pool) => {
                 POSTGRES_MIGRATIONS.run(pool).await?;
                 // Without autovacuum no table is ever analyzed, and a
@@ -352,7 +346,7 @@ impl Db {
     pub async fn read(&self) -> StoreResult<Conn> {
         let asked = std::time::Instant::now();
         let conn = match &self.pool {
-            Pool::Sqlite { read, .. } => Conn::Sqlite(read.acquire().await?),
+            Pool::Sqlite { pool, .. } => Conn::Sqlite(pool.read().await?),
             Pool::Postgres(pool) => Conn::Postgres(self.reaching(pool.acquire()).await?),
         };
         self.metrics.db_acquire.with_label_values(&["read"]).observe(asked.elapsed().as_secs_f64());
@@ -364,7 +358,7 @@ impl Db {
     pub async fn begin(&self) -> StoreResult<Tx> {
         let asked = std::time::Instant::now();
         let inner = match &self.pool {
-            Pool::Sqlite { write, .. } => TxInner::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Pool::Sqlite { pool, .. } => TxInner::Sqlite(begin_immediate(pool.write().await?).await?),
             Pool::Postgres(pool) => TxInner::Postgres(self.reaching(pool.begin()).await?),
         };
         let waited = asked.elapsed();
@@ -424,7 +418,7 @@ impl Db {
     /// into place, so `to` is never a half-written file. PostgreSQL has
     /// its own tools (`pg_dump`, base backups; docs/operations.md).
     pub async fn backup_to(&self, to: &Path) -> StoreResult<u64> {
-        let Pool::Sqlite { read, .. } = &self.pool else {
+        let Pool::Sqlite { pool, .. } = &self.pool else {
             return Err(StoreError::Unsupported(
                 "`parley backup` copies SQLite databases; back PostgreSQL up with pg_dump (docs/operations.md)",
             ));
@@ -441,7 +435,12 @@ impl Db {
             StoreError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the backup path is not UTF-8"))
         })?;
         let copied = async {
-            sqlx::query("VACUUM INTO $1").bind(target).execute(read).await?;
+            // Seconds for a large database: in the blocking pool.
+            let mut reader = pool.read().await?;
+            let target = crate::sqlite::LiteValue::Text(target.to_owned());
+            tokio::task::spawn_blocking(move || reader.execute_with("VACUUM INTO $1", &[target]))
+                .await
+                .map_err(|_| sqlx::Error::WorkerCrashed)??;
             // The copy is checked where it lies, before it takes the name.
             let copy = SqliteConnectOptions::new().filename(&partial).read_only(true);
             let mut conn = sqlx::ConnectOptions::connect(&copy).await?;
@@ -464,17 +463,14 @@ impl Db {
     /// Whether `close` was called (by any clone).
     pub fn is_closed(&self) -> bool {
         match &self.pool {
-            Pool::Sqlite { write, .. } => write.is_closed(),
+            Pool::Sqlite { pool, .. } => pool.is_closed(),
             Pool::Postgres(pool) => pool.is_closed(),
         }
     }
 
     pub async fn close(&self) {
         match &self.pool {
-            Pool::Sqlite { read, write } => {
-                read.close().await;
-                write.close().await;
-            }
+            Pool::Sqlite { pool, .. } => pool.close(),
             Pool::Postgres(pool) => pool.close().await,
         }
     }
@@ -482,7 +478,7 @@ impl Db {
 
 /// A pooled connection outside any transaction.
 pub enum Conn {
-    Sqlite(PoolConnection<Sqlite>),
+    Sqlite(ReadConn),
     Postgres(PoolConnection<Postgres>),
 }
 
@@ -619,7 +615,7 @@ impl RouteMemo {
 }
 
 enum TxInner {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(WriteConn),
     Postgres(Transaction<'static, Postgres>),
 }
 
@@ -735,7 +731,7 @@ impl Tx {
     pub async fn commit(mut self) -> StoreResult<()> {
         self.flush().await?;
         match self.inner {
-            TxInner::Sqlite(t) => t.commit().await?,
+            TxInner::Sqlite(w) => commit(w).await?,
             TxInner::Postgres(t) => t.commit().await?,
         }
         let statements = self.statements + 1;
@@ -759,9 +755,33 @@ impl Tx {
     }
 }
 
+/// `BEGIN IMMEDIATE` on the writer: at once, as nothing else in this
+/// process writes; if another process holds the write lock (the CLI),
+/// waiting for it up to the busy timeout in the blocking pool.
+async fn begin_immediate(mut w: WriteConn) -> Result<WriteConn, sqlx::Error> {
+    match w.execute_raw("BEGIN IMMEDIATE") {
+        Ok(()) => Ok(w),
+        Err(e) if crate::sqlite::is_busy(&e) => tokio::task::spawn_blocking(move || {
+            w.set_busy_timeout(crate::sqlite::BUSY_TIMEOUT)?;
+            let begun = w.execute_raw("BEGIN IMMEDIATE");
+            w.set_busy_timeout(Duration::ZERO)?;
+            begun.map(|()| w)
+        })
+        .await
+        .map_err(|_| sqlx::Error::WorkerCrashed)?,
+        Err(e) => Err(e),
+    }
+}
+
+/// `COMMIT` on the writer, in the blocking pool: it waits for the disk
+/// (synchronous = FULL). A failed commit is rolled back as `w` drops.
+async fn commit(mut w: WriteConn) -> Result<(), sqlx::Error> {
+    tokio::task::spawn_blocking(move || w.execute_raw("COMMIT")).await.map_err(|_| sqlx::Error::WorkerCrashed)?
+}
+
 /// The backend connection behind a `Conn` or a `Tx`.
 pub enum Handle<'a> {
-    Sqlite(&'a mut SqliteConnection),
+    Sqlite(&'a mut LiteConnection),
     Postgres(&'a mut PgConnection),
 }
 
@@ -839,7 +859,7 @@ impl AsHandle for Tx {
     fn handle(&mut self) -> Handle<'_> {
         self.statements += 1;
         match &mut self.inner {
-            TxInner::Sqlite(t) => Handle::Sqlite(t),
+            TxInner::Sqlite(w) => Handle::Sqlite(w),
             TxInner::Postgres(t) => Handle::Postgres(t),
         }
     }

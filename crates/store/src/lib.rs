@@ -2,12 +2,14 @@
 //! that take a [`Scope`](parley_domain::Scope) so no query can forget whose
 //! data it touches.
 //!
-//! Queries are written once in SQL that both dialects accept (sqlx numbers
-//! SQLite's `$N` placeholders as PostgreSQL does) and run through
+//! Queries are written once with `sqlx::query`, in SQL that both dialects
+//! accept (`$N` placeholders on both), and run through
 //! [`dispatch!`] (or its shorthands `execute!`, `fetch_one!`, …), which
 //! expands the body once per backend. Only where the dialects really differ
 //! (JSON containment, row locking, full-text search) does a repository
-//! branch on [`Handle`]. [`testing`] makes fresh databases of both kinds
+//! branch on [`Handle`]. PostgreSQL runs them with sqlx's driver; SQLite
+//! with [`sqlite`], a sqlx driver over rusqlite that steps each statement
+//! on the calling task instead of a worker thread. [`testing`] makes fresh databases of both kinds
 //! for tests, and `on_both_backends!` runs a test story on each.
 
 mod db;
@@ -15,6 +17,7 @@ mod error;
 pub mod files;
 pub mod notify;
 pub mod repo;
+pub mod sqlite;
 pub mod testing;
 
 pub use db::{
@@ -59,7 +62,7 @@ macro_rules! fetch_all {
 }
 
 /// Runs `$body` with `$conn` bound to the backend's connection
-/// (`&mut SqliteConnection` or `&mut PgConnection`).
+/// (`&mut LiteConnection` or `&mut PgConnection`).
 #[macro_export]
 macro_rules! dispatch {
     ($c:expr, $conn:ident => $body:expr) => {

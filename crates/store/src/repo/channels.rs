@@ -204,8 +204,8 @@ async fn owned_by<'q, T>(c: &mut impl AsHandle, condition: &str, key: T) -> Stor
 where
     T: 'q
         + Send
-        + sqlx::Encode<'q, sqlx::Sqlite>
-        + sqlx::Type<sqlx::Sqlite>
+        + sqlx::Encode<'q, crate::sqlite::Lite>
+        + sqlx::Type<crate::sqlite::Lite>
         + sqlx::Encode<'q, sqlx::Postgres>
         + sqlx::Type<sqlx::Postgres>,
 {

@@ -147,7 +147,7 @@ pub(crate) async fn newest_page<R>(
     page: parley_domain::validation::Page,
 ) -> crate::StoreResult<(Vec<R>, i64)>
 where
-    R: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    R: for<'r> sqlx::FromRow<'r, crate::sqlite::LiteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
     R: Send + Unpin,
 {
     let alias = from.rsplit(' ').next().unwrap_or(from);

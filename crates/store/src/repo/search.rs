@@ -302,7 +302,8 @@ fn message_matches(pg: bool, r: &Resolved, query: &Query) -> Where {
 /// A search statement planned for its own values each time. PostgreSQL
 /// would otherwise switch a reused statement to a generic plan, which cannot
 /// tell a word in most messages from a rare one and picks the wrong index
-/// for one of them (seconds instead of milliseconds).
+/// for one of them (seconds instead of milliseconds). On SQLite such a
+/// statement runs off the async worker thread (`crate::sqlite`).
 macro_rules! unprepared {
     ($sql:expr) => {
         sqlx::query_as($sql).persistent(false)
