@@ -509,8 +509,8 @@ pub struct LiteConnection {
     conn: rusqlite::Connection,
     /// Result columns by SQL text: each is named once, not per execution.
     columns: HashMap<Box<str>, Arc<[LiteColumn]>>,
-    /// SQL texts that hold several statements (not cached as one).
-    batches: std::collections::HashSet<Box<str>>,
+    /// SQL texts that hold several statements, and those statements.
+    batches: HashMap<Box<str>, Vec<Box<str>>>,
     /// Transactions and savepoints open through sqlx's `Transaction`.
     depth: usize,
 }
@@ -551,26 +551,30 @@ impl LiteConnection {
             }
             return Ok(out);
         }
-        if !batches.contains(sql) {
-            match conn.prepare_cached(sql) {
-                Ok(mut statement) => {
-                    step(conn, columns, sql, &mut statement, args, limit, &mut out)?;
-                    return Ok(out);
-                }
-                Err(rusqlite::Error::MultipleStatement) => {
-                    batches.insert(sql.into());
-                }
-                Err(e) => return Err(lite_error(e)),
+        if let Some(parts) = batches.get(sql) {
+            for part in parts.iter() {
+                let mut statement = conn.prepare_cached(part).map_err(lite_error)?;
+                step(conn, columns, part, &mut statement, args, limit, &mut out)?;
             }
+            return Ok(out);
         }
-        // Several statements (a few writes go as one call): prepared one
-        // by one each time, as rusqlite caches single statements only.
+        match conn.prepare_cached(sql) {
+            Ok(mut statement) => {
+                step(conn, columns, sql, &mut statement, args, limit, &mut out)?;
+                return Ok(out);
+            }
+            Err(rusqlite::Error::MultipleStatement) => {}
+            Err(e) => return Err(lite_error(e)),
+        }
+        // Several statements in one call (a write and its bookkeeping):
+        // split once, then each part is cached as a statement of its own.
+        if let Some(parts) = split_statements(sql) {
+            batches.insert(sql.into(), parts);
+            return self.run_as(sql, args, limit, persistent);
+        }
         let mut batch = rusqlite::Batch::new(conn, sql);
-        let mut part = 0;
         while let Some(mut statement) = batch.next().map_err(lite_error)? {
-            part += 1;
-            let key = format!("{part}\u{0}{sql}");
-            step(conn, columns, &key, &mut statement, args, limit, &mut out)?;
+            step(conn, &mut HashMap::new(), "", &mut statement, args, limit, &mut out)?;
         }
         Ok(out)
     }
@@ -619,6 +623,34 @@ impl LiteConnection {
             self.run_as(sql.as_str(), args, limit, persistent)
         }
     }
+}
+
+/// `sql`'s statements, one text each (`None` if it cannot be split: then
+/// it runs statement by statement, prepared each time). A statement ends
+/// at the first `;` that SQLite's own tokenizer says completes it.
+fn split_statements(sql: &str) -> Option<Vec<Box<str>>> {
+    let complete = |text: &str| -> Option<bool> {
+        let text = std::ffi::CString::new(text).ok()?;
+        // SAFETY: a NUL-terminated string that outlives the call; SQLite
+        // only reads it.
+        Some(unsafe { rusqlite::ffi::sqlite3_complete(text.as_ptr()) } != 0)
+    };
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, _) in sql.match_indices(';') {
+        if complete(&sql[start..=i])? {
+            let part = sql[start..i].trim();
+            if !part.is_empty() {
+                parts.push(part.into());
+            }
+            start = i + 1;
+        }
+    }
+    let rest = sql[start..].trim();
+    if !rest.is_empty() {
+        parts.push(rest.into());
+    }
+    (parts.len() > 1).then_some(parts)
 }
 
 fn step(

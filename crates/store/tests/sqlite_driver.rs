@@ -71,21 +71,24 @@ async fn values_read_back_as_they_were_written() {
 async fn several_statements_in_one_call_run_in_order_with_their_parameters() {
     let (_database, db) = open().await;
     let mut tx = db.begin().await.unwrap();
-    let rows: Vec<(i64, String)> = parley_store::fetch_all!(
-        &mut tx,
-        sqlx::query_as(
-            "INSERT INTO scratch (name) VALUES ($1) RETURNING id, name;\n\
-             INSERT INTO scratch (name, note) VALUES ($2, last_insert_rowid())"
-        )
-        .bind("first")
-        .bind("second")
-    )
-    .unwrap();
-    assert_eq!(rows, vec![(1, "first".to_owned())]);
-    let second: (String,) =
-        parley_store::fetch_one!(&mut tx, sqlx::query_as("SELECT note FROM scratch WHERE name = $1").bind("second"))
-            .unwrap();
-    assert_eq!(second.0, "1", "the second statement saw the first one's row id");
+    // A `;` inside a string does not end a statement.
+    let sql = "INSERT INTO scratch (name) VALUES ($1 || ';x') RETURNING id, name;\n\
+               INSERT INTO scratch (name, note) VALUES ($2, 'after ' || last_insert_rowid() || ';')";
+    // Twice: the first call splits the text, the second runs the parts kept.
+    for (first, second, id) in [("a", "b", 1), ("c", "d", 3)] {
+        let rows: Vec<(i64, String)> =
+            parley_store::fetch_all!(&mut tx, sqlx::query_as(sql).bind(first).bind(second)).unwrap();
+        assert_eq!(rows, vec![(id, format!("{first};x"))]);
+        let (note,): (String,) =
+            parley_store::fetch_one!(&mut tx, sqlx::query_as("SELECT note FROM scratch WHERE name = $1").bind(second))
+                .unwrap();
+        assert_eq!(note, format!("after {id};"), "the second statement saw the first one's row id");
+    }
+    // A failing first statement stops the call: the second does not run.
+    let refused = parley_store::fetch_all!(&mut tx, sqlx::query_as::<_, (i64, String)>(sql).bind("a").bind("e"));
+    assert!(refused.is_err());
+    let (n,): (i64,) = parley_store::fetch_one!(&mut tx, sqlx::query_as("SELECT COUNT(*) FROM scratch")).unwrap();
+    assert_eq!(n, 4);
     tx.commit().await.unwrap();
 }
 
