@@ -113,10 +113,11 @@ pub struct Db {
 #[derive(Clone, Debug)]
 pub enum Pool {
     /// SQLite through [`crate::sqlite`], and how sqlx's own driver opens
-    /// the file to migrate it.
+    /// the file to migrate it (shared: a `Db` is cloned per request, and a
+    /// copy of the options is a dozen allocations).
     Sqlite {
         pool: LitePool,
-        options: SqliteConnectOptions,
+        options: std::sync::Arc<SqliteConnectOptions>,
     },
     Postgres(PgPool),
 }
@@ -258,7 +259,7 @@ impl Db {
         // SQLite gives its -wal and -shm files the database file's mode.
         crate::files::create_private_file(&file)?;
         let pool = LitePool::open(&file, opts.sqlite_readers, opts.acquire_timeout)?;
-        Ok(Db::new(Pool::Sqlite { pool, options }))
+        Ok(Db::new(Pool::Sqlite { pool, options: std::sync::Arc::new(options) }))
     }
 
     fn new(pool: Pool) -> Db {
@@ -320,7 +321,7 @@ impl Db {
         match &self.pool {
             Pool::Sqlite { options, .. } => {
                 // sqlx's migrator needs its own driver: one connection for it.
-                let mut conn = sqlx::ConnectOptions::connect(options).await?;
+                let mut conn = sqlx::ConnectOptions::connect(&**options).await?;
                 SQLITE_MIGRATIONS.run(&mut conn).await?;
                 sqlx::Connection::close(conn).await?;
             }
