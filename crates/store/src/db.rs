@@ -471,7 +471,7 @@ impl Db {
 
     pub async fn close(&self) {
         match &self.pool {
-            Pool::Sqlite { pool, .. } => pool.close(),
+            Pool::Sqlite { pool, .. } => pool.close().await,
             Pool::Postgres(pool) => pool.close().await,
         }
     }
@@ -760,6 +760,11 @@ impl Tx {
 /// process writes; if another process holds the write lock (the CLI),
 /// waiting for it up to the busy timeout in the blocking pool.
 async fn begin_immediate(mut w: WriteConn) -> Result<WriteConn, sqlx::Error> {
+    // A rollback that failed as the writer was given back left its
+    // transaction open: end it, or no BEGIN would ever succeed again.
+    if !w.is_autocommit() {
+        w.execute_raw("ROLLBACK")?;
+    }
     match w.execute_raw("BEGIN IMMEDIATE") {
         Ok(()) => Ok(w),
         Err(e) if crate::sqlite::is_busy(&e) => tokio::task::spawn_blocking(move || {
@@ -775,9 +780,18 @@ async fn begin_immediate(mut w: WriteConn) -> Result<WriteConn, sqlx::Error> {
 }
 
 /// `COMMIT` on the writer, in the blocking pool: it waits for the disk
-/// (synchronous = FULL). A failed commit is rolled back as `w` drops.
+/// (synchronous = FULL), and, where the file system cannot keep a WAL and
+/// SQLite fell back to a rollback journal, for readers to finish (the busy
+/// timeout). A failed commit is rolled back as `w` drops.
 async fn commit(mut w: WriteConn) -> Result<(), sqlx::Error> {
-    tokio::task::spawn_blocking(move || w.execute_raw("COMMIT")).await.map_err(|_| sqlx::Error::WorkerCrashed)?
+    tokio::task::spawn_blocking(move || {
+        w.set_busy_timeout(crate::sqlite::BUSY_TIMEOUT)?;
+        let committed = w.execute_raw("COMMIT");
+        w.set_busy_timeout(Duration::ZERO)?;
+        committed
+    })
+    .await
+    .map_err(|_| sqlx::Error::WorkerCrashed)?
 }
 
 /// The backend connection behind a `Conn` or a `Tx`.

@@ -569,6 +569,9 @@ impl LiteConnection {
         // Several statements in one call (a write and its bookkeeping):
         // split once, then each part is cached as a statement of its own.
         if let Some(parts) = split_statements(sql) {
+            if batches.len() >= SHAPES_KEPT {
+                batches.clear();
+            }
             batches.insert(sql.into(), parts);
             return self.run_as(sql, args, limit, persistent);
         }
@@ -628,6 +631,11 @@ impl LiteConnection {
 /// `sql`'s statements, one text each (`None` if it cannot be split: then
 /// it runs statement by statement, prepared each time). A statement ends
 /// at the first `;` that SQLite's own tokenizer says completes it.
+/// How many SQL texts a connection remembers the shape of before it starts
+/// over: most are the repositories' fixed statements, but some SQL is
+/// assembled per call (lists of ids, filters) and must not grow it forever.
+const SHAPES_KEPT: usize = 1024;
+
 fn split_statements(sql: &str) -> Option<Vec<Box<str>>> {
     let complete = |text: &str| -> Option<bool> {
         let text = std::ffi::CString::new(text).ok()?;
@@ -688,6 +696,9 @@ fn step(
                 .enumerate()
                 .map(|(ordinal, name)| LiteColumn { ordinal, name: name.into(), type_info: LiteTypeInfo("NULL") })
                 .collect();
+            if columns.len() >= SHAPES_KEPT {
+                columns.clear();
+            }
             columns.insert(key.into(), shape.clone());
             shape
         }
@@ -706,9 +717,9 @@ fn step(
         taken += 1;
     }
     // A statement stopped early (the limit) is reset as it drops: a write
-    // with RETURNING has made all its changes at its first step. One
-    // without result columns run with no rows asked for still runs.
-    if limit == 0 && width == 0 {
+    // with RETURNING has made all its changes at its first step. Run with
+    // no rows asked for, a statement still runs to its end.
+    if limit == 0 {
         while rows.next().map_err(lite_error)?.is_some() {}
     }
     drop(rows);
@@ -1151,10 +1162,20 @@ impl LitePool {
         self.writer.try_lock().is_ok()
     }
 
-    /// Refuses new work; idle readers close now, busy ones as they are given back.
-    pub fn close(&self) {
+    /// Refuses new work; idle readers close now, busy ones as they are
+    /// given back. Then, once the writer is free (at most the acquire
+    /// timeout), copies the write-ahead log into the database file, so
+    /// that the file alone is the whole database after a stop.
+    pub async fn close(&self) {
         self.readers.permits.close();
         self.readers.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let Ok(mut writer) = tokio::time::timeout(self.acquire_timeout, self.writer.lock()).await else {
+            tracing::warn!("the SQLite writer was still busy at close; its log is checkpointed at the next start");
+            return;
+        };
+        if let Err(error) = writer.execute_raw("PRAGMA wal_checkpoint(TRUNCATE)") {
+            tracing::warn!(%error, "could not checkpoint the SQLite log at close");
+        }
     }
 
     pub fn is_closed(&self) -> bool {

@@ -162,3 +162,25 @@ async fn a_transaction_waits_for_another_writer_without_stalling_the_runtime() {
     assert_eq!(n, 1, "it sees the other writer's row");
     tx.commit().await.unwrap();
 }
+
+/// After `close`, the database file alone holds every committed write:
+/// the write-ahead log was copied into it (someone copying `parley.db`
+/// after a stop copies the whole database).
+#[tokio::test]
+async fn after_close_the_database_file_alone_holds_every_write() {
+    let (database, db) = open().await;
+    let mut tx = db.begin().await.unwrap();
+    for i in 0..100 {
+        parley_store::execute!(&mut tx, sqlx::query("INSERT INTO scratch (name) VALUES ($1)").bind(format!("n{i}")))
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let path = std::path::PathBuf::from(path_of(&database));
+    db.close().await;
+    let copy = parley_store::testing::TempDir::new();
+    let alone = copy.path.join("alone.db");
+    std::fs::copy(&path, &alone).unwrap();
+    let conn = rusqlite::Connection::open(&alone).unwrap();
+    let n: i64 = conn.query_row("SELECT COUNT(*) FROM scratch", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 100);
+}
