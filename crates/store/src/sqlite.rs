@@ -238,35 +238,31 @@ fn column_index(columns: &[LiteColumn], name: &str) -> Result<usize, Error> {
     columns.iter().position(|c| &*c.name == name).ok_or_else(|| Error::ColumnNotFound(name.to_owned()))
 }
 
-impl ColumnIndex<LiteRow> for &'_ str {
-    fn index(&self, row: &LiteRow) -> Result<usize, Error> {
-        column_index(&row.columns, self)
+fn column_at(columns: &[LiteColumn], index: usize) -> Result<usize, Error> {
+    if index >= columns.len() {
+        return Err(Error::ColumnIndexOutOfBounds { index, len: columns.len() });
     }
+    Ok(index)
 }
 
-impl ColumnIndex<LiteRow> for usize {
-    fn index(&self, row: &LiteRow) -> Result<usize, Error> {
-        if *self >= row.values.len() {
-            return Err(Error::ColumnIndexOutOfBounds { index: *self, len: row.values.len() });
+/// Column lookups by name and by position, for rows and statements alike.
+macro_rules! column_index {
+    ($($container:ty),*) => {$(
+        impl ColumnIndex<$container> for &'_ str {
+            fn index(&self, container: &$container) -> Result<usize, Error> {
+                column_index(&container.columns, self)
+            }
         }
-        Ok(*self)
-    }
-}
 
-impl ColumnIndex<LiteStatement> for &'_ str {
-    fn index(&self, statement: &LiteStatement) -> Result<usize, Error> {
-        column_index(&statement.columns, self)
-    }
-}
-
-impl ColumnIndex<LiteStatement> for usize {
-    fn index(&self, statement: &LiteStatement) -> Result<usize, Error> {
-        if *self >= statement.columns.len() {
-            return Err(Error::ColumnIndexOutOfBounds { index: *self, len: statement.columns.len() });
+        impl ColumnIndex<$container> for usize {
+            fn index(&self, container: &$container) -> Result<usize, Error> {
+                column_at(&container.columns, *self)
+            }
         }
-        Ok(*self)
-    }
+    )*};
 }
+
+column_index!(LiteRow, LiteStatement);
 
 /// What a statement changed.
 #[derive(Debug, Default, Clone, Copy)]
@@ -661,6 +657,17 @@ fn split_statements(sql: &str) -> Option<Vec<Box<str>>> {
     (parts.len() > 1).then_some(parts)
 }
 
+/// A statement's result columns (their declared types are not kept:
+/// values carry their storage class).
+fn shape_of(statement: &rusqlite::Statement<'_>) -> Arc<[LiteColumn]> {
+    statement
+        .column_names()
+        .into_iter()
+        .enumerate()
+        .map(|(ordinal, name)| LiteColumn { ordinal, name: name.into(), type_info: LiteTypeInfo("NULL") })
+        .collect()
+}
+
 fn step(
     conn: &rusqlite::Connection,
     columns: &mut HashMap<Box<str>, Arc<[LiteColumn]>>,
@@ -690,12 +697,7 @@ fn step(
     let shape = match columns.get(key) {
         Some(shape) => shape.clone(),
         None => {
-            let shape: Arc<[LiteColumn]> = statement
-                .column_names()
-                .into_iter()
-                .enumerate()
-                .map(|(ordinal, name)| LiteColumn { ordinal, name: name.into(), type_info: LiteTypeInfo("NULL") })
-                .collect();
+            let shape = shape_of(statement);
             if columns.len() >= SHAPES_KEPT {
                 columns.clear();
             }
@@ -777,12 +779,7 @@ impl<'c> Executor<'c> for &'c mut LiteConnection {
     {
         async move {
             let statement = self.conn.prepare_cached(sql.as_str()).map_err(lite_error)?;
-            let columns = statement
-                .column_names()
-                .into_iter()
-                .enumerate()
-                .map(|(ordinal, name)| LiteColumn { ordinal, name: name.into(), type_info: LiteTypeInfo("NULL") })
-                .collect();
+            let columns = shape_of(&statement);
             let parameters = statement.parameter_count();
             drop(statement);
             Ok(LiteStatement { sql, columns, parameters })
