@@ -55,7 +55,8 @@ bench_prepare() {
       echo "Turn it on first: psql -c 'ALTER SYSTEM SET autovacuum = on' -c 'SELECT pg_reload_conf()'" >&2
       [ -n "${ALLOW_NO_AUTOVACUUM:-}" ] || exit 1
     fi
-    export PARLEY_DATABASE_URL="$PG_URL/$BENCH_DB"
+    # PG_PARAMS: connection parameters for the server, e.g. sslmode=disable.
+    export PARLEY_DATABASE_URL="$PG_URL/$BENCH_DB${PG_PARAMS:+?$PG_PARAMS}"
     PARLEY_SECRETS__MASTER_KEY=$(head -c 32 /dev/urandom | base64)
     export PARLEY_SECRETS__MASTER_KEY
   fi

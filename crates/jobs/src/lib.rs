@@ -42,6 +42,8 @@ pub struct Enqueue {
     pub kind: &'static str,
     pub payload: Value,
     pub queue: Option<String>,
+    /// The queue was born in the caller's transaction (see [`Enqueue::in_new_queue`]).
+    pub queue_is_new: bool,
     pub scope: Option<Scope>,
     /// When it may run first (now by default).
     pub run_at: Option<Timestamp>,
@@ -49,7 +51,7 @@ pub struct Enqueue {
 
 impl Enqueue {
     pub fn new(kind: &'static str, payload: Value) -> Self {
-        Self { kind, payload, queue: None, scope: None, run_at: None }
+        Self { kind, payload, queue: None, queue_is_new: false, scope: None, run_at: None }
     }
 
     /// A job of kind `J`.
@@ -60,6 +62,16 @@ impl Enqueue {
     /// Runs after the earlier jobs of `queue`, one at a time.
     pub fn in_queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
+        self
+    }
+
+    /// Like [`Enqueue::in_queue`], for a queue named after something the
+    /// caller's transaction created (a conversation opened in it): no other
+    /// transaction can have queued in it, so the job can go straight to a
+    /// worker here on PostgreSQL too, with no claim.
+    pub fn in_new_queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self.queue_is_new = true;
         self
     }
 
@@ -82,6 +94,7 @@ pub async fn enqueue(c: &mut impl AsHandle, job: Enqueue) -> StoreResult<i64> {
         NewJob {
             kind: job.kind,
             queue: job.queue,
+            queue_is_new: job.queue_is_new,
             payload: job.payload,
             scope: job.scope,
             run_at: job.run_at.unwrap_or_else(Timestamp::now),

@@ -259,6 +259,13 @@ async fn jobs_queued_here_are_handed_to_the_worker_and_start_when_due(database: 
     let second_started = handler.wait_for(3).await;
     assert!(second_started - first_started >= Duration::from_millis(300), "the queue's order was broken");
 
+    // A queue born in the caller's transaction (named after a conversation
+    // opened in it) has nobody ahead: handed over on PostgreSQL too.
+    let fresh = enqueue(&db, Enqueue::new("test.work", json!({"n": 5})).in_new_queue("agent:8")).await;
+    let row = { repo::get(&mut db.read().await.unwrap(), fresh).await.unwrap().unwrap() };
+    assert_eq!(row.leased_by.as_deref(), Some(worker_id.as_str()), "a new queue's job leased to the worker here");
+    handler.wait_for(5).await;
+
     // Held for an hour, given back at shutdown.
     let later = enqueue(&db, Enqueue::new("test.work", json!({"n": 4})).at(Timestamp::now().plus_seconds(3600))).await;
     stop.send(true).unwrap();

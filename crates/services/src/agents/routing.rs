@@ -137,10 +137,9 @@ pub async fn queue_answer(
     )
     .await?;
     let at = Timestamp::now().plus_duration(debounce(&svc.config.runtime, &agent));
-    let job = Enqueue::of(&runs::RunJob { run_id: run.id, conversation_id })
-        .in_queue(format!("agent:{conversation_id}"))
-        .for_scope(scope)
-        .at(at);
+    let job = Enqueue::of(&runs::RunJob { run_id: run.id, conversation_id });
+    let queue = format!("agent:{conversation_id}");
+    let job = if opened_here { job.in_new_queue(queue) } else { job.in_queue(queue) }.for_scope(scope).at(at);
     parley_jobs::enqueue(tx, job).await?;
     Ok(Some(run))
 }

@@ -89,6 +89,7 @@ async fn queue_poll(
     let job = parley_store::repo::jobs::NewJob {
         kind: POLL,
         queue: Some(format!("poll:{channel_id}")),
+        queue_is_new: false,
         payload: PollJob { channel_id, cursor }.to_payload(),
         scope: Some(scope),
         run_at: at,

@@ -31,6 +31,9 @@ pub struct NewJob<'a> {
     pub kind: &'a str,
     /// Jobs of one queue run one at a time, in enqueue order.
     pub queue: Option<String>,
+    /// `queue` was born in the caller's transaction: no job can be ahead
+    /// of this one, on any instance.
+    pub queue_is_new: bool,
     pub payload: Value,
     /// The workspace and mode it works for, if any (for inspection).
     pub scope: Option<Scope>,
@@ -94,11 +97,12 @@ async fn insert(c: &mut impl AsHandle, job: NewJob<'_>) -> StoreResult<Option<i6
     // unseen, commit first and be claimed elsewhere, and then two jobs of one
     // queue would run at once (locking the queue instead would make such
     // transactions wait on each other, in any order, and risk deadlocks).
-    // SQLite has one writer.
+    // SQLite has one writer. A queue born in this transaction has no one
+    // ahead or behind unseen: handed over on both.
     let postgres = c.is_postgres();
-    let taker = c.job_taker(job.kind).filter(|_| job.queue.is_none() || !postgres);
+    let taker = c.job_taker(job.kind).filter(|_| job.queue.is_none() || job.queue_is_new || !postgres);
     let (leased_by, lease_until) = match (&taker, &job.queue) {
-        (Some(_), Some(_)) => (
+        (Some(_), Some(_)) if !job.queue_is_new => (
             "CASE WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = $2 AND status = 'pending') THEN NULL ELSE $8 END",
             "CASE WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = $2 AND status = 'pending') THEN NULL ELSE $9 END",
         ),

@@ -454,6 +454,7 @@ async fn ensure_drains(c: &mut impl AsHandle, scope: Scope, endpoint_ids: &[i64]
         let job = crate::repo::jobs::NewJob {
             kind: DRAIN_KIND,
             queue: Some(queue),
+            queue_is_new: false,
             payload: crate::repo::jobs::BackgroundJob::to_payload(&DrainJob { endpoint_id: *id }),
             scope: Some(scope),
             run_at: now,
