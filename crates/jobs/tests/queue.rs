@@ -251,7 +251,20 @@ async fn jobs_queued_here_are_handed_to_the_worker_and_start_when_due(database: 
 
     // Queue order holds: the second of a queue is not handed over while
     // the first is pending, and runs once the first is done.
-    enqueue(&db, Enqueue::new("test.work", json!({"n": 2, "sleep_ms": 300})).in_queue("conversation:7")).await;
+    // On PostgreSQL another transaction could queue in it unseen and
+    // commit first: the job is left to a claim (read before the commit,
+    // after which the worker claims it at once).
+    let mut tx = db.begin().await.unwrap();
+    let first = parley_jobs::enqueue(
+        &mut tx,
+        Enqueue::new("test.work", json!({"n": 2, "sleep_ms": 300})).in_queue("conversation:7"),
+    )
+    .await
+    .unwrap();
+    let row = repo::get(&mut tx, first).await.unwrap().unwrap();
+    let handed = row.leased_by.is_some();
+    tx.commit().await.unwrap();
+    assert_eq!(handed, !database.url.starts_with("postgres"), "an existing queue's job is handed over on SQLite only");
     let second = enqueue(&db, Enqueue::new("test.work", json!({"n": 3})).in_queue("conversation:7")).await;
     let row = { repo::get(&mut db.read().await.unwrap(), second).await.unwrap().unwrap() };
     assert_eq!(row.leased_by, None, "the second of a queue waits unleased");

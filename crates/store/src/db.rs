@@ -787,7 +787,11 @@ async fn commit(mut w: WriteConn) -> Result<(), sqlx::Error> {
     tokio::task::spawn_blocking(move || {
         w.set_busy_timeout(crate::sqlite::BUSY_TIMEOUT)?;
         let committed = w.execute_raw("COMMIT");
-        w.set_busy_timeout(Duration::ZERO)?;
+        // The commit's outcome is the answer: a write that committed must
+        // never be reported failed (the caller would do it again).
+        if let Err(e) = w.set_busy_timeout(Duration::ZERO) {
+            tracing::warn!(error = %e, "could not restore the writer's busy timeout");
+        }
         committed
     })
     .await
