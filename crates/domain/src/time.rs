@@ -153,6 +153,12 @@ mod sql {
         }
     }
 
+    impl sqlx::postgres::PgHasArrayType for Timestamp {
+        fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+            <OffsetDateTime as sqlx::postgres::PgHasArrayType>::array_type_info()
+        }
+    }
+
     impl Encode<'_, Postgres> for Timestamp {
         fn encode_by_ref(&self, buf: &mut <Postgres as sqlx::Database>::ArgumentBuffer) -> Result<IsNull, BoxDynError> {
             <OffsetDateTime as Encode<Postgres>>::encode(self.0, buf)

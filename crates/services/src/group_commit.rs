@@ -238,6 +238,7 @@ async fn attempt<J: Clone + Sync, R>(
     jobs: &[Waiting<J, R>],
 ) -> Result<Vec<R>, Failure> {
     let mut work = svc.begin().await.map_err(Failure::Transaction)?;
+    work.rerun_on_race();
     if let Some(look_ahead) = steps.look_ahead {
         look_ahead(&mut work, svc, jobs.iter().map(|(job, _)| job).collect())
             .await

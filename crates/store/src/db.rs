@@ -514,6 +514,8 @@ pub struct Tx {
     /// Statements sent so far, BEGIN included (each macro of `repo` asks
     /// for the handle once per statement).
     statements: u32,
+    /// See [`Tx::rerun_on_race`].
+    reruns_races: bool,
 }
 
 /// A count a transaction makes in the instance's metrics once it commits.
@@ -628,6 +630,19 @@ impl Tx {
         matches!(self.inner, TxInner::Sqlite(_))
     }
 
+    /// Says that whoever runs this transaction runs all of it again, in a
+    /// new one, when a write loses a race (a unique key another transaction
+    /// committed first, a deadlock): a writer then needs no savepoint of its
+    /// own to recover from one (see `group_commit`).
+    pub fn rerun_on_race(&mut self) {
+        self.reruns_races = true;
+    }
+
+    /// Whether a lost race reruns the whole transaction ([`Tx::rerun_on_race`]).
+    pub fn reruns_races(&self) -> bool {
+        self.reruns_races
+    }
+
     /// Marks a point this transaction can roll back to (`name` is a fixed identifier).
     pub async fn savepoint(&mut self, name: &'static str) -> StoreResult<()> {
         self.run_raw(format!("SAVEPOINT {name}")).await?;
@@ -675,11 +690,6 @@ impl Tx {
     /// counters of what it changed (one more).
     async fn flush(&mut self) -> StoreResult<()> {
         let bumped = std::mem::take(&mut self.bumped);
-        crate::repo::versions::bump_all(self, bumped).await?;
-        self.flush_events().await
-    }
-
-    async fn flush_events(&mut self) -> StoreResult<()> {
         let mut events = std::mem::take(&mut self.events);
         // Stamped as they are written, just before the commit: an event's
         // time is then close to when readers can see it (the live stream's
@@ -689,7 +699,42 @@ impl Tx {
         for (i, (_, event)) in events.iter_mut().enumerate() {
             event.created_at = now.plus_duration(Duration::from_micros(i as u64));
         }
-        crate::repo::events::insert_all(self, &events).await?;
+        if matches!(self.inner, TxInner::Postgres(_)) && (!bumped.is_empty() || !events.is_empty()) {
+            self.flush_postgres(bumped, &events).await?;
+        } else {
+            crate::repo::versions::bump_all(self, bumped).await?;
+            crate::repo::events::insert_all(self, &events).await?;
+        }
+        self.fan_out(events).await
+    }
+
+    /// On PostgreSQL the counters, the events and the look-up of their
+    /// scopes' webhook subscribers go in one statement: each statement is
+    /// a round trip and a server wake-up, most of a reply's cost there.
+    async fn flush_postgres(
+        &mut self,
+        bumped: std::collections::HashSet<(parley_domain::Scope, String)>,
+        events: &[(parley_domain::Scope, parley_domain::event::Event)],
+    ) -> StoreResult<()> {
+        let mut look_up: Vec<parley_domain::Scope> =
+            events.iter().map(|(scope, _)| *scope).filter(|scope| !self.subscribers.contains_key(scope)).collect();
+        look_up.sort_by_key(|s| (s.workspace_id, s.livemode()));
+        look_up.dedup();
+        let counters = crate::repo::versions::in_lock_order(bumped);
+        let shard = crate::repo::versions::next_shard();
+        let Handle::Postgres(conn) = self.handle() else { unreachable!("a PostgreSQL transaction") };
+        let mut found = crate::repo::events::flush_postgres(conn, &counters, shard, events, &look_up).await?;
+        for scope in look_up {
+            let (theirs, rest) = found.into_iter().partition(|(s, _)| *s == scope);
+            found = rest;
+            let endpoints = theirs.into_iter().map(|(_, endpoint)| endpoint).collect();
+            self.subscribers.insert(scope, endpoints);
+        }
+        Ok(())
+    }
+
+    /// Queues the written `events` for their subscribers.
+    async fn fan_out(&mut self, events: Vec<(parley_domain::Scope, parley_domain::event::Event)>) -> StoreResult<()> {
         for (scope, event) in &events {
             crate::repo::webhooks::fan_out(self, *scope, &event.id, event.kind, event.created_at).await?;
         }
@@ -712,6 +757,7 @@ impl Tx {
             tallies: Vec::new(),
             metrics,
             statements: 1,
+            reruns_races: false,
             inner,
             bumped: Default::default(),
             subscribers: Default::default(),

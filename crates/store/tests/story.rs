@@ -197,6 +197,25 @@ async fn events_fan_out_to_subscribed_endpoints(database: TestDatabase) {
     assert!(webhooks::due_deliveries(&mut c, exact.id, 10).await.unwrap().is_empty());
     assert_eq!(webhooks::list_attempts(&mut c, mine, exact.id, PAGE).await.unwrap().1, 1);
     assert_eq!(webhooks::list_attempts(&mut c, theirs, exact.id, PAGE).await.unwrap().1, 0);
+    drop(c);
+
+    // One transaction writing events in two workspaces (a group commit's)
+    // queues each for its own workspace's subscribers only.
+    let mut tx = db.begin().await.unwrap();
+    let in_mine = events::append(&mut tx, mine, EventType::ContactCreated, json!({"id": 1})).await.unwrap();
+    let in_theirs = events::append(&mut tx, theirs, EventType::ContactCreated, json!({"id": 2})).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut c = db.read().await.unwrap();
+    for (endpoint, expected) in [
+        (exact.id, vec![]),
+        (all.id, vec![event.id.clone(), in_mine.id.clone()]),
+        (other.id, vec![in_mine.id.clone()]),
+        (elsewhere.id, vec![in_theirs.id.clone()]),
+    ] {
+        let due = webhooks::due_deliveries(&mut c, endpoint, 10).await.unwrap();
+        let due: Vec<String> = due.into_iter().map(|d| d.event_id).collect();
+        assert_eq!(due, expected, "endpoint {endpoint}");
+    }
 }
 
 /// A transaction writes the events it appended when it commits, in order;

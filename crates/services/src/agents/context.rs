@@ -11,7 +11,7 @@ use parley_domain::prompt::PromptBlock;
 use parley_domain::validation::{FieldError, loc};
 use parley_domain::{Scope, Timestamp};
 use parley_store::Conn;
-use parley_store::repo::{agent_runs, agents, contacts, conversations, handoffs, notes, prompt_blocks, workspaces};
+use parley_store::repo::{agent_runs, agents, contacts, conversations, notes, prompt_blocks, workspaces};
 
 use super::runs::RunJob;
 use crate::{ServiceError, ServiceResult, Services};
@@ -94,18 +94,30 @@ async fn read(
         Some(id) => contacts::get(c, scope, id, false).await?,
         None => None,
     };
-    let workspace_name = workspaces::get(c, scope.workspace_id).await?.map(|w| w.name).unwrap_or_default();
+    let facts = match &conversation {
+        Some(conversation) => conversations::answer_facts(c, scope, conversation.item.id).await?,
+        None => conversations::AnswerFacts {
+            workspace_name: workspaces::get(c, scope.workspace_id).await?.map(|w| w.name).unwrap_or_default(),
+            ..Default::default()
+        },
+    };
     let blocks = match agent {
         Some(agent) => prompt_blocks::get_many(c, scope, &agent.prompt_block_ids).await?,
         None => Vec::new(),
     };
     let team_notes = match &conversation {
-        Some(conversation) => notes::for_agent(c, scope, conversation.item.id, TEAM_NOTES).await?,
-        None => Vec::new(),
+        Some(conversation) if facts.has_agent_notes => {
+            notes::for_agent(c, scope, conversation.item.id, TEAM_NOTES).await?
+        }
+        _ => Vec::new(),
     };
-    let handed_off_at = match &conversation {
-        Some(conversation) => handoffs::last_requested_at(c, scope, conversation.item.id).await?,
-        None => None,
-    };
-    Ok(AnswerContext { conversation, history, contact, workspace_name, blocks, team_notes, handed_off_at })
+    Ok(AnswerContext {
+        conversation,
+        history,
+        contact,
+        workspace_name: facts.workspace_name,
+        blocks,
+        team_notes,
+        handed_off_at: facts.handed_off_at,
+    })
 }

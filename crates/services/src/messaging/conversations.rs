@@ -287,8 +287,10 @@ async fn find_or_open_as(
     // Another transaction (another instance, or concurrent sends to a new
     // address) may open the same conversation or create the same contact
     // first: its row then wins, found once this attempt is undone. With a
-    // single writer nothing can, and the savepoint's two statements are saved.
-    if tx.is_sole_writer() {
+    // single writer nothing can, and in a group commit the whole batch runs
+    // again and finds the winner's row: then the savepoint's two statements
+    // are saved.
+    if tx.is_sole_writer() || tx.reruns_races() {
         return Ok((open_new(tx, svc, scope, channel, opening, &channel_ref).await?, true));
     }
     tx.savepoint("open_conversation").await?;

@@ -843,6 +843,35 @@ pub async fn recent_messages(
     Ok(messages)
 }
 
+/// What an answer in a conversation reads besides its messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnswerFacts {
+    pub workspace_name: String,
+    /// When the conversation was last handed off.
+    pub handed_off_at: Option<Timestamp>,
+    /// Whether members shared notes with the agent in it.
+    pub has_agent_notes: bool,
+}
+
+/// [`AnswerFacts`] of a conversation, in one statement (a statement is a
+/// round trip; most conversations have no handoff and no notes).
+pub async fn answer_facts(c: &mut impl AsHandle, scope: Scope, conversation_id: i64) -> StoreResult<AnswerFacts> {
+    let (workspace_name, handed_off_at, has_agent_notes): (Option<String>, Option<Timestamp>, bool) = fetch_one!(
+        c,
+        sqlx::query_as(
+            "SELECT (SELECT name FROM workspaces WHERE id = $1),
+                    (SELECT created_at FROM handoffs
+                     WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
+                     ORDER BY created_at DESC LIMIT 1),
+                    EXISTS (SELECT 1 FROM conversation_notes
+                            WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3 AND for_agent)"
+        )
+        .bind_scope(scope)
+        .bind(conversation_id)
+    )?;
+    Ok(AnswerFacts { workspace_name: workspace_name.unwrap_or_default(), handed_off_at, has_agent_notes })
+}
+
 /// Keeps a delivery report for an outbound message whose provider id is
 /// not recorded yet (the provider called back before its answer to the
 /// send was stored).

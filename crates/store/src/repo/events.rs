@@ -44,6 +44,53 @@ pub(crate) async fn insert_all(c: &mut impl AsHandle, events: &[(Scope, Event)])
     Ok(())
 }
 
+/// A PostgreSQL transaction's flush as one statement: bumps `counters` (in
+/// the order given, on `shard`), writes `events`, and returns the active
+/// webhook endpoints of the scopes in `look_up` with the event types each
+/// takes, by id.
+pub(crate) async fn flush_postgres(
+    conn: &mut sqlx::PgConnection,
+    counters: &[(Scope, String)],
+    shard: i16,
+    events: &[(Scope, Event)],
+    look_up: &[Scope],
+) -> StoreResult<Vec<(Scope, (i64, Vec<String>))>> {
+    let rows: Vec<(i64, bool, i64, Json<Vec<String>>)> = sqlx::query_as(
+        "WITH bumped AS (
+             INSERT INTO scope_versions (workspace_id, livemode, resource, shard, version)
+             SELECT w, l, r, $4, 1 FROM UNNEST($1::bigint[], $2::boolean[], $3::text[]) WITH ORDINALITY AS b(w, l, r, n)
+             ORDER BY n
+             ON CONFLICT (workspace_id, livemode, resource, shard) DO UPDATE SET version = scope_versions.version + 1
+         ), written AS (
+             INSERT INTO events (id, workspace_id, livemode, type, data, created_at)
+             SELECT * FROM UNNEST($5::text[], $6::bigint[], $7::boolean[], $8::text[], $9::jsonb[], $10::timestamptz[])
+         )
+         SELECT e.workspace_id, e.livemode, e.id, e.events FROM webhook_endpoints e
+         JOIN UNNEST($11::bigint[], $12::boolean[]) AS s(w, l) ON e.workspace_id = s.w AND e.livemode = s.l
+         WHERE e.status = 'active' ORDER BY e.id",
+    )
+    .bind(counters.iter().map(|(s, _)| s.workspace_id).collect::<Vec<_>>())
+    .bind(counters.iter().map(|(s, _)| s.livemode()).collect::<Vec<_>>())
+    .bind(counters.iter().map(|(_, r)| r.as_str()).collect::<Vec<_>>())
+    .bind(shard)
+    .bind(events.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|(s, _)| s.workspace_id).collect::<Vec<_>>())
+    .bind(events.iter().map(|(s, _)| s.livemode()).collect::<Vec<_>>())
+    .bind(events.iter().map(|(_, e)| e.kind.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|(_, e)| Json(&e.data)).collect::<Vec<_>>())
+    .bind(events.iter().map(|(_, e)| e.created_at).collect::<Vec<_>>())
+    .bind(look_up.iter().map(|s| s.workspace_id).collect::<Vec<_>>())
+    .bind(look_up.iter().map(|s| s.livemode()).collect::<Vec<_>>())
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(workspace_id, livemode, id, takes)| {
+            (Scope::new(workspace_id, parley_domain::Mode::from_livemode(livemode)), (id, takes.0))
+        })
+        .collect())
+}
+
 /// Appends one event of type `kind` per item of `data`, in order, and queues
 /// them for subscribed endpoints: `append` for bulk writes (imports), in a
 /// few statements instead of two per event.

@@ -112,24 +112,6 @@ pub async fn open_for(c: &mut impl AsHandle, scope: Scope, conversation_id: i64)
     row.map(Handoff::try_from).transpose()
 }
 
-/// When conversation `conversation_id` was last handed off, if ever.
-pub async fn last_requested_at(
-    c: &mut impl AsHandle,
-    scope: Scope,
-    conversation_id: i64,
-) -> StoreResult<Option<Timestamp>> {
-    let row: Option<(Timestamp,)> = fetch_optional!(
-        c,
-        sqlx::query_as(
-            "SELECT created_at FROM handoffs WHERE workspace_id = $1 AND livemode = $2 AND conversation_id = $3
-             ORDER BY created_at DESC LIMIT 1"
-        )
-        .bind_scope(scope)
-        .bind(conversation_id)
-    )?;
-    Ok(row.map(|(at,)| at))
-}
-
 /// The open handoffs of the conversations `conversation_ids` (a page's worth).
 pub async fn open_for_many(c: &mut impl AsHandle, scope: Scope, conversation_ids: &[i64]) -> StoreResult<Vec<Handoff>> {
     if conversation_ids.is_empty() {

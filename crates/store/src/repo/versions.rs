@@ -56,22 +56,27 @@ pub async fn bump(c: &mut impl AsHandle, scope: Scope, resource: &str) -> StoreR
 const SHARDS: usize = 8;
 
 /// The shard the next PostgreSQL transaction bumps.
-fn next_shard() -> i16 {
+pub(crate) fn next_shard() -> i16 {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS) as i16
+}
+
+/// `counters` once each, in one order, so that two PostgreSQL transactions
+/// bumping the same counters lock their rows in the same order (no deadlock).
+pub(crate) fn in_lock_order(counters: impl IntoIterator<Item = (Scope, String)>) -> Vec<(Scope, String)> {
+    let mut counters: Vec<(Scope, String)> = counters.into_iter().collect();
+    counters.sort_by(|a, b| (a.0.workspace_id, a.0.livemode(), &a.1).cmp(&(b.0.workspace_id, b.0.livemode(), &b.1)));
+    counters.dedup();
+    counters
 }
 
 /// Bumps every counter named, once each, in one statement, now (a
 /// transaction's commit calls it for the bumps it kept; use [`bump`]).
 pub async fn bump_all(c: &mut impl AsHandle, counters: impl IntoIterator<Item = (Scope, String)>) -> StoreResult<()> {
-    let mut counters: Vec<(Scope, String)> = counters.into_iter().collect();
+    let counters = in_lock_order(counters);
     if counters.is_empty() {
         return Ok(());
     }
-    // In one order, so that two PostgreSQL transactions bumping the same
-    // counters lock their rows in the same order (no deadlock).
-    counters.sort_by(|a, b| (a.0.workspace_id, a.0.livemode(), &a.1).cmp(&(b.0.workspace_id, b.0.livemode(), &b.1)));
-    counters.dedup();
     // One shard for all of a transaction's counters, so its locks follow
     // the sorted order above.
     let shard = if c.is_postgres() { next_shard() } else { 0 };
