@@ -197,6 +197,13 @@ pub async fn relay(svc: Services, stop: tokio::sync::watch::Receiver<bool>) {
 /// are sent as one JSON array up to this size.
 const BATCH_BYTES: usize = 7000;
 
+/// At most one NOTIFY per this long from an instance: under load the
+/// signals of this window go together. A NOTIFY is a statement, commits
+/// under a lock every notifying transaction of the cluster shares, and
+/// wakes every listening instance; sent one per commit they were two
+/// statements an agent reply. The first signal after a quiet spell goes at once.
+const NOTIFY_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Sends queued signals with NOTIFY: those waiting together in one (a
 /// burst of commits makes a few notifications, not one each).
 async fn send(
@@ -205,6 +212,7 @@ async fn send(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut carried: Option<String> = None;
+    let mut sent_at: Option<tokio::time::Instant> = None;
     loop {
         let first = match carried.take() {
             Some(p) => p,
@@ -213,6 +221,9 @@ async fn send(
                 _ = stop.wait_for(|s| *s) => return,
             },
         };
+        if let Some(at) = sent_at {
+            tokio::time::sleep_until(at + NOTIFY_EVERY).await;
+        }
         let mut batch = format!("[{first}");
         if let Some(missed) = svc.signals.missed_after_overflow() {
             batch.push(',');
@@ -227,6 +238,8 @@ async fn send(
             batch.push_str(&next);
         }
         batch.push(']');
+        // A full batch leaves more waiting: the next goes at once.
+        sent_at = carried.is_none().then(tokio::time::Instant::now);
         if let Err(e) = parley_store::notify::notify(&svc.db, CHANNEL, &batch).await {
             if svc.db.is_closed() {
                 return;
