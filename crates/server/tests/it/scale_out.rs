@@ -135,3 +135,54 @@ async fn webchat_visitors_hear_replies_sent_on_another_instance_at_once() {
     );
     assert!(started.elapsed() < Duration::from_secs(5), "the reply took {:?}", started.elapsed());
 }
+
+/// Under a stream of commits an instance tells the others in at most one
+/// NOTIFY per 10 ms (each NOTIFY commits under a lock every notifying
+/// transaction of the cluster shares and wakes every listener), and every
+/// commit's signal gets there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_to_other_instances_are_paced_and_all_arrive() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let ws = app.workspace("Acme").await;
+    let mut listener = sqlx::postgres::PgListener::connect(&app.database_url).await.unwrap();
+    listener.listen("parley_signals").await.unwrap();
+    // Four writers, 80 contacts: commits come closer together than 10 ms.
+    let started = Instant::now();
+    let writers = (0..4).map(|w| {
+        let (app, ws) = (&app, &ws);
+        async move {
+            for i in 0..20 {
+                let r = app.post(&ws.live, "/api/v1/contacts", json!({"display_name": format!("C{w}-{i}")})).await;
+                assert_eq!(r.status, 201, "{}", r.text);
+            }
+        }
+    });
+    futures::future::join_all(writers).await;
+    let writing = started.elapsed();
+    let events = app.get(&ws.live, "/api/v1/events?type=contact.created&limit=100").await.body;
+    let expected: std::collections::HashSet<String> =
+        events["items"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(expected.len(), 80);
+    let (mut notifications, mut named) = (0, std::collections::HashSet::new());
+    while !expected.is_subset(&named) {
+        let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+            .await
+            .unwrap_or_else(|_| {
+                let missing = expected.difference(&named).count();
+                panic!("{missing} of 80 events not signalled after {notifications} notifications")
+            })
+            .unwrap();
+        notifications += 1;
+        let signals: Vec<serde_json::Value> = serde_json::from_str(note.payload()).unwrap();
+        for signal in signals.iter().filter(|s| s["kind"] == "events_written" && s["workspace_id"] == ws.id) {
+            named.extend(signal["ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap().to_owned()));
+        }
+    }
+    // One per 10 ms while writing, the last commits' after it, and one
+    // still due from the workspace's setup.
+    let most = (writing.as_millis() / 10) as usize + 3;
+    assert!(
+        notifications <= most,
+        "{notifications} notifications for 80 commits in {writing:?}: at most one per 10 ms ({most})"
+    );
+}
