@@ -687,7 +687,8 @@ impl Tx {
 
     /// Writes the events appended so far (one statement for all of them)
     /// and queues them for their subscribers, and bumps the change
-    /// counters of what it changed (one more).
+    /// counters of what it changed (one more; on PostgreSQL the counters,
+    /// events and subscriber look-up are one statement together).
     async fn flush(&mut self) -> StoreResult<()> {
         let bumped = std::mem::take(&mut self.bumped);
         let mut events = std::mem::take(&mut self.events);
